@@ -1,0 +1,506 @@
+"""The DataStore: one abstract class that owns Pyramind's pipeline; providers fill in small storage hooks.
+
+remember: validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> write atomically.
+query:    embed every query in one batch -> search (any level, filters) -> answer.
+delete:   forget messages, then rebuild what was derived from them, so no level keeps a forgotten text.
+
+Everything a call computes (chunks, embeddings, summaries) is computed before anything is written, and written
+in one provider transaction (`_commit`): an embedder or summariser failure leaves the store as it was. Writers
+of one source are serialised in-process by a lock and across processes by the source's version number, checked
+at commit (a stale writer gets ConflictError and recomputes).
+
+Provider hooks are synchronous; the async API runs each call in a worker thread, so nothing blocks the event
+loop. Every hook takes the namespace: isolation is enforced here, not in the routes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import uuid
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+
+from models.api import (
+    DeleteFilter,
+    DeleteRequest,
+    DeleteResponse,
+    Document,
+    ExpandResponse,
+    Query,
+    QueryFilter,
+    QueryResponse,
+    QueryResult,
+    QueryResults,
+    RememberRequest,
+    RememberResponse,
+    UpsertResponse,
+    node_view,
+)
+from models.memory import MemoryNode, SourceType, StoredMessage
+from models.settings import Settings
+from services.chunking import TokenStream, measure, plan_windows
+from services.embedding import Embedder
+from services.errors import ConflictError, InvalidRequestError, NotFoundError
+from services.summarising import Summariser
+from services.tree import Frontier, chunk_nodes, roll_up
+
+DEFAULT_NAMESPACE = "default"
+_COMMIT_ATTEMPTS = 5
+
+
+@dataclass
+class SourceRow:
+    """A conversation or document: its counters and a version bumped by every commit."""
+
+    source_id: str
+    source_type: SourceType
+    version: int = 0
+    n_messages: int = 0
+    n_tokens: int = 0
+    max_seq: int = -1
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WriteBatch:
+    """Everything one call writes for one source, applied atomically by `_commit`.
+
+    replace: delete all of the source's messages and nodes first. delete_source: remove the source entirely
+    (then the other fields are ignored). nodes: (node, vector); a None vector keeps the stored one (a metadata
+    update of an existing node, e.g. its parent or its position).
+    """
+
+    source: SourceRow
+    messages: list[StoredMessage] = field(default_factory=list)
+    nodes: list[tuple[MemoryNode, np.ndarray | None]] = field(default_factory=list)
+    replace: bool = False
+    delete_source: bool = False
+
+
+def utc(dt: datetime | None) -> datetime | None:
+    """Aware UTC datetime (naive input is taken as UTC)."""
+    if dt is None:
+        return None
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
+
+
+class DataStore(ABC):
+    """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
+
+    name = "abstract"
+
+    def __init__(self, settings: Settings, embedder: Embedder, summariser: Summariser) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.summariser = summariser
+        self._locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        self._locks_guard = threading.Lock()
+
+    # ------------------------------------------------------------------ provider hooks
+    @abstractmethod
+    def _open(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections and files; the store can't be used afterwards."""
+
+    @abstractmethod
+    def _check_embedding(self, model: str, dimension: int) -> None:
+        """Record the embedding model on first use; raise EmbeddingMismatchError if another was recorded."""
+
+    @abstractmethod
+    def _get_source(self, ns: str, source_id: str) -> SourceRow | None: ...
+
+    @abstractmethod
+    def _known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]: ...
+
+    @abstractmethod
+    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
+        """Messages of the source whose tokens end after `tok_offset`, in seq order."""
+
+    @abstractmethod
+    def _frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+
+    @abstractmethod
+    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]: ...
+
+    @abstractmethod
+    def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]: ...
+
+    @abstractmethod
+    def _get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+        """Apply `batch` in one transaction if the source's stored version (0 when absent) equals
+        `expected_version`, bumping it; else raise ConflictError and change nothing."""
+
+    @abstractmethod
+    def _search(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> list[tuple[MemoryNode, float]]:
+        """The top_k nodes of the namespace closest to `vector` (cosine, descending) that match `flt`."""
+
+    @abstractmethod
+    def _find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
+        """(source_id, message id) of the messages with one of `ids`, or matching `flt`."""
+
+    @abstractmethod
+    def _delete_namespace(self, ns: str) -> tuple[int, int]:
+        """Remove everything of the namespace; returns (messages, nodes) removed."""
+
+    # ------------------------------------------------------------------ lifecycle
+    def open(self) -> DataStore:
+        """Open the provider and check the embedding model; raises EmbeddingMismatchError, StoreError."""
+        self._open()
+        self._check_embedding(self.embedder.model_name, self.embedder.dimension)
+        return self
+
+    def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks[(ns, source_id)]
+
+    # ------------------------------------------------------------------ async API (what the server calls)
+    async def remember(self, ns: str, req: RememberRequest) -> RememberResponse:
+        return await asyncio.to_thread(self.remember_sync, ns, req)
+
+    async def upsert(self, ns: str, documents: list[Document]) -> UpsertResponse:
+        return await asyncio.to_thread(self.upsert_sync, ns, documents)
+
+    async def query(self, ns: str, queries: list[Query]) -> QueryResponse:
+        return await asyncio.to_thread(self.query_sync, ns, queries)
+
+    async def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:
+        return await asyncio.to_thread(self.delete_sync, ns, req)
+
+    async def expand(self, ns: str, node_id: str) -> ExpandResponse:
+        return await asyncio.to_thread(self.expand_sync, ns, node_id)
+
+    # ------------------------------------------------------------------ remember
+    def remember_sync(self, ns: str, req: RememberRequest) -> RememberResponse:
+        """Add `req.messages` to a conversation and extend its tree.
+
+        Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
+        summaries created, and the message ids skipped as already remembered. Raises InvalidRequestError (a
+        limit, or the id names a document), EmbeddingError/SummaryError (nothing written).
+        """
+        s = self.settings
+        if len(req.messages) > s.max_messages:
+            raise InvalidRequestError(f"at most {s.max_messages} messages per call (MAX_MESSAGES)", "messages")
+        for i, m in enumerate(req.messages):
+            if len(m.content) > s.max_message_chars:
+                raise InvalidRequestError(
+                    f"message longer than {s.max_message_chars} characters (MAX_MESSAGE_CHARS)",
+                    f"messages[{i}].content",
+                )
+        conversation_id = req.conversation_id or uuid.uuid4().hex
+        incoming, seen = [], set()
+        for m in req.messages:
+            mid = m.id or uuid.uuid4().hex
+            if mid in seen:
+                continue
+            seen.add(mid)
+            incoming.append((mid, m.who, m.content, utc(m.created_at)))
+        created, updated, summaries, skipped = self._extend(ns, conversation_id, "conversation", incoming, False)
+        return RememberResponse(
+            conversation_id=conversation_id,
+            chunk_ids=created,
+            updated_chunk_ids=updated,
+            summary_ids=summaries,
+            skipped_message_ids=skipped,
+        )
+
+    def _extend(
+        self,
+        ns: str,
+        source_id: str,
+        source_type: SourceType,
+        incoming: list[tuple[str, str, str, datetime | None]],
+        final: bool,
+        replace: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> tuple[list[str], list[str], list[str], list[str]]:
+        """Append messages to a source, chunk the new tail, embed, roll up, commit. See remember_sync."""
+        s = self.settings
+        with self._source_lock(ns, source_id):
+            for _ in range(_COMMIT_ATTEMPTS):
+                src = self._get_source(ns, source_id)
+                if src and src.source_type != source_type and not replace:
+                    raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", "conversation_id")
+                version = src.version if src else 0
+                if replace or src is None:
+                    src_state = SourceRow(source_id, source_type, metadata=metadata or {})
+                    known: set[str] = set()
+                else:
+                    src_state = src
+                    known = self._known_message_ids(ns, source_id, [m[0] for m in incoming])
+                fresh = [m for m in incoming if m[0] not in known]
+                skipped = [m[0] for m in incoming if m[0] in known]
+                if not fresh:
+                    return [], [], [], skipped
+
+                stored = [
+                    StoredMessage(id=mid, source_id=source_id, source_type=source_type,
+                                  seq=src_state.max_seq + 1 + i, speaker=who, content=content, created_at=created_at)
+                    for i, (mid, who, content, created_at) in enumerate(fresh)
+                ]
+                last = self._messages_from(ns, source_id, src_state.n_tokens - 1) if src_state.n_tokens else []
+                offset = measure(stored, last[-1].created_at if last else None, src_state.n_tokens)
+
+                frontier = Frontier.from_nodes(self._frontier(ns, source_id)) if src_state.version else Frontier()
+                open_chunk = frontier.open_chunk
+                last_l1 = frontier.last.get(1)
+                if open_chunk is not None:
+                    start = open_chunk.tok_start
+                elif last_l1 is not None:
+                    start = last_l1.tok_end - s.chunk_overlap
+                else:
+                    start = 0
+                prior = self._messages_from(ns, source_id, start) if start < src_state.n_tokens else []
+                stream = TokenStream.from_messages(prior + stored)
+                windows = plan_windows(stream, start, s.chunk_size, s.chunk_overlap, final)
+                first_position = open_chunk.position if open_chunk else frontier.counts.get(1, 0)
+                chunks = chunk_nodes(
+                    stream, windows, source_type, source_id, first_position,
+                    first_id=open_chunk.id if open_chunk else None,
+                )
+                chunk_vectors = self.embedder.embed([c.text for c in chunks])
+                summaries = roll_up(
+                    frontier, [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level
+                )
+                summary_vectors = self.embedder.embed([n.text for n in summaries])
+                reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
+
+                batch = WriteBatch(
+                    source=SourceRow(
+                        source_id, source_type, version + 1,
+                        n_messages=src_state.n_messages + len(stored), n_tokens=offset,
+                        max_seq=stored[-1].seq, metadata=src_state.metadata,
+                    ),
+                    messages=stored,
+                    nodes=[(c, chunk_vectors[i]) for i, c in enumerate(chunks)]
+                    + [(n, summary_vectors[i]) for i, n in enumerate(summaries)]
+                    + [(n, None) for n in reparented],
+                    replace=replace and src is not None,
+                )
+                try:
+                    self._commit(ns, batch, version)
+                except ConflictError:
+                    continue
+                updated = [open_chunk.id] if open_chunk else []
+                created = [c.id for c in chunks if c.id not in updated]
+                return created, updated, [n.id for n in summaries], skipped
+        raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "conversation_id")
+
+    def _summarise(self, texts: list[str], context: str | None) -> tuple[str, str]:
+        return self.summariser.summarise(texts, context, self.settings.summary_max_tokens)
+
+    # ------------------------------------------------------------------ upsert
+    def upsert_sync(self, ns: str, documents: list[Document]) -> UpsertResponse:
+        """Store documents (a document with a known id is replaced); each is chunked like a conversation and
+        its chunks rolled up. Returns the document ids. Raises InvalidRequestError on a limit."""
+        if len(documents) > self.settings.max_documents:
+            raise InvalidRequestError(
+                f"at most {self.settings.max_documents} documents per call (MAX_DOCUMENTS)", "documents"
+            )
+        ids = []
+        for doc in documents:
+            doc_id = doc.id or uuid.uuid4().hex
+            meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
+            author = (doc.metadata.author if doc.metadata else None) or "document"
+            created = utc(doc.metadata.created_at) if doc.metadata else None
+            self._extend(ns, doc_id, "document", [(doc_id, author, doc.text, created)], True, True, meta)
+            ids.append(doc_id)
+        return UpsertResponse(ids=ids)
+
+    # ------------------------------------------------------------------ query
+    def query_sync(self, ns: str, queries: list[Query]) -> QueryResponse:
+        """Embed all queries in one batch and search each; results best first with cosine `score`.
+
+        Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K) is exceeded.
+        """
+        s = self.settings
+        if len(queries) > s.max_queries:
+            raise InvalidRequestError(f"at most {s.max_queries} queries per call (MAX_QUERIES)", "queries")
+        for i, q in enumerate(queries):
+            if q.top_k > s.max_top_k:
+                raise InvalidRequestError(f"top_k must be at most {s.max_top_k} (MAX_TOP_K)", f"queries[{i}].top_k")
+        vectors = self.embedder.embed([q.query for q in queries])
+        out = []
+        for q, v in zip(queries, vectors, strict=True):
+            hits = self._search(ns, v, q.top_k, q.filter)
+            out.append(QueryResults(query=q.query, results=[to_result(n, score) for n, score in hits]))
+        return QueryResponse(results=out)
+
+    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None = None):  # noqa: ANN201
+        """Search with a precomputed query vector (float32, (dimension,)); [(MemoryNode, cosine score)]."""
+        return self._search(ns, np.asarray(vector, dtype=np.float32), top_k, flt)
+
+    # ------------------------------------------------------------------ expand
+    def get_node(self, ns: str, node_id: str) -> MemoryNode:
+        """The node with this id in the namespace; raises NotFoundError (also for another namespace's id)."""
+        found = self._get_nodes(ns, [node_id])
+        if not found:
+            raise NotFoundError(f"no memory with id {node_id!r}", "id")
+        return found[0]
+
+    def expand_sync(self, ns: str, node_id: str) -> ExpandResponse:
+        """The node, its parent and its children (in order); raises NotFoundError."""
+        node = self.get_node(ns, node_id)
+        parent = self._get_nodes(ns, [node.parent_id]) if node.parent_id else []
+        by_id = {c.id: c for c in self._get_nodes(ns, node.children)} if node.children else {}
+        return ExpandResponse(
+            node=node_view(node),
+            parent=node_view(parent[0]) if parent else None,
+            children=[node_view(by_id[c]) for c in node.children if c in by_id],
+        )
+
+    def subtree(self, ns: str, node_id: str) -> list[MemoryNode]:
+        """The node and every node below it, breadth first."""
+        out = [self.get_node(ns, node_id)]
+        frontier = out
+        while frontier:
+            child_ids = [c for n in frontier for c in n.children]
+            frontier = self._get_nodes(ns, child_ids) if child_ids else []
+            frontier.sort(key=lambda n: (n.level, n.position))
+            out.extend(frontier)
+        return out
+
+    # ------------------------------------------------------------------ delete
+    def delete_sync(self, ns: str, req: DeleteRequest) -> DeleteResponse:
+        """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
+        ids), `filter` (messages matching), or `delete_all` (the caller's namespace only).
+
+        Every chunk and summary derived from a forgotten message is rebuilt from what remains (or removed), so
+        the forgotten text comes back from no level. Raises NotFoundError naming unknown ids (nothing deleted).
+        """
+        if req.delete_all:
+            n_msgs, n_nodes = self._delete_namespace(ns)
+            return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
+        whole: set[str] = set()
+        targets: dict[str, set[str]] = defaultdict(set)
+        if req.ids is not None:
+            unknown = []
+            by_message = {m for m in self._find_messages(ns, ids=req.ids)}
+            message_ids = {mid for _, mid in by_message}
+            for i in req.ids:
+                if self._get_source(ns, i) is not None:
+                    whole.add(i)
+                elif (found := self._get_nodes(ns, [i])):
+                    for n in self.subtree(ns, found[0].id):
+                        targets[n.source_id].update(n.message_ids)
+                elif i not in message_ids:
+                    unknown.append(i)
+            if unknown:
+                raise NotFoundError(f"unknown ids: {', '.join(map(repr, unknown[:10]))}", "ids")
+            for sid, mid in by_message:
+                targets[sid].add(mid)
+        else:
+            for sid, mid in self._find_messages(ns, flt=req.filter):
+                targets[sid].add(mid)
+        n_msgs = n_nodes = 0
+        for sid in whole:
+            m, n = self._forget(ns, sid, None)
+            n_msgs, n_nodes = n_msgs + m, n_nodes + n
+        for sid, mids in targets.items():
+            if sid not in whole:
+                m, n = self._forget(ns, sid, mids)
+                n_msgs, n_nodes = n_msgs + m, n_nodes + n
+        return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
+
+    def _forget(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
+        """Remove messages (all when None) of a source and rebuild its tree, reusing every chunk and summary
+        whose content is unchanged. Returns (messages removed, nodes removed or rebuilt)."""
+        s = self.settings
+        with self._source_lock(ns, source_id):
+            for _ in range(_COMMIT_ATTEMPTS):
+                src = self._get_source(ns, source_id)
+                if src is None:
+                    return 0, 0
+                messages = self._messages_from(ns, source_id, 0)
+                keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
+                old = self._source_nodes(ns, source_id)
+                if not keep:
+                    try:
+                        self._commit(ns, WriteBatch(source=src, delete_source=True), src.version)
+                    except ConflictError:
+                        continue
+                    return len(messages), len(old)
+                for seq, m in enumerate(keep):
+                    m.seq = seq
+                offset = measure(keep, None, 0)
+                stream = TokenStream.from_messages(keep)
+                final = src.source_type == "document"
+                chunks = chunk_nodes(
+                    stream, plan_windows(stream, 0, s.chunk_size, s.chunk_overlap, final),
+                    src.source_type, source_id, 0,
+                )
+                old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
+                reused: set[str] = set()
+                for c in chunks:
+                    match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
+                    if match is not None:
+                        c.id = match.id
+                        reused.add(c.id)
+                old_by_children = {tuple(n.children): n for n in old if n.level > 1}
+                old_at = {(n.level, n.position): n for n in old}
+
+                def reuse(children: list[MemoryNode], context: MemoryNode | None) -> MemoryNode | None:
+                    prev = old_by_children.get(tuple(c.id for c in children))
+                    if prev is None:
+                        return None
+                    before = old_at.get((prev.level, prev.position - 1))
+                    if (before.id if before else None) != (context.id if context else None):
+                        return None  # its context changed: the summary may have drawn on forgotten text
+                    reused.add(prev.id)
+                    return prev
+
+                summaries = roll_up(Frontier(), [c for c in chunks if c.sealed], self._summarise, s.fan_out,
+                                    s.max_level, reuse)
+                nodes = chunks + summaries
+                kept_vectors = self._get_vectors(ns, [n.id for n in nodes if n.id in reused])
+                fresh = [n for n in nodes if n.id not in reused]
+                fresh_vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh]),
+                                         strict=True))
+                batch = WriteBatch(
+                    source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset,
+                                     len(keep) - 1, src.metadata),
+                    messages=keep,
+                    nodes=[(n, kept_vectors.get(n.id, fresh_vectors.get(n.id))) for n in nodes],
+                    replace=True,
+                )
+                try:
+                    self._commit(ns, batch, src.version)
+                except ConflictError:
+                    continue
+                return len(messages) - len(keep), len(old) - len(reused)
+        raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "ids")
+
+
+def to_result(node: MemoryNode, score: float) -> QueryResult:
+    """A search hit as the API returns it."""
+    return QueryResult(
+        id=node.id,
+        text=node.text,
+        score=round(float(score), 6),
+        level=node.level,
+        source_type=node.source_type,
+        conversation_id=node.source_id if node.source_type == "conversation" else None,
+        document_id=node.source_id if node.source_type == "document" else None,
+        children=list(node.children),
+        parent_id=node.parent_id,
+        message_ids=list(node.message_ids),
+        speakers=list(node.speakers),
+        start_time=node.start_time,
+        end_time=node.end_time,
+    )

@@ -1,0 +1,27 @@
+"""Picks and opens the DataStore the settings ask for; a provider's SDK is imported only when it is chosen."""
+
+from __future__ import annotations
+
+from datastore.datastore import DataStore
+from models.settings import Settings
+from services.embedding import Embedder, make_embedder
+from services.errors import StoreError
+from services.summarising import Summariser, make_summariser
+
+
+def get_datastore(
+    settings: Settings, embedder: Embedder | None = None, summariser: Summariser | None = None
+) -> DataStore:
+    """An opened DataStore: DATASTORE, else pinecone when PINECONE_API_KEY is set, else the local SQLite store.
+
+    embedder/summariser default to what the settings choose (tests pass shared instances). Raises StoreError
+    for a provider that is not available, EmbeddingMismatchError when the store holds another model's vectors.
+    """
+    embedder = embedder or make_embedder(settings)
+    summariser = summariser or make_summariser(settings)
+    choice = settings.resolved_datastore
+    if choice == "local":
+        from datastore.providers.local import LocalDataStore
+
+        return LocalDataStore(settings, embedder, summariser).open()
+    raise StoreError(f"DATASTORE={choice} is not available in this version; use DATASTORE=local")

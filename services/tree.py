@@ -1,0 +1,153 @@
+"""The memory tree: L1 chunks from token windows, and the roll-up of every FAN_OUT sealed nodes into a summary.
+
+Pure logic over in-memory nodes; the datastore loads the frontier, calls these, and writes what they return.
+
+Invariants (tested): every node of level n+1 has exactly `fan_out` children, contiguous nodes of level n of the
+same source, in order, each pointing back with `parent_id`; only sealed nodes are summarised; a node is
+summarised at most once; positions at each level run 0, 1, 2, ... without gaps.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from models.memory import MemoryNode, SourceType
+from services import tokens as tok
+from services.chunking import TokenStream, Window, window_meta
+
+SummariseFn = Callable[[list[str], str | None], tuple[str, str]]
+
+
+def new_node_id(level: int) -> str:
+    """A fresh node id: `c1_<16 hex>` for chunks, `s<level>_<16 hex>` for summaries (64 random bits)."""
+    return f"{'c' if level == 1 else 's'}{level}_{uuid.uuid4().hex[:16]}"
+
+
+def chunk_nodes(
+    stream: TokenStream,
+    windows: list[Window],
+    source_type: SourceType,
+    source_id: str,
+    first_position: int,
+    first_id: str | None = None,
+) -> list[MemoryNode]:
+    """L1 nodes for `windows` (in order), positions from `first_position`.
+
+    `first_id` keeps the id of the open chunk that the first window extends (an update, not a new chunk).
+    """
+    nodes = []
+    for i, w in enumerate(windows):
+        ids, speakers, start, end = window_meta(stream, w)
+        nodes.append(
+            MemoryNode(
+                id=first_id if (i == 0 and first_id) else new_node_id(1),
+                source_type=source_type,
+                source_id=source_id,
+                level=1,
+                position=first_position + i,
+                text=tok.decode(stream.slice(w.start, w.end)),
+                token_count=w.end - w.start,
+                message_ids=ids,
+                speakers=speakers,
+                start_time=start,
+                end_time=end,
+                sealed=w.sealed,
+                tok_start=w.start,
+                tok_end=w.end,
+            )
+        )
+    return nodes
+
+
+@dataclass
+class Frontier:
+    """What the roll-up needs of a stored source, per level: the sealed nodes not yet summarised (in order),
+    the number of nodes, and the last node (its text is the context of the next summary one level up)."""
+
+    pending: dict[int, list[MemoryNode]] = field(default_factory=dict)
+    counts: dict[int, int] = field(default_factory=dict)
+    last: dict[int, MemoryNode] = field(default_factory=dict)
+    open_chunk: MemoryNode | None = None
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[MemoryNode]) -> Frontier:
+        """From the unparented nodes and the last node of each level (what providers' `_frontier` returns)."""
+        f = cls()
+        unique = {n.id: n for n in nodes}.values()
+        for n in sorted(unique, key=lambda n: (n.level, n.position)):
+            if n.parent_id is None and n.sealed:
+                f.pending.setdefault(n.level, []).append(n)
+            if n.level not in f.last or n.position > f.last[n.level].position:
+                f.last[n.level] = n
+            if n.level == 1 and not n.sealed:
+                f.open_chunk = n
+        f.counts = {lvl: n.position + 1 for lvl, n in f.last.items()}
+        return f
+
+
+def _merge_times(values: list[datetime | None], pick: Callable[..., datetime]) -> datetime | None:
+    known = [v for v in values if v is not None]
+    return pick(known) if known else None
+
+
+def summary_node(children: list[MemoryNode], text: str, made_by: str, position: int) -> MemoryNode:
+    """The level n+1 node over `children` (all of level n, same source, in order)."""
+    first = children[0]
+    return MemoryNode(
+        id=new_node_id(first.level + 1),
+        source_type=first.source_type,
+        source_id=first.source_id,
+        level=first.level + 1,
+        position=position,
+        text=text,
+        token_count=tok.count_tokens(text),
+        children=[c.id for c in children],
+        speakers=list(dict.fromkeys(s for c in children for s in c.speakers)),
+        start_time=_merge_times([c.start_time for c in children], min),
+        end_time=_merge_times([c.end_time for c in children], max),
+        sealed=True,
+        summariser=made_by,
+    )
+
+
+def roll_up(
+    frontier: Frontier,
+    new_sealed: list[MemoryNode],
+    summarise: SummariseFn,
+    fan_out: int,
+    max_level: int,
+    reuse: Callable[[list[MemoryNode], MemoryNode | None], MemoryNode | None] | None = None,
+) -> list[MemoryNode]:
+    """Summaries for every complete group of `fan_out` pending sealed nodes, level by level up to `max_level`.
+
+    frontier: the stored state; new_sealed: L1 nodes sealed by this call (not yet in the frontier). Sets
+    `parent_id` on every grouped child (stored or new) and returns the new summary nodes, lowest level first.
+    `summarise(texts, context)` makes a summary; `reuse(children, context_node)` may return an existing summary
+    with the same content instead (used by rebuilds). Partial groups wait for later calls.
+    """
+    made: list[MemoryNode] = []
+    pending = list(frontier.pending.get(1, [])) + list(new_sealed)
+    for level in range(1, max_level):
+        up = level + 1
+        context = frontier.last.get(up)
+        position = frontier.counts.get(up, 0)
+        created: list[MemoryNode] = []
+        for g in range(0, len(pending) - fan_out + 1, fan_out):
+            children = pending[g : g + fan_out]
+            node = reuse(children, context) if reuse else None
+            if node is None:
+                text, made_by = summarise([c.text for c in children], context.text if context else None)
+                node = summary_node(children, text, made_by, position)
+            else:
+                node = node.model_copy(update={"position": position, "parent_id": None})
+            for c in children:
+                c.parent_id = node.id
+            created.append(node)
+            context = node
+            position += 1
+        made.extend(created)
+        pending = list(frontier.pending.get(up, [])) + created
+    return made
