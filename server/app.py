@@ -31,11 +31,12 @@ class _OpenAPI(OpenAPIProvider):
         return explicit or super().operation_id(method, path, func)
 
 
-def create_app(settings: Settings | None = None, store: DataStore | None = None) -> Quart:
+def create_app(settings: Settings | None = None, store: DataStore | None = None, open_store: bool = True) -> Quart:
     """A Quart app serving the API over the configured DataStore.
 
     settings: read from the environment when None. store: an opened DataStore to use (tests and the CLI share
-    one); when None the app opens one at serving start and closes it at the end. Raises ValueError (a missing
+    one); when None the app opens one at serving start and closes it at the end, unless `open_store` is False
+    (the app then only serves its schema, e.g. to export it). Raises ValueError (a missing
     BEARER_TOKEN) or pydantic.ValidationError (a bad setting) before serving.
     """
     settings = settings or Settings()
@@ -64,7 +65,7 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None)
         app = cors(app, allow_origin=settings.cors_origins, allow_headers=["Authorization", "Content-Type"],
                    allow_methods=["GET", "POST", "DELETE", "OPTIONS"])
     app.extensions["pyramind.settings"] = settings
-    owns_store = store is None
+    owns_store = store is None and open_store
     if store is not None:
         app.extensions["pyramind.store"] = store
 

@@ -1,0 +1,195 @@
+"""The `pyramind` command: serve, import, query, show, stats, openapi. Thin callers of the app and the store."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.tree import Tree
+
+from datastore.datastore import DEFAULT_NAMESPACE, DataStore
+from models.api import Query, QueryFilter, RememberRequest
+from models.memory import MemoryNode
+from models.settings import Settings
+
+app = typer.Typer(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
+console = Console()
+
+Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace to work in.")]
+
+
+def _store(settings: Settings) -> DataStore:
+    from datastore.factory import get_datastore
+
+    return get_datastore(settings)
+
+
+@app.command()
+def serve(
+    local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333.")] = False,
+    host: Annotated[str | None, typer.Option(help="Bind address (HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (PORT).")] = None,
+) -> None:
+    """Run the HTTP server (settings from the environment and .env)."""
+    from local_server.main import local_settings
+    from server.main import serve as run
+
+    settings = local_settings() if local else Settings()
+    updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    settings = settings.model_copy(update=updates)
+    try:
+        from server.auth import check_auth_settings
+
+        check_auth_settings(settings)  # fail fast, before loading any model
+    except ValueError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from exc
+    console.print(f"Pyramind on http://{settings.host}:{settings.port}  (store: {settings.resolved_datastore})")
+    run(settings)
+
+
+@app.command("import")
+def import_(
+    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json or JSONL.")],
+    fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt or jsonl.")] = "auto",
+    namespace: Namespace = DEFAULT_NAMESPACE,
+) -> None:
+    """Remember every conversation in a chat-history file, with a progress bar."""
+    from services.importers import read
+
+    if fmt not in ("auto", "locomo", "chatgpt", "jsonl"):
+        raise typer.BadParameter("--format must be auto, locomo, chatgpt or jsonl")
+    try:
+        batches = list(read(path, fmt))  # type: ignore[arg-type]
+    except (ValueError, KeyError, json.JSONDecodeError) as exc:
+        console.print(f"[red]cannot read {path}: {exc}[/red]")
+        raise typer.Exit(2) from exc
+    total = sum(len(b.messages) for b in batches)
+    store = _store(Settings())
+    convs: set[str] = set()
+    chunks = summaries = 0
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as bar:
+            task = bar.add_task("remembering", total=total)
+            for b in batches:
+                r = store.remember_sync(namespace, RememberRequest(conversation_id=b.conversation_id, messages=b.messages))
+                convs.add(r.conversation_id)
+                chunks += len(r.chunk_ids)
+                summaries += len(r.summary_ids)
+                bar.update(task, advance=len(b.messages), description=f"remembering {b.conversation_id}")
+        console.print(f"{total} messages in {len(convs)} conversations: {chunks} chunks, {summaries} summaries")
+    finally:
+        store.close()
+
+
+@app.command()
+def query(
+    text: Annotated[str, typer.Argument(help="What to recall.")],
+    top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many results.")] = 5,
+    level: Annotated[int | None, typer.Option(min=1, help="Only this level.")] = None,
+    conversation_id: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON.")] = False,
+) -> None:
+    """Search memories of every level and print the best."""
+    store = _store(Settings())
+    try:
+        flt = QueryFilter(level=level, conversation_id=conversation_id) if (level or conversation_id) else None
+        res = store.query_sync(namespace, [Query(query=text, top_k=top_k, filter=flt)])
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(res.model_dump_json())
+        return
+    table = Table("score", "level", "id", "text", show_lines=True)
+    for r in res.results[0].results:
+        table.add_row(f"{r.score:.3f}", f"L{r.level}", r.id, r.text)
+    console.print(table)
+
+
+def _label(n: MemoryNode) -> str:
+    head = n.text.splitlines()[0] if n.text else ""
+    return f"[bold]L{n.level}[/bold] {n.id} [dim]{head[:100]}[/dim]"
+
+
+@app.command()
+def show(
+    node_id: Annotated[str, typer.Argument(help="A memory id.")],
+    namespace: Namespace = DEFAULT_NAMESPACE,
+) -> None:
+    """Print a memory and its subtree down to the L1 chunks."""
+    from services.errors import NotFoundError
+
+    store = _store(Settings())
+    try:
+        nodes = store.subtree(namespace, node_id)
+    except NotFoundError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        store.close()
+    root = nodes[0]
+    console.print(f"[bold]L{root.level} {root.id}[/bold] {root.source_type} {root.source_id} "
+                  f"parent={root.parent_id} {root.start_time or ''}..{root.end_time or ''}")
+    console.print(root.text)
+    by_id = {n.id: n for n in nodes}
+    tree = Tree(_label(root))
+
+    def grow(branch: Tree, node: MemoryNode) -> None:
+        for cid in node.children:
+            if cid in by_id:
+                grow(branch.add(_label(by_id[cid])), by_id[cid])
+
+    grow(tree, root)
+    console.print(tree)
+
+
+@app.command()
+def stats(namespace: Namespace = DEFAULT_NAMESPACE) -> None:
+    """Counts of the namespace: sources, messages, nodes per level."""
+    store = _store(Settings())
+    try:
+        console.print_json(json.dumps(store.stats(namespace)))  # type: ignore[attr-defined]
+    finally:
+        store.close()
+
+
+@app.command()
+def openapi(
+    out: Annotated[Path | None, typer.Option(help="Write here (e.g. .well-known/openapi.yaml).")] = None,
+) -> None:
+    """Print (or write) the OpenAPI document of the local server as YAML."""
+    import asyncio
+
+    import yaml
+
+    from local_server.main import local_settings
+    from server.app import create_app
+
+    async def fetch() -> dict:
+        app = create_app(local_settings(Settings(_env_file=None)), open_store=False)
+        async with app.test_app() as test_app:
+            resp = await test_app.test_client().get("/openapi.json")
+            return await resp.get_json()
+
+    text = yaml.safe_dump(asyncio.run(fetch()), sort_keys=False, allow_unicode=True)
+    if out:
+        out.write_text(text, encoding="utf-8")
+    else:
+        typer.echo(text, nl=False)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING)
+    app()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""Shared fixtures: the real local embedder (loaded once per session), real SQLite stores in tmp_path, the app."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Iterator
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+
+from datastore.providers.local import LocalDataStore
+from models.api import Message
+from models.settings import Settings
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
+
+TOKEN = "test-token"
+LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json"
+
+
+def make_settings(tmp_path: Path, **overrides: object) -> Settings:
+    """Settings for a test: a fresh SQLite file, a known bearer token, nothing read from .env."""
+    values: dict[str, object] = {"local_db_path": tmp_path / "pyramind.db", "bearer_token": TOKEN}
+    values.update(overrides)
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="session")
+def embedder() -> LocalEmbedder:
+    return LocalEmbedder(threads=2)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return make_settings(tmp_path)
+
+
+@pytest.fixture
+def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[LocalDataStore]:
+    ds = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    yield ds
+    ds.close()
+
+
+@pytest.fixture
+async def client(settings: Settings, store: LocalDataStore) -> AsyncIterator[object]:
+    from server.app import create_app
+
+    app = create_app(settings, store)
+    async with app.test_app() as test_app:
+        yield test_app.test_client()
+
+
+AUTH = {"Authorization": f"Bearer {TOKEN}"}
+
+
+@pytest.fixture(scope="session")
+def locomo() -> list[dict]:
+    if not LOCOMO.exists():
+        pytest.skip(f"benchmark data not found at {LOCOMO}")
+    return json.loads(LOCOMO.read_text())
+
+
+def locomo_sessions(sample: dict, limit: int | None = None) -> list[list[Message]]:
+    """The sample's sessions in time order as Message lists (id = dia_id, time = the session's date)."""
+    conv = sample["conversation"]
+    keys = sorted((k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit() and "date" not in k),
+                  key=lambda k: int(k.split("_")[1]))
+    out = []
+    for key in keys[:limit]:
+        when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y")
+        out.append([Message(id=t["dia_id"], speaker=t["speaker"], content=t["text"], created_at=when) for t in conv[key]])
+    return out

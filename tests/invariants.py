@@ -1,0 +1,53 @@
+"""Checks of the memory tree's invariants over all nodes of one source (shared by the store and API tests)."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from models.memory import MemoryNode
+from services import tokens
+
+
+def check_tree(nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: int, max_level: int = 99) -> dict[int, int]:
+    """Assert the invariants; returns the node count per level.
+
+    Each L(n+1) has exactly `fan_out` children, contiguous nodes of level n in order, each pointing back; only
+    sealed nodes have parents; no node has two parents; positions run 0.. per level; L1 chunks have at most
+    `chunk_size` tokens and consecutive chunks share exactly `overlap` tokens of the stream.
+    """
+    by_id = {n.id: n for n in nodes}
+    levels: dict[int, list[MemoryNode]] = defaultdict(list)
+    for n in nodes:
+        levels[n.level].append(n)
+    for lvl, ns in levels.items():
+        ns.sort(key=lambda n: n.position)
+        assert [n.position for n in ns] == list(range(len(ns))), f"L{lvl} positions have gaps"
+    parents_of: dict[str, str] = {}
+    for n in nodes:
+        if n.level == 1:
+            assert not n.children
+            continue
+        assert len(n.children) == fan_out, f"{n.id} has {len(n.children)} children"
+        kids = [by_id[c] for c in n.children]
+        assert all(k.level == n.level - 1 and k.sealed for k in kids)
+        pos = [k.position for k in kids]
+        assert pos == list(range(pos[0], pos[0] + fan_out)), f"{n.id} children not contiguous"
+        for k in kids:
+            assert k.parent_id == n.id, f"{k.id} does not point back to {n.id}"
+            assert k.id not in parents_of, f"{k.id} summarised twice"
+            parents_of[k.id] = n.id
+    for n in nodes:
+        if n.parent_id is not None:
+            assert parents_of.get(n.id) == n.parent_id, f"{n.id} points to a parent that does not list it"
+    chunks = levels.get(1, [])
+    for c in chunks:
+        assert c.tok_end - c.tok_start <= chunk_size
+        assert tokens.count_tokens(c.text) <= chunk_size + 2  # re-encoding a cut text may merge differently
+    for a, b in zip(chunks, chunks[1:]):
+        assert a.sealed
+        assert b.tok_start == a.tok_end - overlap
+    # every group of fan_out sealed nodes below the top has been rolled up
+    for lvl, ns in levels.items():
+        sealed = [n for n in ns if n.sealed]
+        assert lvl >= max_level or sum(1 for n in sealed if n.parent_id is None) < fan_out, f"L{lvl} not rolled up"
+    return {lvl: len(ns) for lvl, ns in levels.items()}

@@ -1,0 +1,131 @@
+"""The HTTP API end to end on the real app, store and embedder; every error path has the one JSON shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.conftest import AUTH, locomo_sessions
+
+
+def is_error(body: Any, code: str | None = None, field: str | None = None) -> bool:
+    assert set(body) == {"error"}, body
+    err = body["error"]
+    assert isinstance(err["code"], str) and isinstance(err["message"], str) and err["message"]
+    assert set(err) <= {"code", "message", "field"}
+    if code:
+        assert err["code"] == code, err
+    if field:
+        assert err.get("field") == field, err
+    return True
+
+
+def msgs(session: list) -> list[dict]:
+    return [m.model_dump(mode="json", exclude_none=True) for m in session]
+
+
+async def test_remember_query_expand_round_trip(client, locomo) -> None:  # type: ignore[no-untyped-def]
+    sample = locomo[0]
+    for session in locomo_sessions(sample, limit=8):
+        r = await client.post("/remember", json={"conversation_id": "conv-26", "messages": msgs(session)}, headers=AUTH)
+        assert r.status_code == 200, await r.get_json()
+    # a LoCoMo question: its evidence turn comes back among the results
+    qa = next(q for q in sample["qa"] if q["evidence"] == ["D1:3"])
+    r = await client.post("/query", json={"queries": [{"query": qa["question"], "top_k": 10}]}, headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200
+    results = body["results"][0]["results"]
+    assert any("D1:3" in x["message_ids"] for x in results)
+    assert {"id", "text", "score", "level", "children", "parent_id", "start_time", "end_time"} <= set(results[0])
+    # expand an L3 summary down to its L1 chunks
+    r = await client.post("/query", json={"queries": [{"query": qa["question"], "top_k": 1, "filter": {"level": 3}}]},
+                          headers=AUTH)
+    l3 = (await r.get_json())["results"][0]["results"][0]
+    assert l3["level"] == 3 and len(l3["children"]) == 5
+    r = await client.get(f"/memories/{l3['id']}", headers=AUTH)
+    body = await r.get_json()
+    assert [c["level"] for c in body["children"]] == [2] * 5
+    l2 = body["children"][0]
+    assert l2["parent_id"] == l3["id"]
+    r = await client.get(f"/memories/{l2['id']}", headers=AUTH)
+    body = await r.get_json()
+    assert body["parent"]["id"] == l3["id"]
+    assert [c["level"] for c in body["children"]] == [1] * 5 and all(c["message_ids"] for c in body["children"])
+
+
+async def test_upsert_then_delete_forgets_at_every_level(client) -> None:  # type: ignore[no-untyped-def]
+    text = " ".join(f"Clause {i}: the vault code is kept by officer number {i}." for i in range(120))
+    r = await client.post("/upsert", json={"documents": [{"id": "policy", "text": text,
+                                                          "metadata": {"source": "file", "author": "ops"}}]}, headers=AUTH)
+    assert (await r.get_json()) == {"ids": ["policy"]}
+    r = await client.post("/query", json={"queries": [{"query": "vault code", "top_k": 3,
+                                                       "filter": {"document_id": "policy", "min_level": 2}}]}, headers=AUTH)
+    assert (await r.get_json())["results"][0]["results"][0]["level"] >= 2
+    r = await client.delete("/delete", json={"ids": ["policy"]}, headers=AUTH)
+    assert (await r.get_json())["success"] is True
+    r = await client.post("/query", json={"queries": [{"query": "vault code", "top_k": 10}]}, headers=AUTH)
+    assert (await r.get_json())["results"][0]["results"] == []
+
+
+async def test_health_is_public_and_says_what_is_in_use(client) -> None:  # type: ignore[no-untyped-def]
+    r = await client.get("/health")
+    assert r.status_code == 200
+    assert (await r.get_json()) == {"status": "ok", "datastore": "local", "embedder": "all-MiniLM-L6-v2",
+                                    "embedding_dimension": 384, "summariser": "extractive"}
+
+
+BAD_REQUESTS = [
+    # (method, path, json body or raw bytes, headers, status, code, field)
+    ("POST", "/query", {"queries": [{"query": "x"}]}, {}, 401, "unauthorized", None),
+    ("POST", "/query", {"queries": [{"query": "x"}]}, {"Authorization": "Bearer wrong"}, 401, "unauthorized", None),
+    ("POST", "/query", {"queries": [{"query": "x"}]}, {"Authorization": "Basic dGVzdA=="}, 401, "unauthorized", None),
+    ("POST", "/query", b"{not json", {"Content-Type": "application/json"}, 400, "invalid_json", None),
+    ("POST", "/query", {"queries": []}, {}, 400, "invalid_request", "queries"),
+    ("POST", "/query", {"queries": [{"query": "x", "top_k": 0}]}, {}, 400, "invalid_request", "queries[0].top_k"),
+    ("POST", "/query", {"queries": [{"query": "x", "top_k": "five"}]}, {}, 400, "invalid_request", "queries[0].top_k"),
+    ("POST", "/query", {"queries": [{"query": "x", "top_k": 10_000}]}, {}, 422, "invalid_request", "queries[0].top_k"),
+    ("POST", "/query", {"queries": [{"query": "x", "bogus": 1}]}, {}, 400, "invalid_request", "queries[0].bogus"),
+    ("POST", "/query", {"queries": [{"query": "x", "filter": {"start_date": "yesterday"}}]}, {}, 400,
+     "invalid_request", "queries[0].filter.start_date"),
+    ("POST", "/query", {"queries": [{"query": "x", "filter": {"min_level": 3, "max_level": 2}}]}, {}, 400,
+     "invalid_request", "queries[0].filter"),
+    ("POST", "/query", {"queries": [{"query": "x"}] * 21}, {}, 422, "invalid_request", "queries"),
+    ("POST", "/remember", {"messages": []}, {}, 400, "invalid_request", "messages"),
+    ("POST", "/remember", {"messages": [{"content": ""}]}, {}, 400, "invalid_request", "messages[0].content"),
+    ("POST", "/remember", {"messages": [{"content": "   "}]}, {}, 400, "invalid_request", "messages[0]"),
+    ("POST", "/remember", {"messages": [{"content": "x", "created_at": "2023-13-45"}]}, {}, 400, "invalid_request",
+     "messages[0].created_at"),
+    ("POST", "/remember", {"messages": [{"content": "x" * 40_000}]}, {}, 422, "invalid_request", "messages[0].content"),
+    ("POST", "/remember", {"messages": "hello"}, {}, 400, "invalid_request", "messages"),
+    ("POST", "/remember", [1, 2], {}, 400, "invalid_request", None),
+    ("POST", "/remember", b"x" * (5 * 1024 * 1024), {"Content-Type": "application/json"}, 413, None, None),
+    ("POST", "/upsert", {"documents": [{"text": "x", "metadata": {"colour": "red"}}]}, {}, 400, "invalid_request",
+     "documents[0].metadata.colour"),
+    ("DELETE", "/delete", {}, {}, 400, "invalid_request", None),
+    ("DELETE", "/delete", {"ids": ["a"], "delete_all": True}, {}, 400, "invalid_request", None),
+    ("DELETE", "/delete", {"ids": ["nope"]}, {}, 404, "not_found", "ids"),
+    ("GET", "/memories/nope", None, {}, 404, "not_found", "id"),
+    ("GET", "/nowhere", None, {}, 404, "not_found", None),
+    ("GET", "/remember", None, {}, 405, "method_not_allowed", None),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code", "field"), BAD_REQUESTS)
+async def test_bad_requests_get_one_error_shape_and_change_nothing(  # type: ignore[no-untyped-def]
+    client, store, method, path, body, headers, status, code, field
+) -> None:
+    before = store.stats("default")
+    hdrs = {**AUTH, **headers} if "Authorization" not in headers else headers
+    if not headers.get("Authorization") and status == 401:
+        hdrs = {}
+    kwargs: dict[str, Any] = {"headers": hdrs}
+    if isinstance(body, bytes):
+        kwargs["data"] = body
+    elif body is not None:
+        kwargs["json"] = body
+    r = await client.open(path, method=method, **kwargs)
+    assert r.status_code == status, await r.get_data()
+    assert r.content_type.startswith("application/json")
+    assert is_error(await r.get_json(), code, field)
+    assert store.stats("default") == before

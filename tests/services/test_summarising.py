@@ -1,0 +1,58 @@
+from services import tokens
+from services.summarising import ExtractiveSummariser
+
+CHILDREN = [
+    "[2023-05-08 13:56] Caroline: I went to a LGBTQ support group yesterday and it was so powerful.\n"
+    "Melanie: Wow, that's cool, Caroline! What happened that was so awesome?\n",
+    "Caroline: The transgender stories were so inspiring! I was so happy and thankful for all the support.\n"
+    "Melanie: That's really cool. I'm painting a lake sunrise these days. Painting helps me relax.\n",
+    "Caroline: I'm keen on counseling or working in mental health. I want to help people like me.\n"
+    "Melanie: You'd be a great counselor! Your empathy will help others.\n",
+    "Melanie: I ran a charity race for mental health last Saturday. It was so rewarding.\n"
+    "Caroline: That's awesome, Mel! Running for a cause is great.\n",
+    "Caroline: My friends and family have been a great support system during my transition.\n"
+    "Melanie: Glad you have support, Caroline!\n",
+]
+
+
+def source_sentences() -> set[str]:
+    out = set()
+    for text in CHILDREN:
+        for line in text.splitlines():
+            out.add(line)
+    return out
+
+
+def test_extractive_summary_only_uses_real_sentences_with_their_speaker() -> None:
+    summary, made_by = ExtractiveSummariser().summarise(CHILDREN, None, 80)
+    assert made_by == "extractive"
+    lines = summary.splitlines()
+    assert lines
+    for line in lines:
+        prefix, _, sentence = line.partition(": ")
+        assert any(src.startswith(prefix.split("] ")[0]) or prefix in src for src in source_sentences())
+        assert any(sentence in src and prefix.split("] ")[-1] in src for src in source_sentences()), line
+    assert tokens.count_tokens(summary) <= 80
+
+
+def test_summary_respects_token_cap_and_is_deterministic() -> None:
+    s = ExtractiveSummariser()
+    a, _ = s.summarise(CHILDREN, None, 40)
+    b, _ = s.summarise(CHILDREN, None, 40)
+    assert a == b and tokens.count_tokens(a) <= 40
+
+
+def test_context_steers_away_from_what_the_previous_summary_said() -> None:
+    s = ExtractiveSummariser()
+    plain, _ = s.summarise(CHILDREN, None, 40)
+    first = plain.splitlines()[0]
+    with_context, _ = s.summarise(CHILDREN, first, 40)
+    assert first not in with_context.splitlines()
+
+
+def test_overlap_fragments_are_not_repeated() -> None:
+    # the second child starts with the tail of the first child's last line, as overlapping chunks do
+    children = ["Ann: I adopted a cat named Miso last week. She loves boxes.\n", "She loves boxes.\nBob: Cute!\n"]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 200)
+    assert summary.count("She loves boxes.") == 1
+    assert "Ann: She loves boxes." in summary
