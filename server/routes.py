@@ -117,8 +117,11 @@ async def delete(data: DeleteRequest) -> DeleteResponse:
 @validate_response(ExpandResponse, 200)
 @_errors(401, 404)
 async def get_memory(memory_id: str) -> ExpandResponse:
-    """Expand a memory: the node with its parent and its children in order (a summary's children are the
-    nodes one level down that it summarises; an L1 chunk has none). 404 for an unknown id."""
+    """Expand a memory.
+
+    Returns the node with its parent and its children in order: a summary's children are the nodes one level
+    down that it summarises; an L1 chunk has none. 404 for an unknown id.
+    """
     return await _store().expand(_namespace(), memory_id)
 
 
@@ -127,7 +130,11 @@ async def get_memory(memory_id: str) -> ExpandResponse:
 @operation_id("health")
 @validate_response(Health, 200)
 async def health() -> Health:
-    """Liveness and configuration: the datastore, embedder (with its dimension) and summariser in use."""
+    """Check the service.
+
+    Liveness and configuration: the datastore, the embedder (with its dimension) and the summariser in use. Needs
+    no token.
+    """
     store = _store()
     return Health(
         status="ok",

