@@ -25,6 +25,18 @@ class Settings(BaseSettings):
     )
     local_db_path: Path = Field(default=Path("pyramind.db"), description="SQLite file of the local store.")
     pinecone_api_key: SecretStr | None = Field(default=None, description="Pinecone API key.")
+    postgres_url: SecretStr | None = Field(
+        default=None, description="PostgreSQL URL of the postgres store (postgresql://user:pw@host/db)."
+    )
+    pg_pool_size: int = Field(default=5, ge=1, le=100, description="Most connections of the postgres store.")
+    pinecone_index: str = Field(default="pyramind", description="Pinecone index name (created when missing).")
+    pinecone_host: str | None = Field(
+        default=None, description="Data-plane host of the Pinecone index; skips the lookup (an emulator)."
+    )
+    pinecone_cloud: str = Field(default="aws", description="Cloud of a Pinecone serverless index made here.")
+    pinecone_region: str = Field(
+        default="us-east-1", description="Region of a Pinecone serverless index created here."
+    )
 
     # Chunking and the tree
     chunk_size: int = Field(default=200, ge=16, le=8192, description="Max tokens (cl100k_base) of an L1 chunk.")
@@ -43,7 +55,7 @@ class Settings(BaseSettings):
     embedding_dimension: int | None = Field(
         default=None, ge=1, le=4096, description="Vector size for OpenAI embeddings (default 1536)."
     )
-    embed_threads: int = Field(default=2, ge=1, le=64, description="CPU threads of the local embedder.")
+    embed_threads: int = Field(default=1, ge=1, le=64, description="CPU threads of the local embedder.")
     embed_batch_size: int = Field(default=32, ge=1, le=2048, description="Texts per embedding call.")
 
     # Summaries

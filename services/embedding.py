@@ -48,7 +48,7 @@ class LocalEmbedder:
     model_name = LOCAL_MODEL
     dimension = LOCAL_DIMENSION
 
-    def __init__(self, threads: int = 2, batch_size: int = 32) -> None:
+    def __init__(self, threads: int = 1, batch_size: int = 32) -> None:
         self._threads = threads
         self._batch_size = batch_size
         self._model = None
