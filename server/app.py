@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 
 from quart import Quart
@@ -72,7 +73,9 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
     @app.before_serving
     async def _open_store() -> None:
         if owns_store:
-            app.extensions["pyramind.store"] = get_datastore(settings)
+            app.extensions["pyramind.store"] = await asyncio.to_thread(get_datastore, settings)
+            # load the embedding model now, not on the first request
+            await asyncio.to_thread(app.extensions["pyramind.store"].embedder.embed, ["warm up"])
 
     @app.after_serving
     async def _close_store() -> None:
