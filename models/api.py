@@ -14,6 +14,14 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from models.memory import SourceType
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
+NAMESPACE_PATTERN = r"^[A-Za-z0-9._:@|-]{1,128}$"
+
+
+def namespace_field() -> Any:
+    return Field(
+        default=None, pattern=NAMESPACE_PATTERN,
+        description="Namespace to work in (static-token callers only; a JWT fixes it). Default: `default`.",
+    )
 
 
 class Message(BaseModel):
@@ -42,6 +50,8 @@ class RememberRequest(BaseModel):
     """Chat history to remember; a new conversation id is made when none is given."""
 
     model_config = Strict
+
+    namespace: str | None = namespace_field()
 
     conversation_id: str | None = Field(default=None, min_length=1, max_length=256)
     messages: list[Message] = Field(min_length=1)
@@ -89,6 +99,8 @@ class Query(BaseModel):
 
 class QueryRequest(BaseModel):
     model_config = Strict
+
+    namespace: str | None = namespace_field()
 
     queries: list[Query] = Field(min_length=1)
 
@@ -143,6 +155,8 @@ class Document(BaseModel):
 class UpsertRequest(BaseModel):
     model_config = Strict
 
+    namespace: str | None = namespace_field()
+
     documents: list[Document] = Field(min_length=1)
 
 
@@ -173,13 +187,15 @@ class DeleteRequest(BaseModel):
 
     model_config = Strict
 
+    namespace: str | None = namespace_field()
+
     ids: list[str] | None = Field(default=None, min_length=1)
     filter: DeleteFilter | None = None
-    delete_all: bool | None = None
+    delete_all: Literal[True] | None = Field(default=None, description="true: forget the whole namespace.")
 
     @model_validator(mode="after")
     def _one_of(self) -> DeleteRequest:
-        given = [self.ids is not None, self.filter is not None, bool(self.delete_all)]
+        given = [self.ids is not None, self.filter is not None, self.delete_all is not None]
         if sum(given) != 1:
             raise ValueError("give exactly one of ids, filter or delete_all=true")
         return self

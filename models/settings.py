@@ -72,7 +72,24 @@ class Settings(BaseSettings):
 
     # Server
     bearer_token: SecretStr | None = Field(default=None, description="Static bearer token of the API.")
-    auth: Literal["bearer", "none"] = Field(default="bearer", description="bearer, or none (local_server).")
+    auth: Literal["bearer", "jwt", "none"] = Field(
+        default="bearer", description="bearer (static token), jwt (verified tokens), or none (local_server)."
+    )
+    jwt_secret: SecretStr | None = Field(default=None, description="Shared secret of HS256/384/512 tokens.")
+    jwt_public_key: str | None = Field(
+        default=None, description="PEM public key (or a path to one) of RS256/ES256 tokens."
+    )
+    jwt_jwks_file: Path | None = Field(default=None, description="JWKS file of RS256/ES256 public keys.")
+    jwt_algorithms: list[str] = Field(
+        default_factory=list, description="Allowed algorithms (default HS256 with a secret, else RS256, ES256)."
+    )
+    jwt_audience: str | None = Field(default=None, description="Required `aud` claim.")
+    jwt_issuer: str | None = Field(default=None, description="Required `iss` claim.")
+    jwt_namespace_claim: str = Field(default="sub", description="Claim whose value is the caller's namespace.")
+    jwt_leeway: int = Field(default=30, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf.")
+    rate_limit_per_minute: int = Field(
+        default=0, ge=0, description="Requests per minute per caller (token or namespace); 0 = no limit."
+    )
     host: str = Field(default="127.0.0.1", description="Address the server binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port the server binds.")
     public_url: str | None = Field(
@@ -94,9 +111,18 @@ class Settings(BaseSettings):
             raise ValueError("CHUNK_OVERLAP must be less than half of CHUNK_SIZE")
         if self.auth == "bearer" and self.bearer_token is not None and not self.bearer_token.get_secret_value():
             raise ValueError("BEARER_TOKEN must not be empty")
+        if any(a.lower() == "none" for a in self.jwt_algorithms):
+            raise ValueError("JWT_ALGORITHMS must not allow 'none'")
         return self
 
     # Resolved choices: explicit setting first, then what the configured keys imply.
+    @property
+    def resolved_jwt_algorithms(self) -> list[str]:
+        """JWT_ALGORITHMS, else HS256 with a JWT_SECRET, else RS256 and ES256."""
+        if self.jwt_algorithms:
+            return self.jwt_algorithms
+        return ["HS256"] if self.jwt_secret else ["RS256", "ES256"]
+
     @property
     def resolved_datastore(self) -> str:
         """The provider to use: `DATASTORE`, else pinecone when PINECONE_API_KEY is set, else local."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from datetime import timedelta
 
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, OpenAPIProvider, QuartSchema, Server
@@ -12,7 +13,7 @@ from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
 from models.settings import Settings
-from server.auth import install_auth
+from server.auth import install_auth, rate_limit_key
 from server.errors import install_error_handlers
 from server.routes import api
 from server.wellknown import wellknown
@@ -52,12 +53,17 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
         "scalar_ui_path": None,
         "openapi_provider_class": _OpenAPI,
     }
-    if settings.auth == "bearer":
+    if settings.auth != "none":
         schema_kwargs["security_schemes"] = {"bearerAuth": HttpSecurityScheme(scheme="bearer")}
         schema_kwargs["security"] = [{"bearerAuth": []}]
     QuartSchema(app, **schema_kwargs)
     install_error_handlers(app)
     install_auth(app, settings)
+    if settings.rate_limit_per_minute:
+        from quart_rate_limiter import RateLimit, RateLimiter
+
+        RateLimiter(app, key_function=rate_limit_key,
+                    default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
     app.register_blueprint(wellknown)
     if settings.cors_origins:

@@ -59,7 +59,7 @@ def install_error_handlers(app: Quart) -> None:
         if type(err) is BadRequest:  # what get_json raises for a body that is not JSON
             return error_response(400, "invalid_json", "the request body must be valid JSON (UTF-8)")
         code = (err.name or "error").lower().replace(" ", "_")
-        headers = {"Allow": ", ".join(err.valid_methods)} if getattr(err, "valid_methods", None) else None
+        headers = {k: v for k, v in err.get_headers() if k.lower() != "content-type"}  # Allow, Retry-After
         return error_response(err.code or 500, code, err.description or err.name, headers=headers)
 
     @app.errorhandler(Exception)

@@ -6,11 +6,14 @@ Shapes are in `models.api`; the OpenAPI document (/openapi.json) is generated fr
 
 from __future__ import annotations
 
-from quart import Blueprint, current_app
+import re
+
+from quart import Blueprint, current_app, request
 from quart_schema import document_response, operation_id, tag, validate_request, validate_response
 
-from datastore.datastore import DEFAULT_NAMESPACE, DataStore
+from datastore.datastore import DataStore
 from models.api import (
+    NAMESPACE_PATTERN,
     DeleteRequest,
     DeleteResponse,
     ErrorResponse,
@@ -23,6 +26,8 @@ from models.api import (
     UpsertRequest,
     UpsertResponse,
 )
+from server.auth import resolve_namespace
+from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
 
@@ -32,8 +37,8 @@ def _store() -> DataStore:
     return store
 
 
-def _namespace() -> str:
-    return DEFAULT_NAMESPACE
+def _namespace(requested: str | None) -> str:
+    return resolve_namespace(requested)
 
 
 def _errors(*codes: int):  # type: ignore[no-untyped-def]
@@ -50,7 +55,7 @@ def _errors(*codes: int):  # type: ignore[no-untyped-def]
 @operation_id("remember")
 @validate_request(RememberRequest)
 @validate_response(RememberResponse, 200)
-@_errors(400, 401, 413, 422, 503)
+@_errors(400, 401, 403, 413, 422, 429, 503)
 async def remember(data: RememberRequest) -> RememberResponse:
     """Remember chat messages.
 
@@ -59,7 +64,7 @@ async def remember(data: RememberRequest) -> RememberResponse:
     level above. Resending a message id changes nothing. Returns the chunks created or extended and the summaries
     created. 422 when a limit is exceeded; 503 when the embedder fails (nothing is stored then).
     """
-    return await _store().remember(_namespace(), data)
+    return await _store().remember(_namespace(data.namespace), data)
 
 
 @api.post("/query")
@@ -67,7 +72,7 @@ async def remember(data: RememberRequest) -> RememberResponse:
 @operation_id("query")
 @validate_request(QueryRequest)
 @validate_response(QueryResponse, 200)
-@_errors(400, 401, 422, 503)
+@_errors(400, 401, 403, 413, 422, 429, 503)
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
@@ -76,7 +81,7 @@ async def query(data: QueryRequest) -> QueryResponse:
     its text, cosine `score`, `level`, `children`, `parent_id` and time range. Expand a summary with
     GET /memories/{id} to read what it covers.
     """
-    return await _store().query(_namespace(), data.queries)
+    return await _store().query(_namespace(data.namespace), data.queries)
 
 
 @api.post("/upsert")
@@ -84,14 +89,14 @@ async def query(data: QueryRequest) -> QueryResponse:
 @operation_id("upsert")
 @validate_request(UpsertRequest)
 @validate_response(UpsertResponse, 200)
-@_errors(400, 401, 413, 422, 503)
+@_errors(400, 401, 403, 413, 422, 429, 503)
 async def upsert(data: UpsertRequest) -> UpsertResponse:
     """Store documents.
 
     Each document is chunked like a conversation (its chunks rolled up into summaries); a document whose id is
     already stored is replaced. Returns the document ids.
     """
-    return await _store().upsert(_namespace(), data.documents)
+    return await _store().upsert(_namespace(data.namespace), data.documents)
 
 
 @api.delete("/delete")
@@ -99,7 +104,7 @@ async def upsert(data: UpsertRequest) -> UpsertResponse:
 @operation_id("delete")
 @validate_request(DeleteRequest)
 @validate_response(DeleteResponse, 200)
-@_errors(400, 401, 404, 503)
+@_errors(400, 401, 403, 404, 413, 429, 503)
 async def delete(data: DeleteRequest) -> DeleteResponse:
     """Forget memories.
 
@@ -108,21 +113,24 @@ async def delete(data: DeleteRequest) -> DeleteResponse:
     Every chunk and summary derived from a forgotten message is rebuilt from what remains, so the forgotten text
     comes back from no level. 404 naming unknown ids (nothing is deleted then).
     """
-    return await _store().delete(_namespace(), data)
+    return await _store().delete(_namespace(data.namespace), data)
 
 
 @api.get("/memories/<string:memory_id>")
 @tag(["memory"])
 @operation_id("get_memory")
 @validate_response(ExpandResponse, 200)
-@_errors(401, 404)
+@_errors(401, 403, 404, 422, 429)
 async def get_memory(memory_id: str) -> ExpandResponse:
     """Expand a memory.
 
     Returns the node with its parent and its children in order: a summary's children are the nodes one level
     down that it summarises; an L1 chunk has none. 404 for an unknown id.
     """
-    return await _store().expand(_namespace(), memory_id)
+    requested = request.args.get("namespace")
+    if requested is not None and not re.match(NAMESPACE_PATTERN, requested):
+        raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
+    return await _store().expand(_namespace(requested), memory_id)
 
 
 @api.get("/health")

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from models.memory import SourceType, StoredMessage
+from models.memory import StoredMessage
 from services import tokens as tok
 
 _SENTENCE_END = (b".", b"!", b"?")
