@@ -16,6 +16,9 @@ loop. Every hook takes the namespace: isolation is enforced here, not in the rou
 from __future__ import annotations
 
 import asyncio
+import logging
+import random
+import time
 import threading
 import uuid
 from abc import ABC, abstractmethod
@@ -27,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from datastore.retrieval import retrieve
 from models.api import (
     DeleteFilter,
     DeleteRequest,
@@ -47,12 +51,14 @@ from models.memory import MemoryNode, SourceType, StoredMessage
 from models.settings import Settings
 from services.chunking import TokenStream, measure, plan_windows
 from services.embedding import Embedder
-from services.errors import ConflictError, InvalidRequestError, NotFoundError
+from services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
 from services.summarising import Summariser
 from services.tree import Frontier, chunk_nodes, roll_up
 
+log = logging.getLogger(__name__)
+
 DEFAULT_NAMESPACE = "default"
-_COMMIT_ATTEMPTS = 5
+_COMMIT_ATTEMPTS = 12
 
 
 @dataclass
@@ -66,6 +72,17 @@ class SourceRow:
     n_tokens: int = 0
     max_seq: int = -1
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Extended:
+    """What one `_extend` did: node ids created/updated, summaries made, message ids skipped or left pending."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -159,6 +176,20 @@ class DataStore(ABC):
     def _delete_namespace(self, ns: str) -> tuple[int, int]:
         """Remove everything of the namespace; returns (messages, nodes) removed."""
 
+    # provider hooks for `datastore.migrate` (copying a whole store)
+    @abstractmethod
+    def _list_namespaces(self) -> list[str]:
+        """Every namespace holding at least one source, sorted."""
+
+    @abstractmethod
+    def _list_sources(self, ns: str) -> list[str]:
+        """The source ids (conversations and documents) of the namespace, sorted."""
+
+    def _backlog(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with messages past its last chunk (stored while the embedder
+        failed). Providers that can list them override this; the default finds none."""
+        return []
+
     # ------------------------------------------------------------------ lifecycle
     def open(self) -> DataStore:
         """Open the provider and check the embedding model; raises EmbeddingMismatchError, StoreError."""
@@ -191,8 +222,9 @@ class DataStore(ABC):
         """Add `req.messages` to a conversation and extend its tree.
 
         Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
-        summaries created, and the message ids skipped as already remembered. Raises InvalidRequestError (a
-        limit, or the id names a document), EmbeddingError/SummaryError (nothing written).
+        summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
+        indexed because the embedder failed (`pending_message_ids`; indexed by the next call or retry_pending).
+        Raises InvalidRequestError (a limit, or the id names a document): nothing is written then.
         """
         s = self.settings
         if len(req.messages) > s.max_messages:
@@ -211,13 +243,14 @@ class DataStore(ABC):
                 continue
             seen.add(mid)
             incoming.append((mid, m.who, m.content, utc(m.created_at)))
-        created, updated, summaries, skipped = self._extend(ns, conversation_id, "conversation", incoming, False)
+        done = self._extend(ns, conversation_id, "conversation", incoming, False)
         return RememberResponse(
             conversation_id=conversation_id,
-            chunk_ids=created,
-            updated_chunk_ids=updated,
-            summary_ids=summaries,
-            skipped_message_ids=skipped,
+            chunk_ids=done.created,
+            updated_chunk_ids=done.updated,
+            summary_ids=done.summaries,
+            skipped_message_ids=done.skipped,
+            pending_message_ids=done.pending,
         )
 
     def _extend(
@@ -229,14 +262,20 @@ class DataStore(ABC):
         final: bool,
         replace: bool = False,
         metadata: dict[str, Any] | None = None,
-    ) -> tuple[list[str], list[str], list[str], list[str]]:
-        """Append messages to a source, chunk the new tail, embed, roll up, commit. See remember_sync."""
+    ) -> Extended:
+        """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See remember_sync.
+
+        The tail also holds any backlog: messages stored earlier while the embedder was failing. If embedding
+        fails now, the new messages are still committed (as backlog, `pending`) and the tree is left as it was;
+        the next call on the source, or `retry_pending`, builds their chunks and summaries.
+        """
         s = self.settings
         with self._source_lock(ns, source_id):
-            for _ in range(_COMMIT_ATTEMPTS):
+            for attempt in range(_COMMIT_ATTEMPTS):
                 src = self._get_source(ns, source_id)
                 if src and src.source_type != source_type and not replace:
-                    raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", "conversation_id")
+                    field = "conversation_id" if source_type == "conversation" else "id"
+                    raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", field)
                 version = src.version if src else 0
                 if replace or src is None:
                     src_state = SourceRow(source_id, source_type, metadata=metadata or {})
@@ -246,8 +285,11 @@ class DataStore(ABC):
                     known = self._known_message_ids(ns, source_id, [m[0] for m in incoming])
                 fresh = [m for m in incoming if m[0] not in known]
                 skipped = [m[0] for m in incoming if m[0] in known]
-                if not fresh:
-                    return [], [], [], skipped
+                frontier = Frontier.from_nodes(self._frontier(ns, source_id)) if src_state.version else Frontier()
+                open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
+                chunked_to = last_l1.tok_end if last_l1 else 0
+                if not fresh and chunked_to >= src_state.n_tokens:
+                    return Extended(skipped=skipped)
 
                 stored = [
                     StoredMessage(id=mid, source_id=source_id, source_type=source_type,
@@ -256,10 +298,11 @@ class DataStore(ABC):
                 ]
                 last = self._messages_from(ns, source_id, src_state.n_tokens - 1) if src_state.n_tokens else []
                 offset = measure(stored, last[-1].created_at if last else None, src_state.n_tokens)
-
-                frontier = Frontier.from_nodes(self._frontier(ns, source_id)) if src_state.version else Frontier()
-                open_chunk = frontier.open_chunk
-                last_l1 = frontier.last.get(1)
+                source = SourceRow(
+                    source_id, source_type, version + 1, n_messages=src_state.n_messages + len(stored),
+                    n_tokens=offset, max_seq=stored[-1].seq if stored else src_state.max_seq,
+                    metadata=src_state.metadata,
+                )
                 if open_chunk is not None:
                     start = open_chunk.tok_start
                 elif last_l1 is not None:
@@ -274,19 +317,26 @@ class DataStore(ABC):
                     stream, windows, source_type, source_id, first_position,
                     first_id=open_chunk.id if open_chunk else None,
                 )
-                chunk_vectors = self.embedder.embed([c.text for c in chunks])
-                summaries = roll_up(
-                    frontier, [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level
-                )
-                summary_vectors = self.embedder.embed([n.text for n in summaries])
+                try:
+                    chunk_vectors = self.embedder.embed([c.text for c in chunks])
+                    summaries = roll_up(
+                        frontier, [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level
+                    )
+                    summary_vectors = self.embedder.embed([n.text for n in summaries])
+                except (EmbeddingError, SummaryError) as exc:
+                    if not stored:
+                        raise  # a retry of the backlog failed again: nothing new to keep
+                    log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
+                    batch = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
+                    try:
+                        self._commit(ns, batch, version)
+                    except ConflictError:
+                        _backoff(attempt)
+                        continue
+                    return Extended(skipped=skipped, pending=[m.id for m in stored])
                 reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
-
                 batch = WriteBatch(
-                    source=SourceRow(
-                        source_id, source_type, version + 1,
-                        n_messages=src_state.n_messages + len(stored), n_tokens=offset,
-                        max_seq=stored[-1].seq, metadata=src_state.metadata,
-                    ),
+                    source=source,
                     messages=stored,
                     nodes=[(c, chunk_vectors[i]) for i, c in enumerate(chunks)]
                     + [(n, summary_vectors[i]) for i, n in enumerate(summaries)]
@@ -296,11 +346,31 @@ class DataStore(ABC):
                 try:
                     self._commit(ns, batch, version)
                 except ConflictError:
+                    _backoff(attempt)
                     continue
                 updated = [open_chunk.id] if open_chunk else []
-                created = [c.id for c in chunks if c.id not in updated]
-                return created, updated, [n.id for n in summaries], skipped
+                return Extended(
+                    created=[c.id for c in chunks if c.id not in updated], updated=updated,
+                    summaries=[n.id for n in summaries], skipped=skipped,
+                )
         raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "conversation_id")
+
+    def retry_pending_sync(self) -> int:
+        """Build the chunks and summaries of every backlog (messages stored while the embedder failed).
+
+        Returns how many sources were brought up to date; a source whose embedding fails again stays pending.
+        """
+        done = 0
+        for ns, source_id in self._backlog():
+            src = self._get_source(ns, source_id)
+            if src is None:
+                continue
+            try:
+                self._extend(ns, source_id, src.source_type, [], src.source_type == "document")
+                done += 1
+            except (EmbeddingError, SummaryError) as exc:
+                log.warning("backlog of %r still pending: %s", source_id, exc.message)
+        return done
 
     def _summarise(self, texts: list[str], context: str | None) -> tuple[str, str]:
         return self.summariser.summarise(texts, context, self.settings.summary_max_tokens)
@@ -313,19 +383,20 @@ class DataStore(ABC):
             raise InvalidRequestError(
                 f"at most {self.settings.max_documents} documents per call (MAX_DOCUMENTS)", "documents"
             )
-        ids = []
+        ids, pending = [], []
         for doc in documents:
             doc_id = doc.id or uuid.uuid4().hex
             meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
             author = (doc.metadata.author if doc.metadata else None) or "document"
             created = utc(doc.metadata.created_at) if doc.metadata else None
-            self._extend(ns, doc_id, "document", [(doc_id, author, doc.text, created)], True, True, meta)
+            done = self._extend(ns, doc_id, "document", [(doc_id, author, doc.text, created)], True, True, meta)
             ids.append(doc_id)
-        return UpsertResponse(ids=ids)
+            pending += done.pending
+        return UpsertResponse(ids=ids, pending_ids=pending)
 
     # ------------------------------------------------------------------ query
     def query_sync(self, ns: str, queries: list[Query]) -> QueryResponse:
-        """Embed all queries in one batch and search each; results best first with cosine `score`.
+        """Embed all queries in one batch and rank each by its mode (datastore/retrieval.py); best first.
 
         Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K) is exceeded.
         """
@@ -338,7 +409,7 @@ class DataStore(ABC):
         vectors = self.embedder.embed([q.query for q in queries])
         out = []
         for q, v in zip(queries, vectors, strict=True):
-            hits = self._search(ns, v, q.top_k, q.filter)
+            hits = retrieve(self, ns, q.query, v, q.top_k, q.filter, q.mode or s.retrieval_mode)
             out.append(QueryResults(query=q.query, results=[to_result(n, score) for n, score in hits]))
         return QueryResponse(results=out)
 
@@ -420,10 +491,13 @@ class DataStore(ABC):
 
     def _forget(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
         """Remove messages (all when None) of a source and rebuild its tree, reusing every chunk and summary
-        whose content is unchanged. Returns (messages removed, nodes removed or rebuilt)."""
-        s = self.settings
+        whose content is unchanged. Returns (messages removed, nodes removed or rebuilt).
+
+        Forgetting never waits on the embedder: if it fails, the source's nodes are all removed now and rebuilt
+        from the remaining messages later (`retry_pending`), so the forgotten text is gone at once either way.
+        """
         with self._source_lock(ns, source_id):
-            for _ in range(_COMMIT_ATTEMPTS):
+            for attempt in range(_COMMIT_ATTEMPTS):
                 src = self._get_source(ns, source_id)
                 if src is None:
                     return 0, 0
@@ -431,60 +505,80 @@ class DataStore(ABC):
                 keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
                 old = self._source_nodes(ns, source_id)
                 if not keep:
+                    batch = WriteBatch(source=src, delete_source=True)
+                    removed = len(old)
+                else:
+                    for seq, m in enumerate(keep):
+                        m.seq = seq
+                    offset = measure(keep, None, 0)
                     try:
-                        self._commit(ns, WriteBatch(source=src, delete_source=True), src.version)
-                    except ConflictError:
-                        continue
-                    return len(messages), len(old)
-                for seq, m in enumerate(keep):
-                    m.seq = seq
-                offset = measure(keep, None, 0)
-                stream = TokenStream.from_messages(keep)
-                final = src.source_type == "document"
-                chunks = chunk_nodes(
-                    stream, plan_windows(stream, 0, s.chunk_size, s.chunk_overlap, final),
-                    src.source_type, source_id, 0,
-                )
-                old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
-                reused: set[str] = set()
-                for c in chunks:
-                    match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
-                    if match is not None:
-                        c.id = match.id
-                        reused.add(c.id)
-                old_by_children = {tuple(n.children): n for n in old if n.level > 1}
-                old_at = {(n.level, n.position): n for n in old}
-
-                def reuse(children: list[MemoryNode], context: MemoryNode | None) -> MemoryNode | None:
-                    prev = old_by_children.get(tuple(c.id for c in children))
-                    if prev is None:
-                        return None
-                    before = old_at.get((prev.level, prev.position - 1))
-                    if (before.id if before else None) != (context.id if context else None):
-                        return None  # its context changed: the summary may have drawn on forgotten text
-                    reused.add(prev.id)
-                    return prev
-
-                summaries = roll_up(Frontier(), [c for c in chunks if c.sealed], self._summarise, s.fan_out,
-                                    s.max_level, reuse)
-                nodes = chunks + summaries
-                kept_vectors = self._get_vectors(ns, [n.id for n in nodes if n.id in reused])
-                fresh = [n for n in nodes if n.id not in reused]
-                fresh_vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh]),
-                                         strict=True))
-                batch = WriteBatch(
-                    source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset,
-                                     len(keep) - 1, src.metadata),
-                    messages=keep,
-                    nodes=[(n, kept_vectors.get(n.id, fresh_vectors.get(n.id))) for n in nodes],
-                    replace=True,
-                )
+                        nodes = self._rebuild(ns, src, keep, old)
+                    except (EmbeddingError, SummaryError) as exc:
+                        log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
+                        nodes = []
+                    old_ids = {o.id for o in old}
+                    removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
+                    batch = WriteBatch(
+                        source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset,
+                                         len(keep) - 1, src.metadata),
+                        messages=keep, nodes=nodes, replace=True,
+                    )
                 try:
                     self._commit(ns, batch, src.version)
                 except ConflictError:
+                    _backoff(attempt)
                     continue
-                return len(messages) - len(keep), len(old) - len(reused)
+                return len(messages) - len(keep), removed
         raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "ids")
+
+    def _rebuild(
+        self, ns: str, src: SourceRow, keep: list[StoredMessage], old: list[MemoryNode]
+    ) -> list[tuple[MemoryNode, np.ndarray | None]]:
+        """Every node of a source rebuilt from `keep` (measured messages), with vectors. A chunk with the same
+        text and messages as an old one keeps its id and vector; so does a summary over the same children whose
+        preceding summary (its context) is kept too. Raises EmbeddingError/SummaryError."""
+        s = self.settings
+        stream = TokenStream.from_messages(keep)
+        final = src.source_type == "document"
+        windows = plan_windows(stream, 0, s.chunk_size, s.chunk_overlap, final)
+        chunks = chunk_nodes(stream, windows, src.source_type, src.source_id, 0)
+        old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
+        for c in chunks:
+            match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
+            if match is not None:
+                c.id = match.id
+        reuse = _SummaryReuse(old)
+        summaries = roll_up(Frontier(), [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level,
+                            reuse)
+        nodes = chunks + summaries
+        old_ids = {o.id for o in old}
+        fresh = [n for n in nodes if n.id not in old_ids]
+        vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh]), strict=True))
+        vectors.update(self._get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
+        return [(n, vectors[n.id]) for n in nodes]
+
+
+class _SummaryReuse:
+    """Finds, for a rebuild, the old summary with the same children and the same context (preceding summary)."""
+
+    def __init__(self, old: list[MemoryNode]) -> None:
+        self.by_children = {tuple(n.children): n for n in old if n.level > 1}
+        self.at = {(n.level, n.position): n for n in old}
+
+    def __call__(self, children: list[MemoryNode], context: MemoryNode | None) -> MemoryNode | None:
+        prev = self.by_children.get(tuple(c.id for c in children))
+        if prev is None:
+            return None
+        before = self.at.get((prev.level, prev.position - 1))
+        if (before.id if before else None) != (context.id if context else None):
+            return None  # its context changed: the summary may have drawn on forgotten text
+        return prev
+
+
+def _backoff(attempt: int) -> None:
+    """Sleep before recomputing after a conflict: jittered, growing to ~0.5 s, so a writer in another process that
+    keeps committing to the same source cannot starve this one."""
+    time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))
 
 
 def to_result(node: MemoryNode, score: float) -> QueryResult:

@@ -102,7 +102,9 @@ class VectorIndex:
         """
         if candidates is not None:
             pos = self._positions(np.sort(np.asarray(candidates, dtype=np.int64)))
-        elif self.dead or any(v is not None for v in (min_level, max_level, start, end)):
+        elif self.size and any(v is not None for v in (min_level, max_level, start, end)):
+            return self._search_masked(query, top_k, min_level, max_level, start, end)
+        elif self.dead:
             pos = np.flatnonzero(self.alive[: self.size])
         else:
             pos = None
@@ -125,6 +127,29 @@ class VectorIndex:
                 return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
             scores = self.matrix[: self.size] @ query
             pos = np.arange(self.size)
+        k = min(top_k, len(scores))
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return self.rowids[pos[top]], scores[top]
+
+    def _search_masked(self, query: np.ndarray, top_k: int, min_level: int | None, max_level: int | None,
+                       start: float | None, end: float | None) -> tuple[np.ndarray, np.ndarray]:
+        """`search` by level/time without candidates: score every row in place (no copy of the matrix rows,
+        which cost ~30 ms per query at 100k rows) and rank only the rows that pass."""
+        n = self.size
+        mask = self.alive[:n].copy()
+        if min_level is not None:
+            mask &= self.levels[:n] >= min_level
+        if max_level is not None:
+            mask &= self.levels[:n] <= max_level
+        if start is not None:
+            mask &= self.ends[:n] >= start
+        if end is not None:
+            mask &= self.starts[:n] <= end
+        pos = np.flatnonzero(mask)
+        if len(pos) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        scores = (self.matrix[:n] @ query)[pos]
         k = min(top_k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]

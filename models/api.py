@@ -7,13 +7,28 @@ depend on settings (top_k, messages per call, characters) are checked by the Dat
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 
 from models.memory import SourceType
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
+MAX_LEVEL_FILTER = 64
+
+
+def _iso_string(value: Any) -> Any:
+    if not isinstance(value, str | datetime):
+        raise ValueError("must be an ISO 8601 date-time string")
+    return value
+
+
+# A date-time given as an ISO 8601 string (the schema says so; numbers are not taken as epoch seconds).
+IsoDateTime = Annotated[datetime, BeforeValidator(_iso_string)]
+
+RetrievalMode = Literal["dense", "text", "hybrid", "tree"]
+"""How a query ranks memories; see datastore/retrieval.py."""
+
 NAMESPACE_PATTERN = r"^[A-Za-z0-9._:@|-]{1,128}$"
 
 
@@ -33,7 +48,7 @@ class Message(BaseModel):
     speaker: str | None = Field(default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'.")
     role: str | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
     content: str = Field(min_length=1, description="The message text.")
-    created_at: datetime | None = Field(default=None, description="ISO 8601 time the message was sent.")
+    created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
 
     @model_validator(mode="after")
     def _non_blank(self) -> Message:
@@ -63,6 +78,11 @@ class RememberResponse(BaseModel):
     updated_chunk_ids: list[str] = Field(description="Open L1 chunks this call extended.")
     summary_ids: list[str] = Field(description="Summaries (level >= 2) created by this call.")
     skipped_message_ids: list[str] = Field(default_factory=list, description="Message ids already remembered.")
+    pending_message_ids: list[str] = Field(
+        default_factory=list,
+        description="Messages stored but not yet searchable (the embedder failed; they are indexed later). "
+        "The response status is then 202.",
+    )
 
 
 class QueryFilter(BaseModel):
@@ -73,12 +93,12 @@ class QueryFilter(BaseModel):
     conversation_id: str | None = None
     document_id: str | None = None
     source_type: SourceType | None = None
-    level: int | None = Field(default=None, ge=1)
-    min_level: int | None = Field(default=None, ge=1)
-    max_level: int | None = Field(default=None, ge=1)
+    level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
+    min_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
+    max_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
     speaker: str | None = None
-    start_date: datetime | None = Field(default=None, description="Nodes ending at or after this time.")
-    end_date: datetime | None = Field(default=None, description="Nodes starting at or before this time.")
+    start_date: IsoDateTime | None = Field(default=None, description="Nodes ending at or after this time.")
+    end_date: IsoDateTime | None = Field(default=None, description="Nodes starting at or before this time.")
 
     @model_validator(mode="after")
     def _ranges(self) -> QueryFilter:
@@ -93,8 +113,13 @@ class Query(BaseModel):
     model_config = Strict
 
     query: str = Field(min_length=1, description="Natural-language query.")
-    top_k: int = Field(default=5, ge=1, description="How many results to return.")
+    top_k: int = Field(default=5, ge=1, strict=True, description="How many results to return.")
     filter: QueryFilter | None = None
+    mode: RetrievalMode | None = Field(
+        default=None,
+        description="dense (cosine, every level), text (BM25, every level), hybrid (BM25 + cosine fused, L1 "
+        "chunks) or tree (summaries descended to chunks); default: the server's RETRIEVAL_MODE.",
+    )
 
 
 class QueryRequest(BaseModel):
@@ -106,7 +131,7 @@ class QueryRequest(BaseModel):
 
 
 class QueryResult(BaseModel):
-    """One memory returned by a search; `score` is the cosine similarity to the query (higher is closer)."""
+    """One memory returned by a search; `score`: higher is closer (the cosine in mode dense, see Query.mode)."""
 
     id: str
     text: str
@@ -140,7 +165,7 @@ class DocumentMetadata(BaseModel):
     source: str | None = Field(default=None, max_length=256)
     source_id: str | None = Field(default=None, max_length=256)
     url: str | None = Field(default=None, max_length=2048)
-    created_at: datetime | None = None
+    created_at: IsoDateTime | None = None
     author: str | None = Field(default=None, max_length=256)
 
 
@@ -162,6 +187,9 @@ class UpsertRequest(BaseModel):
 
 class UpsertResponse(BaseModel):
     ids: list[str]
+    pending_ids: list[str] = Field(
+        default_factory=list, description="Documents stored but not yet searchable (the embedder failed; status 202)."
+    )
 
 
 class DeleteFilter(BaseModel):
@@ -172,8 +200,8 @@ class DeleteFilter(BaseModel):
     conversation_id: str | None = None
     document_id: str | None = None
     speaker: str | None = None
-    start_date: datetime | None = None
-    end_date: datetime | None = None
+    start_date: IsoDateTime | None = None
+    end_date: IsoDateTime | None = None
 
     @model_validator(mode="after")
     def _not_empty(self) -> DeleteFilter:

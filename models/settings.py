@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from models.api import RetrievalMode
+
 
 class Settings(BaseSettings):
     """Pyramind's configuration; raises pydantic.ValidationError naming the key on a bad value."""
@@ -44,6 +46,11 @@ class Settings(BaseSettings):
     fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
     max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
     summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")
+
+    # Retrieval
+    retrieval_mode: RetrievalMode = Field(
+        default="hybrid", description="Default ranking of /query: hybrid, dense, text or tree (bench/RESULTS.md)."
+    )
 
     # Embeddings
     embedder: Literal["local", "openai"] | None = Field(
@@ -87,6 +94,9 @@ class Settings(BaseSettings):
     jwt_issuer: str | None = Field(default=None, description="Required `iss` claim.")
     jwt_namespace_claim: str = Field(default="sub", description="Claim whose value is the caller's namespace.")
     jwt_leeway: int = Field(default=30, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf.")
+    pending_retry_seconds: float = Field(
+        default=30.0, ge=0, description="Seconds between retries of messages stored while the embedder failed; 0 = off."
+    )
     rate_limit_per_minute: int = Field(
         default=0, ge=0, description="Requests per minute per caller (token or namespace); 0 = no limit."
     )

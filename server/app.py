@@ -6,6 +6,8 @@ import asyncio
 from collections.abc import Callable
 from datetime import timedelta
 
+import logging
+
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, OpenAPIProvider, QuartSchema, Server
 from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE
@@ -17,6 +19,8 @@ from server.auth import install_auth, rate_limit_key
 from server.errors import install_error_handlers
 from server.routes import api
 from server.wellknown import wellknown
+
+log = logging.getLogger(__name__)
 
 TITLE = "Pyramind"
 DESCRIPTION = (
@@ -31,6 +35,19 @@ class _OpenAPI(OpenAPIProvider):
     def operation_id(self, method: str, path: str, func: Callable) -> str | None:
         explicit = getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None)
         return explicit or super().operation_id(method, path, func)
+
+
+async def _retry_pending(app: Quart, every: float) -> None:
+    """Index, every `every` seconds, the messages stored while the embedder was failing."""
+    while True:
+        await asyncio.sleep(every)
+        store = app.extensions.get("pyramind.store")
+        if store is None:
+            continue
+        try:
+            await asyncio.to_thread(store.retry_pending_sync)
+        except Exception:  # keep retrying; the error is logged, the server keeps serving
+            log.exception("retrying pending messages failed")
 
 
 def create_app(settings: Settings | None = None, store: DataStore | None = None, open_store: bool = True) -> Quart:
@@ -83,8 +100,16 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
             # load the embedding model now, not on the first request
             await asyncio.to_thread(app.extensions["pyramind.store"].embedder.embed, ["warm up"])
 
+    @app.before_serving
+    async def _start_retries() -> None:
+        if settings.pending_retry_seconds > 0:
+            app.extensions["pyramind.retry"] = asyncio.create_task(_retry_pending(app, settings.pending_retry_seconds))
+
     @app.after_serving
     async def _close_store() -> None:
+        task = app.extensions.pop("pyramind.retry", None)
+        if task is not None:
+            task.cancel()
         if owns_store:
             app.extensions.pop("pyramind.store").close()
 

@@ -62,6 +62,13 @@ def install_error_handlers(app: Quart) -> None:
         headers = {k: v for k, v in err.get_headers() if k.lower() != "content-type"}  # Allow, Retry-After
         return error_response(err.code or 500, code, err.description or err.name, headers=headers)
 
+    @app.errorhandler(UnicodeDecodeError)  # quart decodes the body as UTF-8 before json.loads, outside its ValueError
+    @app.errorhandler(RecursionError)  # json.loads of arrays/objects nested deeper than the recursion limit
+    async def _unreadable_body(err: Exception) -> Response:
+        if isinstance(err, RecursionError) and "JSON" not in str(err):
+            return await _unexpected(err)
+        return error_response(400, "invalid_json", "the request body must be valid JSON (UTF-8)")
+
     @app.errorhandler(Exception)
     async def _unexpected(err: Exception) -> Response:
         log.exception("unhandled error")

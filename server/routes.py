@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from quart import Blueprint, current_app, request
-from quart_schema import document_response, operation_id, tag, validate_request, validate_response
+from quart_schema import document_response, operation_id, security_scheme, tag, validate_request, validate_response
 
 from datastore.datastore import DataStore
 from models.api import (
@@ -55,16 +55,19 @@ def _errors(*codes: int):  # type: ignore[no-untyped-def]
 @operation_id("remember")
 @validate_request(RememberRequest)
 @validate_response(RememberResponse, 200)
+@validate_response(RememberResponse, 202)
 @_errors(400, 401, 403, 413, 422, 429, 503)
-async def remember(data: RememberRequest) -> RememberResponse:
+async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
     """Remember chat messages.
 
     Appends the messages to the conversation (a new one when `conversation_id` is absent), cuts them into
     overlapping chunks of at most 200 tokens (L1) and rolls every 5 sealed nodes of a level up into a summary one
     level above. Resending a message id changes nothing. Returns the chunks created or extended and the summaries
-    created. 422 when a limit is exceeded; 503 when the embedder fails (nothing is stored then).
+    created. 202 when the messages are stored but the embedder is failing: they are indexed as soon as it
+    recovers (`pending_message_ids`). 422 when a limit is exceeded (nothing is stored then).
     """
-    return await _store().remember(_namespace(data.namespace), data)
+    result = await _store().remember(_namespace(data.namespace), data)
+    return result, 202 if result.pending_message_ids else 200
 
 
 @api.post("/query")
@@ -89,14 +92,17 @@ async def query(data: QueryRequest) -> QueryResponse:
 @operation_id("upsert")
 @validate_request(UpsertRequest)
 @validate_response(UpsertResponse, 200)
+@validate_response(UpsertResponse, 202)
 @_errors(400, 401, 403, 413, 422, 429, 503)
-async def upsert(data: UpsertRequest) -> UpsertResponse:
+async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
     """Store documents.
 
     Each document is chunked like a conversation (its chunks rolled up into summaries); a document whose id is
-    already stored is replaced. Returns the document ids.
+    already stored is replaced. Returns the document ids; 202 when some are stored but not yet searchable
+    because the embedder is failing (`pending_ids`).
     """
-    return await _store().upsert(_namespace(data.namespace), data.documents)
+    result = await _store().upsert(_namespace(data.namespace), data.documents)
+    return result, 202 if result.pending_ids else 200
 
 
 @api.delete("/delete")
@@ -135,6 +141,7 @@ async def get_memory(memory_id: str) -> ExpandResponse:
 
 @api.get("/health")
 @tag(["service"])
+@security_scheme([])
 @operation_id("health")
 @validate_response(Health, 200)
 async def health() -> Health:

@@ -48,19 +48,23 @@ def detect_format(path: Path) -> Format:
 def read_locomo(path: Path) -> Iterator[Batch]:
     """One batch per LoCoMo session, sessions in number order; message id = dia_id, time = the session date."""
     for sample in json.loads(path.read_text(encoding="utf-8")):
-        conv = sample["conversation"]
-        cid = sample.get("sample_id") or f"locomo-{id(sample)}"
-        numbers = sorted(int(k.split("_")[1]) for k in conv if k.startswith("session_") and k.count("_") == 1)
-        for n in numbers:
-            turns = conv[f"session_{n}"]
-            when = _locomo_time(conv.get(f"session_{n}_date_time"))
-            msgs = [
-                Message(id=t["dia_id"], speaker=t["speaker"], content=t["text"], created_at=when)
-                for t in turns
-                if t.get("text", "").strip()
-            ]
-            if msgs:
-                yield Batch(cid, msgs)
+        yield from locomo_sessions(sample)
+
+
+def locomo_sessions(sample: dict[str, Any]) -> Iterator[Batch]:
+    """The sessions of one LoCoMo sample, in number order, as batches of its conversation."""
+    conv = sample["conversation"]
+    cid = sample.get("sample_id") or f"locomo-{id(sample)}"
+    numbers = sorted(int(k.split("_")[1]) for k in conv if k.startswith("session_") and k.count("_") == 1)
+    for n in numbers:
+        when = _locomo_time(conv.get(f"session_{n}_date_time"))
+        msgs = [
+            Message(id=t["dia_id"], speaker=t["speaker"], content=t["text"], created_at=when)
+            for t in conv[f"session_{n}"]
+            if t.get("text", "").strip()
+        ]
+        if msgs:
+            yield Batch(cid, msgs)
 
 
 def _locomo_time(value: str | None) -> datetime | None:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator, Iterator
-from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ import pytest
 from datastore.providers.local import LocalDataStore
 from models.api import Message
 from models.settings import Settings
+from services import importers
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
 
@@ -64,11 +64,4 @@ def locomo() -> list[dict]:
 
 def locomo_sessions(sample: dict, limit: int | None = None) -> list[list[Message]]:
     """The sample's sessions in time order as Message lists (id = dia_id, time = the session's date)."""
-    conv = sample["conversation"]
-    keys = sorted((k for k in conv if k.startswith("session_") and k.split("_")[1].isdigit() and "date" not in k),
-                  key=lambda k: int(k.split("_")[1]))
-    out = []
-    for key in keys[:limit]:
-        when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y")
-        out.append([Message(id=t["dia_id"], speaker=t["speaker"], content=t["text"], created_at=when) for t in conv[key]])
-    return out
+    return [batch.messages for batch in importers.locomo_sessions(sample)][:limit]

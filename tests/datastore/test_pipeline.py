@@ -107,7 +107,7 @@ def test_query_filters_by_level_speaker_conversation_and_time(store: LocalDataSt
 
 def test_scores_are_cosine_and_sorted(store: LocalDataStore, embedder: LocalEmbedder, locomo: list[dict]) -> None:
     remember_sessions(store, locomo_sessions(locomo[0], limit=2))
-    res = store.query_sync(NS, [Query(query="painting a sunrise", top_k=5)]).results[0].results
+    res = store.query_sync(NS, [Query(query="painting a sunrise", top_k=5, mode="dense")]).results[0].results
     scores = [r.score for r in res]
     assert scores == sorted(scores, reverse=True)
     q = embedder.embed(["painting a sunrise"])[0]
@@ -212,21 +212,51 @@ class FailingEmbedder:
 
 
 @pytest.mark.parametrize("fail_from", [1, 2])  # 1: chunk embedding fails; 2: summary embedding fails
-def test_embedder_failure_mid_call_leaves_the_store_as_it_was(
+def test_embedder_failure_keeps_the_tree_and_the_messages(
     tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict], fail_from: int
 ) -> None:
+    """A failure mid-call leaves every chunk and summary as it was, stores the messages (nothing acknowledged
+    is lost), and the next call or retry_pending indexes them."""
     sessions = locomo_sessions(locomo[0], limit=6)
     ds = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
     remember_sessions(ds, sessions[:4])
     before = [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)]
-    stats = ds.stats(NS)
+    n_before = ds.stats(NS)["messages"]
     ds.embedder = FailingEmbedder(embedder, fail_from)  # type: ignore[assignment]
-    with pytest.raises(EmbeddingError):
-        ds.remember_sync(NS, RememberRequest(conversation_id="conv", messages=sessions[4] + sessions[5]))
+    late = sessions[4] + sessions[5]
+    r = ds.remember_sync(NS, RememberRequest(conversation_id="conv", messages=late))
+    assert r.pending_message_ids == [m.id for m in late] and not (r.chunk_ids or r.summary_ids)
     assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)] == before
-    assert ds.stats(NS) == stats
+    assert ds.stats(NS)["messages"] == n_before + len(late)
+    assert ds._backlog() == [(NS, "conv")]
+    assert ds.retry_pending_sync() == 0  # still failing: still pending, nothing half-written
+    assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)] == before
     ds.embedder = embedder
-    ds.remember_sync(NS, RememberRequest(conversation_id="conv", messages=sessions[4] + sessions[5]))
+    assert ds.retry_pending_sync() == 1 and ds._backlog() == []
+    covered = {m for n in tree(ds) if n.level == 1 for m in n.message_ids}
+    assert {m.id for m in late} <= covered
+    check(ds)
+    # the result is the tree of remembering everything without a failure
+    clean = LocalDataStore(make_settings(tmp_path / "clean"), embedder, ExtractiveSummariser()).open()
+    remember_sessions(clean, sessions[:4] + [late])
+    assert [n.text for n in tree(ds) if n.level == 1] == [n.text for n in tree(clean) if n.level == 1]
+    clean.close()
+    ds.close()
+
+
+def test_forgetting_does_not_wait_for_a_failing_embedder(
+    tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict]
+) -> None:
+    sessions = locomo_sessions(locomo[0], limit=3)
+    ds = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    remember_sessions(ds, sessions)
+    victim = sessions[1][2]
+    ds.embedder = FailingEmbedder(embedder, 1)  # type: ignore[assignment]
+    ds.delete_sync(NS, DeleteRequest(ids=[victim.id]))
+    assert all(victim.content not in n.text for n in tree(ds))
+    ds.embedder = embedder
+    assert ds.retry_pending_sync() == 1
+    assert all(victim.id not in n.message_ids and victim.content not in n.text for n in tree(ds))
     check(ds)
     ds.close()
 

@@ -58,7 +58,7 @@ async def test_upsert_then_delete_forgets_at_every_level(client) -> None:  # typ
     text = " ".join(f"Clause {i}: the vault code is kept by officer number {i}." for i in range(120))
     r = await client.post("/upsert", json={"documents": [{"id": "policy", "text": text,
                                                           "metadata": {"source": "file", "author": "ops"}}]}, headers=AUTH)
-    assert (await r.get_json()) == {"ids": ["policy"]}
+    assert (await r.get_json()) == {"ids": ["policy"], "pending_ids": []}
     r = await client.post("/query", json={"queries": [{"query": "vault code", "top_k": 3,
                                                        "filter": {"document_id": "policy", "min_level": 2}}]}, headers=AUTH)
     assert (await r.get_json())["results"][0]["results"][0]["level"] >= 2

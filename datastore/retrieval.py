@@ -1,0 +1,181 @@
+"""Retrieval strategies over a DataStore: which nodes a query returns, best first.
+
+Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
+
+- `dense`: cosine similarity of the query's embedding over every level the filter allows (chunks and summaries).
+- `text`: BM25 over the node texts, every level the filter allows (a provider's optional `search_text`).
+- `hybrid` (the default): L1 chunks ranked by a fusion of both: each list's scores are min-max normalised over
+  the pooled candidates and mixed `TEXT_WEIGHT * bm25 + (1 - TEXT_WEIGHT) * cosine`.
+- `tree`: tree-guided: the best-matching summaries are descended to their closest chunks, and a chunk's cosine
+  is raised by `ANCESTOR_WEIGHT` times the best cosine of its summaries above it.
+
+`hybrid` and `tree` return L1 chunks unless the filter names levels: a summary costs context tokens but holds
+only a selection of what it covers, and every chunk names its summary in `parent_id`. On LoCoMo (bench/RESULTS.md)
+`hybrid` finds the most evidence per token. A provider without `search_text` degrades `text` and `hybrid` to
+`dense` over the same levels. Every function returns `[(MemoryNode, score)]`, higher is better; the score is a
+cosine for `dense`, -bm25 for `text`, and in [0, 1] (fused) or cosine-based (tree) for the others.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Protocol, get_args, runtime_checkable
+
+import numpy as np
+
+from models.api import QueryFilter, RetrievalMode
+from models.memory import MemoryNode
+
+if TYPE_CHECKING:
+    from datastore.datastore import DataStore
+
+Hits = list[tuple[MemoryNode, float]]
+
+MODES: tuple[str, ...] = get_args(RetrievalMode)
+POOL = 50  # candidates drawn from each list before fusing (at least top_k)
+TEXT_WEIGHT = 0.6  # share of BM25 in `hybrid`; tuned on LoCoMo (0.5-0.7 are within 0.005 of each other)
+SUMMARY_BEAM = 5  # summaries `tree` descends from
+ANCESTOR_WEIGHT = 0.25  # weight of the best ancestor's cosine in `tree`
+
+_WORD = re.compile(r"[^\W_]+")
+STOP_WORDS = frozenset(
+    "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
+    "these those i me my we our you your he him his she her they them their what which who whom whose do does "
+    "did done have has had not no so too very just can will would should could about into than then there here "
+    "when where why how all any both each more most other some such only own same also up down out over again "
+    "s t don doesn didn isn wasn am".split()
+)
+
+
+@runtime_checkable
+class TextSearch(Protocol):
+    """The optional provider capability behind `text` and `hybrid`."""
+
+    def search_text(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
+        """BM25 search over the namespace's nodes matching `flt`; [(node, score)], best first."""
+        ...
+
+
+def text_terms(text: str) -> list[str]:
+    """The query words for full-text search: lower-cased runs of letters and digits, each once, stop words
+    dropped (all kept when nothing else is left)."""
+    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
+    content = [w for w in words if w not in STOP_WORDS]
+    return content or words
+
+
+def with_levels(flt: QueryFilter | None, level: int | None = None, min_level: int | None = None) -> QueryFilter:
+    """`flt` restricted to `level` (or to `min_level` and up) unless it already names levels itself."""
+    base = flt or QueryFilter()
+    if base.level is not None or base.min_level is not None or base.max_level is not None:
+        if min_level is not None and base.level is None:  # a summary search inside the caller's range
+            low = max(base.min_level or 1, min_level)
+            if base.max_level is not None and low > base.max_level:
+                return base.model_copy(update={"level": base.max_level + 1})  # matches nothing
+            return base.model_copy(update={"min_level": low})
+        return base
+    return base.model_copy(update={"level": level, "min_level": min_level})
+
+
+def dense(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+    """Cosine top_k over every level `flt` allows."""
+    return store.search_vector(ns, vector, top_k, flt)
+
+
+def text(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+    """BM25 top_k over every level `flt` allows; `dense` when the provider has no text search."""
+    if not isinstance(store, TextSearch):
+        return dense(store, ns, vector, top_k, flt)
+    return store.search_text(ns, query, top_k, flt)
+
+
+def _normalised(scores: dict[str, float]) -> dict[str, float]:
+    """Min-max scaled to [0, 1] (all 1.0 when the scores are equal)."""
+    if not scores:
+        return {}
+    low, high = min(scores.values()), max(scores.values())
+    span = high - low
+    return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
+
+
+def hybrid(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
+           weight: float = TEXT_WEIGHT) -> Hits:
+    """L1 chunks (unless `flt` names levels) by `weight * bm25 + (1 - weight) * cosine`, each min-max
+    normalised over the pool: the top max(POOL, top_k) of each list; a text-only candidate gets its exact
+    cosine, a dense-only one a BM25 of 0. `dense` over the same levels without a text search."""
+    leaf = with_levels(flt, level=1)
+    pool = max(POOL, top_k)
+    dense_hits = dense(store, ns, vector, pool, leaf)
+    if not isinstance(store, TextSearch):
+        return dense_hits[:top_k]
+    text_hits = store.search_text(ns, query, pool, leaf)
+    nodes = {n.id: n for n, _ in dense_hits} | {n.id: n for n, _ in text_hits}
+    cosine = {n.id: s for n, s in dense_hits}
+    missing = [i for i in nodes if i not in cosine]
+    if missing:
+        q = np.asarray(vector, dtype=np.float32)
+        cosine.update({i: float(v @ q) for i, v in store._get_vectors(ns, missing).items()})
+    d, t = _normalised(cosine), _normalised({n.id: s for n, s in text_hits})
+    fused = {i: weight * t.get(i, 0.0) + (1 - weight) * d.get(i, 0.0) for i in nodes}
+    best = sorted(fused, key=lambda i: -fused[i])[:top_k]
+    return [(nodes[i], fused[i]) for i in best]
+
+
+def tree(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
+         beam: int = SUMMARY_BEAM, weight: float = ANCESTOR_WEIGHT) -> Hits:
+    """Tree-guided: descend from the `beam` closest summaries to their closest chunks (`beam` per level), pool
+    them with the closest chunks, score each `cosine + weight * best ancestor cosine` (its own cosine when it
+    has no summary yet). L1 chunks; plain `dense` when `flt` names levels."""
+    if flt is not None and (flt.level is not None or flt.min_level is not None or flt.max_level is not None):
+        return dense(store, ns, vector, top_k, flt)
+    q = np.asarray(vector, dtype=np.float32)
+    known: dict[str, MemoryNode] = {}
+    cos: dict[str, float] = {}
+
+    def score(nodes: Sequence[MemoryNode]) -> None:
+        known.update((n.id, n) for n in nodes)
+        todo = [n.id for n in nodes if n.id not in cos]
+        cos.update((i, float(v @ q)) for i, v in store._get_vectors(ns, todo).items())
+
+    leaves = [n for n, _ in dense(store, ns, q, max(POOL, top_k), with_levels(flt, level=1))]
+    score(leaves)
+    frontier = [n for n, _ in dense(store, ns, q, beam, with_levels(flt, min_level=2))]
+    while frontier:  # descend: the `beam` closest nodes of each level below the closest summaries
+        score(frontier)
+        child_ids = [c for n in frontier for c in n.children]
+        children = store._get_nodes(ns, child_ids) if child_ids else []
+        score(children)
+        leaves += [c for c in children if c.level == 1]
+        frontier = sorted((c for c in children if c.level > 1), key=lambda c: -cos[c.id])[:beam]
+    pool = {n.id: n for n in leaves}
+    ancestors = {n.id: [] for n in pool.values()}  # leaf id -> ancestor ids
+    tips = {n.id: n.parent_id for n in pool.values()}
+    while any(tips.values()):  # climb every leaf to its root, one batched read per level
+        missing = [p for p in set(tips.values()) if p and p not in known]
+        score(store._get_nodes(ns, missing) if missing else [])
+        for leaf, parent in list(tips.items()):
+            if parent is not None and parent in known:
+                ancestors[leaf].append(parent)
+                tips[leaf] = known[parent].parent_id
+            else:
+                tips[leaf] = None
+    scores = {
+        i: cos[i] + weight * max((cos[a] for a in ancestors[i]), default=cos[i]) for i in pool
+    }
+    best = sorted(scores, key=lambda i: -scores[i])[:top_k]
+    return [(pool[i], scores[i]) for i in best]
+
+
+def retrieve(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
+             mode: str) -> Hits:
+    """The top_k nodes for one query by `mode` (one of MODES); raises ValueError for another mode."""
+    if mode == "dense":
+        return dense(store, ns, vector, top_k, flt)
+    if mode == "text":
+        return text(store, ns, query, vector, top_k, flt)
+    if mode == "hybrid":
+        return hybrid(store, ns, query, vector, top_k, flt)
+    if mode == "tree":
+        return tree(store, ns, vector, top_k, flt)
+    raise ValueError(f"unknown retrieval mode {mode!r}; one of {', '.join(MODES)}")
