@@ -24,4 +24,18 @@ def get_datastore(
         from datastore.providers.local import LocalDataStore
 
         return LocalDataStore(settings, embedder, summariser).open()
-    raise StoreError(f"DATASTORE={choice} is not available in this version; use DATASTORE=local")
+    if choice == "postgres":
+        try:
+            from datastore.providers.pgvector import PgVectorDataStore
+        except ImportError as exc:
+            raise StoreError(f"DATASTORE=postgres needs: pip install 'pyramind[postgres]' ({exc})") from exc
+
+        return PgVectorDataStore(settings, embedder, summariser).open()
+    if choice == "pinecone":
+        try:
+            from datastore.providers.pinecone import PineconeDataStore
+        except ImportError as exc:
+            raise StoreError(f"DATASTORE=pinecone needs: pip install 'pyramind[pinecone]' ({exc})") from exc
+
+        return PineconeDataStore(settings, embedder, summariser).open()
+    raise StoreError(f"DATASTORE={choice} is not a known provider; use local, postgres or pinecone")

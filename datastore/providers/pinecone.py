@@ -1,0 +1,369 @@
+"""The Pinecone store: one Pinecone namespace per Pyramind namespace, everything kept as records of that namespace.
+
+Pinecone holds only vectors with metadata, so the tree, the messages and the source rows are all records
+(one dense cosine index, dimension = the embedder's). Record ids carry a kind and a hash of the source id, so a
+source's records are listed by id prefix (Pinecone ids must be ASCII; the hash makes any source or message id fit):
+
+    src#<h(source_id)>                      the SourceRow (version, counters), the frontier, the source metadata
+    msg#<h(source_id)>#<h(message_id)>      one StoredMessage (content, seq, token offsets, time as epoch float)
+    node#<h(source_id)>#<node id>           one MemoryNode with its embedding (text and tree fields in metadata)
+    <record id>#p<i>                        part i of a text too large for Pinecone's 40 KB metadata limit
+
+(The ids, metadata codecs and the split live in `pinecone_records.py`.)
+
+Messages and sources carry a dummy unit vector and `kind` metadata; searches filter `kind == "node"`. This keeps
+one namespace self-contained (`delete_all` of the namespace forgets everything) at the price of a few records.
+
+Reads by filter use a filtered query (top_k 1000, Pinecone's cap with metadata); when that cap is reached the
+answer comes from listing the id prefix and fetching, so results are never truncated. No `fetch_by_metadata`
+(absent from the needledb emulator) and no delete-by-filter (not on every serverless index) are used.
+
+Limits, stated plainly: Pinecone has no transactions. `_commit` checks the version stored on `src#` and then
+writes messages and nodes, then `src#` last; the check narrows but cannot close the window between two
+processes writing the same source at the same moment (in-process writers are serialised by the DataStore's
+lock). A failure mid-commit deletes the records this commit created (best effort) and raises StoreError.
+Pinecone serverless is eventually consistent: a read straight after a write may not see it yet.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
+
+import numpy as np
+from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeoutError, ServerlessSpec
+from pinecone import ConflictError as IndexExists
+from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+
+from datastore.datastore import DataStore, SourceRow, WriteBatch, utc
+from datastore.providers import pinecone_records as rec
+from models.api import DeleteFilter, QueryFilter
+from models.memory import MemoryNode, StoredMessage
+from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+
+META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record
+_META_ID = "meta#embedding"
+_BATCH = 100  # records per upsert, ids per fetch, ids per `$in` filter
+_DELETE_BATCH = 1000  # ids per delete call (Pinecone's cap)
+_QUERY_CAP = 1000  # Pinecone's top_k cap when metadata or values are returned
+_T = TypeVar("_T")
+
+
+def _retryable(exc: BaseException) -> bool:
+    """True for rate limits (429), server errors (5xx), timeouts and dropped connections."""
+    if isinstance(exc, ApiError):
+        return exc.status_code == 429 or exc.status_code >= 500
+    return isinstance(exc, PineconeConnectionError | PineconeTimeoutError)
+
+
+# The SDK already retries each HTTP request (3 times) on 408/429/5xx; this outer layer retries the whole
+# operation on what survives that (a longer rate limit, a restarting host), with exponential backoff and jitter.
+_retry = retry(retry=retry_if_exception(_retryable), wait=wait_exponential_jitter(initial=0.5, max=20),
+               stop=stop_after_attempt(4), reraise=True)
+
+
+def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
+    return (items[i : i + size] for i in range(0, len(items), size))
+
+
+class PineconeDataStore(DataStore):
+    """Pinecone provider. PINECONE_API_KEY; PINECONE_INDEX (created as a serverless cosine index in
+    PINECONE_CLOUD/PINECONE_REGION when missing) or PINECONE_HOST (the data-plane host, used as given).
+
+    Raises StoreError at `open()` without a key or when the index is unusable, EmbeddingMismatchError when the
+    index's dimension (from describe_index_stats) or recorded model differs from the embedder's.
+    """
+
+    name = "pinecone"
+
+    # ------------------------------------------------------------------ lifecycle
+    def _open(self) -> None:
+        s = self.settings
+        if s.pinecone_api_key is None:
+            raise StoreError("DATASTORE=pinecone needs PINECONE_API_KEY")
+        self._pc = Pinecone(api_key=s.pinecone_api_key.get_secret_value())
+        host = s.pinecone_host or self._ensure_index()
+        self._index = self._pc.Index(host=host)
+        self._dummy = [1.0] + [0.0] * (self.embedder.dimension - 1)  # cosine indexes refuse all-zero vectors
+
+    def _ensure_index(self) -> str:
+        """Create PINECONE_INDEX when missing (serverless, cosine, the embedder's dimension); its host.
+
+        The control plane is not emulated by needledb: tests/datastore/test_pinecone.py
+        (test_missing_index_is_created_...) covers this path with scripted responses of the 2026-07
+        control-plane API served from loopback, in front of a real needledb data plane.
+        """
+        s = self.settings
+        if not _retry(self._pc.has_index)(s.pinecone_index):
+            try:  # the SDK's 9.x-compatible surface; it sends the 2026-07 schema/deployment request
+                self._pc.create_index(
+                    name=s.pinecone_index, dimension=self.embedder.dimension, metric="cosine",
+                    spec=ServerlessSpec(cloud=s.pinecone_cloud, region=s.pinecone_region), timeout=300,
+                )
+            except IndexExists:
+                pass  # another process created it meanwhile
+        host = _retry(self._pc.describe_index)(s.pinecone_index).host
+        if not host:
+            raise StoreError(f"Pinecone index {s.pinecone_index!r} has no host yet; retry when it is ready")
+        return host
+
+    def close(self) -> None:
+        for client in (getattr(self, "_index", None), getattr(self, "_pc", None)):
+            if client is not None:
+                client.close()
+
+    def _check_embedding(self, model: str, dimension: int) -> None:
+        stats = self._call(self._index.describe_index_stats)
+        name = self.settings.pinecone_index
+        if stats.dimension is not None and int(stats.dimension) != dimension:
+            raise EmbeddingMismatchError(
+                f"the Pinecone index {name!r} has dimension {stats.dimension}, but the embedder {model} makes "
+                f"{dimension}; use another PINECONE_INDEX or the same embedder"
+            )
+        metric = getattr(stats, "metric", None)
+        if metric not in (None, "cosine"):
+            raise StoreError(f"the Pinecone index {name!r} uses the {metric} metric; Pyramind needs cosine")
+        recorded = self._fetch(META_NAMESPACE, [_META_ID]).get(_META_ID)
+        if recorded is None:
+            meta = {"kind": "meta", "embedding_model": model, "embedding_dimension": dimension}
+            self._upsert(META_NAMESPACE, [(_META_ID, self._dummy, meta)])
+        elif recorded["embedding_model"] != model:
+            raise EmbeddingMismatchError(
+                f"the Pinecone index {name!r} holds {recorded['embedding_model']} vectors, but the embedder is "
+                f"{model}; use another PINECONE_INDEX or the same embedder"
+            )
+
+    # ------------------------------------------------------------------ SDK calls (retried, batched)
+    def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
+        return _retry(fn)(*args, **kwargs)
+
+    def _fetch(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
+        """{record id: metadata} of the ids present (with `_values` when asked), parts joined."""
+        out: dict[str, dict[str, Any]] = {}
+        for part in _chunks(list(dict.fromkeys(ids)), _BATCH):
+            res = self._call(self._index.fetch, ids=list(part), namespace=ns)
+            for rid, v in res.vectors.items():
+                out[rid] = dict(v.metadata or {}, **({"_values": v.values} if values else {}))
+        return self._join_parts(ns, out)
+
+    def _join_parts(self, ns: str, recs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        wanted = {rid: [f"{rid}#p{i}" for i in range(1, int(m["parts"]) + 1)]
+                  for rid, m in recs.items() if m.get("parts")}
+        if wanted:
+            parts = self._fetch(ns, [p for ids in wanted.values() for p in ids])
+            for rid, ids in wanted.items():
+                field = "content" if recs[rid]["kind"] == "msg" else "text"
+                recs[rid][field] = "".join(parts[p]["text"] for p in ids)
+        return recs
+
+    def _list(self, ns: str, prefix: str) -> list[str]:
+        """Every record id of the namespace starting with `prefix` (paginated list)."""
+        ids: list[str] = []
+        token = None
+        while True:
+            page = self._call(self._index.list_paginated, prefix=prefix, limit=100, pagination_token=token,
+                              namespace=ns)
+            ids += [v.id for v in page.vectors if v.id]
+            token = page.pagination.next if page.pagination else None
+            if not token:
+                return ids
+
+    def _select(self, ns: str, flt: dict[str, Any], prefix: str, values: bool = False) -> dict[str, dict[str, Any]]:
+        """{record id: metadata} of every record matching `flt` (records under `prefix` only).
+
+        A filtered query answers while it returns fewer than its cap; at the cap the prefix is listed, fetched
+        and filtered here, so a result is never silently cut at 1000.
+        """
+        res = self._call(self._index.query, vector=self._dummy, top_k=_QUERY_CAP, namespace=ns, filter=flt,
+                         include_metadata=True, include_values=values)
+        if len(res.matches) < _QUERY_CAP:
+            recs = {m.id: dict(m.metadata or {}, **({"_values": m.values} if values else {})) for m in res.matches}
+            return self._join_parts(ns, recs)
+        recs = self._fetch(ns, rec.main_ids(self._list(ns, prefix)), values)
+        return {rid: m for rid, m in recs.items() if rec.matches(m, flt)}
+
+    def _upsert(self, ns: str, records: list[tuple[str, list[float], dict[str, Any]]]) -> None:
+        for part in _chunks(records, _BATCH):
+            self._call(self._index.upsert, vectors=[{"id": i, "values": v, "metadata": m} for i, v, m in part],
+                       namespace=ns, show_progress=False)
+
+    def _delete(self, ns: str, ids: Sequence[str]) -> None:
+        for part in _chunks(list(ids), _DELETE_BATCH):
+            self._call(self._index.delete, ids=list(part), namespace=ns)
+
+    # ------------------------------------------------------------------ reads
+    def _get_source(self, ns: str, source_id: str) -> SourceRow | None:
+        m = self._fetch(ns, [f"src#{rec.h(source_id)}"]).get(f"src#{rec.h(source_id)}")
+        if m is None:
+            return None
+        return SourceRow(m["source_id"], m["source_type"], int(m["version"]), int(m["n_messages"]),
+                         int(m["n_tokens"]), int(m["max_seq"]), json.loads(m.get("source_meta") or "{}"))
+
+    def _known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
+        by_rid = {f"msg#{rec.h(source_id)}#{rec.h(i)}": i for i in ids}
+        return {by_rid[rid] for rid in self._fetch(ns, list(by_rid))}
+
+    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
+        flt = {"kind": "msg", "source_id": source_id, "tok_end": {"$gt": tok_offset}}
+        recs = self._select(ns, flt, f"msg#{rec.h(source_id)}#")
+        return sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
+
+    def _frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        h = rec.h(source_id)
+        src = self._fetch(ns, [f"src#{h}"]).get(f"src#{h}")
+        last = json.loads(src.get("frontier") or "{}") if src else {}
+        recs = self._fetch(ns, [f"node#{h}#{nid}" for _, nid in last.values()])
+        recs.update(self._select(ns, {"kind": "node", "source_id": source_id, "has_parent": False}, f"node#{h}#"))
+        return [rec.to_node(m) for m in recs.values()]
+
+    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]:
+        recs = self._fetch(ns, rec.main_ids(self._list(ns, f"node#{rec.h(source_id)}#")))
+        return sorted((rec.to_node(m) for m in recs.values()), key=lambda n: (n.level, n.position))
+
+    def _nodes_by_id(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for part in _chunks(list(dict.fromkeys(ids)), _BATCH):
+            out.update(self._select(ns, {"kind": "node", "node_id": {"$in": list(part)}}, "node#", values))
+        return out
+
+    def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        return [rec.to_node(m) for m in self._nodes_by_id(ns, ids).values()]
+
+    def _get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        return {m["node_id"]: np.asarray(m["_values"], dtype=np.float32)
+                for m in self._nodes_by_id(ns, ids, values=True).values()}
+
+    def _find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
+        conds: list[dict[str, Any]] = [{"kind": "msg"}]
+        if flt is not None:
+            if flt.conversation_id is not None:
+                conds += [{"source_type": "conversation"}, {"source_id": flt.conversation_id}]
+            if flt.document_id is not None:
+                conds += [{"source_type": "document"}, {"source_id": flt.document_id}]
+            if flt.speaker is not None:
+                conds.append({"speaker": flt.speaker})
+            if flt.start_date is not None:
+                conds.append({"created_at": {"$gte": rec.ts(utc(flt.start_date))}})
+            if flt.end_date is not None:
+                conds.append({"created_at": {"$lte": rec.ts(utc(flt.end_date))}})
+        groups = [conds]
+        if ids is not None:
+            groups = [conds + [{"message_id": {"$in": list(p)}}] for p in _chunks(ids, _BATCH)]
+        found: dict[str, dict[str, Any]] = {}
+        for g in groups:
+            found.update(self._select(ns, {"$and": g}, "msg#"))
+        return [(m["source_id"], m["message_id"]) for m in found.values()]
+
+    def _backlog(self) -> list[tuple[str, str]]:
+        """Sources whose messages run past their last chunk (`chunked_to` on `src#`), in every namespace."""
+        out = []
+        for ns in self._list_namespaces():
+            for m in self._fetch(ns, self._list(ns, "src#")).values():
+                if int(m["n_tokens"]) > int(m.get("chunked_to", 0)):
+                    out.append((ns, m["source_id"]))
+        return out
+
+    def _list_namespaces(self) -> list[str]:
+        stats = self._call(self._index.describe_index_stats)
+        return sorted(ns for ns in (stats.namespaces or {}) if ns != META_NAMESPACE)
+
+    def _list_sources(self, ns: str) -> list[str]:
+        return sorted(m["source_id"] for m in self._fetch(ns, self._list(ns, "src#")).values())
+
+    # ------------------------------------------------------------------ writes
+    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+        """Version check on `src#`, then: upsert messages and nodes, update re-parented nodes, delete what a
+        replace left over, write `src#` (new version, frontier) last. See the module docstring for the limits."""
+        src = batch.source
+        h = rec.h(src.source_id)
+        stored = self._fetch(ns, [f"src#{h}"]).get(f"src#{h}")
+        if (int(stored["version"]) if stored else 0) != expected_version:
+            raise ConflictError(f"{src.source_id!r} changed meanwhile")
+        old = self._list(ns, f"msg#{h}#") + self._list(ns, f"node#{h}#") if batch.replace or batch.delete_source else []
+        if batch.delete_source:
+            self._delete(ns, old + [f"src#{h}"])
+            return
+        fresh = batch.replace or stored is None
+        last = {} if fresh else json.loads(stored.get("frontier") or "{}")  # type: ignore[union-attr]
+        chunked_to = 0 if fresh else int(stored.get("chunked_to", 0))  # type: ignore[union-attr]
+        for n, _ in batch.nodes:  # the highest position of every level, for `_frontier`
+            if str(n.level) not in last or n.position >= last[str(n.level)][0]:
+                last[str(n.level)] = [n.position, n.id]
+            if n.level == 1:
+                chunked_to = max(chunked_to, n.tok_end)
+        records: list[tuple[str, list[float], dict[str, Any]]] = []
+        for m in batch.messages:
+            packed = rec.pack(f"msg#{h}#{rec.h(m.id)}", rec.message_meta(m), "content")
+            records += [(rid, self._dummy, meta) for rid, meta in packed]
+        vectors = [(n, vec) for n, vec in batch.nodes if vec is not None]
+        for n, vec in vectors:
+            packed = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
+            values = np.asarray(vec, dtype=np.float32).tolist()
+            records += [(rid, self._dummy if rec.is_part(rid) else values, meta) for rid, meta in packed]
+        updates: list[tuple[str, dict[str, Any]]] = []  # nodes without a vector: all metadata, vector kept
+        for n, v in batch.nodes:
+            if v is None:
+                (rid, meta), *parts = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
+                updates.append((rid, meta))
+                records += [(part_id, self._dummy, part) for part_id, part in parts]
+        existing = set(old) | set(self._fetch(ns, [f"node#{h}#{n.id}" for n, _ in vectors])) | {r for r, _ in updates}
+        written = {rid for rid, _, _ in records} | {rid for rid, _ in updates}
+        source_meta = {
+            "kind": "src", "source_id": src.source_id, "source_type": src.source_type, "version": src.version,
+            "n_messages": src.n_messages, "n_tokens": src.n_tokens, "max_seq": src.max_seq,
+            "source_meta": json.dumps(src.metadata), "frontier": json.dumps(last), "chunked_to": chunked_to,
+        }
+        try:
+            self._upsert(ns, records)
+            for rid, meta in updates:
+                self._call(self._index.update, id=rid, namespace=ns, set_metadata=meta)
+            self._delete(ns, [rid for rid in old if rid not in written])
+            self._upsert(ns, [(f"src#{h}", self._dummy, source_meta)])
+        except Exception as exc:
+            created = [rid for rid in written if rid not in existing and rec.base(rid) not in existing]
+            try:  # best effort: leave no new message that a retry would skip as already remembered
+                self._delete(ns, created)
+            finally:
+                raise StoreError(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
+
+    def _delete_namespace(self, ns: str) -> tuple[int, int]:
+        ids = rec.main_ids(self._list(ns, ""))
+        n_msgs = sum(1 for i in ids if i.startswith("msg#"))
+        n_nodes = sum(1 for i in ids if i.startswith("node#"))
+        if ids:
+            self._call(self._index.delete, delete_all=True, namespace=ns)
+        return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ search
+    def _search(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> list[tuple[MemoryNode, float]]:
+        conds: list[dict[str, Any]] = [{"kind": "node"}]
+        if flt is not None:
+            lo = flt.level if flt.level is not None else flt.min_level
+            hi = flt.level if flt.level is not None else flt.max_level
+            for kind, sid in (("conversation", flt.conversation_id), ("document", flt.document_id)):
+                if sid is not None:
+                    conds += [{"source_type": kind}, {"source_id": sid}]
+            given: tuple[tuple[dict[str, Any], Any], ...] = (
+                ({"source_type": flt.source_type}, flt.source_type),
+                ({"level": {"$gte": lo}}, lo),
+                ({"level": {"$lte": hi}}, hi),
+                ({"speakers": {"$in": [flt.speaker]}}, flt.speaker),
+                ({"end_time": {"$gte": rec.ts(utc(flt.start_date))}}, flt.start_date),  # no times: never matches
+                ({"start_time": {"$lte": rec.ts(utc(flt.end_date))}}, flt.end_date),
+            )
+            conds += [cond for cond, value in given if value is not None]
+        res = self._call(self._index.query, vector=np.asarray(vector, dtype=np.float32).tolist(), top_k=top_k,
+                         namespace=ns, filter={"$and": conds}, include_metadata=True)
+        recs = self._join_parts(ns, {m.id: dict(m.metadata or {}) for m in res.matches})
+        return [(rec.to_node(recs[m.id]), float(m.score)) for m in res.matches]
+
+    def stats(self, ns: str) -> dict[str, int]:
+        """Record counts of the namespace: sources, messages, nodes (listed by id prefix; no per-level split)."""
+        ids = rec.main_ids(self._list(ns, ""))
+        return {kind: sum(1 for i in ids if i.startswith(prefix))
+                for kind, prefix in (("sources", "src#"), ("messages", "msg#"), ("nodes", "node#"))}

@@ -1,0 +1,163 @@
+"""Pinecone records of the Pinecone store: ids, metadata codecs, the 40 KB split, and a local filter evaluator.
+
+Record ids (Pinecone ids must be ASCII; a hash makes any source or message id fit):
+
+    src#<h(source_id)>                      a SourceRow
+    msg#<h(source_id)>#<h(message_id)>      a StoredMessage
+    node#<h(source_id)>#<node id>           a MemoryNode
+    <record id>#p<i>                        part i of a text too large for one record's metadata
+
+Metadata has no null (absent keys stand for None), times are epoch seconds (floats), lists hold strings.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import operator
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from typing import Any
+
+from models.memory import MemoryNode, StoredMessage
+from services.errors import StoreError
+
+METADATA_LIMIT = 39_000  # bytes of metadata JSON per record (Pinecone: 40 KB)
+PART_BYTES = 30_000  # bytes of text per part record
+
+
+def h(text: str) -> str:
+    """24 hex characters (96 bits) naming a source or message id inside record ids."""
+    return hashlib.blake2b(text.encode(), digest_size=12).hexdigest()
+
+
+def ts(when: datetime | None) -> float | None:
+    """Epoch seconds (float) of an aware datetime; None stays None."""
+    return when.timestamp() if when is not None else None
+
+
+def dt(seconds: Any) -> datetime | None:
+    """The UTC datetime of epoch seconds (a metadata number); None stays None."""
+    return datetime.fromtimestamp(float(seconds), tz=UTC) if seconds is not None else None
+
+
+_CMP: dict[str, Callable[[Any, Any], bool]] = {
+    "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le,
+}
+
+
+def matches(meta: dict[str, Any], flt: dict[str, Any]) -> bool:
+    """Evaluate the subset of Pinecone's filter grammar this module emits ($and, $eq, $in, $gt(e), $lt(e)) on
+    one record's metadata, as Pinecone does (a list field matches $eq/$in when any element does)."""
+    for key, cond in flt.items():
+        if key == "$and":
+            if not all(matches(meta, f) for f in cond):
+                return False
+            continue
+        value = meta.get(key)
+        values = value if isinstance(value, list) else [value]
+        for op, arg in (cond if isinstance(cond, dict) else {"$eq": cond}).items():
+            if op == "$eq":
+                ok = arg in values
+            elif op == "$in":
+                ok = any(v in arg for v in values)
+            elif op in _CMP:
+                ok = isinstance(value, int | float) and not isinstance(value, bool) and _CMP[op](value, arg)
+            else:
+                raise ValueError(f"filter operator {op} is not evaluated locally")
+            if not ok:
+                return False
+    return True
+
+
+def split_text(text: str, limit: int) -> list[str]:
+    """`text` cut into pieces of at most `limit` bytes of JSON each (escapes counted)."""
+    pieces: list[str] = []
+    cur: list[str] = []
+    size = 0
+    for ch in text:
+        n = len(json.dumps(ch, ensure_ascii=False).encode()) - 2
+        if size + n > limit and cur:
+            pieces.append("".join(cur))
+            cur, size = [], 0
+        cur.append(ch)
+        size += n
+    pieces.append("".join(cur))
+    return pieces
+
+
+def pack(rid: str, meta: dict[str, Any], field: str) -> list[tuple[str, dict[str, Any]]]:
+    """[(record id, metadata)] for one record: itself, or, when its metadata is over the limit, itself with
+    `field` moved into part records `<rid>#p1..` (`parts` says how many). Raises StoreError if still too big."""
+    if len(json.dumps(meta, ensure_ascii=False).encode()) <= METADATA_LIMIT:
+        return [(rid, meta)]
+    pieces = split_text(meta[field], PART_BYTES)
+    main = {**meta, field: "", "parts": len(pieces)}
+    if len(json.dumps(main, ensure_ascii=False).encode()) > METADATA_LIMIT:
+        raise StoreError(f"record {rid} has more than 40 KB of metadata besides its text (Pinecone's limit)")
+    return [(rid, main)] + [(f"{rid}#p{i}", {"kind": "part", "text": p}) for i, p in enumerate(pieces, 1)]
+
+
+def node_meta(n: MemoryNode) -> dict[str, Any]:
+    """A node's metadata: every MemoryNode field (times as epoch seconds, absent when None; parent_id "" when
+    None with `has_parent` for filtering) plus `kind` "node" and `parts` 0."""
+    meta: dict[str, Any] = {
+        "kind": "node", "node_id": n.id, "source_id": n.source_id, "source_type": n.source_type,
+        "level": n.level, "position": n.position, "text": n.text, "token_count": n.token_count,
+        "children": list(n.children), "parent_id": n.parent_id or "", "has_parent": n.parent_id is not None,
+        "message_ids": list(n.message_ids), "speakers": list(n.speakers), "sealed": n.sealed,
+        "tok_start": n.tok_start, "tok_end": n.tok_end, "summariser": n.summariser or "", "parts": 0,
+    }
+    for key, value in (("start_time", ts(n.start_time)), ("end_time", ts(n.end_time))):
+        if value is not None:  # Pinecone metadata has no null
+            meta[key] = value
+    return meta
+
+
+def to_node(m: dict[str, Any]) -> MemoryNode:
+    """The MemoryNode of a node record's metadata (numbers may come back as floats)."""
+    return MemoryNode(
+        id=m["node_id"], source_type=m["source_type"], source_id=m["source_id"], level=int(m["level"]),
+        position=int(m["position"]), text=m["text"], token_count=int(m["token_count"]),
+        children=list(m.get("children", [])), parent_id=m.get("parent_id") or None,
+        message_ids=list(m.get("message_ids", [])), speakers=list(m.get("speakers", [])),
+        start_time=dt(m.get("start_time")), end_time=dt(m.get("end_time")), sealed=bool(m["sealed"]),
+        tok_start=int(m["tok_start"]), tok_end=int(m["tok_end"]), summariser=m.get("summariser") or None,
+    )
+
+
+def message_meta(m: StoredMessage) -> dict[str, Any]:
+    """A message's metadata: every StoredMessage field, `tok_end` (offset + length, for `$gt` filters),
+    `created_at` as epoch seconds when known, and `kind` "msg"."""
+    meta: dict[str, Any] = {
+        "kind": "msg", "message_id": m.id, "source_id": m.source_id, "source_type": m.source_type, "seq": m.seq,
+        "speaker": m.speaker, "content": m.content, "tok_offset": m.tok_offset, "n_tokens": m.n_tokens,
+        "tok_end": m.tok_offset + m.n_tokens, "show_time": m.show_time,
+    }
+    if m.created_at is not None:
+        meta["created_at"] = m.created_at.timestamp()
+    return meta
+
+
+def to_message(m: dict[str, Any]) -> StoredMessage:
+    """The StoredMessage of a message record's metadata."""
+    return StoredMessage(
+        id=m["message_id"], source_id=m["source_id"], source_type=m["source_type"], seq=int(m["seq"]),
+        speaker=m["speaker"], content=m["content"], created_at=dt(m.get("created_at")),
+        tok_offset=int(m["tok_offset"]), n_tokens=int(m["n_tokens"]), show_time=bool(m["show_time"]),
+    )
+
+
+def is_part(rid: str) -> bool:
+    """A part record's id: its main record's id (`msg#..#..`, `node#..#..`) plus `#p<i>`."""
+    return rid.count("#") == 3
+
+
+def base(rid: str) -> str:
+    """The main record id of a part record's id (the id itself for a main record)."""
+    return rid.rsplit("#", 1)[0] if is_part(rid) else rid
+
+
+def main_ids(ids: Iterable[str]) -> list[str]:
+    """Record ids without the part records."""
+    return [i for i in ids if not is_part(i)]

@@ -1,0 +1,276 @@
+"""The provider contract: every DataStore provider (local, pgvector, pinecone) behaves the same through the
+DataStore pipeline, with the real MiniLM embedder and the extractive summariser on real (or, for Pinecone,
+emulated) services. Fixtures are in conftest.py: `ds` is a fresh store, `ns` a fresh namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import numpy as np
+import pytest
+
+from datastore.datastore import DataStore, SourceRow, WriteBatch
+from models.api import DeleteFilter, DeleteRequest, Document, DocumentMetadata, Query, QueryFilter, RememberRequest
+from models.memory import MemoryNode
+from services.embedding import LocalEmbedder
+from services.errors import ConflictError, EmbeddingMismatchError, NotFoundError
+from tests.datastore.conftest import FailingEmbedder, OtherEmbedder
+from tests.datastore.synthetic import conversation, document_text
+from tests.invariants import check_tree
+
+
+def remember(ds: DataStore, ns: str, cid: str, messages: list, step: int | None = None) -> None:
+    step = step or len(messages)
+    for i in range(0, len(messages), step):
+        ds.remember_sync(ns, RememberRequest(conversation_id=cid, messages=messages[i : i + step]))
+
+
+def all_nodes(ds: DataStore, ns: str, sources: list[str]) -> list[MemoryNode]:
+    return [n for s in sources for n in ds._source_nodes(ns, s)]
+
+
+def search(ds: DataStore, ns: str, text: str, top_k: int = 5, mode: str = "dense", **flt: object) -> list:
+    """Query results; `dense` (the default here) ranks by the provider's own vector search over every level."""
+    q = Query(query=text, top_k=top_k, filter=QueryFilter(**flt) if flt else None, mode=mode)  # type: ignore[arg-type]
+    return ds.query_sync(ns, [q]).results[0].results
+
+
+def check(ds: DataStore, ns: str, cid: str) -> dict[int, int]:
+    s = ds.settings
+    return check_tree(ds._source_nodes(ns, cid), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+
+
+# ---------------------------------------------------------------------- upsert / fetch / query / delete
+def test_upsert_fetch_query_replace_delete(ds: DataStore, ns: str) -> None:
+    when = datetime(2024, 5, 1, tzinfo=UTC)
+    ds.upsert_sync(ns, [
+        Document(id="doc-garden", text=document_text(40, "garden"), metadata=DocumentMetadata(created_at=when)),
+        Document(id="doc-music", text=document_text(3, "music")),
+    ])
+    hits = search(ds, ns, "slugs ate the lettuce in the garden")
+    assert hits and hits[0].document_id == "doc-garden" and hits[0].source_type == "document"
+    node = ds.get_node(ns, hits[0].id)
+    assert node.text == hits[0].text and node.start_time == when
+    nodes = ds._source_nodes(ns, "doc-garden")
+    counts = check(ds, ns, "doc-garden")
+    assert counts[1] >= 5 and counts.get(2, 0) >= 1 and all(n.sealed for n in nodes)
+    top = max(nodes, key=lambda n: n.level)
+    expanded = ds.expand_sync(ns, top.id)
+    assert [c.id for c in expanded.children] == top.children and expanded.parent is None
+
+    ds.upsert_sync(ns, [Document(id="doc-garden", text=document_text(2, "cooking"))])  # replace
+    assert all("garden" not in n.text.lower() for n in ds._source_nodes(ns, "doc-garden"))
+    assert all(h.document_id != "doc-garden" or "garden" not in h.text for h in search(ds, ns, "garden slugs"))
+
+    res = ds.delete_sync(ns, DeleteRequest(ids=["doc-music"]))
+    assert res.deleted_messages == 1 and res.deleted_nodes >= 1
+    assert ds._get_source(ns, "doc-music") is None
+    assert search(ds, ns, "cello string", document_id="doc-music") == []
+    with pytest.raises(NotFoundError):
+        ds.delete_sync(ns, DeleteRequest(ids=["no-such-id"]))
+
+
+def test_scores_are_cosine_similarities_best_first(ds: DataStore, ns: str, embedder: LocalEmbedder) -> None:
+    remember(ds, ns, "c", conversation(("Alice", "Bob"), 40))
+    text = "the night train to Vienna was delayed"
+    hits = search(ds, ns, text, top_k=8)
+    assert len(hits) == 8
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    q = embedder.embed([text])[0]
+    vectors = ds._get_vectors(ns, [h.id for h in hits])
+    for h in hits:
+        assert h.score == pytest.approx(float(np.dot(q, vectors[h.id])), abs=2e-3)
+
+
+# ---------------------------------------------------------------------- filters
+def _expected(nodes: list[MemoryNode], f: QueryFilter) -> set[str]:
+    lo = f.level if f.level is not None else f.min_level
+    hi = f.level if f.level is not None else f.max_level
+
+    def ok(n: MemoryNode) -> bool:
+        return all((
+            f.conversation_id is None or (n.source_type == "conversation" and n.source_id == f.conversation_id),
+            f.document_id is None or (n.source_type == "document" and n.source_id == f.document_id),
+            f.source_type is None or n.source_type == f.source_type,
+            lo is None or n.level >= lo,
+            hi is None or n.level <= hi,
+            f.speaker is None or f.speaker in n.speakers,
+            f.start_date is None or (n.end_time is not None and n.end_time >= f.start_date),
+            f.end_date is None or (n.start_time is not None and n.start_time <= f.end_date),
+        ))
+
+    return {n.id for n in nodes if ok(n)}
+
+
+def test_every_filter_selects_exactly_the_matching_nodes(ds: DataStore, ns: str) -> None:
+    jan, jun = datetime(2024, 1, 1, 9, tzinfo=UTC), datetime(2024, 6, 1, 9, tzinfo=UTC)
+    remember(ds, ns, "conv-a", conversation(("Alice", "Bob"), 70, start=jan, prefix="a"))
+    remember(ds, ns, "conv-b", conversation(("Carol", "Dan"), 20, start=jun, prefix="b", topics=["music"]))
+    ds.upsert_sync(ns, [Document(id="doc", text=document_text(6, "work"))])  # no time: never matches dates
+    nodes = all_nodes(ds, ns, ["conv-a", "conv-b", "doc"])
+    assert max(n.level for n in nodes) >= 2
+    mid = jan.replace(minute=30)
+    filters = [
+        QueryFilter(conversation_id="conv-a"), QueryFilter(conversation_id="conv-b"),
+        QueryFilter(document_id="doc"), QueryFilter(document_id="conv-a"),
+        QueryFilter(source_type="document"), QueryFilter(source_type="conversation"),
+        QueryFilter(level=1), QueryFilter(level=2), QueryFilter(min_level=2), QueryFilter(max_level=1),
+        QueryFilter(min_level=1, max_level=1), QueryFilter(speaker="Carol"), QueryFilter(speaker="Alice"),
+        QueryFilter(start_date=jun), QueryFilter(end_date=mid), QueryFilter(start_date=mid, end_date=jun),
+        QueryFilter(conversation_id="conv-a", max_level=1, speaker="Bob", start_date=jan, end_date=mid),
+    ]
+    for f in filters:
+        want, given = _expected(nodes, f), f.model_dump(exclude_none=True)
+        got = search(ds, ns, "news about music and work", top_k=100, **given)
+        assert {h.id for h in got} == want and len(got) == len(want), f"filter {given}"
+        # full text (a provider's search_text; dense where there is none) and the fused mode obey it too
+        for mode in ("text", "hybrid"):
+            assert {h.id for h in search(ds, ns, "choir concert budget", 100, mode, **given)} <= want, (mode, given)
+
+
+# ---------------------------------------------------------------------- namespaces
+def test_namespaces_are_isolated(ds: DataStore, ns: str) -> None:
+    other = f"{ns}-b"
+    remember(ds, ns, "c1", conversation(("Alice", "Bob"), 30, marker="aurora"))
+    remember(ds, other, "c1", conversation(("Alice", "Bob"), 30, topics=["work"], marker="zeppelin"))  # same ids
+    mine, theirs = ds._source_nodes(ns, "c1"), ds._source_nodes(other, "c1")
+    assert mine and theirs and not {n.id for n in mine} & {n.id for n in theirs}
+    assert all("zeppelin" not in h.text for h in search(ds, ns, "zeppelin quarterly report", top_k=50))
+    for node_id in (theirs[0].id, theirs[-1].id):
+        with pytest.raises(NotFoundError):
+            ds.get_node(ns, node_id)
+        with pytest.raises(NotFoundError):
+            ds.expand_sync(ns, node_id)
+        with pytest.raises(NotFoundError):
+            ds.delete_sync(ns, DeleteRequest(ids=[node_id]))
+    assert len(ds._find_messages(ns, ids=["m-3"])) == 1
+
+    ds.delete_sync(ns, DeleteRequest(ids=["c1"]))
+    assert ds._source_nodes(ns, "c1") == [] and len(ds._source_nodes(other, "c1")) == len(theirs)
+    remember(ds, ns, "c1", conversation(("Alice", "Bob"), 30, marker="aurora"))
+    ds.delete_sync(ns, DeleteRequest(filter=DeleteFilter(speaker="Alice")))
+    assert ds._known_message_ids(other, "c1", ["m-0", "m-2"]) == {"m-0", "m-2"}
+    res = ds.delete_sync(ns, DeleteRequest(delete_all=True))
+    assert res.deleted_messages == 15 and ds._get_source(ns, "c1") is None
+    assert [n.id for n in ds._source_nodes(other, "c1")] == [n.id for n in theirs]
+    assert ds._messages_from(other, "c1", -1)[-1].id == "m-29"
+
+
+# ---------------------------------------------------------------------- the tree
+def test_incremental_remembers_keep_the_tree_invariants(ds: DataStore, ns: str) -> None:
+    messages = conversation(("Alice", "Bob"), 150)
+    remember(ds, ns, "c", messages, step=11)
+    counts = check(ds, ns, "c")
+    assert counts[1] >= 25 and counts[2] >= 5 and counts[3] >= 1
+    s = ds.settings
+    chunks = [n for n in ds._source_nodes(ns, "c") if n.level == 1]
+    assert all(c.token_count <= s.chunk_size for c in chunks) and s.chunk_size == 200
+    assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chunks, chunks[1:], strict=False))
+    assert {m for c in chunks for m in c.message_ids} == {m.id for m in messages}
+    src = ds._get_source(ns, "c")
+    assert src is not None and src.n_messages == 150 and src.max_seq == 149
+
+
+def test_resending_the_same_messages_changes_nothing(ds: DataStore, ns: str) -> None:
+    messages = conversation(("Alice", "Bob"), 45)
+    remember(ds, ns, "c", messages, step=20)
+
+    def snapshot() -> tuple:
+        nodes = ds._source_nodes(ns, "c")
+        msgs = ds._messages_from(ns, "c", -1)
+        return (ds._get_source(ns, "c"), [n.model_dump() for n in nodes], [m.model_dump() for m in msgs])
+
+    before = snapshot()
+    res = ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages))
+    assert (res.chunk_ids, res.updated_chunk_ids, res.summary_ids) == ([], [], [])
+    assert res.skipped_message_ids == [m.id for m in messages]
+    assert snapshot() == before
+    more = conversation(("Alice", "Bob"), 3, first=45)
+    res = ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages[-2:] + more))
+    assert res.skipped_message_ids == [m.id for m in messages[-2:]]
+    assert ds._get_source(ns, "c").n_messages == 48  # type: ignore[union-attr]
+    check(ds, ns, "c")
+
+
+def test_a_stale_commit_is_refused_and_changes_nothing(ds: DataStore, ns: str) -> None:
+    with pytest.raises(ConflictError):
+        ds._commit(ns, WriteBatch(source=SourceRow("x", "conversation", version=1)), expected_version=3)
+    assert ds._get_source(ns, "x") is None
+    remember(ds, ns, "c", conversation(("Alice", "Bob"), 5))
+    src = ds._get_source(ns, "c")
+    with pytest.raises(ConflictError):
+        ds._commit(ns, WriteBatch(source=src, delete_source=True),  # type: ignore[arg-type]
+                   expected_version=src.version - 1)  # type: ignore[union-attr]
+    assert ds._get_source(ns, "c") == src
+
+
+def test_an_embedder_failure_leaves_a_backlog_that_retry_pending_indexes(
+    ds: DataStore, ns: str, embedder: LocalEmbedder
+) -> None:
+    messages = conversation(("Alice", "Bob"), 50)
+    remember(ds, ns, "c", messages[:30])
+    before = [n.model_dump() for n in ds._source_nodes(ns, "c")]
+    ds.embedder = FailingEmbedder(embedder)  # type: ignore[assignment]
+    res = ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages[30:]))
+    assert res.pending_message_ids == [m.id for m in messages[30:]] and not res.chunk_ids
+    assert [n.model_dump() for n in ds._source_nodes(ns, "c")] == before
+    assert (ns, "c") in ds._backlog()
+    ds.embedder = embedder
+    assert ds.retry_pending_sync() >= 1 and (ns, "c") not in ds._backlog()
+    assert {m for n in ds._source_nodes(ns, "c") if n.level == 1 for m in n.message_ids} == {m.id for m in messages}
+    check(ds, ns, "c")
+
+    ds.embedder = FailingEmbedder(embedder)  # type: ignore[assignment]
+    ds.delete_sync(ns, DeleteRequest(ids=["m-7"]))  # forgetting does not wait for the embedder
+    assert not any("(note 7)" in t for t in _texts(ds, ns, "c")) and (ns, "c") in ds._backlog()
+    ds.embedder = embedder
+    ds.retry_pending_sync()
+    assert not any("(note 7)" in t or "m-7" in n.message_ids for n in ds._source_nodes(ns, "c") for t in [n.text])
+    check(ds, ns, "c")
+
+
+# ---------------------------------------------------------------------- forgetting
+def _texts(ds: DataStore, ns: str, cid: str) -> list[str]:
+    return [n.text for n in ds._source_nodes(ns, cid)]
+
+
+def test_deleted_text_is_gone_from_every_level_and_every_query(ds: DataStore, ns: str) -> None:
+    messages = conversation(("Alice", "Bob"), 70)
+    messages[3].content = "The vault combination is quixotrellis, keep it secret. " + messages[3].content
+    messages[40].speaker = "Mallory"
+    messages[40].content = "Mallory confessed the password is brontavex and nobody must know. " + messages[40].content
+    remember(ds, ns, "c", messages, step=25)
+    assert any("quixotrellis" in t for t in _texts(ds, ns, "c"))
+    assert any("brontavex" in t for t in _texts(ds, ns, "c"))
+    assert check(ds, ns, "c").get(2, 0) >= 2
+
+    ds.delete_sync(ns, DeleteRequest(ids=["m-3"]))
+    ds.delete_sync(ns, DeleteRequest(filter=DeleteFilter(speaker="Mallory")))
+    for secret in ("quixotrellis", "brontavex"):
+        assert not any(secret in t for t in _texts(ds, ns, "c"))
+        for level in (1, 2, 3):
+            assert not any(secret in h.text for h in search(ds, ns, f"vault password {secret}", 100, level=level))
+        if hasattr(ds, "search_text"):
+            assert ds.search_text(ns, secret, 10) == []
+    assert {m.id for m in ds._messages_from(ns, "c", -1)} == {m.id for m in messages} - {"m-3", "m-40"}
+    check(ds, ns, "c")
+
+    l2 = next(n for n in ds._source_nodes(ns, "c") if n.level == 2)
+    covered = {m for n in ds.subtree(ns, l2.id) for m in n.message_ids}
+    ds.delete_sync(ns, DeleteRequest(ids=[l2.id]))
+    assert not covered & {m.id for m in ds._messages_from(ns, "c", -1)}
+    with pytest.raises(NotFoundError):
+        ds.get_node(ns, l2.id)
+    check(ds, ns, "c")
+
+
+# ---------------------------------------------------------------------- the embedding model
+def test_opening_with_another_embedding_dimension_is_refused(
+    ds: DataStore, open_store: Callable[..., DataStore]
+) -> None:
+    with pytest.raises(EmbeddingMismatchError) as err:
+        open_store(OtherEmbedder())
+    assert "384" in str(err.value) and "8" in str(err.value)
+    open_store()  # the same embedder opens it again

@@ -1,0 +1,95 @@
+"""PostgreSQL-only behaviour, on the real PostgreSQL 16 + pgvector started by conftest.py."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from datastore.datastore import DataStore
+from datastore.factory import get_datastore
+from models.api import RememberRequest
+from services.embedding import LocalEmbedder
+from services.errors import ConflictError, StoreError
+from services.summarising import ExtractiveSummariser
+from tests.conftest import make_settings
+from tests.datastore.servers import free_port
+from tests.datastore.synthetic import conversation
+from tests.invariants import check_tree
+
+pg_only = pytest.mark.parametrize("provider_settings", ["pgvector"], indirect=True)
+
+
+@pg_only
+def test_migrations_are_named_recorded_and_run_once(ds: DataStore, open_store: Callable[..., DataStore]) -> None:
+    open_store()  # a second open finds everything applied
+    url = ds.settings.postgres_url.get_secret_value()  # type: ignore[union-attr]
+    with psycopg.connect(url) as conn:
+        assert [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations")] == ["001_initial"]
+        indexes = {r[0]: r[1] for r in conn.execute(
+            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'pyramind_nodes'")}
+        dim = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                           "WHERE attrelid = 'pyramind_nodes'::regclass AND attname = 'embedding'").fetchone()
+    assert "hnsw" in indexes["pyramind_nodes_hnsw"] and "vector_cosine_ops" in indexes["pyramind_nodes_hnsw"]
+    assert dim == ("vector(384)",)
+
+
+@pg_only
+def test_full_text_search_and_stats(ds: DataStore, ns: str) -> None:
+    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 40)))
+    hits = ds.search_text(ns, "cardamom for the curries", 5)  # type: ignore[attr-defined]
+    assert hits and all("cardamom" in n.text or "curry" in n.text for n, _ in hits)
+    assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
+    assert ds.search_text(ns, "!!!", 5) == [] and ds.search_text(f"{ns}-other", "cardamom", 5) == []  # type: ignore[attr-defined]
+    stats = ds.stats(ns)  # type: ignore[attr-defined]
+    assert stats["sources"] == 1 and stats["messages"] == 40 and stats["L1"] >= 5 and stats["L2"] >= 1
+
+
+@pg_only
+def test_two_stores_writing_one_conversation_never_summarise_the_same_children(
+    open_store: Callable[..., DataStore], ns: str
+) -> None:
+    """Two store objects (two pools, no shared in-process lock: like two server processes) append to the same
+    conversation at once; the advisory lock and the version check keep one valid tree with every message."""
+    a, b = open_store(), open_store()
+    messages = conversation(("Alice", "Bob"), 80)
+    errors: list[BaseException] = []
+
+    def writer(store: DataStore, part: list) -> None:
+        try:
+            for i in range(0, len(part), 8):
+                for _ in range(20):  # a writer that keeps losing gets ConflictError (a 409): its client retries
+                    try:
+                        store.remember_sync(ns, RememberRequest(conversation_id="c", messages=part[i : i + 8]))
+                        break
+                    except ConflictError:
+                        continue
+                else:
+                    raise AssertionError("a writer lost 20 rounds in a row")
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=writer, args=(a, messages[:40])),
+               threading.Thread(target=writer, args=(b, messages[40:]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    assert not errors
+    s = a.settings
+    nodes = a._source_nodes(ns, "c")
+    check_tree(nodes, s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+    assert {m.id for m in a._messages_from(ns, "c", -1)} == {m.id for m in messages}
+    assert {m for n in nodes if n.level == 1 for m in n.message_ids} == {m.id for m in messages}
+
+
+def test_an_unreachable_or_missing_database_is_a_clear_store_error(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    with pytest.raises(StoreError, match="POSTGRES_URL"):
+        get_datastore(make_settings(tmp_path, datastore="postgres"), embedder, ExtractiveSummariser())
+    url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"  # nobody listens there
+    with pytest.raises(StoreError, match="cannot open the postgres store"):
+        get_datastore(make_settings(tmp_path, datastore="postgres", postgres_url=url), embedder,
+                      ExtractiveSummariser())

@@ -1,0 +1,163 @@
+"""Pinecone-only behaviour, against the needledb emulator (data plane) started by conftest.py.
+
+Index management (create_index, describe_index) is not emulated by needledb. `test_missing_index_is_created`
+covers it with scripted control-plane responses: a loopback HTTP server answers the SDK's 2026-07 control-plane
+requests (404 for the missing index, then the created index) in the response shape of the SDK's own
+`IndexModel`, and creates the index in needledb so the data plane behind the returned host is real. These are
+not captures of the live service (the test machines have no route to api.pinecone.io).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.request
+from collections.abc import Callable, Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pinecone import ApiError
+
+from datastore.datastore import DataStore
+from datastore.factory import get_datastore
+from datastore.providers import pinecone as pc_store
+from datastore.providers import pinecone_records
+from models.api import Message, Query, RememberRequest
+from services.embedding import LocalEmbedder
+from services.errors import EmbeddingMismatchError, StoreError
+from services.summarising import ExtractiveSummariser
+from tests.conftest import make_settings
+from tests.datastore.conftest import OtherEmbedder
+from tests.datastore.servers import Needle
+from tests.datastore.synthetic import conversation
+from tests.invariants import check_tree
+
+pinecone_only = pytest.mark.parametrize("provider_settings", ["pinecone"], indirect=True)
+
+
+@pinecone_only
+def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(ds: DataStore, ns: str) -> None:
+    big = "Look: " + "—" * 14000 + " the end."  # 42 KB of UTF-8 (3 bytes a dash) but only ~900 tokens
+    msgs = [Message(id="big", speaker="Alice", content=big), Message(id="small", speaker="Bob", content="ok.")]
+    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=msgs))
+    stored = {m.id: m for m in ds._messages_from(ns, "c", -1)}
+    assert stored["big"].content == big and stored["small"].content == "ok."
+    ids = ds._list(ns, "msg#")  # type: ignore[attr-defined]
+    assert sum(1 for i in ids if pinecone_records.is_part(i)) >= 2
+    s = ds.settings
+    check_tree(ds._source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+
+
+@pinecone_only
+def test_reads_past_the_query_cap_fall_back_to_listing(
+    ds: DataStore, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    messages = conversation(("Alice", "Bob"), 40)
+    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages))
+    full = (ds._messages_from(ns, "c", -1), ds._frontier(ns, "c"), ds._find_messages(ns, ids=["m-1", "m-2"]))
+    monkeypatch.setattr(pc_store, "_QUERY_CAP", 3)  # every filtered read now hits the cap
+    capped = (ds._messages_from(ns, "c", -1), ds._frontier(ns, "c"), ds._find_messages(ns, ids=["m-1", "m-2"]))
+    assert [m.id for m in capped[0]] == [m.id for m in full[0]] == [m.id for m in messages]
+    assert {n.id for n in capped[1]} == {n.id for n in full[1]}
+    assert sorted(capped[2]) == sorted(full[2]) == [("c", "m-1"), ("c", "m-2")]
+
+
+@pinecone_only
+def test_another_model_of_the_same_dimension_is_refused(ds: DataStore, open_store: Callable[..., DataStore]) -> None:
+    class SameSize(OtherEmbedder):
+        model_name = "another-384-model"
+        dimension = 384
+
+    with pytest.raises(EmbeddingMismatchError, match="all-MiniLM-L6-v2"):
+        open_store(SameSize())
+
+
+def test_only_rate_limits_server_errors_and_dropped_connections_are_retried() -> None:
+    from pinecone import PineconeConnectionError
+
+    assert pc_store._retryable(ApiError("slow down", 429))
+    assert pc_store._retryable(ApiError("unavailable", 503))
+    assert pc_store._retryable(PineconeConnectionError("reset"))
+    assert not pc_store._retryable(ApiError("bad filter", 400))
+    assert not pc_store._retryable(ValueError("no"))
+
+
+# ---------------------------------------------------------------------- control plane (scripted responses)
+class _ControlPlane(BaseHTTPRequestHandler):
+    """GET/POST /indexes[/name] of the 2026-07 control-plane API, backed by a needledb for the data plane."""
+
+    needle: Needle
+    indexes: dict[str, dict[str, Any]]
+    requests: list[tuple[str, str, Any]]
+
+    def _send(self, status: int, body: Any) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def do_GET(self) -> None:  # noqa: N802
+        name = self.path.rsplit("/", 1)[1]
+        self.requests.append(("GET", self.path, None))
+        if name in self.indexes:
+            self._send(200, self.indexes[name])
+        else:
+            self._send(404, {"error": {"code": "NOT_FOUND", "message": f"Resource {name} not found"}, "status": 404})
+
+    def do_POST(self) -> None:  # noqa: N802
+        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+        self.requests.append(("POST", self.path, body))
+        field = body["schema"]["fields"]["_values"]
+        req = urllib.request.Request(
+            f"{self.needle.base}/indexes", json.dumps({"name": body["name"], "dimension": field["dimension"],
+                                                       "metric": field["metric"]}).encode(),
+            {"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=10).close()
+        model = {"name": body["name"], "host": f"{self.needle.base}/indexes/{body['name']}",
+                 "status": {"ready": True, "state": "Ready"}, "schema": body["schema"],
+                 "deployment": body["deployment"], "deletion_protection": "disabled", "tags": None}
+        self.indexes[body["name"]] = model
+        self._send(201, model)
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
+@pytest.fixture
+def control_plane(needle_server: Needle | str, monkeypatch: pytest.MonkeyPatch) -> Iterator[type[_ControlPlane]]:
+    if isinstance(needle_server, str):
+        pytest.skip(needle_server)
+    handler = type("Handler", (_ControlPlane,), {"needle": needle_server, "indexes": {}, "requests": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    monkeypatch.setenv("PINECONE_CONTROLLER_HOST", f"http://127.0.0.1:{server.server_address[1]}")
+    yield handler
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+@pinecone_only
+def test_missing_index_is_created_serverless_with_the_embedder_dimension(
+    control_plane: type[_ControlPlane], open_store: Callable[..., DataStore], ns: str
+) -> None:
+    ds = open_store(pinecone_host=None, pinecone_index="made-here", pinecone_cloud="gcp",
+                    pinecone_region="europe-west4")
+    posts = [body for method, _, body in control_plane.requests if method == "POST"]
+    assert len(posts) == 1 and posts[0]["name"] == "made-here"
+    assert posts[0]["schema"]["fields"]["_values"] == {"type": "dense_vector", "dimension": 384, "metric": "cosine"}
+    assert posts[0]["deployment"] == {"deployment_type": "managed", "cloud": "gcp", "region": "europe-west4"}
+    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 10)))
+    assert ds.query_sync(ns, [Query(query="garden tomatoes")]).results[0].results
+    open_store(pinecone_host=None, pinecone_index="made-here")  # exists now: no second create
+    assert sum(1 for method, _, _ in control_plane.requests if method == "POST") == 1
+
+
+def test_a_missing_key_is_a_clear_store_error(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    with pytest.raises(StoreError, match="PINECONE_API_KEY"):
+        get_datastore(make_settings(tmp_path, datastore="pinecone"), embedder, ExtractiveSummariser())
