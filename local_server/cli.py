@@ -162,6 +162,46 @@ def stats(namespace: Namespace = DEFAULT_NAMESPACE) -> None:
 
 
 @app.command()
+def migrate(
+    source: Annotated[str, typer.Option("--from", help="Provider to copy from: local, postgres or pinecone.")],
+    target: Annotated[str, typer.Option("--to", help="Provider to copy into: local, postgres or pinecone.")],
+    namespace: Annotated[list[str] | None, typer.Option("--namespace", "-n", help="Only these (default: all).")] = None,
+) -> None:
+    """Copy every node with its embedding and tree links into another provider, then verify the counts.
+
+    Both providers are configured from the environment (LOCAL_DB_PATH, POSTGRES_URL, PINECONE_*). Resumable:
+    run it again after an interruption and finished conversations are skipped.
+    """
+    from datastore.factory import get_datastore
+    from datastore.migrate import migrate as copy_store
+    from services.errors import PyramindError
+
+    providers = ("local", "postgres", "pinecone")
+    if source not in providers or target not in providers or source == target:
+        raise typer.BadParameter("--from and --to must be two different providers of: local, postgres, pinecone")
+    settings = Settings()
+    src = get_datastore(settings.model_copy(update={"datastore": source}))
+    dst = get_datastore(settings.model_copy(update={"datastore": target}), src.embedder, src.summariser)
+    try:
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as bar:
+            task = bar.add_task("copying", total=None)
+
+            def step(ns: str, source_id: str, done: int, total: int, action: str) -> None:
+                bar.update(task, completed=done, total=total, description=f"{ns}: {action} {source_id}")
+
+            report = copy_store(src, dst, namespace or None, step)
+    except PyramindError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        src.close()
+        dst.close()
+    console.print(f"{report['copied']} sources copied, {report['skipped']} already there; "
+                  f"{report['messages']} messages and {report['nodes']} nodes verified at the destination")
+
+
+@app.command()
 def openapi(
     out: Annotated[Path | None, typer.Option(help="Write here (e.g. .well-known/openapi.yaml).")] = None,
 ) -> None:

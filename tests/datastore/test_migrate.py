@@ -16,7 +16,7 @@ from services.embedding import LocalEmbedder
 from services.errors import EmbeddingMismatchError
 from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
-from tests.datastore.conftest import OtherEmbedder
+from tests.datastore.conftest import OtherEmbedder, unavailable
 from tests.datastore.synthetic import conversation, document_text
 
 
@@ -86,3 +86,27 @@ def test_stores_of_different_embedders_are_refused(source: DataStore, tmp_path: 
             migrate(source, other)
     finally:
         other.close()
+
+
+def test_cli_migrates_local_to_postgres(source: DataStore, pg_server, ns: str) -> None:  # type: ignore[no-untyped-def]
+    """`pyramind migrate --from local --to postgres`, configured from the environment as a user would."""
+    from typer.testing import CliRunner
+
+    from datastore.factory import get_datastore
+    from local_server.cli import app
+
+    if isinstance(pg_server, str):
+        unavailable(pg_server)
+    url = pg_server.create_database()
+    env = {"LOCAL_DB_PATH": str(source.settings.local_db_path), "POSTGRES_URL": url, "COLUMNS": "200"}
+    r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
+    assert r.exit_code == 0, r.output
+    assert "4 sources copied, 0 already there" in r.output
+    r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
+    assert "0 sources copied, 4 already there" in r.output
+    dst = get_datastore(make_settings(source.settings.local_db_path.parent, datastore="postgres", postgres_url=url),
+                        source.embedder, source.summariser)
+    try:
+        assert _dump(dst, ns, "c1") == _dump(source, ns, "c1")
+    finally:
+        dst.close()
