@@ -479,15 +479,11 @@ class DataStore(ABC):
         else:
             for sid, mid in self._find_messages(ns, flt=req.filter):
                 targets[sid].add(mid)
-        n_msgs = n_nodes = 0
-        for sid in whole:
-            m, n = self._forget(ns, sid, None)
-            n_msgs, n_nodes = n_msgs + m, n_nodes + n
-        for sid, mids in targets.items():
-            if sid not in whole:
-                m, n = self._forget(ns, sid, mids)
-                n_msgs, n_nodes = n_msgs + m, n_nodes + n
-        return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
+        work: list[tuple[str, set[str] | None]] = [(sid, None) for sid in whole]
+        work += [(sid, mids) for sid, mids in targets.items() if sid not in whole]
+        counts = [self._forget(ns, sid, mids) for sid, mids in work]
+        return DeleteResponse(success=True, deleted_messages=sum(c[0] for c in counts),
+                              deleted_nodes=sum(c[1] for c in counts))
 
     def _forget(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
         """Remove messages (all when None) of a source and rebuild its tree, reusing every chunk and summary

@@ -214,7 +214,7 @@ def openapi(
     from server.app import create_app
 
     async def fetch() -> dict:
-        app = create_app(local_settings(Settings(_env_file=None)), open_store=False)
+        app = create_app(local_settings(Settings(_env_file=None)), open_store=False)  # type: ignore[call-arg]
         async with app.test_app() as test_app:
             resp = await test_app.test_client().get("/openapi.json")
             return await resp.get_json()

@@ -262,7 +262,8 @@ class LocalDataStore(DataStore):
     def _find_messages(
         self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
     ) -> list[tuple[str, str]]:
-        where, args = ["namespace = ?"], [ns]
+        where: list[str] = ["namespace = ?"]
+        args: list[object] = [ns]
         if ids is not None:
             where.append(f"id IN ({','.join('?' * len(ids))})")
             args.extend(ids)
