@@ -1,0 +1,1 @@
+"""Benchmarks: recall on LoCoMo (`python -m bench.recall`) and speed (`python -m bench.speed`)."""

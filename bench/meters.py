@@ -1,0 +1,77 @@
+"""Wrappers that count what the pipeline asks of its embedder and summariser, and process memory readings."""
+
+from __future__ import annotations
+
+import os
+import resource
+import time
+from pathlib import Path
+
+import numpy as np
+
+from services.embedding import Embedder
+from services.summarising import Summariser
+from services.tokens import count_tokens
+
+
+class CountingEmbedder:
+    """Delegates to `inner`; counts calls, texts and seconds spent embedding."""
+
+    def __init__(self, inner: Embedder) -> None:
+        self.inner = inner
+        self.model_name = inner.model_name
+        self.dimension = inner.dimension
+        self.calls = self.texts = 0
+        self.seconds = 0.0
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        """The inner embedder's vectors, (len(texts), dimension) float32."""
+        t = time.perf_counter()
+        out = self.inner.embed(texts)
+        self.seconds += time.perf_counter() - t
+        self.calls += 1
+        self.texts += len(texts)
+        return out
+
+
+class CountingSummariser:
+    """Delegates to `inner`; counts calls, tokens sent (children's texts plus context) and seconds."""
+
+    def __init__(self, inner: Summariser) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.calls = self.tokens_in = 0
+        self.seconds = 0.0
+
+    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
+        """(summary, made by) from the inner summariser."""
+        self.calls += 1
+        self.tokens_in += sum(count_tokens(t) for t in texts) + (count_tokens(context) if context else 0)
+        t = time.perf_counter()
+        out = self.inner.summarise(texts, context, max_tokens)
+        self.seconds += time.perf_counter() - t
+        return out
+
+
+def peak_rss_mib() -> float:
+    """Peak resident set size of this process so far, MiB: VmHWM, which (unlike getrusage's ru_maxrss, kept
+    across exec on Linux) starts afresh in a child process."""
+    return proc_peak_rss_mib(os.getpid()) or resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def proc_peak_rss_mib(pid: int) -> float | None:
+    """VmHWM (peak RSS) of another process, MiB; None when it is gone."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        return None
+    return None
+
+
+def percentiles(ms: list[float]) -> dict[str, float]:
+    """p50/p95/p99/mean of latencies in milliseconds (rounded to 0.01)."""
+    a = np.asarray(ms, dtype=np.float64)
+    return {"n": len(ms), "p50": round(float(np.percentile(a, 50)), 2), "p95": round(float(np.percentile(a, 95)), 2),
+            "p99": round(float(np.percentile(a, 99)), 2), "mean": round(float(a.mean()), 2)}

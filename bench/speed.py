@@ -1,0 +1,254 @@
+"""Speed benchmark: ingest throughput on LoCoMo, and query latency, memory and disk at 10k and 100k nodes.
+
+Run: `.venv/bin/python -m bench.speed` (about 6-10 minutes on 2 cores); `--scale-1m` adds the 1M-node point
+(about 15 more minutes, ~6 GB of disk under bench/out/speed/).
+
+1. Ingest: the 6 LoCoMo dev conversations remembered one session per call through `remember_sync` with the
+   offline embedder (MiniLM, the settings' threads and batch size, model loaded beforehand) and the extractive
+   summariser, at the default settings and at overlap 20. Reported: messages/s and chunks/s, the embedder's
+   and the summariser's share of the time, summariser calls per 1000 messages and tokens sent to it; then the
+   raw embedder's throughput on the same L1 chunk texts (one call, the embedder's own batching).
+2. Scale points (synthetic, see bench/synthetic.py: texts drawn from LoCoMo's vocabulary, random unit vectors):
+   n L1 nodes in one namespace, built in a child process. Search-only latency is `store.search_vector` (top 5,
+   no filter, random unit query vectors) in a fresh child process after the vector cache is loaded; its peak
+   RSS is the store's. End-to-end latency is `POST /query` (one LoCoMo question per request, top 5, the default
+   retrieval mode and then mode dense) over httpx against `create_app(settings)` served by hypercorn in a child
+   process on 127.0.0.1, sequential requests after a warm-up; the server's peak RSS is its VmHWM.
+Results: the `speed` section of bench/RESULTS.md; every number in bench/out/speed.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import random
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+
+from bench import common, locomo, speed_report
+from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
+from datastore.datastore import DEFAULT_NAMESPACE
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
+
+DIR = common.OUT / "speed"
+TOKEN = "speed-bench-token"
+SEARCHES = 300
+REQUESTS = 300
+DENSE_REQUESTS = 100
+WARMUP = 20
+
+
+# ---------------------------------------------------------------------------------------------- ingest
+def ingest(samples: list[dict], overlap: int | None) -> dict:
+    """Ingest figures for one overlap (None = the default); see the module doc."""
+    overrides = {} if overlap is None else {"chunk_overlap": overlap}
+    settings = common.bench_settings(DIR / "ingest.db", **overrides)
+    inner = LocalEmbedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)
+    inner.embed(["load the model before timing"])
+    embedder, summariser = CountingEmbedder(inner), CountingSummariser(ExtractiveSummariser())
+    store = common.open_store(settings, embedder, summariser)
+    t = time.perf_counter()
+    n_messages = common.ingest(store, samples, DEFAULT_NAMESPACE)
+    wall = time.perf_counter() - t
+    counts = store.stats(DEFAULT_NAMESPACE)
+    chunks = [n.text for s in samples for n in store._source_nodes(DEFAULT_NAMESPACE, s["sample_id"])
+              if n.level == 1]
+    store.close()
+    t = time.perf_counter()
+    inner.embed(chunks)
+    raw = time.perf_counter() - t
+    return {
+        "overlap": settings.chunk_overlap, "threads": settings.embed_threads, "messages": n_messages,
+        "counts": counts, "wall_s": round(wall, 1),
+        "messages_per_s": round(n_messages / wall, 1), "chunks_per_s": round(counts["L1"] / wall, 2),
+        "embedded_texts": embedder.texts, "embed_calls": embedder.calls, "embed_s": round(embedder.seconds, 1),
+        "summariser_calls": summariser.calls, "summariser_s": round(summariser.seconds, 1),
+        "summariser_calls_per_1000_messages": round(1000 * summariser.calls / n_messages, 1),
+        "summariser_tokens_in": summariser.tokens_in,
+        "summariser_tokens_per_1000_messages": round(1000 * summariser.tokens_in / n_messages),
+        "raw_texts": len(chunks), "raw_s": round(raw, 1), "raw_texts_per_s": round(len(chunks) / raw, 2),
+        "ingest_vs_raw": round((counts["L1"] / wall) / (len(chunks) / raw), 3),
+    }
+
+
+# ---------------------------------------------------------------------------------------------- children
+def _child(args: list[str], timeout: float) -> dict:
+    """Run `python -m bench.speed <args>` and return the JSON it prints last."""
+    out = subprocess.run([sys.executable, "-m", "bench.speed", *args], cwd=common.ROOT, capture_output=True,
+                         text=True, timeout=timeout, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"child {args} failed:\n{out.stderr[-3000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def build_child(db: Path, n: int) -> dict:
+    """(child) A synthetic store of n nodes at `db`: build time, peak RSS, size on disk."""
+    from bench import synthetic
+
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    store = common.open_store(common.bench_settings(db), LocalEmbedder())
+    t = time.perf_counter()
+    synthetic.fill(store, DEFAULT_NAMESPACE, n)
+    build = time.perf_counter() - t
+    store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    store.close()
+    size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
+    return {"build_s": round(build, 1), "build_peak_rss_mib": round(peak_rss_mib()), "disk_mib": round(size / 2**20, 1),
+            "disk_bytes_per_node": round(size / n)}
+
+
+def search_child(db: Path) -> dict:
+    """(child) Search-only latency over the store at `db`, and this process's peak RSS."""
+    from datastore.providers.local import LocalDataStore
+
+    base_rss = peak_rss_mib()
+    store = LocalDataStore(common.bench_settings(db), LocalEmbedder(), ExtractiveSummariser()).open()
+    rng = np.random.default_rng(1)
+    queries = rng.standard_normal((SEARCHES + 1, 384)).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    t = time.perf_counter()
+    store.search_vector(DEFAULT_NAMESPACE, queries[0], 5)  # loads the vector cache
+    load = time.perf_counter() - t
+    ms = []
+    for q in queries[1:]:
+        t = time.perf_counter()
+        store.search_vector(DEFAULT_NAMESPACE, q, 5)
+        ms.append((time.perf_counter() - t) * 1000)
+    store.close()
+    return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
+            "python_baseline_rss_mib": round(base_rss)}
+
+
+def serve_child(db: Path, port: int) -> None:
+    """(child) Serve the app over the store at `db` on 127.0.0.1:port until terminated."""
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    from server.app import create_app
+
+    settings = common.bench_settings(db, bearer_token=TOKEN, port=port, pending_retry_seconds=0)
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = None
+    asyncio.run(serve(create_app(settings), config))  # type: ignore[arg-type]
+
+
+# ---------------------------------------------------------------------------------------------- end to end
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def end_to_end(db: Path, questions: list[str]) -> dict:
+    """HTTP /query latency against a server child over `db` (default mode, then dense); server peak RSS."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "bench.speed", "--serve", str(db), str(port)],
+                            cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as client:
+            deadline = time.monotonic() + 180
+            while True:
+                try:
+                    if client.get("/health").status_code == 200:
+                        break
+                except httpx.TransportError:
+                    pass
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
+                time.sleep(0.2)
+            out = {}
+            for mode, count in ((None, REQUESTS), ("dense", DENSE_REQUESTS)):
+                ms = []
+                for i in range(WARMUP + count):
+                    q: dict[str, object] = {"query": questions[i % len(questions)], "top_k": 5}
+                    if mode:
+                        q["mode"] = mode
+                    t = time.perf_counter()
+                    r = client.post("/query", json={"queries": [q]})
+                    elapsed = (time.perf_counter() - t) * 1000
+                    if r.status_code != 200:
+                        raise RuntimeError(f"/query answered {r.status_code}: {r.text[:300]}")
+                    if i >= WARMUP:
+                        ms.append(elapsed)
+                out[mode or "default"] = percentiles(ms)
+            out["server_peak_rss_mib"] = round(proc_peak_rss_mib(proc.pid) or 0)
+            return out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
+def scale_point(n: int, questions: list[str]) -> dict:
+    """Build, search-only and end-to-end figures at n nodes (the store file is removed afterwards)."""
+    db = DIR / f"scale-{n}.db"
+    point: dict = {"n": n}
+    point["build"] = _child(["--build", str(db), str(n)], timeout=3600)
+    point["search"] = _child(["--search", str(db)], timeout=1800)
+    point["e2e"] = end_to_end(db, questions)
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return point
+
+
+# ---------------------------------------------------------------------------------------------- main
+def run(scale_1m: bool) -> dict:
+    """Every figure of the benchmark (see the module doc)."""
+    started = time.perf_counter()
+    DIR.mkdir(parents=True, exist_ok=True)
+    samples = locomo.load()
+    results: dict = {"load_before": os.getloadavg()[0], "ingest": [], "scale": []}
+    for overlap in (None, 20):
+        results["ingest"].append(ingest(samples, overlap))
+        print("ingest", results["ingest"][-1], flush=True)
+    questions = [q.text for s in samples for q in locomo.questions(s, s["sample_id"])]
+    random.Random(0).shuffle(questions)
+    for n in (10_000, 100_000, *((1_000_000,) if scale_1m else ())):
+        t = time.perf_counter()
+        results["scale"].append(scale_point(n, questions))
+        results["scale"][-1]["elapsed_s"] = round(time.perf_counter() - t, 1)
+        print("scale", results["scale"][-1], flush=True)
+    results["load_after"] = os.getloadavg()[0]
+    results["elapsed_s"] = round(time.perf_counter() - started, 1)
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.splitlines()[0])
+    parser.add_argument("--scale-1m", action="store_true", help="add the 1M-node point (~15 min more)")
+    parser.add_argument("--build", nargs=2, metavar=("DB", "N"), help=argparse.SUPPRESS)
+    parser.add_argument("--search", metavar="DB", help=argparse.SUPPRESS)
+    parser.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.build:
+        print(json.dumps(build_child(Path(args.build[0]), int(args.build[1]))))
+        return
+    if args.search:
+        print(json.dumps(search_child(Path(args.search))))
+        return
+    if args.serve:
+        serve_child(Path(args.serve[0]), int(args.serve[1]))
+        return
+    results = run(args.scale_1m)
+    (common.OUT / "speed.json").write_text(json.dumps(results, indent=1))
+    command = ".venv/bin/python -m bench.speed" + (" --scale-1m" if args.scale_1m else "")
+    common.write_section("speed", speed_report.markdown(results, common.header(command)))
+    print(f"done in {results['elapsed_s']} s; wrote {common.RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,88 @@
+"""The `speed` section of RESULTS.md from `bench.speed.run`'s figures, with each target checked."""
+
+from __future__ import annotations
+
+from bench.report import _table
+
+# (what, threshold, n or None): search-only and end-to-end p95 targets in ms at n nodes
+SEARCH_P95_MS = {100_000: 5.0, 1_000_000: 40.0}
+E2E_P95_MS = {100_000: 40.0}
+INGEST_VS_RAW = 0.8
+SUMMARISER_CALLS = 50.0
+
+
+def _mark(ok: bool) -> str:
+    return "met" if ok else "**missed**"
+
+
+def _growth(a: float, b: float) -> str:
+    return f"x{b / a:.1f}" if a else "-"
+
+
+def markdown(results: dict, header: str) -> str:
+    """Provenance, ingest table, scale table, growth, target checks."""
+    out = ["## Speed\n", header,
+           f"- elapsed: {results['elapsed_s']} s; load average (1 min) {results['load_before']:.2f} before, "
+           f"{results['load_after']:.2f} after (other jobs share this machine: read latencies as upper bounds)\n"]
+    out.append("### Ingest (LoCoMo dev: 6 conversations, 3,435 messages, one session per remember call)\n")
+    rows = []
+    for r in results["ingest"]:
+        levels = ", ".join(f"{k} {v}" for k, v in r["counts"].items() if k.startswith("L"))
+        rows.append([
+            r["overlap"], levels, r["wall_s"], r["messages_per_s"], r["chunks_per_s"],
+            f"{r['embedded_texts']} in {r['embed_s']} s", r["raw_texts_per_s"], f"{r['ingest_vs_raw']:.2f}",
+            f"{r['summariser_calls']} ({r['summariser_s']} s)", r["summariser_calls_per_1000_messages"],
+            r["summariser_tokens_per_1000_messages"],
+        ])
+    out.append(_table(["overlap", "nodes", "wall s", "messages/s", "chunks/s", "texts embedded",
+                       "raw embedder texts/s", "chunks/s ÷ raw", "summariser calls", "calls /1000 msgs",
+                       "tokens to summariser /1000 msgs"], rows))
+    out.append(f"\nEmbedder: local MiniLM, {results['ingest'][0]['threads']} thread(s). 'raw' embeds the same L1 "
+               "chunk texts in one call. Ingest embeds more texts than it keeps chunks: each call re-embeds the "
+               "open (last, growing) chunk, and summaries are embedded too.\n")
+    out.append("### Query latency, memory and disk (synthetic nodes in one namespace)\n")
+    rows = []
+    for p in results["scale"]:
+        s, e, b = p["search"]["latency_ms"], p["e2e"], p["build"]
+        rows.append([
+            f"{p['n']:,}", f"{s['p50']} / {s['p95']} / {s['p99']}",
+            f"{e['default']['p50']} / {e['default']['p95']} / {e['default']['p99']}",
+            f"{e['dense']['p50']} / {e['dense']['p95']} / {e['dense']['p99']}",
+            p["search"]["cache_load_s"], p["search"]["peak_rss_mib"], e["server_peak_rss_mib"],
+            b["disk_mib"], b["disk_bytes_per_node"], b["build_s"],
+        ])
+    out.append(_table(["L1 nodes", "search-only p50/p95/p99 ms", "HTTP /query (default mode) p50/p95/p99 ms",
+                       "HTTP /query (dense) p50/p95/p99 ms", "cache load s", "search process peak RSS MiB",
+                       "server peak RSS MiB", "disk MiB", "disk bytes/node", "build s"], rows))
+    pts = results["scale"]
+    if len(pts) > 1:
+        out.append("\nGrowth between points (n grows x10 each step):\n")
+        rows = []
+        for a, b in zip(pts, pts[1:], strict=False):
+            rows.append([f"{a['n']:,} -> {b['n']:,}",
+                         _growth(a["search"]["latency_ms"]["p50"], b["search"]["latency_ms"]["p50"]),
+                         _growth(a["e2e"]["default"]["p50"], b["e2e"]["default"]["p50"]),
+                         _growth(a["search"]["peak_rss_mib"], b["search"]["peak_rss_mib"]),
+                         _growth(a["e2e"]["server_peak_rss_mib"], b["e2e"]["server_peak_rss_mib"]),
+                         _growth(a["build"]["disk_mib"], b["build"]["disk_mib"])])
+        out.append(_table(["step", "search p50", "HTTP p50", "search RSS", "server RSS", "disk"], rows))
+    out.append("\n### Targets\n")
+    checks = []
+    d = results["ingest"][0]
+    checks.append(f"- ingest chunks/s >= {INGEST_VS_RAW} x raw embedder (default settings): "
+                  f"{d['ingest_vs_raw']:.2f}: {_mark(d['ingest_vs_raw'] >= INGEST_VS_RAW)}")
+    for r in results["ingest"]:
+        v = r["summariser_calls_per_1000_messages"]
+        checks.append(f"- summariser calls per 1000 messages <= {SUMMARISER_CALLS:.0f} (overlap {r['overlap']}): "
+                      f"{v}: {_mark(v <= SUMMARISER_CALLS)}")
+    for p in pts:
+        if p["n"] in E2E_P95_MS:
+            v = p["e2e"]["default"]["p95"]
+            checks.append(f"- HTTP /query p95 <= {E2E_P95_MS[p['n']]:.0f} ms at {p['n']:,}: {v} ms: "
+                          f"{_mark(v <= E2E_P95_MS[p['n']])}")
+        if p["n"] in SEARCH_P95_MS:
+            v = p["search"]["latency_ms"]["p95"]
+            checks.append(f"- search-only p95 <= {SEARCH_P95_MS[p['n']]:.0f} ms at {p['n']:,}: {v} ms: "
+                          f"{_mark(v <= SEARCH_P95_MS[p['n']])}")
+    out.append("\n".join(checks))
+    return "\n".join(out) + "\n"

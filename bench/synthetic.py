@@ -1,0 +1,75 @@
+"""Synthetic stores for the scale points: n L1 nodes in one namespace, written straight through `_commit`.
+
+Texts are 5 chat lines of words drawn by frequency from LoCoMo's own vocabulary (so full-text posting lists have
+a natural skew); vectors are random unit vectors of dimension 384 (uniform on the sphere, so an exact search
+can't take shortcuts and an ANN index would have it hardest). Nodes are sealed L1 chunks without summaries,
+1,000 per conversation, each over 5 stored messages. Nothing is embedded: it is fast, about 1,500 nodes/s here.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+
+from bench import locomo
+from datastore.datastore import SourceRow, WriteBatch
+from datastore.providers.local import LocalDataStore
+from models.memory import MemoryNode, StoredMessage
+
+PER_SOURCE = 1000
+LINES = 5
+WORDS_PER_LINE = (8, 40)
+SPEAKERS = ("Alice", "Bob")
+
+
+def vocabulary() -> tuple[list[str], np.ndarray]:
+    """LoCoMo's words and their relative frequencies (falls back to a tiny list without the data)."""
+    try:
+        samples = locomo.load()
+        text = " ".join(t["text"] for s in samples for k in locomo.session_keys(s["conversation"])
+                        for t in s["conversation"][k])
+    except FileNotFoundError:
+        text = "memory garden lake cabin violin bakery sister train museum recipe concert hiking piano " * 10
+    counts = Counter(re.findall(r"[a-z']+", text.lower()))
+    words = list(counts)
+    freq = np.array([counts[w] for w in words], dtype=np.float64)
+    return words, freq / freq.sum()
+
+
+def fill(store: LocalDataStore, ns: str, n: int, seed: int = 0) -> None:
+    """Add n sealed L1 nodes (with their messages) to namespace `ns` of an empty store."""
+    rng = np.random.default_rng(seed)
+    words, p = vocabulary()
+    words_arr = np.array(words, dtype=object)
+    start = datetime(2024, 1, 1, tzinfo=UTC)
+    for s0 in range(0, n, PER_SOURCE):
+        count = min(PER_SOURCE, n - s0)
+        sid = f"synthetic-{s0 // PER_SOURCE:05d}"
+        vecs = rng.standard_normal((count, 384)).astype(np.float32)
+        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        lengths = rng.integers(*WORDS_PER_LINE, size=count * LINES)
+        drawn = words_arr[rng.choice(len(words), size=int(lengths.sum()), p=p)]
+        cuts = np.concatenate([[0], np.cumsum(lengths)])
+        messages, nodes = [], []
+        for i in range(count):
+            when = start + timedelta(minutes=s0 + i)
+            ids, lines = [], []
+            for j in range(LINES):
+                k = i * LINES + j
+                speaker = SPEAKERS[j % 2]
+                content = " ".join(drawn[cuts[k] : cuts[k + 1]])
+                mid = f"m{i}-{j}"
+                ids.append(mid)
+                lines.append(f"{speaker}: {content}")
+                messages.append(StoredMessage(id=mid, source_id=sid, seq=k, speaker=speaker, content=content,
+                                              created_at=when, tok_offset=k * 40, n_tokens=40))
+            nodes.append((MemoryNode(id=f"c1_{sid}_{i}", source_id=sid, level=1, position=i,
+                                     text="\n".join(lines) + "\n", token_count=200, message_ids=ids,
+                                     speakers=list(SPEAKERS), start_time=when, end_time=when, sealed=True,
+                                     tok_start=i * 200, tok_end=(i + 1) * 200), vecs[i]))
+        src = SourceRow(sid, "conversation", 1, n_messages=len(messages), n_tokens=count * 200,
+                        max_seq=len(messages) - 1)
+        store._commit(ns, WriteBatch(source=src, messages=messages, nodes=nodes), 0)
