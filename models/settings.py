@@ -42,7 +42,7 @@ class Settings(BaseSettings):
 
     # Chunking and the tree
     chunk_size: int = Field(default=200, ge=16, le=8192, description="Max tokens (cl100k_base) of an L1 chunk.")
-    chunk_overlap: int = Field(default=40, ge=0, description="Tokens shared by consecutive L1 chunks.")
+    chunk_overlap: int = Field(default=20, ge=0, description="Tokens shared by consecutive L1 chunks.")
     fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
     max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
     summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")
@@ -63,6 +63,9 @@ class Settings(BaseSettings):
         default=None, ge=1, le=4096, description="Vector size for OpenAI embeddings (default 1536)."
     )
     embed_threads: int = Field(default=1, ge=1, le=64, description="CPU threads of the local embedder.")
+    embed_workers: int = Field(
+        default=2, ge=1, le=16, description="Copies of the local embedding model run side by side (one per core)."
+    )
     embed_batch_size: int = Field(default=32, ge=1, le=2048, description="Texts per embedding call.")
 
     # Summaries

@@ -28,7 +28,7 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
 
 @pytest.fixture(scope="session")
 def embedder() -> LocalEmbedder:
-    return LocalEmbedder(threads=1)
+    return LocalEmbedder(threads=1, workers=2)
 
 
 @pytest.fixture

@@ -42,7 +42,8 @@ def _dt(ts: float | None) -> datetime | None:
 
 
 def _node(row: sqlite3.Row) -> MemoryNode:
-    return MemoryNode(
+    # rows were validated on the way in: construct without validating again (the hot path of every search)
+    return MemoryNode.model_construct(
         id=row["id"], source_type=row["source_type"], source_id=row["source_id"], level=row["level"],
         position=row["position"], text=row["text"], token_count=row["token_count"],
         children=json.loads(row["children"]), parent_id=row["parent_id"],
