@@ -8,7 +8,7 @@ Run: `.venv/bin/python -m bench.speed` (about 6-10 minutes on 2 cores); `--scale
    summariser, at the default settings and at overlap 20. Reported: messages/s and chunks/s, the embedder's
    and the summariser's share of the time, summariser calls per 1000 messages and tokens sent to it; then the
    raw embedder's throughput on the same L1 chunk texts (one call, the embedder's own batching).
-2. Scale points (synthetic, see bench/synthetic.py: texts drawn from LoCoMo's vocabulary, random unit vectors):
+2. Scale points (synthetic, see bench/synthetic.py: texts drawn from LoCoMo's vocabulary, clustered unit vectors):
    n L1 nodes in one namespace, built in a child process. Search-only latency is `store.search_vector` (top 5,
    no filter, random unit query vectors) in a fresh child process after the vector cache is loaded; its peak
    RSS is the store's. End-to-end latency is `POST /query` (one LoCoMo question per request, top 5, the default
@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench import common, locomo, speed_report
+from bench import common, locomo, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
 from datastore.datastore import DEFAULT_NAMESPACE
 from services.embedding import LocalEmbedder
@@ -92,7 +92,7 @@ def _child(args: list[str], timeout: float) -> dict:
 
 def build_child(db: Path, n: int) -> dict:
     """(child) A synthetic store of n nodes at `db`: build time, peak RSS, size on disk."""
-    from bench import synthetic
+
 
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -113,20 +113,25 @@ def search_child(db: Path) -> dict:
 
     base_rss = peak_rss_mib()
     store = LocalDataStore(common.bench_settings(db), LocalEmbedder(), ExtractiveSummariser()).open()
-    rng = np.random.default_rng(1)
-    queries = rng.standard_normal((SEARCHES + 1, 384)).astype(np.float32)
-    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
     t = time.perf_counter()
-    store.search_vector(DEFAULT_NAMESPACE, queries[0], 5)  # loads the vector cache
+    store.search_vector(DEFAULT_NAMESPACE, queries[0], 5)  # loads the vector cache (and trains the IVF index)
     load = time.perf_counter() - t
-    ms = []
+    ms, found = [], []
     for q in queries[1:]:
         t = time.perf_counter()
-        store.search_vector(DEFAULT_NAMESPACE, q, 5)
+        hits = store.search_vector(DEFAULT_NAMESPACE, q, 5)
         ms.append((time.perf_counter() - t) * 1000)
+        found.append({n.id for n, _ in hits})
+    index = store._caches[DEFAULT_NAMESPACE].index  # exact top 5 over the same rows, for the ANN's recall
+    rows = np.flatnonzero(index.alive[: index.size])
+    ids = dict(store._reader.execute("SELECT rowid, id FROM nodes").fetchall())
+    recall = np.mean([len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
+                      for f, q in zip(found[:50], queries[1:51], strict=True)])
     store.close()
     return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
-            "python_baseline_rss_mib": round(base_rss)}
+            "python_baseline_rss_mib": round(base_rss), "ann": index.ann is not None,
+            "recall_at_5_vs_exact": round(float(recall), 3)}
 
 
 def serve_child(db: Path, port: int) -> None:

@@ -46,12 +46,13 @@ def markdown(results: dict, header: str) -> str:
         s, e, b = p["search"]["latency_ms"], p["e2e"], p["build"]
         rows.append([
             f"{p['n']:,}", f"{s['p50']} / {s['p95']} / {s['p99']}",
+            ("IVF, " if p["search"].get("ann") else "exact, ") + f"{p['search'].get('recall_at_5_vs_exact', 1.0)}",
             f"{e['default']['p50']} / {e['default']['p95']} / {e['default']['p99']}",
             f"{e['dense']['p50']} / {e['dense']['p95']} / {e['dense']['p99']}",
             p["search"]["cache_load_s"], p["search"]["peak_rss_mib"], e["server_peak_rss_mib"],
             b["disk_mib"], b["disk_bytes_per_node"], b["build_s"],
         ])
-    out.append(_table(["L1 nodes", "search-only p50/p95/p99 ms", "HTTP /query (default mode) p50/p95/p99 ms",
+    out.append(_table(["L1 nodes", "search-only p50/p95/p99 ms", "search, recall@5 vs exact", "HTTP /query (default mode) p50/p95/p99 ms",
                        "HTTP /query (dense) p50/p95/p99 ms", "cache load s", "search process peak RSS MiB",
                        "server peak RSS MiB", "disk MiB", "disk bytes/node", "build s"], rows))
     pts = results["scale"]

@@ -1,8 +1,9 @@
 """Synthetic stores for the scale points: n L1 nodes in one namespace, written straight through `_commit`.
 
 Texts are 5 chat lines of words drawn by frequency from LoCoMo's own vocabulary (so full-text posting lists have
-a natural skew); vectors are random unit vectors of dimension 384 (uniform on the sphere, so an exact search
-can't take shortcuts and an ANN index would have it hardest). Nodes are sealed L1 chunks without summaries,
+a natural skew); vectors are unit vectors of dimension 384 scattered around 2,000 random centres (like real
+sentence embeddings, which crowd into topics; uniform noise on the sphere would have no near neighbours for an
+ANN index to find). Queries are drawn the same way. Nodes are sealed L1 chunks without summaries,
 1,000 per conversation, each over 5 stored messages. Nothing is embedded: it is fast, about 1,500 nodes/s here.
 """
 
@@ -20,6 +21,17 @@ from datastore.providers.local import LocalDataStore
 from models.memory import MemoryNode, StoredMessage
 
 PER_SOURCE = 1000
+CENTRES = 2000
+SPREAD = 0.35  # noise around a centre, relative to its unit length
+
+
+def unit_vectors(rng: np.random.Generator, count: int) -> np.ndarray:
+    """float32 (count, 384) unit vectors around the fixed CENTRES (the same centres for nodes and queries)."""
+    centres = np.random.default_rng(12345).standard_normal((CENTRES, 384))
+    centres /= np.linalg.norm(centres, axis=1, keepdims=True)
+    v = centres[rng.integers(0, CENTRES, count)] + SPREAD * rng.standard_normal((count, 384)) / np.sqrt(384) * 3
+    return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+
 LINES = 5
 WORDS_PER_LINE = (8, 40)
 SPEAKERS = ("Alice", "Bob")
@@ -48,8 +60,7 @@ def fill(store: LocalDataStore, ns: str, n: int, seed: int = 0) -> None:
     for s0 in range(0, n, PER_SOURCE):
         count = min(PER_SOURCE, n - s0)
         sid = f"synthetic-{s0 // PER_SOURCE:05d}"
-        vecs = rng.standard_normal((count, 384)).astype(np.float32)
-        vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
+        vecs = unit_vectors(rng, count)
         lengths = rng.integers(*WORDS_PER_LINE, size=count * LINES)
         drawn = words_arr[rng.choice(len(words), size=int(lengths.sum()), p=p)]
         cuts = np.concatenate([[0], np.cumsum(lengths)])

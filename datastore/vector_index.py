@@ -1,22 +1,32 @@
-"""An exact in-memory vector index for one namespace: float32 rows, cosine by dot product.
+"""An in-memory vector index for one namespace: float32 rows, cosine by dot product.
 
 Rows are keyed by the store's integer row id, kept in ascending order (the store hands out increasing ids), so a
 set of candidate row ids maps to matrix rows with one `searchsorted`. Removal marks a row dead; the matrix is
 compacted when a quarter of it is dead. Per-row level and time range allow those filters without the database.
+
+Search is exact, except that a namespace of at least `ann_min_rows` live rows is searched through an IVF index
+(`datastore.ann`) whose candidates are re-ranked exactly; filters the candidates cannot satisfy fall back to the
+exact scan.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from datastore.ann import IVFIndex
+
 _GROW = 1.5
+_ANN_CANDIDATES = 256  # candidates drawn from the IVF index per query (at least 8 x top_k)
 
 
 class VectorIndex:
     """Exact top-k over L2-normalised float32 vectors of one namespace. Not thread-safe: callers lock."""
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, ann_min_rows: int = 0) -> None:
+        """ann_min_rows: live rows from which searches go through an IVF index; 0 = always exact."""
         self.dimension = dimension
+        self.ann_min_rows = ann_min_rows
+        self.ann: IVFIndex | None = None
         self.size = 0
         self.dead = 0
         self.rowids = np.zeros(0, dtype=np.int64)
@@ -68,12 +78,16 @@ class VectorIndex:
         self.ends[sl] = np.asarray(ends, dtype=np.float64)[order]
         self.alive[sl] = True
         self.size += n
+        if self.ann is not None:
+            self.ann.add(rowids, self.matrix[sl])
 
     def remove(self, rowids: np.ndarray) -> None:
         """Forget rows (unknown ids are ignored)."""
         pos = self._positions(np.sort(np.asarray(rowids, dtype=np.int64)))
         self.alive[pos] = False
         self.dead += len(pos)
+        if self.ann is not None:
+            self.ann.remove(self.rowids[pos])
         if self.dead > 1024 and self.dead * 4 > self.size:
             keep = np.flatnonzero(self.alive[: self.size])
             for name in ("rowids", "levels", "starts", "ends", "alive"):
@@ -100,6 +114,10 @@ class VectorIndex:
         candidates: restrict to these row ids (sorted or not). Levels inclusive; `start`/`end` keep rows whose
         time range ends at/after `start` and begins at/before `end` (rows without times are then excluded).
         """
+        if candidates is None and self._ann_ready():
+            found = self._search_ann(query, top_k, min_level, max_level, start, end)
+            if found is not None:
+                return found
         if candidates is not None:
             pos = self._positions(np.sort(np.asarray(candidates, dtype=np.int64)))
         elif self.size and any(v is not None for v in (min_level, max_level, start, end)):
@@ -129,6 +147,41 @@ class VectorIndex:
             pos = np.arange(self.size)
         k = min(top_k, len(scores))
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.argsort(-scores[top], kind="stable")]
+        return self.rowids[pos[top]], scores[top]
+
+    def _ann_ready(self) -> bool:
+        """Whether searches go through the IVF index, (re)building it when the namespace reached the threshold
+        or has doubled since it was trained."""
+        live = len(self)
+        if not self.ann_min_rows or live < self.ann_min_rows:
+            self.ann = None
+            return False
+        if self.ann is None or live > 2 * self.ann.trained_on:
+            pos = np.flatnonzero(self.alive[: self.size])
+            self.ann = IVFIndex(self.dimension, self.rowids[pos], self.matrix[pos])
+        return True
+
+    def _search_ann(self, query: np.ndarray, top_k: int, min_level: int | None, max_level: int | None,
+                    start: float | None, end: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+        """Top_k among the IVF candidates, re-ranked exactly; None when filters leave fewer than top_k of them."""
+        assert self.ann is not None
+        ids = self.ann.candidates(query, max(_ANN_CANDIDATES, 8 * top_k))
+        pos = self._positions(np.sort(ids))
+        mask = np.ones(len(pos), dtype=bool)
+        if min_level is not None:
+            mask &= self.levels[pos] >= min_level
+        if max_level is not None:
+            mask &= self.levels[pos] <= max_level
+        if start is not None:
+            mask &= self.ends[pos] >= start
+        if end is not None:
+            mask &= self.starts[pos] <= end
+        pos = pos[mask]
+        if len(pos) < top_k:
+            return None
+        scores = self.matrix[pos] @ query
+        top = np.argpartition(-scores, top_k - 1)[:top_k] if top_k < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
         return self.rowids[pos[top]], scores[top]
 

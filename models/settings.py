@@ -52,6 +52,11 @@ class Settings(BaseSettings):
         default="hybrid", description="Default ranking of /query: hybrid, dense, text or tree (bench/RESULTS.md)."
     )
 
+    ann_min_rows: int = Field(
+        default=50_000, ge=0,
+        description="Nodes in a namespace from which the local store searches an IVF index (faiss); 0 = always exact.",
+    )
+
     # Embeddings
     embedder: Literal["local", "openai"] | None = Field(
         default=None, description="Embedder; default openai when OPENAI_API_KEY is set, else local MiniLM."

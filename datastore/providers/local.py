@@ -429,14 +429,14 @@ class LocalDataStore(DataStore):
             cache = self._caches.get(ns)
             if cache is not None and cache.version == version:
                 return cache
-            cache = _NamespaceCache(VectorIndex(self.embedder.dimension), -1)
+            cache = _NamespaceCache(VectorIndex(self.embedder.dimension, self.settings.ann_min_rows), -1)
             self._caches[ns] = cache
         with cache.lock:
             if cache.version != version:
                 db.execute("BEGIN")
                 try:
                     version = self._ns_version(db, ns)
-                    cache.index = VectorIndex(self.embedder.dimension)
+                    cache.index = VectorIndex(self.embedder.dimension, self.settings.ann_min_rows)
                     cache.index.add(*self._load_rows(db, ns, None))
                 finally:
                     db.execute("COMMIT")
@@ -488,8 +488,10 @@ class LocalDataStore(DataStore):
         if len(rowids) == 0:
             return []
         rows = self._reader.execute(
-            f"SELECT rowid AS r, {_NODE_COLS} FROM nodes WHERE namespace = ? AND rowid IN ({','.join('?' * len(rowids))})",
-            (ns, *rowids.tolist()),
+            # `+namespace`: look the rows up by rowid; an index on namespace would scan the whole namespace
+            f"SELECT rowid AS r, {_NODE_COLS} FROM nodes WHERE rowid IN ({','.join('?' * len(rowids))}) "
+            "AND +namespace = ?",
+            (*rowids.tolist(), ns),
         ).fetchall()
         by_rowid = {r["r"]: _node(r) for r in rows}
         return [(by_rowid[int(r)], float(s)) for r, s in zip(rowids, scores, strict=True) if int(r) in by_rowid]

@@ -1,0 +1,54 @@
+"""Approximate nearest neighbours for large namespaces: a faiss inverted-file index over 8-bit vectors.
+
+`VectorIndex` keeps exact float32 rows and answers small namespaces and filtered searches exactly; above
+ANN_MIN_ROWS live rows it asks this index for a few hundred candidates and re-ranks them exactly. The index is
+trained (k-means, `nlist` ~ 4 sqrt(n) lists) on the rows present when built, takes later rows into the trained
+lists, and is rebuilt when the namespace has doubled since.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_TRAIN_PER_LIST = 40  # training points per list (faiss warns below 39)
+_NPROBE_SHARE = 1 / 16  # share of the lists scanned per query
+
+
+class IVFIndex:
+    """faiss IndexIVFScalarQuantizer (8-bit, inner product) keyed by the store's row ids. Not thread-safe."""
+
+    def __init__(self, dimension: int, rowids: np.ndarray, vectors: np.ndarray, seed: int = 0) -> None:
+        """Train on and add `vectors` (float32 (n, dimension), L2-normalised) under `rowids` (int64 (n,))."""
+        import faiss
+
+        faiss.omp_set_num_threads(1)  # queries run one per request thread; faiss threads would fight them
+        n = len(rowids)
+        self.nlist = int(np.clip(min(4 * np.sqrt(n), n / _TRAIN_PER_LIST), 16, 16384))
+        quantizer = faiss.IndexFlatIP(dimension)
+        self._index = faiss.IndexIVFScalarQuantizer(
+            quantizer, dimension, self.nlist, faiss.ScalarQuantizer.QT_8bit, faiss.METRIC_INNER_PRODUCT
+        )
+        self._index.cp.niter = 10
+        rng = np.random.default_rng(seed)
+        sample = rng.choice(n, size=min(n, _TRAIN_PER_LIST * self.nlist), replace=False)
+        self._index.train(np.ascontiguousarray(vectors[np.sort(sample)], dtype=np.float32))
+        self._index.nprobe = max(8, int(self.nlist * _NPROBE_SHARE))
+        self.trained_on = n
+        self.add(rowids, vectors)
+
+    def add(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
+        if len(rowids):
+            self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
+                                     np.ascontiguousarray(rowids, dtype=np.int64))
+
+    def remove(self, rowids: np.ndarray) -> None:
+        import faiss
+
+        if len(rowids):
+            self._index.remove_ids(faiss.IDSelectorBatch(np.ascontiguousarray(rowids, dtype=np.int64)))
+
+    def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
+        """Row ids of about the `k` rows closest to `query` (float32 (dimension,)); fewer when the index is small."""
+        _, ids = self._index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), k)
+        found = ids[0]
+        return found[found >= 0]
