@@ -38,17 +38,19 @@ from pathlib import Path
 import httpx
 import numpy as np
 
+from bench.meters import proc_rss_mib
+
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 TOKEN = "load-test-token"
 GROWTH_LIMIT = 0.10
 WORDS = ("garden lake cabin violin bakery report sister cat train museum recipe budget concert hiking doctor "
          "birthday holiday piano painting football camera kitchen library market river island project").split()
-USAGE = """Open-loop mix of remember (30%, two messages each) and query (70%, top 5) against a real
+USAGE = """Open-loop mix of remember (`--remember-share`, two messages each) and query (top 5) against a real
 `python -m server.main` on 127.0.0.1 over a fresh local store; every 10 s: error rate, latency p50/p95/p99 and the
 server's RSS. Run on a quiet machine (10 minutes):
 
-    .venv/bin/python -m bench.load --duration 600 --rate 100 --write-results
+    .venv/bin/python -m bench.load --duration 600 --rate 100 --remember-share 0.1 --write-results
 
 (`--duration 60` for a short check; every number also goes to bench/out/load.json.)
 """
@@ -85,17 +87,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-def rss_mib(pid: int) -> float | None:
-    """VmRSS of the process in MiB (None once it is gone)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        return None
-    return None
 
 
 def pct(values: list[float], q: float) -> float | None:
@@ -254,7 +245,7 @@ def window(load: Load, since: float, until: float, t: float, pid: int) -> Window
         t=round(t, 1), completed=len(rows), errors=errors, shed=shed,
         error_rate=round(errors / len(rows), 4) if rows else 0.0,
         p50_ms=pct(lat, 50), p95_ms=pct(lat, 95), p99_ms=pct(lat, 99), rate=round(len(rows) / (until - since), 1),
-        in_flight=load.in_flight, rss_mib=(round(r, 1) if (r := rss_mib(pid)) is not None else None),
+        in_flight=load.in_flight, rss_mib=(round(r, 1) if (r := proc_rss_mib(pid)) is not None else None),
         remember_p50_ms=pct(by_kind["remember"], 50), query_p50_ms=pct(by_kind["query"], 50),
     )
 
@@ -275,6 +266,7 @@ def summarise(load: Load, run: Run, warmup: float) -> dict:
         "error_rate": round((len(rows) - len(ok)) / len(rows), 4) if rows else 0.0,
         "p50_ms": pct(ok, 50), "p95_ms": pct(ok, 95), "p99_ms": pct(ok, 99),
         "achieved_rate": round(len(rows) / run.args["duration"], 1),
+        "served_rate": round(len(ok) / run.args["duration"], 1),
         "rss_start_mib": rss[0][1] if rss else None, "rss_after_warmup_mib": base, "rss_end_mib": last,
         "rss_max_mib": max((r for _, r in rss), default=None),
         "rss_growth_after_warmup": round(growth, 4) if growth is not None else None,
@@ -295,7 +287,8 @@ def markdown(run: Run) -> str:
         f"(top 5); {a['conversations']} conversations; open loop, max {a['max_in_flight']} in flight", "",
         f"**{s['requests']} requests, error rate {s['error_rate']:.2%} ({s['shed']} shed), "
         f"latency p50/p95/p99 {s['p50_ms']} / "
-        f"{s['p95_ms']} / {s['p99_ms']} ms, achieved {s['achieved_rate']} req/s; RSS {s['rss_after_warmup_mib']} "
+        f"{s['p95_ms']} / {s['p99_ms']} ms, offered {s['achieved_rate']} req/s, "
+        f"served {s.get('served_rate')} req/s without error; RSS {s['rss_after_warmup_mib']} "
         f"MiB after a {s['warmup_s']:g} s warm-up, {s['rss_end_mib']} MiB at the end "
         f"({(s['rss_growth_after_warmup'] or 0):+.1%}: {'GREW beyond' if s['rss_grew_over_10pct'] else 'within'} "
         "10%).**", "",

@@ -60,10 +60,20 @@ def peak_rss_mib() -> float:
 
 
 def proc_peak_rss_mib(pid: int) -> float | None:
-    """VmHWM (peak RSS) of another process, MiB; None when it is gone."""
+    """VmHWM (peak RSS) of a process, MiB; None when it is gone."""
+    return proc_status_mib(pid, "VmHWM")
+
+
+def proc_rss_mib(pid: int) -> float | None:
+    """VmRSS (current RSS) of a process, MiB; None when it is gone."""
+    return proc_status_mib(pid, "VmRSS")
+
+
+def proc_status_mib(pid: int, key: str) -> float | None:
+    """A memory line (kB) of /proc/<pid>/status in MiB; None when the process is gone."""
     try:
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
+            if line.startswith(f"{key}:"):
                 return int(line.split()[1]) / 1024
     except OSError:
         return None

@@ -52,9 +52,10 @@ def markdown(results: dict, header: str) -> str:
             p["search"]["cache_load_s"], p["search"]["peak_rss_mib"], e["server_peak_rss_mib"],
             b["disk_mib"], b["disk_bytes_per_node"], b["build_s"],
         ])
-    out.append(_table(["L1 nodes", "search-only p50/p95/p99 ms", "search, recall@5 vs exact", "HTTP /query (default mode) p50/p95/p99 ms",
-                       "HTTP /query (dense) p50/p95/p99 ms", "cache load s", "search process peak RSS MiB",
-                       "server peak RSS MiB", "disk MiB", "disk bytes/node", "build s"], rows))
+    out.append(_table(["L1 nodes", "search-only p50/p95/p99 ms", "search, recall@5 vs exact",
+                       "HTTP /query (default mode) p50/p95/p99 ms", "HTTP /query (dense) p50/p95/p99 ms",
+                       "cache load s", "search process peak RSS MiB", "server peak RSS MiB", "disk MiB",
+                       "disk bytes/node", "build s"], rows))
     pts = results["scale"]
     if len(pts) > 1:
         out.append("\nGrowth between points (n grows x10 each step):\n")

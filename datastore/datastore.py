@@ -18,14 +18,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -49,6 +49,7 @@ from models.api import (
 )
 from models.memory import MemoryNode, SourceType, StoredMessage
 from models.settings import Settings
+from models.time import utc
 from services.chunking import TokenStream, measure, plan_windows
 from services.embedding import Embedder
 from services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
@@ -99,13 +100,6 @@ class WriteBatch:
     nodes: list[tuple[MemoryNode, np.ndarray | None]] = field(default_factory=list)
     replace: bool = False
     delete_source: bool = False
-
-
-def utc(dt: datetime | None) -> datetime | None:
-    """Aware UTC datetime (naive input is taken as UTC)."""
-    if dt is None:
-        return None
-    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt.astimezone(UTC)
 
 
 class DataStore(ABC):
@@ -413,8 +407,10 @@ class DataStore(ABC):
             out.append(QueryResults(query=q.query, results=[to_result(n, score) for n, score in hits]))
         return QueryResponse(results=out)
 
-    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None = None):  # noqa: ANN201
-        """Search with a precomputed query vector (float32, (dimension,)); [(MemoryNode, cosine score)]."""
+    def search_vector(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None = None
+    ) -> list[tuple[MemoryNode, float]]:
+        """Search with a precomputed query vector (float32, (dimension,)); [(MemoryNode, cosine score)], best first."""
         return self._search(ns, np.asarray(vector, dtype=np.float32), top_k, flt)
 
     # ------------------------------------------------------------------ expand

@@ -26,6 +26,7 @@ import numpy as np
 
 from models.api import QueryFilter, RetrievalMode
 from models.memory import MemoryNode
+from models.time import utc
 
 if TYPE_CHECKING:
     from datastore.datastore import DataStore
@@ -122,6 +123,23 @@ def hybrid(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int
     return [(nodes[i], fused[i]) for i in best]
 
 
+def matches(node: MemoryNode, flt: QueryFilter | None) -> bool:
+    """Whether `node` passes `flt`'s source, speaker and time fields (as the providers' searches apply them)."""
+    if flt is None:
+        return True
+    if flt.conversation_id is not None and (node.source_type, node.source_id) != ("conversation", flt.conversation_id):
+        return False
+    if flt.document_id is not None and (node.source_type, node.source_id) != ("document", flt.document_id):
+        return False
+    if flt.source_type is not None and node.source_type != flt.source_type:
+        return False
+    if flt.speaker is not None and flt.speaker not in node.speakers:
+        return False
+    if flt.start_date is not None and (node.end_time is None or node.end_time < utc(flt.start_date)):
+        return False
+    return flt.end_date is None or (node.start_time is not None and node.start_time <= utc(flt.end_date))
+
+
 def tree(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
          beam: int = SUMMARY_BEAM, weight: float = ANCESTOR_WEIGHT) -> Hits:
     """Tree-guided: descend from the `beam` closest summaries to their closest chunks (`beam` per level), pool
@@ -146,10 +164,10 @@ def tree(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFi
         child_ids = [c for n in frontier for c in n.children]
         children = store._get_nodes(ns, child_ids) if child_ids else []
         score(children)
-        leaves += [c for c in children if c.level == 1]
+        leaves += [c for c in children if c.level == 1 and matches(c, flt)]
         frontier = sorted((c for c in children if c.level > 1), key=lambda c: -cos[c.id])[:beam]
     pool = {n.id: n for n in leaves}
-    ancestors = {n.id: [] for n in pool.values()}  # leaf id -> ancestor ids
+    ancestors: dict[str, list[str]] = {n.id: [] for n in pool.values()}  # leaf id -> ancestor ids
     tips = {n.id: n.parent_id for n in pool.values()}
     while any(tips.values()):  # climb every leaf to its root, one batched read per level
         missing = [p for p in set(tips.values()) if p and p not in known]

@@ -114,38 +114,39 @@ class VectorIndex:
         candidates: restrict to these row ids (sorted or not). Levels inclusive; `start`/`end` keep rows whose
         time range ends at/after `start` and begins at/before `end` (rows without times are then excluded).
         """
+        bounds = (min_level, max_level, start, end)
         if candidates is None and self._ann_ready():
-            found = self._search_ann(query, top_k, min_level, max_level, start, end)
+            found = self._search_ann(query, top_k, *bounds)
             if found is not None:
                 return found
         if candidates is not None:
-            pos = self._positions(np.sort(np.asarray(candidates, dtype=np.int64)))
-        elif self.size and any(v is not None for v in (min_level, max_level, start, end)):
-            return self._search_masked(query, top_k, min_level, max_level, start, end)
-        elif self.dead:
-            pos = np.flatnonzero(self.alive[: self.size])
-        else:
-            pos = None
-        if pos is not None:
-            mask = np.ones(len(pos), dtype=bool)
-            if min_level is not None:
-                mask &= self.levels[pos] >= min_level
-            if max_level is not None:
-                mask &= self.levels[pos] <= max_level
-            if start is not None:
-                mask &= self.ends[pos] >= start
-            if end is not None:
-                mask &= self.starts[pos] <= end
-            pos = pos[mask]
-            if len(pos) == 0:
-                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-            scores = self.matrix[pos] @ query
-        else:
-            if self.size == 0:
-                return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-            scores = self.matrix[: self.size] @ query
-            pos = np.arange(self.size)
+            pos = self._keep(self._positions(np.sort(np.asarray(candidates, dtype=np.int64))), *bounds)
+            return self._top(pos, self.matrix[pos] @ query, top_k)
+        if not self.dead and all(b is None for b in bounds):
+            return self._top(np.arange(self.size), self.matrix[: self.size] @ query, top_k)
+        # score every row in place (no copy of the passing rows: 150 MB per query at 100k) and rank those kept
+        pos = self._keep(np.flatnonzero(self.alive[: self.size]), *bounds)
+        return self._top(pos, (self.matrix[: self.size] @ query)[pos], top_k)
+
+    def _keep(self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None,
+              end: float | None) -> np.ndarray:
+        """The positions among `pos` whose level and time range pass the bounds."""
+        mask = np.ones(len(pos), dtype=bool)
+        if min_level is not None:
+            mask &= self.levels[pos] >= min_level
+        if max_level is not None:
+            mask &= self.levels[pos] <= max_level
+        if start is not None:
+            mask &= self.ends[pos] >= start
+        if end is not None:
+            mask &= self.starts[pos] <= end
+        return pos[mask]
+
+    def _top(self, pos: np.ndarray, scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, scores) of the top_k of `scores` (aligned with positions `pos`), best first."""
         k = min(top_k, len(scores))
+        if k == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
         top = top[np.argsort(-scores[top], kind="stable")]
         return self.rowids[pos[top]], scores[top]
@@ -164,46 +165,10 @@ class VectorIndex:
 
     def _search_ann(self, query: np.ndarray, top_k: int, min_level: int | None, max_level: int | None,
                     start: float | None, end: float | None) -> tuple[np.ndarray, np.ndarray] | None:
-        """Top_k among the IVF candidates, re-ranked exactly; None when filters leave fewer than top_k of them."""
+        """Top_k among the IVF candidates, re-ranked exactly; None when the bounds leave fewer than top_k."""
         assert self.ann is not None
         ids = self.ann.candidates(query, max(_ANN_CANDIDATES, 8 * top_k))
-        pos = self._positions(np.sort(ids))
-        mask = np.ones(len(pos), dtype=bool)
-        if min_level is not None:
-            mask &= self.levels[pos] >= min_level
-        if max_level is not None:
-            mask &= self.levels[pos] <= max_level
-        if start is not None:
-            mask &= self.ends[pos] >= start
-        if end is not None:
-            mask &= self.starts[pos] <= end
-        pos = pos[mask]
+        pos = self._keep(self._positions(np.sort(ids)), min_level, max_level, start, end)
         if len(pos) < top_k:
             return None
-        scores = self.matrix[pos] @ query
-        top = np.argpartition(-scores, top_k - 1)[:top_k] if top_k < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return self.rowids[pos[top]], scores[top]
-
-    def _search_masked(self, query: np.ndarray, top_k: int, min_level: int | None, max_level: int | None,
-                       start: float | None, end: float | None) -> tuple[np.ndarray, np.ndarray]:
-        """`search` by level/time without candidates: score every row in place (no copy of the passing rows,
-        150 MB per query at 100k rows) and rank only the rows that pass."""
-        n = self.size
-        mask = self.alive[:n].copy()
-        if min_level is not None:
-            mask &= self.levels[:n] >= min_level
-        if max_level is not None:
-            mask &= self.levels[:n] <= max_level
-        if start is not None:
-            mask &= self.ends[:n] >= start
-        if end is not None:
-            mask &= self.starts[:n] <= end
-        pos = np.flatnonzero(mask)
-        if len(pos) == 0:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        scores = (self.matrix[:n] @ query)[pos]
-        k = min(top_k, len(scores))
-        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
-        top = top[np.argsort(-scores[top], kind="stable")]
-        return self.rowids[pos[top]], scores[top]
+        return self._top(pos, self.matrix[pos] @ query, top_k)

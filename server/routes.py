@@ -79,10 +79,11 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
-    Searches chunks and summaries of every level (or those the filter allows: conversation_id, document_id,
-    level, min_level, max_level, speaker, start_date, end_date) and returns the `top_k` best per query, each with
-    its text, cosine `score`, `level`, `children`, `parent_id` and time range. Expand a summary with
-    GET /memories/{id} to read what it covers.
+    Ranks memories by `mode` (default hybrid: BM25 and embedding similarity fused over the verbatim L1 chunks;
+    dense: embedding similarity over chunks and summaries of every level) within what the filter allows
+    (conversation_id, document_id, level, min_level, max_level, speaker, start_date, end_date), and returns the
+    `top_k` best per query, each with its text, `score` (higher is closer), `level`, `children`, `parent_id` and
+    time range. A chunk's `parent_id` names the summary above it; expand any memory with GET /memories/{id}.
     """
     return await _store().query(_namespace(data.namespace), data.queries)
 

@@ -19,11 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch, utc
+from datastore.datastore import DataStore, SourceRow, WriteBatch
 from datastore.retrieval import text_terms
 from datastore.vector_index import VectorIndex
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
+from models.time import utc
 from services.errors import ConflictError, EmbeddingMismatchError, StoreError
 
 _NODE_COLS = (

@@ -23,10 +23,11 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch, utc
+from datastore.datastore import DataStore, SourceRow, WriteBatch
 from datastore.retrieval import text_terms
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
+from models.time import utc
 from services.errors import ConflictError, EmbeddingMismatchError, StoreError
 
 _NODE_COLS = (

@@ -36,10 +36,11 @@ from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeou
 from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch, utc
+from datastore.datastore import DataStore, SourceRow, WriteBatch
 from datastore.providers import pinecone_records as rec
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
+from models.time import utc
 from services.errors import ConflictError, EmbeddingMismatchError, StoreError
 
 META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record

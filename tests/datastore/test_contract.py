@@ -125,8 +125,8 @@ def test_every_filter_selects_exactly_the_matching_nodes(ds: DataStore, ns: str)
         want, given = _expected(nodes, f), f.model_dump(exclude_none=True)
         got = search(ds, ns, "news about music and work", top_k=100, **given)
         assert {h.id for h in got} == want and len(got) == len(want), f"filter {given}"
-        # full text (a provider's search_text; dense where there is none) and the fused mode obey it too
-        for mode in ("text", "hybrid"):
+        # full text (a provider's search_text; dense where there is none), the fused and tree modes obey it too
+        for mode in ("text", "hybrid", "tree"):
             assert {h.id for h in search(ds, ns, "choir concert budget", 100, mode, **given)} <= want, (mode, given)
 
 
@@ -160,7 +160,7 @@ def test_namespaces_are_isolated(ds: DataStore, ns: str) -> None:
 
 # ---------------------------------------------------------------------- the tree
 def test_incremental_remembers_keep_the_tree_invariants(ds: DataStore, ns: str) -> None:
-    messages = conversation(("Alice", "Bob"), 150)
+    messages = conversation(("Alice", "Bob"), 170)  # enough for 26+ chunks, so 5 L2 and one L3
     remember(ds, ns, "c", messages, step=11)
     counts = check(ds, ns, "c")
     assert counts[1] >= 25 and counts[2] >= 5 and counts[3] >= 1
@@ -170,7 +170,7 @@ def test_incremental_remembers_keep_the_tree_invariants(ds: DataStore, ns: str) 
     assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chunks, chunks[1:], strict=False))
     assert {m for c in chunks for m in c.message_ids} == {m.id for m in messages}
     src = ds._get_source(ns, "c")
-    assert src is not None and src.n_messages == 150 and src.max_seq == 149
+    assert src is not None and src.n_messages == len(messages) and src.max_seq == len(messages) - 1
 
 
 def test_resending_the_same_messages_changes_nothing(ds: DataStore, ns: str) -> None:

@@ -59,12 +59,12 @@ def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path)
 def test_import_query_show_stats(tmp_path: Path, locomo: list[dict]) -> None:
     sample = dict(locomo[0])
     conv = {k: v for k, v in sample["conversation"].items()
-            if not k.startswith("session_") or int(k.split("_")[1]) <= 6}
+            if not k.startswith("session_") or int(k.split("_")[1]) <= 8}
     slice_path = tmp_path / "locomo_slice.json"
     slice_path.write_text(json.dumps([{**sample, "conversation": conv}]))
     r = runner.invoke(app, ["import", str(slice_path)], env=env(tmp_path))
     assert r.exit_code == 0, r.output
-    n = sum(len(conv[f"session_{i}"]) for i in range(1, 7))
+    n = sum(len(conv[f"session_{i}"]) for i in range(1, 9))
     assert f"{n} messages in 1 conversations" in r.output
 
     r = runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=env(tmp_path))

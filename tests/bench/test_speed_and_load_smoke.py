@@ -1,0 +1,49 @@
+"""Smoke checks of the speed and load benchmarks' arithmetic on hand-checked data (not speed)."""
+
+from __future__ import annotations
+
+import os
+from types import SimpleNamespace
+
+from bench import load
+from bench.meters import CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
+from services import tokens
+from services.summarising import ExtractiveSummariser
+
+
+def test_percentiles_of_one_to_a_hundred() -> None:
+    assert percentiles([float(i) for i in range(1, 101)]) == {"n": 100, "p50": 50.5, "p95": 95.05, "p99": 99.01,
+                                                              "mean": 50.5}
+
+
+def test_summariser_cost_counts_calls_and_tokens_sent() -> None:
+    counting = CountingSummariser(ExtractiveSummariser())
+    texts, context = ["Ann: I moved to Porto in May.", "Bob: How is the weather there?"], "Ann: she sold her car."
+    counting.summarise(texts, context, 50)
+    counting.summarise(texts, None, 50)
+    assert counting.calls == 2
+    assert counting.tokens_in == 2 * sum(tokens.count_tokens(t) for t in texts) + tokens.count_tokens(context)
+
+
+def test_rss_is_read_for_this_process() -> None:
+    assert peak_rss_mib() > 10
+    assert proc_peak_rss_mib(os.getpid()) == peak_rss_mib()
+    assert proc_peak_rss_mib(2**22 + 7) is None  # no such process
+
+
+def test_load_windows_and_summary() -> None:
+    # (kind, sent at, done at, error): 4 successes of 10/20/30/40 ms, one 5xx, one shed, in the first 10 s
+    done = [("query", 1.0, 1.01, None), ("query", 2.0, 2.02, None), ("remember", 3.0, 3.03, None),
+            ("query", 4.0, 4.04, None), ("query", 5.0, 5.5, "500"), ("query", 6.0, 6.0, "shed"),
+            ("query", 12.0, 12.01, None)]
+    fake = SimpleNamespace(done=done, in_flight=0)
+    w = load.window(fake, 0.0, 10.0, 10.0, pid=2**22 + 7)  # type: ignore[arg-type]
+    assert (w.completed, w.errors, w.shed, w.error_rate, w.rate) == (6, 2, 1, round(2 / 6, 4), 0.6)
+    assert w.p50_ms == 25.0 and w.remember_p50_ms == 30.0 and w.rss_mib is None
+    run = load.Run(args={"duration": 20})
+    run.windows = [load.Window(10, 6, 2, 1, 0.33, 25, 40, 40, 0.6, 0, 100.0),
+                   load.Window(20, 1, 0, 0, 0.0, 10, 10, 10, 0.1, 0, 115.0)]
+    s = load.summarise(fake, run, warmup=5.0)  # type: ignore[arg-type]
+    assert (s["requests"], s["errors"], s["shed"], s["achieved_rate"]) == (7, 2, 1, round(7 / 20, 1))
+    assert s["rss_growth_after_warmup"] == 0.15 and s["rss_grew_over_10pct"] is True
+    assert run.errors_by_kind == {"500": 1, "shed": 1}
