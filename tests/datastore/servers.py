@@ -49,6 +49,13 @@ class Postgres:
                 subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
                                check=True, capture_output=True)
             shutil.chown(self.root, PG_USER)
+            # that user may not reach the wheel's binaries (a clone under a root-only folder): run a copy
+            # inside our own folder, laid out as in site-packages (the binaries' RPATH is
+            # $ORIGIN/../../../pgserver.libs; PostgreSQL finds lib/ and share/ relative to bin/)
+            site = self.bin.parents[2]
+            shutil.copytree(site / "pgserver" / "pginstall", self.root / "pgserver" / "pginstall", symlinks=True)
+            shutil.copytree(site / "pgserver.libs", self.root / "pgserver.libs", symlinks=True)
+            self.bin = self.root / "pgserver" / "pginstall" / "bin"
 
     def _run(self, *args: str) -> None:
         done = subprocess.run([str(self.bin / args[0]), *args[1:]], user=self.user, capture_output=True, text=True,
