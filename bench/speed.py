@@ -36,6 +36,8 @@ import numpy as np
 from bench import common, locomo, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
 from datastore.datastore import DEFAULT_NAMESPACE
+from datastore.factory import get_datastore
+from models.settings import Settings
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
 
@@ -90,29 +92,40 @@ def _child(args: list[str], timeout: float) -> dict:
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
-def build_child(db: Path, n: int) -> dict:
-    """(child) A synthetic store of n nodes at `db`: build time, peak RSS, size on disk."""
+def _settings(db: str, **overrides: object) -> Settings:
+    """Settings of the benchmark store `db`: a SQLite file, or a PostgreSQL URL (then DATASTORE=postgres)."""
+    if db.startswith("postgresql://"):
+        return common.bench_settings(DIR / "unused.db", datastore="postgres", postgres_url=db, **overrides)
+    return common.bench_settings(Path(db), **overrides)
 
 
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
-    store = common.open_store(common.bench_settings(db), LocalEmbedder())
+def build_child(db: str, n: int) -> dict:
+    """(child) A synthetic store of n nodes at `db` (file or PostgreSQL URL): build time, peak RSS, size."""
+    if db.startswith("postgresql://"):
+        store = get_datastore(_settings(db), LocalEmbedder(), ExtractiveSummariser())
+    else:
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
+        store = common.open_store(_settings(db), LocalEmbedder())
     t = time.perf_counter()
-    synthetic.fill(store, DEFAULT_NAMESPACE, n)
+    synthetic.fill(store, DEFAULT_NAMESPACE, n)  # type: ignore[arg-type]
     build = time.perf_counter() - t
-    store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    if db.startswith("postgresql://"):
+        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+            size = conn.execute("SELECT pg_database_size(current_database())").fetchone()["pg_database_size"]
+    else:
+        store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
+        size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
     store.close()
-    size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
     return {"build_s": round(build, 1), "build_peak_rss_mib": round(peak_rss_mib()), "disk_mib": round(size / 2**20, 1),
             "disk_bytes_per_node": round(size / n)}
 
 
-def search_child(db: Path) -> dict:
-    """(child) Search-only latency over the store at `db`, and this process's peak RSS."""
-    from datastore.providers.local import LocalDataStore
-
+def search_child(db: str) -> dict:
+    """(child) Search-only latency over the store at `db`, and this process's peak RSS; for the local store also
+    recall@5 of its search against an exact scan of the same rows."""
     base_rss = peak_rss_mib()
-    store = LocalDataStore(common.bench_settings(db), LocalEmbedder(), ExtractiveSummariser()).open()
+    store = get_datastore(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
     t = time.perf_counter()
     store.search_vector(DEFAULT_NAMESPACE, queries[0], 5)  # loads the vector cache (and trains the IVF index)
@@ -123,9 +136,13 @@ def search_child(db: Path) -> dict:
         hits = store.search_vector(DEFAULT_NAMESPACE, q, 5)
         ms.append((time.perf_counter() - t) * 1000)
         found.append({n.id for n, _ in hits})
-    index = store._caches[DEFAULT_NAMESPACE].index  # exact top 5 over the same rows, for the ANN's recall
+    if db.startswith("postgresql://"):
+        store.close()
+        return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
+                "python_baseline_rss_mib": round(base_rss), "ann": "HNSW", "recall_at_5_vs_exact": "not measured"}
+    index = store._caches[DEFAULT_NAMESPACE].index  # type: ignore[attr-defined]  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
-    ids = dict(store._reader.execute("SELECT rowid, id FROM nodes").fetchall())
+    ids = dict(store._reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
     recall = np.mean([len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
                       for f, q in zip(found[:50], queries[1:51], strict=True)])
     store.close()
@@ -134,14 +151,14 @@ def search_child(db: Path) -> dict:
             "recall_at_5_vs_exact": round(float(recall), 3)}
 
 
-def serve_child(db: Path, port: int) -> None:
+def serve_child(db: str, port: int) -> None:
     """(child) Serve the app over the store at `db` on 127.0.0.1:port until terminated."""
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
     from server.app import create_app
 
-    settings = common.bench_settings(db, bearer_token=TOKEN, port=port, pending_retry_seconds=0)
+    settings = _settings(db, bearer_token=TOKEN, port=port, pending_retry_seconds=0)
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
@@ -155,7 +172,7 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def end_to_end(db: Path, questions: list[str]) -> dict:
+def end_to_end(db: str | Path, questions: list[str]) -> dict:
     """HTTP /query latency against a server child over `db` (default mode, then dense); server peak RSS."""
     port = _free_port()
     proc = subprocess.Popen([sys.executable, "-m", "bench.speed", "--serve", str(db), str(port)],
@@ -200,16 +217,38 @@ def end_to_end(db: Path, questions: list[str]) -> dict:
             proc.kill()
 
 
-def scale_point(n: int, questions: list[str]) -> dict:
-    """Build, search-only and end-to-end figures at n nodes (the store file is removed afterwards)."""
-    db = DIR / f"scale-{n}.db"
+def scale_point(n: int, questions: list[str], db: str | None = None) -> dict:
+    """Build, search-only and end-to-end figures at n nodes in `db` (a PostgreSQL URL, or by default a SQLite
+    file that is removed afterwards)."""
+    db = db or str(DIR / f"scale-{n}.db")
     point: dict = {"n": n}
     point["build"] = _child(["--build", str(db), str(n)], timeout=3600)
     point["search"] = _child(["--search", str(db)], timeout=1800)
     point["e2e"] = end_to_end(db, questions)
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    if not db.startswith("postgresql://"):
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{db}{suffix}").unlink(missing_ok=True)
     return point
+
+
+def postgres_points(questions: list[str], sizes: tuple[int, ...]) -> list[dict]:
+    """The scale points on the pgvector provider: PostgreSQL 16 + pgvector from the pgserver wheel, started here
+    on 127.0.0.1 (the tests' fixture class) and stopped after; one fresh database per point."""
+    from tests.datastore.servers import Postgres
+
+    pg = Postgres().start()
+    try:
+        points = []
+        for n in sizes:
+            url = pg.create_database()
+            t = time.perf_counter()
+            points.append(scale_point(n, questions, url))
+            points[-1]["elapsed_s"] = round(time.perf_counter() - t, 1)
+            print("scale (pgvector)", points[-1], flush=True)
+            pg.drop_database(url)
+        return points
+    finally:
+        pg.stop()
 
 
 # ---------------------------------------------------------------------------------------------- main
@@ -238,18 +277,33 @@ def run(scale_1m: bool) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.splitlines()[0])
     parser.add_argument("--scale-1m", action="store_true", help="add the 1M-node point (~15 min more)")
+    parser.add_argument("--postgres", action="store_true",
+                        help="only the 10k and 100k points, on the pgvector provider (~10 min)")
     parser.add_argument("--build", nargs=2, metavar=("DB", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--search", metavar="DB", help=argparse.SUPPRESS)
     parser.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.build:
-        print(json.dumps(build_child(Path(args.build[0]), int(args.build[1]))))
+        print(json.dumps(build_child(args.build[0], int(args.build[1]))))
         return
     if args.search:
-        print(json.dumps(search_child(Path(args.search))))
+        print(json.dumps(search_child(args.search)))
         return
     if args.serve:
-        serve_child(Path(args.serve[0]), int(args.serve[1]))
+        serve_child(args.serve[0], int(args.serve[1]))
+        return
+    if args.postgres:
+        started = time.perf_counter()
+        samples = locomo.load()
+        questions = [q.text for s in samples for q in locomo.questions(s, s["sample_id"])]
+        random.Random(0).shuffle(questions)
+        load_before = os.getloadavg()[0]
+        pg = {"scale_pg": postgres_points(questions, (10_000, 100_000)), "load_before": load_before,
+              "load_after": os.getloadavg()[0], "elapsed_s": round(time.perf_counter() - started, 1)}
+        (common.OUT / "speed_pgvector.json").write_text(json.dumps(pg, indent=1))
+        header = common.header(".venv/bin/python -m bench.speed --postgres")
+        common.write_section("speed-pgvector", speed_report.pgvector_markdown(pg, header))
+        print(f"done in {pg['elapsed_s']} s; wrote {common.RESULTS}")
         return
     results = run(args.scale_1m)
     (common.OUT / "speed.json").write_text(json.dumps(results, indent=1))

@@ -19,6 +19,43 @@ def _growth(a: float, b: float) -> str:
     return f"x{b / a:.1f}" if a else "-"
 
 
+def _index_kind(ann: object) -> str:
+    """How the search ran: exact scan, the local IVF index, or a provider's own index (a name)."""
+    return ann if isinstance(ann, str) else ("IVF" if ann else "exact")
+
+
+def _scale_table(points: list[dict]) -> str:
+    """The latency, memory and disk table of scale points."""
+    rows = []
+    for p in points:
+        s, e, b = p["search"]["latency_ms"], p["e2e"], p["build"]
+        rows.append([
+            f"{p['n']:,}", f"{s['p50']} / {s['p95']} / {s['p99']}",
+            _index_kind(p["search"].get("ann")) + f", {p['search'].get('recall_at_5_vs_exact', 1.0)}",
+            f"{e['default']['p50']} / {e['default']['p95']} / {e['default']['p99']}",
+            f"{e['dense']['p50']} / {e['dense']['p95']} / {e['dense']['p99']}",
+            p["search"]["cache_load_s"], p["search"]["peak_rss_mib"], e["server_peak_rss_mib"],
+            b["disk_mib"], b["disk_bytes_per_node"], b["build_s"],
+        ])
+    return _table(["L1 nodes", "search-only p50/p95/p99 ms", "search, recall@5 vs exact",
+                       "HTTP /query (default mode) p50/p95/p99 ms", "HTTP /query (dense) p50/p95/p99 ms",
+                       "cache load s", "search process peak RSS MiB", "server peak RSS MiB", "disk MiB",
+                       "disk bytes/node", "build s"], rows)
+
+
+def pgvector_markdown(results: dict, header: str) -> str:
+    """The pgvector scale points: provenance and the same table as the local store's."""
+    return "\n".join([
+        "## Speed on PostgreSQL + pgvector\n", header,
+        f"- elapsed: {results['elapsed_s']} s; load average (1 min) {results['load_before']:.2f} before, "
+        f"{results['load_after']:.2f} after\n",
+        "PostgreSQL 16 with pgvector's HNSW index (cosine), from the pgserver wheel, started by the benchmark on "
+        "127.0.0.1; the same synthetic nodes, queries and server as the local store's points above. 'disk' is "
+        "pg_database_size.\n",
+        _scale_table(results["scale_pg"]),
+    ]) + "\n"
+
+
 def markdown(results: dict, header: str) -> str:
     """Provenance, ingest table, scale table, growth, target checks."""
     out = ["## Speed\n", header,
@@ -41,21 +78,7 @@ def markdown(results: dict, header: str) -> str:
                "chunk texts in one call. Ingest embeds more texts than it keeps chunks: each call re-embeds the "
                "open (last, growing) chunk, and summaries are embedded too.\n")
     out.append("### Query latency, memory and disk (synthetic nodes in one namespace)\n")
-    rows = []
-    for p in results["scale"]:
-        s, e, b = p["search"]["latency_ms"], p["e2e"], p["build"]
-        rows.append([
-            f"{p['n']:,}", f"{s['p50']} / {s['p95']} / {s['p99']}",
-            ("IVF, " if p["search"].get("ann") else "exact, ") + f"{p['search'].get('recall_at_5_vs_exact', 1.0)}",
-            f"{e['default']['p50']} / {e['default']['p95']} / {e['default']['p99']}",
-            f"{e['dense']['p50']} / {e['dense']['p95']} / {e['dense']['p99']}",
-            p["search"]["cache_load_s"], p["search"]["peak_rss_mib"], e["server_peak_rss_mib"],
-            b["disk_mib"], b["disk_bytes_per_node"], b["build_s"],
-        ])
-    out.append(_table(["L1 nodes", "search-only p50/p95/p99 ms", "search, recall@5 vs exact",
-                       "HTTP /query (default mode) p50/p95/p99 ms", "HTTP /query (dense) p50/p95/p99 ms",
-                       "cache load s", "search process peak RSS MiB", "server peak RSS MiB", "disk MiB",
-                       "disk bytes/node", "build s"], rows))
+    out.append(_scale_table(results["scale"]))
     pts = results["scale"]
     if len(pts) > 1:
         out.append("\nGrowth between points (n grows x10 each step):\n")
