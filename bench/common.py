@@ -9,7 +9,7 @@ import subprocess
 from datetime import UTC, datetime
 from pathlib import Path
 
-from bench import locomo
+from bench import dataset
 from datastore.providers.local import LocalDataStore
 from models.api import RememberRequest
 from models.settings import Settings
@@ -36,11 +36,11 @@ def open_store(settings: Settings, embedder: Embedder, summariser: Summariser | 
 def ingest(store: LocalDataStore, samples: list[dict], ns: str = "bench", captions: bool = False) -> int:
     """Remember each sample as its own conversation (id = sample_id), one session per call, in time order.
 
-    captions: image captions in the content (see locomo.turn_text). Returns the number of messages remembered.
+    captions: image captions in the content (see dataset.turn_text). Returns the number of messages remembered.
     """
     n = 0
     for sample in samples:
-        for session in locomo.sessions(sample, captions):
+        for session in dataset.sessions(sample, captions):
             store.remember_sync(ns, RememberRequest(conversation_id=sample["sample_id"], messages=session))
             n += len(session)
     return n

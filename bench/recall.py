@@ -19,7 +19,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from bench import common, locomo, metrics, report
+from bench import common, dataset, metrics, report
 from bench.cache import CachingEmbedder
 from datastore.providers.local import LocalDataStore
 from models.api import Query, QueryFilter
@@ -73,7 +73,7 @@ def build(key: str, embedder: CachingEmbedder, samples: list[dict], captions: bo
     return store
 
 
-def answers(store: LocalDataStore, questions: list[locomo.Question], mode: str) -> list[list[metrics.Item]]:
+def answers(store: LocalDataStore, questions: list[dataset.Question], mode: str) -> list[list[metrics.Item]]:
     """Each question's results (top TOP_K, any level, best first) as metric items, through `query_sync`."""
     out: list[list[metrics.Item]] = []
     tokens: dict[str, int] = {}
@@ -92,11 +92,11 @@ def answers(store: LocalDataStore, questions: list[locomo.Question], mode: str) 
     return out
 
 
-def run(captions: bool = False, data: Path = locomo.DATA) -> dict:
+def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
     """Build every store, ask every question in every variant; returns {variant key: results} (see report)."""
     started = time.perf_counter()
-    samples = locomo.load(data)
-    questions = [q for s in samples for q in locomo.questions(s, s["sample_id"])]
+    samples = dataset.load(data)
+    questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])]
     embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
     embedder.embed([q.text for q in questions])  # warm the cache in one batch
     results: dict = {"variants": {}, "stores": {}, "n_questions": len(questions)}

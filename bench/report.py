@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.locomo import CATEGORIES
+from bench.dataset import CATEGORIES
 
 
 def _row(cells: Sequence[object]) -> str:

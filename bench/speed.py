@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 
-from bench import common, locomo, speed_report, synthetic
+from bench import common, dataset, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
 from datastore.datastore import DEFAULT_NAMESPACE
 from datastore.factory import get_datastore
@@ -256,13 +256,13 @@ def run(scale_1m: bool) -> dict:
     """Every figure of the benchmark (see the module doc)."""
     started = time.perf_counter()
     DIR.mkdir(parents=True, exist_ok=True)
-    samples = locomo.load()
+    samples = dataset.load()
     results: dict = {"load_before": os.getloadavg()[0], "ingest": [], "scale": []}
     default_overlap = common.bench_settings(DIR / "ingest.db").chunk_overlap
     for overlap in (None, *((40,) if default_overlap != 40 else (20,))):  # the default, and one other overlap
         results["ingest"].append(ingest(samples, overlap))
         print("ingest", results["ingest"][-1], flush=True)
-    questions = [q.text for s in samples for q in locomo.questions(s, s["sample_id"])]
+    questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]
     random.Random(0).shuffle(questions)
     for n in (10_000, 100_000, *((1_000_000,) if scale_1m else ())):
         t = time.perf_counter()
@@ -294,8 +294,8 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.postgres:
         started = time.perf_counter()
-        samples = locomo.load()
-        questions = [q.text for s in samples for q in locomo.questions(s, s["sample_id"])]
+        samples = dataset.load()
+        questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]
         random.Random(0).shuffle(questions)
         load_before = os.getloadavg()[0]
         pg = {"scale_pg": postgres_points(questions, (10_000, 100_000)), "load_before": load_before,

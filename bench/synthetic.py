@@ -15,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from bench import locomo
+from bench import dataset
 from datastore.datastore import SourceRow, WriteBatch
 from datastore.providers.local import LocalDataStore
 from models.memory import MemoryNode, StoredMessage
@@ -40,8 +40,8 @@ SPEAKERS = ("Alice", "Bob")
 def vocabulary() -> tuple[list[str], np.ndarray]:
     """LoCoMo's words and their relative frequencies (falls back to a tiny list without the data)."""
     try:
-        samples = locomo.load()
-        text = " ".join(t["text"] for s in samples for k in locomo.session_keys(s["conversation"])
+        samples = dataset.load()
+        text = " ".join(t["text"] for s in samples for k in dataset.session_keys(s["conversation"])
                         for t in s["conversation"][k])
     except FileNotFoundError:
         text = "memory garden lake cabin violin bakery sister train museum recipe concert hiking piano " * 10

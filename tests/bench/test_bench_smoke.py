@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench import common, locomo, metrics
+from bench import common, dataset, metrics
 from bench.cache import CachingEmbedder
 from bench.metrics import Item
 from bench.recall import answers
@@ -59,20 +59,20 @@ class HashEmbedder:
 # ------------------------------------------------------------------ evidence normalisation
 def test_malformed_evidence_is_normalised_and_unknown_ids_dropped() -> None:
     turns = {"D8:6", "D9:17", "D11:26", "D30:5"}
-    assert locomo.normalise_evidence(["D8:6; D9:17"], turns) == ("D8:6", "D9:17")
-    assert locomo.normalise_evidence(["D:11:26"], turns) == ("D11:26",)
-    assert locomo.normalise_evidence(["D30:05", "D30:5"], turns) == ("D30:5",)
-    assert locomo.normalise_evidence(["D", "D99:1", "D8:6"], turns) == ("D8:6",)
+    assert dataset.normalise_evidence(["D8:6; D9:17"], turns) == ("D8:6", "D9:17")
+    assert dataset.normalise_evidence(["D:11:26"], turns) == ("D11:26",)
+    assert dataset.normalise_evidence(["D30:05", "D30:5"], turns) == ("D30:5",)
+    assert dataset.normalise_evidence(["D", "D99:1", "D8:6"], turns) == ("D8:6",)
 
 
 def test_questions_without_resolvable_evidence_are_skipped() -> None:
-    qs = locomo.questions(SAMPLE, "tiny")
+    qs = dataset.questions(SAMPLE, "tiny")
     assert [q.text for q in qs] == ["What is the name of Ann's puppy?", "Where did Bob run a marathon?"]
     assert qs[1].evidence == ("D2:1", "D1:2") and qs[1].sessions == {"D1", "D2"}
 
 
 def test_sessions_are_messages_in_time_order_with_optional_captions() -> None:
-    plain, captioned = locomo.sessions(SAMPLE), locomo.sessions(SAMPLE, captions=True)
+    plain, captioned = dataset.sessions(SAMPLE), dataset.sessions(SAMPLE, captions=True)
     assert [[m.id for m in s] for s in plain] == [["D1:1", "D1:2", "D1:3"], ["D2:1", "D2:2"]]
     assert plain[0][0].created_at is not None and plain[0][0].created_at.day == 8
     assert plain[0][2].content == "A beagle. Look at him!"
@@ -131,7 +131,7 @@ def test_questions_through_the_real_pipeline_find_their_evidence(tmp_path: Path)
     store = common.open_store(common.bench_settings(tmp_path / "tiny.db"), HashEmbedder())
     try:
         assert common.ingest(store, [SAMPLE], "bench") == 5
-        qs = locomo.questions(SAMPLE, "tiny")
+        qs = dataset.questions(SAMPLE, "tiny")
         for mode in ("dense", "text", "hybrid", "tree"):
             got = answers(store, qs, mode)
             assert len(got) == 2 and all(items for items in got)
