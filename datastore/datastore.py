@@ -52,7 +52,14 @@ from models.settings import Settings
 from models.time import utc
 from services.chunking import TokenStream, measure, plan_windows
 from services.embedding import Embedder
-from services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
+from services.errors import (
+    ConflictError,
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidRequestError,
+    NotFoundError,
+    SummaryError,
+)
 from services.summarising import Summariser
 from services.tree import Frontier, chunk_nodes, roll_up
 
@@ -123,8 +130,8 @@ class DataStore(ABC):
         """Release connections and files; the store can't be used afterwards."""
 
     @abstractmethod
-    def _check_embedding(self, model: str, dimension: int) -> None:
-        """Record the embedding model on first use; raise EmbeddingMismatchError if another was recorded."""
+    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
+        """The (model, dimension) the store was made with, recording the given ones when it has none yet."""
 
     @abstractmethod
     def _get_source(self, ns: str, source_id: str) -> SourceRow | None: ...
@@ -188,8 +195,20 @@ class DataStore(ABC):
     def open(self) -> DataStore:
         """Open the provider and check the embedding model; raises EmbeddingMismatchError, StoreError."""
         self._open()
-        self._check_embedding(self.embedder.model_name, self.embedder.dimension)
+        model, dimension = self.embedder.model_name, self.embedder.dimension
+        recorded = self._record_embedding(model, dimension)
+        if recorded != (model, dimension):
+            self.close()
+            raise EmbeddingMismatchError(
+                f"the {self.name} store ({self.location}) holds {recorded[0]} vectors of dimension {recorded[1]}, "
+                f"but the embedder is {model} ({dimension}); use another store or the same embedder"
+            )
         return self
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, for messages (a file, a database, an index); never a secret."""
+        return self.name
 
     def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
         with self._locks_guard:

@@ -25,7 +25,7 @@ from datastore.vector_index import VectorIndex
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
 from models.time import utc
-from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+from services.errors import ConflictError, StoreError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -180,18 +180,19 @@ class LocalDataStore(DataStore):
                 fn(db)
                 db.execute("INSERT INTO migrations VALUES (?, ?)", (name, datetime.now(UTC).isoformat()))
 
-    def _check_embedding(self, model: str, dimension: int) -> None:
+    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
         with self._transaction() as db:
-            rows = dict(db.execute("SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dimension')").fetchall())
+            rows = dict(db.execute(
+                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dimension')").fetchall())
             if not rows:
-                db.execute("INSERT INTO meta VALUES ('embedding_model', ?), ('embedding_dimension', ?)", (model, str(dimension)))
-                return
-        if rows.get("embedding_model") != model or int(rows.get("embedding_dimension", 0)) != dimension:
-            raise EmbeddingMismatchError(
-                f"the store at {self.path} holds {rows.get('embedding_model')} vectors of dimension "
-                f"{rows.get('embedding_dimension')}, but the embedder is {model} ({dimension}); use another "
-                "LOCAL_DB_PATH or the same embedder"
-            )
+                db.execute("INSERT INTO meta VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
+                           (model, str(dimension)))
+                return model, dimension
+        return rows.get("embedding_model", ""), int(rows.get("embedding_dimension", 0))
+
+    @property
+    def location(self) -> str:
+        return f"LOCAL_DB_PATH={self.path}"
 
     # ------------------------------------------------------------------ reads
     def _get_source(self, ns: str, source_id: str) -> SourceRow | None:

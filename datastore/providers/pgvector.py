@@ -28,7 +28,7 @@ from datastore.retrieval import text_terms
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
 from models.time import utc
-from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+from services.errors import ConflictError, StoreError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -150,7 +150,7 @@ class PgVectorDataStore(DataStore):
                 fn(conn, self.embedder.dimension)
                 conn.execute("INSERT INTO pyramind_migrations VALUES (%s, now())", (name,))
 
-    def _check_embedding(self, model: str, dimension: int) -> None:
+    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
         with self._pool.connection() as conn, conn.transaction():
             conn.execute("LOCK TABLE pyramind_meta IN EXCLUSIVE MODE")
             rows = {r["key"]: r["value"] for r in conn.execute(
@@ -158,13 +158,12 @@ class PgVectorDataStore(DataStore):
             if not rows:
                 conn.execute("INSERT INTO pyramind_meta VALUES ('embedding_model', %s), ('embedding_dimension', %s)",
                              (model, str(dimension)))
-                return
-        if rows.get("embedding_model") != model or int(rows.get("embedding_dimension", 0)) != dimension:
-            raise EmbeddingMismatchError(
-                f"the postgres store holds {rows.get('embedding_model')} vectors of dimension "
-                f"{rows.get('embedding_dimension')}, but the embedder is {model} ({dimension}); use another "
-                "database (POSTGRES_URL) or the same embedder"
-            )
+                return model, dimension
+        return rows.get("embedding_model", ""), int(rows.get("embedding_dimension", 0))
+
+    @property
+    def location(self) -> str:
+        return "POSTGRES_URL"
 
     def _all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         with self._pool.connection() as conn:

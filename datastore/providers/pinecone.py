@@ -114,7 +114,8 @@ class PineconeDataStore(DataStore):
             if client is not None:
                 client.close()
 
-    def _check_embedding(self, model: str, dimension: int) -> None:
+    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
+        """Also checks the index itself: its dimension (the most common Pinecone failure) and its metric."""
         stats = self._call(self._index.describe_index_stats)
         name = self.settings.pinecone_index
         if stats.dimension is not None and int(stats.dimension) != dimension:
@@ -129,11 +130,12 @@ class PineconeDataStore(DataStore):
         if recorded is None:
             meta = {"kind": "meta", "embedding_model": model, "embedding_dimension": dimension}
             self._upsert(META_NAMESPACE, [(_META_ID, self._dummy, meta)])
-        elif recorded["embedding_model"] != model:
-            raise EmbeddingMismatchError(
-                f"the Pinecone index {name!r} holds {recorded['embedding_model']} vectors, but the embedder is "
-                f"{model}; use another PINECONE_INDEX or the same embedder"
-            )
+            return model, dimension
+        return recorded["embedding_model"], int(recorded.get("embedding_dimension", dimension))
+
+    @property
+    def location(self) -> str:
+        return f"PINECONE_INDEX={self.settings.pinecone_index}"
 
     # ------------------------------------------------------------------ SDK calls (retried, batched)
     def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
