@@ -29,7 +29,7 @@ from models.memory import MemoryNode
 from models.time import utc
 
 if TYPE_CHECKING:
-    from datastore.datastore import DataStore
+    from datastore.read import Reading as DataStore
 
 Hits = list[tuple[MemoryNode, float]]
 

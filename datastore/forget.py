@@ -1,0 +1,148 @@
+"""Forgetting: delete messages, nodes, sources or a namespace, then rebuild what was derived from them.
+
+Every chunk and summary derived from a forgotten message is rebuilt from what remains (reusing every node whose
+content, and for a summary its context, is unchanged), so a forgotten text comes back from no level.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+
+import numpy as np
+
+from datastore.hooks import COMMIT_ATTEMPTS, SourceRow, WriteBatch, backoff
+from datastore.read import Reading
+from models.api import DeleteRequest, DeleteResponse
+from models.memory import MemoryNode, StoredMessage
+from services.chunking import TokenStream, measure, plan_windows
+from services.errors import ConflictError, EmbeddingError, NotFoundError, SummaryError
+from services.tree import Frontier, chunk_nodes, roll_up
+
+log = logging.getLogger(__name__)
+
+
+class Forgetting(Reading):
+    """delete_sync and the rebuild of a source's tree from its remaining messages."""
+
+    def delete_sync(self, ns: str, req: DeleteRequest) -> DeleteResponse:
+        """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
+        ids), `filter` (messages matching), or `delete_all` (the caller's namespace only).
+
+        Every chunk and summary derived from a forgotten message is rebuilt from what remains (or removed), so
+        the forgotten text comes back from no level. Raises NotFoundError naming unknown ids (nothing deleted).
+        """
+        if req.delete_all:
+            n_msgs, n_nodes = self._delete_namespace(ns)
+            return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
+        whole: set[str] = set()
+        targets: dict[str, set[str]] = defaultdict(set)
+        if req.ids is not None:
+            unknown = []
+            by_message = {m for m in self._find_messages(ns, ids=req.ids)}
+            message_ids = {mid for _, mid in by_message}
+            for i in req.ids:
+                if self._get_source(ns, i) is not None:
+                    whole.add(i)
+                elif (found := self._get_nodes(ns, [i])):
+                    for n in self.subtree(ns, found[0].id):
+                        targets[n.source_id].update(n.message_ids)
+                elif i not in message_ids:
+                    unknown.append(i)
+            if unknown:
+                raise NotFoundError(f"unknown ids: {', '.join(map(repr, unknown[:10]))}", "ids")
+            for sid, mid in by_message:
+                targets[sid].add(mid)
+        else:
+            for sid, mid in self._find_messages(ns, flt=req.filter):
+                targets[sid].add(mid)
+        work: list[tuple[str, set[str] | None]] = [(sid, None) for sid in whole]
+        work += [(sid, mids) for sid, mids in targets.items() if sid not in whole]
+        counts = [self._forget(ns, sid, mids) for sid, mids in work]
+        return DeleteResponse(success=True, deleted_messages=sum(c[0] for c in counts),
+                              deleted_nodes=sum(c[1] for c in counts))
+
+    def _forget(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
+        """Remove messages (all when None) of a source and rebuild its tree, reusing every chunk and summary
+        whose content is unchanged. Returns (messages removed, nodes removed or rebuilt).
+
+        Forgetting never waits on the embedder: if it fails, the source's nodes are all removed now and rebuilt
+        from the remaining messages later (`retry_pending`), so the forgotten text is gone at once either way.
+        """
+        with self._source_lock(ns, source_id):
+            for attempt in range(COMMIT_ATTEMPTS):
+                src = self._get_source(ns, source_id)
+                if src is None:
+                    return 0, 0
+                messages = self._messages_from(ns, source_id, 0)
+                keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
+                old = self._source_nodes(ns, source_id)
+                if not keep:
+                    batch = WriteBatch(source=src, delete_source=True)
+                    removed = len(old)
+                else:
+                    for seq, m in enumerate(keep):
+                        m.seq = seq
+                    offset = measure(keep, None, 0)
+                    try:
+                        nodes = self._rebuild(ns, src, keep, old)
+                    except (EmbeddingError, SummaryError) as exc:
+                        log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
+                        nodes = []
+                    old_ids = {o.id for o in old}
+                    removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
+                    batch = WriteBatch(
+                        source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset,
+                                         len(keep) - 1, src.metadata),
+                        messages=keep, nodes=nodes, replace=True,
+                    )
+                try:
+                    self._commit(ns, batch, src.version)
+                except ConflictError:
+                    backoff(attempt)
+                    continue
+                return len(messages) - len(keep), removed
+        raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "ids")
+
+    def _rebuild(
+        self, ns: str, src: SourceRow, keep: list[StoredMessage], old: list[MemoryNode]
+    ) -> list[tuple[MemoryNode, np.ndarray | None]]:
+        """Every node of a source rebuilt from `keep` (measured messages), with vectors. A chunk with the same
+        text and messages as an old one keeps its id and vector; so does a summary over the same children whose
+        preceding summary (its context) is kept too. Raises EmbeddingError/SummaryError."""
+        s = self.settings
+        stream = TokenStream.from_messages(keep)
+        final = src.source_type == "document"
+        windows = plan_windows(stream, 0, s.chunk_size, s.chunk_overlap, final)
+        chunks = chunk_nodes(stream, windows, src.source_type, src.source_id, 0)
+        old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
+        for c in chunks:
+            match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
+            if match is not None:
+                c.id = match.id
+        reuse = _SummaryReuse(old)
+        summaries = roll_up(Frontier(), [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level,
+                            reuse)
+        nodes = chunks + summaries
+        old_ids = {o.id for o in old}
+        fresh = [n for n in nodes if n.id not in old_ids]
+        vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh]), strict=True))
+        vectors.update(self._get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
+        return [(n, vectors[n.id]) for n in nodes]
+
+
+class _SummaryReuse:
+    """Finds, for a rebuild, the old summary with the same children and the same context (preceding summary)."""
+
+    def __init__(self, old: list[MemoryNode]) -> None:
+        self.by_children = {tuple(n.children): n for n in old if n.level > 1}
+        self.at = {(n.level, n.position): n for n in old}
+
+    def __call__(self, children: list[MemoryNode], context: MemoryNode | None) -> MemoryNode | None:
+        prev = self.by_children.get(tuple(c.id for c in children))
+        if prev is None:
+            return None
+        before = self.at.get((prev.level, prev.position - 1))
+        if (before.id if before else None) != (context.id if context else None):
+            return None  # its context changed: the summary may have drawn on forgotten text
+        return prev

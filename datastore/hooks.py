@@ -1,0 +1,163 @@
+"""The storage contract every provider fills in: the records a write carries, and the small synchronous hooks.
+
+`StoreBase` holds the settings, the embedder and the summariser, and declares the provider hooks; the pipeline
+lives above it in one room per concern (`remember.py`, `forget.py`, `read.py`), composed by
+`datastore.DataStore`. Every hook takes the namespace: isolation is enforced in the pipeline, not in the routes.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from models.api import DeleteFilter, QueryFilter
+from models.memory import MemoryNode, SourceType, StoredMessage
+from models.settings import Settings
+from services.embedding import Embedder
+from services.summarising import Summariser
+
+DEFAULT_NAMESPACE = "default"
+COMMIT_ATTEMPTS = 12
+
+
+@dataclass
+class SourceRow:
+    """A conversation or document: its counters and a version bumped by every commit."""
+
+    source_id: str
+    source_type: SourceType
+    version: int = 0
+    n_messages: int = 0
+    n_tokens: int = 0
+    max_seq: int = -1
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Extended:
+    """What one `_extend` did: node ids created/updated, summaries made, message ids skipped or left pending."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+
+
+@dataclass
+class WriteBatch:
+    """Everything one call writes for one source, applied atomically by `_commit`.
+
+    replace: delete all of the source's messages and nodes first. delete_source: remove the source entirely
+    (then the other fields are ignored). nodes: (node, vector); a None vector keeps the stored one (a metadata
+    update of an existing node, e.g. its parent or its position).
+    """
+
+    source: SourceRow
+    messages: list[StoredMessage] = field(default_factory=list)
+    nodes: list[tuple[MemoryNode, np.ndarray | None]] = field(default_factory=list)
+    replace: bool = False
+    delete_source: bool = False
+
+
+class StoreBase(ABC):
+    """Settings, embedder, summariser, per-source write locks, and the provider hooks (all synchronous)."""
+
+    name = "abstract"
+
+    def __init__(self, settings: Settings, embedder: Embedder, summariser: Summariser) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.summariser = summariser
+        self._locks: dict[tuple[str, str], threading.Lock] = defaultdict(threading.Lock)
+        self._locks_guard = threading.Lock()
+
+    # ------------------------------------------------------------------ provider hooks
+    @abstractmethod
+    def _open(self) -> None: ...
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections and files; the store can't be used afterwards."""
+
+    @abstractmethod
+    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
+        """The (model, dimension) the store was made with, recording the given ones when it has none yet."""
+
+    @abstractmethod
+    def _get_source(self, ns: str, source_id: str) -> SourceRow | None: ...
+
+    @abstractmethod
+    def _known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]: ...
+
+    @abstractmethod
+    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
+        """Messages of the source whose tokens end after `tok_offset`, in seq order."""
+
+    @abstractmethod
+    def _frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+
+    @abstractmethod
+    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]: ...
+
+    @abstractmethod
+    def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]: ...
+
+    @abstractmethod
+    def _get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+        """Apply `batch` in one transaction if the source's stored version (0 when absent) equals
+        `expected_version`, bumping it; else raise ConflictError and change nothing."""
+
+    @abstractmethod
+    def _search(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> list[tuple[MemoryNode, float]]:
+        """The top_k nodes of the namespace closest to `vector` (cosine, descending) that match `flt`."""
+
+    @abstractmethod
+    def _find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
+        """(source_id, message id) of the messages with one of `ids`, or matching `flt`."""
+
+    @abstractmethod
+    def _delete_namespace(self, ns: str) -> tuple[int, int]:
+        """Remove everything of the namespace; returns (messages, nodes) removed."""
+
+    # provider hooks for `datastore.migrate` (copying a whole store)
+    @abstractmethod
+    def _list_namespaces(self) -> list[str]:
+        """Every namespace holding at least one source, sorted."""
+
+    @abstractmethod
+    def _list_sources(self, ns: str) -> list[str]:
+        """The source ids (conversations and documents) of the namespace, sorted."""
+
+    def _backlog(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with messages past its last chunk (stored while the embedder
+        failed). Providers that can list them override this; the default finds none."""
+        return []
+    def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
+        with self._locks_guard:
+            return self._locks[(ns, source_id)]
+
+    def _summarise(self, texts: list[str], context: str | None) -> tuple[str, str]:
+        return self.summariser.summarise(texts, context, self.settings.summary_max_tokens)
+
+
+def backoff(attempt: int) -> None:
+    """Sleep before recomputing after a conflict: jittered, growing to ~0.5 s, so a writer in another process that
+    keeps committing to the same source cannot starve this one."""
+    time.sleep(random.uniform(0, min(0.5, 0.01 * 2**attempt)))

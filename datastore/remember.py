@@ -1,0 +1,201 @@
+"""Remembering: new messages and documents become L1 chunks and roll up into summaries.
+
+validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> one atomic write. Everything a call
+computes is computed before anything is written, and written in one provider transaction (`_commit`): an
+embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later).
+Writers of one source are serialised in-process by a lock and across processes by the source's version number,
+checked at commit (a stale writer gets ConflictError and recomputes).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from datetime import datetime
+from typing import Any
+
+from datastore.hooks import COMMIT_ATTEMPTS, Extended, SourceRow, StoreBase, WriteBatch, backoff
+from models.api import Document, RememberRequest, RememberResponse, UpsertResponse
+from models.memory import SourceType, StoredMessage
+from models.time import utc
+from services.chunking import TokenStream, measure, plan_windows
+from services.errors import ConflictError, EmbeddingError, InvalidRequestError, SummaryError
+from services.tree import Frontier, chunk_nodes, roll_up
+
+log = logging.getLogger(__name__)
+
+
+class Remembering(StoreBase):
+    """remember_sync, upsert_sync and the backlog retry."""
+
+    def remember_sync(self, ns: str, req: RememberRequest) -> RememberResponse:
+        """Add `req.messages` to a conversation and extend its tree.
+
+        Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
+        summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
+        indexed because the embedder failed (`pending_message_ids`; indexed by the next call or retry_pending).
+        Raises InvalidRequestError (a limit, or the id names a document): nothing is written then.
+        """
+        s = self.settings
+        if len(req.messages) > s.max_messages:
+            raise InvalidRequestError(f"at most {s.max_messages} messages per call (MAX_MESSAGES)", "messages")
+        for i, m in enumerate(req.messages):
+            if len(m.content) > s.max_message_chars:
+                raise InvalidRequestError(
+                    f"message longer than {s.max_message_chars} characters (MAX_MESSAGE_CHARS)",
+                    f"messages[{i}].content",
+                )
+        conversation_id = req.conversation_id or uuid.uuid4().hex
+        incoming, seen = [], set()
+        for m in req.messages:
+            mid = m.id or uuid.uuid4().hex
+            if mid in seen:
+                continue
+            seen.add(mid)
+            incoming.append((mid, m.who, m.content, utc(m.created_at)))
+        done = self._extend(ns, conversation_id, "conversation", incoming, False)
+        return RememberResponse(
+            conversation_id=conversation_id,
+            chunk_ids=done.created,
+            updated_chunk_ids=done.updated,
+            summary_ids=done.summaries,
+            skipped_message_ids=done.skipped,
+            pending_message_ids=done.pending,
+        )
+
+    def _extend(
+        self,
+        ns: str,
+        source_id: str,
+        source_type: SourceType,
+        incoming: list[tuple[str, str, str, datetime | None]],
+        final: bool,
+        replace: bool = False,
+        metadata: dict[str, Any] | None = None,
+    ) -> Extended:
+        """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See remember_sync.
+
+        The tail also holds any backlog: messages stored earlier while the embedder was failing. If embedding
+        fails now, the new messages are still committed (as backlog, `pending`) and the tree is left as it was;
+        the next call on the source, or `retry_pending`, builds their chunks and summaries.
+        """
+        s = self.settings
+        with self._source_lock(ns, source_id):
+            for attempt in range(COMMIT_ATTEMPTS):
+                src = self._get_source(ns, source_id)
+                if src and src.source_type != source_type and not replace:
+                    field = "conversation_id" if source_type == "conversation" else "id"
+                    raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", field)
+                version = src.version if src else 0
+                if replace or src is None:
+                    src_state = SourceRow(source_id, source_type, metadata=metadata or {})
+                    known: set[str] = set()
+                else:
+                    src_state = src
+                    known = self._known_message_ids(ns, source_id, [m[0] for m in incoming])
+                fresh = [m for m in incoming if m[0] not in known]
+                skipped = [m[0] for m in incoming if m[0] in known]
+                frontier = Frontier.from_nodes(self._frontier(ns, source_id)) if src_state.version else Frontier()
+                open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
+                chunked_to = last_l1.tok_end if last_l1 else 0
+                if not fresh and chunked_to >= src_state.n_tokens:
+                    return Extended(skipped=skipped)
+
+                stored = [
+                    StoredMessage(id=mid, source_id=source_id, source_type=source_type,
+                                  seq=src_state.max_seq + 1 + i, speaker=who, content=content, created_at=created_at)
+                    for i, (mid, who, content, created_at) in enumerate(fresh)
+                ]
+                last = self._messages_from(ns, source_id, src_state.n_tokens - 1) if src_state.n_tokens else []
+                offset = measure(stored, last[-1].created_at if last else None, src_state.n_tokens)
+                source = SourceRow(
+                    source_id, source_type, version + 1, n_messages=src_state.n_messages + len(stored),
+                    n_tokens=offset, max_seq=stored[-1].seq if stored else src_state.max_seq,
+                    metadata=src_state.metadata,
+                )
+                if open_chunk is not None:
+                    start = open_chunk.tok_start
+                elif last_l1 is not None:
+                    start = last_l1.tok_end - s.chunk_overlap
+                else:
+                    start = 0
+                prior = self._messages_from(ns, source_id, start) if start < src_state.n_tokens else []
+                stream = TokenStream.from_messages(prior + stored)
+                windows = plan_windows(stream, start, s.chunk_size, s.chunk_overlap, final)
+                first_position = open_chunk.position if open_chunk else frontier.counts.get(1, 0)
+                chunks = chunk_nodes(
+                    stream, windows, source_type, source_id, first_position,
+                    first_id=open_chunk.id if open_chunk else None,
+                )
+                try:
+                    chunk_vectors = self.embedder.embed([c.text for c in chunks])
+                    summaries = roll_up(
+                        frontier, [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level
+                    )
+                    summary_vectors = self.embedder.embed([n.text for n in summaries])
+                except (EmbeddingError, SummaryError) as exc:
+                    if not stored:
+                        raise  # a retry of the backlog failed again: nothing new to keep
+                    log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
+                    batch = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
+                    try:
+                        self._commit(ns, batch, version)
+                    except ConflictError:
+                        backoff(attempt)
+                        continue
+                    return Extended(skipped=skipped, pending=[m.id for m in stored])
+                reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
+                batch = WriteBatch(
+                    source=source,
+                    messages=stored,
+                    nodes=[(c, chunk_vectors[i]) for i, c in enumerate(chunks)]
+                    + [(n, summary_vectors[i]) for i, n in enumerate(summaries)]
+                    + [(n, None) for n in reparented],
+                    replace=replace and src is not None,
+                )
+                try:
+                    self._commit(ns, batch, version)
+                except ConflictError:
+                    backoff(attempt)
+                    continue
+                updated = [open_chunk.id] if open_chunk else []
+                return Extended(
+                    created=[c.id for c in chunks if c.id not in updated], updated=updated,
+                    summaries=[n.id for n in summaries], skipped=skipped,
+                )
+        raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "conversation_id")
+
+    def retry_pending_sync(self) -> int:
+        """Build the chunks and summaries of every backlog (messages stored while the embedder failed).
+
+        Returns how many sources were brought up to date; a source whose embedding fails again stays pending.
+        """
+        done = 0
+        for ns, source_id in self._backlog():
+            src = self._get_source(ns, source_id)
+            if src is None:
+                continue
+            try:
+                self._extend(ns, source_id, src.source_type, [], src.source_type == "document")
+                done += 1
+            except (EmbeddingError, SummaryError) as exc:
+                log.warning("backlog of %r still pending: %s", source_id, exc.message)
+        return done
+    # ------------------------------------------------------------------ upsert
+    def upsert_sync(self, ns: str, documents: list[Document]) -> UpsertResponse:
+        """Store documents (a document with a known id is replaced); each is chunked like a conversation and
+        its chunks rolled up. Returns the document ids. Raises InvalidRequestError on a limit."""
+        if len(documents) > self.settings.max_documents:
+            raise InvalidRequestError(
+                f"at most {self.settings.max_documents} documents per call (MAX_DOCUMENTS)", "documents"
+            )
+        ids, pending = [], []
+        for doc in documents:
+            doc_id = doc.id or uuid.uuid4().hex
+            meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
+            author = (doc.metadata.author if doc.metadata else None) or "document"
+            created = utc(doc.metadata.created_at) if doc.metadata else None
+            done = self._extend(ns, doc_id, "document", [(doc_id, author, doc.text, created)], True, True, meta)
+            ids.append(doc_id)
+            pending += done.pending
+        return UpsertResponse(ids=ids, pending_ids=pending)
