@@ -33,7 +33,7 @@ class CachingEmbedder:
     def _key(self, text: str) -> str:
         return hashlib.sha1(f"{self.model_name}\0{text}".encode()).hexdigest()
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), L2-normalised, identical to the inner embedder's."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         if not texts:
@@ -52,7 +52,7 @@ class CachingEmbedder:
             self.hits += len(texts) - len(missing)
             self.misses += len(missing)
             if missing:
-                vectors = self.inner.embed(missing)
+                vectors = self.inner.embed(missing, bulk=bulk)
                 new = {self._key(t): np.ascontiguousarray(v, dtype=np.float32).tobytes()
                        for t, v in zip(missing, vectors, strict=True)}
                 self._db.execute("BEGIN")

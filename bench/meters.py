@@ -24,10 +24,10 @@ class CountingEmbedder:
         self.calls = self.texts = 0
         self.seconds = 0.0
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """The inner embedder's vectors, (len(texts), dimension) float32."""
         t = time.perf_counter()
-        out = self.inner.embed(texts)
+        out = self.inner.embed(texts, bulk=bulk)
         self.seconds += time.perf_counter() - t
         self.calls += 1
         self.texts += len(texts)

@@ -126,7 +126,7 @@ class Forgetting(Reading):
         nodes = chunks + summaries
         old_ids = {o.id for o in old}
         fresh = [n for n in nodes if n.id not in old_ids]
-        vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh]), strict=True))
+        vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh], bulk=True), strict=True))
         vectors.update(self._get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
         return [(n, vectors[n.id]) for n in nodes]
 

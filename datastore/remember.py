@@ -128,11 +128,11 @@ class Remembering(StoreBase):
                     first_id=open_chunk.id if open_chunk else None,
                 )
                 try:
-                    chunk_vectors = self.embedder.embed([c.text for c in chunks])
+                    chunk_vectors = self.embedder.embed([c.text for c in chunks], bulk=True)
                     summaries = roll_up(
                         frontier, [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level
                     )
-                    summary_vectors = self.embedder.embed([n.text for n in summaries])
+                    summary_vectors = self.embedder.embed([n.text for n in summaries], bulk=True)
                 except (EmbeddingError, SummaryError) as exc:
                     if not stored:
                         raise  # a retry of the backlog failed again: nothing new to keep

@@ -70,6 +70,11 @@ class RememberRequest(BaseModel):
 
     conversation_id: str | None = Field(default=None, min_length=1, max_length=256)
     messages: list[Message] = Field(min_length=1)
+    wait: bool = Field(
+        default=False, strict=True,
+        description="true: answer only once the messages are searchable (read-your-writes); false: answer as soon "
+        "as they are stored.",
+    )
 
 
 class RememberResponse(BaseModel):

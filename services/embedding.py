@@ -27,8 +27,11 @@ class Embedder(Protocol):
     model_name: str
     dimension: int
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """embeddings: float32 array (len(texts), dimension), L2-normalised; raises EmbeddingError."""
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        """embeddings: float32 array (len(texts), dimension), L2-normalised; raises EmbeddingError.
+
+        bulk: background indexing work (chunks, summaries), which must yield to interactive calls (queries).
+        """
         ...
 
 
@@ -82,8 +85,9 @@ class LocalEmbedder:
         except Exception as exc:  # the model could not be loaded: say so, never fall back silently
             raise EmbeddingError(f"cannot load the local embedding model {LOCAL_MODEL}: {exc}") from exc
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """embeddings: float32 array (n, 384), L2-normalised; raises EmbeddingError if the model fails."""
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        """embeddings: float32 array (n, 384), L2-normalised; raises EmbeddingError if the model fails.
+        `bulk` is accepted for the Embedder protocol (no priority yet)."""
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         mine = _Request(list(texts))
@@ -176,8 +180,9 @@ class OpenAIEmbedder:
         )
         self._batch_size = max(settings.embed_batch_size, 64)
 
-    def embed(self, texts: list[str]) -> np.ndarray:
-        """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError on API failure."""
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError on API failure.
+        `bulk` is accepted for the Embedder protocol (a remote API has no local priority)."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i in range(0, len(texts), self._batch_size):
             batch = texts[i : i + self._batch_size]

@@ -47,7 +47,7 @@ class HashEmbedder:
     def __init__(self) -> None:
         self.calls = 0
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         self.calls += 1
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i, t in enumerate(texts):

@@ -63,7 +63,7 @@ class OtherEmbedder:
     model_name = "trigram-hash-8"
     dimension = 8
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i, t in enumerate(texts):
             for j in range(max(1, len(t) - 2)):
@@ -77,7 +77,7 @@ class FailingEmbedder:
     def __init__(self, inner: LocalEmbedder) -> None:
         self.model_name, self.dimension = inner.model_name, inner.dimension
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         raise EmbeddingError("injected failure")
 
 

@@ -204,7 +204,7 @@ class FailingEmbedder:
         self.inner, self.fail_from, self.calls = inner, fail_from, 0
         self.model_name, self.dimension = inner.model_name, inner.dimension
 
-    def embed(self, texts: list[str]) -> np.ndarray:
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         self.calls += 1
         if self.calls >= self.fail_from:
             raise EmbeddingError("injected failure")
