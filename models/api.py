@@ -6,10 +6,13 @@ depend on settings (top_k, messages per call, characters) are checked by the Dat
 
 from __future__ import annotations
 
-from datetime import datetime
+import re
+import unicodedata
+from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
+from pydantic_core import PydanticCustomError
 
 from models.memory import SourceType
 
@@ -23,13 +26,53 @@ def _iso_string(value: Any) -> Any:
     return value
 
 
-# A date-time given as an ISO 8601 string (the schema says so; numbers are not taken as epoch seconds).
-IsoDateTime = Annotated[datetime, BeforeValidator(_iso_string)]
+def _in_utc(value: datetime) -> datetime:
+    """The aware UTC time (a naive time is UTC, as documented); a time that has no UTC equivalent in years
+    1..9999 (e.g. `9999-12-31T23:59:59-01:00`) is an `out_of_range` error, which the API answers with 422."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    try:
+        return value.astimezone(UTC)
+    except (OverflowError, ValueError):
+        raise PydanticCustomError(
+            "out_of_range", "date-time out of range: its UTC time must lie within years 1 to 9999"
+        ) from None
+
+
+# A date-time given as an ISO 8601 string (the schema says so; numbers are not taken as epoch seconds), kept as
+# an aware UTC datetime. Every date field of the API uses it, so no later conversion can overflow or mix naive
+# and aware times.
+IsoDateTime = Annotated[datetime, BeforeValidator(_iso_string), AfterValidator(_in_utc)]
+
+# Characters that would break a rendered line: control characters (newline, tab, escape...) and the Unicode
+# line and paragraph separators.
+_LINE_BREAKING = frozenset({"Cc", "Zl", "Zp"})
+
+
+def _name(value: str | None) -> str | None:
+    """A speaker, role or author name: one line that starts with a visible character, so a name can never
+    start (or forge) a line of a chunk's text. A `bad_name` error, answered with 422."""
+    if value is None:
+        return None
+    if any(unicodedata.category(ch) in _LINE_BREAKING for ch in value):
+        raise PydanticCustomError("bad_name", "must not contain control characters or line breaks")
+    if value[:1].isspace():
+        raise PydanticCustomError("bad_name", "must not start with whitespace")
+    return value
+
+
+Name = Annotated[str, AfterValidator(_name)]
 
 RetrievalMode = Literal["dense", "text", "hybrid", "tree"]
 """How a query ranks memories; see datastore/retrieval.py."""
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9._:@|-]{1,128}$"
+
+
+def is_namespace(value: object) -> bool:
+    """Whether `value` is a valid namespace: the whole string matches NAMESPACE_PATTERN (a trailing newline
+    does not pass, as it would with `re.match` and `$`)."""
+    return isinstance(value, str) and re.fullmatch(NAMESPACE_PATTERN, value) is not None
 
 
 def namespace_field() -> Any:
@@ -45,8 +88,8 @@ class Message(BaseModel):
     model_config = Strict
 
     id: str | None = Field(default=None, min_length=1, max_length=256, description="Stable message id; resending it changes nothing.")
-    speaker: str | None = Field(default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'.")
-    role: str | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
+    speaker: Name | None = Field(default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'.")
+    role: Name | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
     content: str = Field(min_length=1, description="The message text.")
     created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
 
@@ -171,7 +214,7 @@ class DocumentMetadata(BaseModel):
     source_id: str | None = Field(default=None, max_length=256)
     url: str | None = Field(default=None, max_length=2048)
     created_at: IsoDateTime | None = None
-    author: str | None = Field(default=None, max_length=256)
+    author: Name | None = Field(default=None, max_length=256)
 
 
 class Document(BaseModel):
@@ -215,22 +258,41 @@ class DeleteFilter(BaseModel):
         return self
 
 
+def _strict_true(value: Any) -> Any:
+    """`delete_all` takes the JSON boolean only: 1, 1.0 or "true" are refused, not read as true."""
+    if value is not None and not isinstance(value, bool):
+        raise ValueError("must be the boolean true")
+    return value
+
+
 class DeleteRequest(BaseModel):
-    """Exactly one of: `ids` (memory node ids, message ids, conversation or document ids), `filter`, `delete_all`."""
+    """Exactly one of: `ids` (memory node ids, message ids, conversation or document ids), `filter`, `delete_all`.
+
+    Message ids are unique within their conversation only: a message id held by several conversations (or
+    documents) is refused as ambiguous unless `conversation_id` names the one to forget it from.
+    """
 
     model_config = Strict
 
     namespace: str | None = namespace_field()
 
     ids: list[str] | None = Field(default=None, min_length=1)
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="With `ids`: match message ids in this conversation (or document) only.",
+    )
     filter: DeleteFilter | None = None
-    delete_all: Literal[True] | None = Field(default=None, description="true: forget the whole namespace.")
+    delete_all: Annotated[Literal[True], BeforeValidator(_strict_true)] | None = Field(
+        default=None, description="true: forget the whole namespace."
+    )
 
     @model_validator(mode="after")
     def _one_of(self) -> DeleteRequest:
         given = [self.ids is not None, self.filter is not None, self.delete_all is not None]
         if sum(given) != 1:
             raise ValueError("give exactly one of ids, filter or delete_all=true")
+        if self.conversation_id is not None and self.ids is None:
+            raise ValueError("conversation_id goes with ids (a filter has its own conversation_id)")
         return self
 
 

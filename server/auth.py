@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
-import re
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,12 +22,13 @@ from jose.exceptions import JOSEError
 from quart import Quart, Response, g, request
 
 from datastore.datastore import DEFAULT_NAMESPACE
+from models.api import is_namespace
 from models.settings import Settings
 from server.errors import error_response
 from services.errors import PyramindError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
-NAMESPACE_RE = re.compile(r"^[A-Za-z0-9._:@|-]{1,128}$")
+NUMERIC_CLAIMS = ("exp", "nbf", "iat")
 
 
 @dataclass(frozen=True)
@@ -81,16 +82,30 @@ class JWTVerifier:
             claims = jwt.decode(
                 token, self.key, algorithms=self.algorithms, audience=self.audience, issuer=self.issuer,
                 options={"verify_aud": self.audience is not None, "verify_iss": self.issuer is not None,
+                         "require_aud": self.audience is not None, "require_iss": self.issuer is not None,
                          "require_exp": True, "leeway": self.leeway},
             )
+        except PermissionError:
+            raise
         except ExpiredSignatureError as exc:
             raise PermissionError("token expired") from exc
         except (JOSEError, ValueError, TypeError) as exc:  # JWKError for a key of another type, too
             raise PermissionError(f"invalid token: {_safe(str(exc))}") from exc
+        except Exception as exc:  # any other failure on a hostile token (OverflowError, RecursionError) is a 401
+            raise PermissionError("invalid token") from exc
+        for name in NUMERIC_CLAIMS:  # python-jose takes "123" (a string) for a time; RFC 7519 says NumericDate
+            if name in claims and not _finite_number(claims[name]):
+                raise PermissionError(f"invalid token: the {name!r} claim must be a number")
+        if self.audience is not None and "aud" not in claims or self.issuer is not None and "iss" not in claims:
+            raise PermissionError("invalid token: a required aud or iss claim is missing")
         value = claims.get(self.claim)
-        if not isinstance(value, str) or not NAMESPACE_RE.match(value):
+        if not is_namespace(value):
             raise PermissionError(f"token has no usable {self.claim!r} claim for the namespace")
         return value
+
+
+def _finite_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _safe(message: str) -> str:

@@ -14,6 +14,9 @@ from services.errors import PyramindError
 
 log = logging.getLogger(__name__)
 
+# pydantic error types (raised by models/api.py) of well-formed values the API cannot take: 422 rather than 400
+UNPROCESSABLE = frozenset({"out_of_range", "bad_name"})
+
 
 def error_response(status: int, code: str, message: str, field: str | None = None,
                    headers: dict[str, str] | None = None) -> Response:
@@ -45,7 +48,8 @@ def install_error_handlers(app: Quart) -> None:
             first = ve.errors()[0]
             field = _loc(tuple(first.get("loc", ())))
             msg = first.get("msg", "invalid value")
-            return error_response(400, "invalid_request", f"{field}: {msg}" if field else msg, field or None)
+            status = 422 if first.get("type") in UNPROCESSABLE else 400
+            return error_response(status, "invalid_request", f"{field}: {msg}" if field else msg, field or None)
         return error_response(400, "invalid_request", "the body must be a JSON object matching the schema")
 
     @app.errorhandler(PyramindError)

@@ -6,8 +6,6 @@ Shapes are in `models.api`; the OpenAPI document (/openapi.json) is generated fr
 
 from __future__ import annotations
 
-import re
-
 from quart import Blueprint, current_app, request
 from quart_schema import document_response, operation_id, security_scheme, tag, validate_request, validate_response
 
@@ -25,6 +23,7 @@ from models.api import (
     RememberResponse,
     UpsertRequest,
     UpsertResponse,
+    is_namespace,
 )
 from server.auth import resolve_namespace
 from services.errors import InvalidRequestError
@@ -135,7 +134,7 @@ async def get_memory(memory_id: str) -> ExpandResponse:
     down that it summarises; an L1 chunk has none. 404 for an unknown id.
     """
     requested = request.args.get("namespace")
-    if requested is not None and not re.match(NAMESPACE_PATTERN, requested):
+    if requested is not None and not is_namespace(requested):
         raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
     return await _store().expand(_namespace(requested), memory_id)
 

@@ -94,6 +94,19 @@ async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:  # type: 
         ("alg HS512", lambda: jwt.encode({"sub": "a", "exp": int(time.time()) + 60, **claims_ok()}, SECRET,
                                          algorithm="HS512"), "not allowed"),
         ("garbage", lambda: "not.a.jwt", "invalid token"),
+        # issue 13 item 3: a configured audience or issuer is required, not only checked when present
+        ("no aud", lambda: hs_token(iss="idp"), "invalid token"),
+        ("no iss", lambda: hs_token(aud="pyramind"), "invalid token"),
+        # issue 13 item 11: numeric claims are finite numbers; every token problem is a 401
+        ("exp +inf", lambda: hs_token(**claims_ok(exp=float("inf"))), "invalid token"),
+        ("exp -inf", lambda: hs_token(**claims_ok(exp=float("-inf"))), "invalid token"),
+        ("nbf -inf", lambda: hs_token(**claims_ok(nbf=float("-inf"))), "invalid token"),
+        ("nbf +inf", lambda: hs_token(**claims_ok(nbf=float("inf"))), "invalid token"),
+        ("exp a string", lambda: hs_token(**claims_ok(exp=str(int(time.time()) + 600))), "invalid token"),
+        ("iat a string", lambda: hs_token(**claims_ok(iat="yesterday")), "invalid token"),
+        ("payload nested 10000 deep", lambda: _signed_raw(b'{"a":' * 10_000 + b"1" + b"}" * 10_000), "invalid token"),
+        # issue 13 item 12: the namespace claim is matched in full (a trailing newline does not pass)
+        ("sub with a trailing newline", lambda: hs_token("alice\n", **claims_ok()), "claim"),
     ],
 )
 async def test_bad_tokens_are_401_with_a_safe_message(jwt_client, name, token, message) -> None:  # type: ignore[no-untyped-def]
@@ -103,6 +116,20 @@ async def test_bad_tokens_are_401_with_a_safe_message(jwt_client, name, token, m
     assert r.status_code == 401, name
     assert r.headers["WWW-Authenticate"] == "Bearer"
     assert message in body["error"]["message"] and tok not in json.dumps(body)
+
+
+def _signed_raw(payload: bytes, secret: str = SECRET) -> str:
+    """An HS256 token over exactly these payload bytes (json.dumps cannot write some hostile payloads)."""
+    import base64
+    import hashlib
+    import hmac
+
+    def b64(raw: bytes) -> str:
+        return base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+
+    signing_input = f"{b64(json.dumps({'alg': 'HS256', 'typ': 'JWT'}).encode())}.{b64(payload)}"
+    signature = hmac.new(secret.encode(), signing_input.encode(), hashlib.sha256).digest()
+    return f"{signing_input}.{b64(signature)}"
 
 
 def _unsigned(claims: dict[str, Any]) -> str:
