@@ -16,7 +16,7 @@ from datastore.read import Reading
 from models.api import DeleteRequest, DeleteResponse
 from models.memory import MemoryNode, StoredMessage
 from services.chunking import TokenStream, measure, plan_windows
-from services.errors import ConflictError, EmbeddingError, NotFoundError, SummaryError
+from services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
 from services.tree import Frontier, chunk_nodes, roll_up
 
 log = logging.getLogger(__name__)
@@ -30,8 +30,15 @@ class Forgetting(Reading):
         ids), `filter` (messages matching), or `delete_all` (the caller's namespace only).
 
         Every chunk and summary derived from a forgotten message is rebuilt from what remains (or removed), so
-        the forgotten text comes back from no level. Raises NotFoundError naming unknown ids (nothing deleted).
+        the forgotten text comes back from no level. Message ids are unique within their source only: with
+        `req.conversation_id` they are looked up in that source; without it, a message id held by several
+        sources is ambiguous. Raises NotFoundError naming unknown ids, InvalidRequestError for more than
+        MAX_DELETE_IDS ids or an ambiguous message id (nothing is deleted then).
         """
+        if req.ids is not None and len(req.ids) > self.settings.max_delete_ids:
+            raise InvalidRequestError(
+                f"at most {self.settings.max_delete_ids} ids per call (MAX_DELETE_IDS)", "ids"
+            )
         if req.delete_all:
             n_msgs, n_nodes = self._delete_namespace(ns)
             return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
@@ -40,6 +47,19 @@ class Forgetting(Reading):
         if req.ids is not None:
             unknown = []
             by_message = {m for m in self._find_messages(ns, ids=req.ids)}
+            if req.conversation_id is not None:
+                by_message = {(sid, mid) for sid, mid in by_message if sid == req.conversation_id}
+            holders: dict[str, list[str]] = defaultdict(list)
+            for sid, mid in sorted(by_message):
+                if sid != mid:  # a document's text is stored as one message with the document's id
+                    holders[mid].append(sid)
+            ambiguous = sorted(mid for mid, sids in holders.items() if len(sids) > 1)
+            if ambiguous:
+                mid = ambiguous[0]
+                raise InvalidRequestError(
+                    f"message id {mid!r} is in several conversations or documents "
+                    f"({', '.join(map(repr, holders[mid][:5]))}); give conversation_id to say which", "ids"
+                )
             message_ids = {mid for _, mid in by_message}
             for i in req.ids:
                 if self._get_source(ns, i) is not None:

@@ -25,12 +25,16 @@ class Reading(StoreBase):
     def query_sync(self, ns: str, queries: list[Query]) -> QueryResponse:
         """Embed all queries in one batch and rank each by its mode (datastore/retrieval.py); best first.
 
-        Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K) is exceeded.
+        Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K, MAX_QUERY_CHARS) is exceeded.
         """
         s = self.settings
         if len(queries) > s.max_queries:
             raise InvalidRequestError(f"at most {s.max_queries} queries per call (MAX_QUERIES)", "queries")
         for i, q in enumerate(queries):
+            if len(q.query) > s.max_query_chars:
+                raise InvalidRequestError(
+                    f"query longer than {s.max_query_chars} characters (MAX_QUERY_CHARS)", f"queries[{i}].query"
+                )
             if q.top_k > s.max_top_k:
                 raise InvalidRequestError(f"top_k must be at most {s.max_top_k} (MAX_TOP_K)", f"queries[{i}].top_k")
         vectors = self.embedder.embed([q.query for q in queries])

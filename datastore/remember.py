@@ -46,10 +46,11 @@ class Remembering(StoreBase):
                     f"messages[{i}].content",
                 )
         conversation_id = req.conversation_id or uuid.uuid4().hex
-        incoming, seen = [], set()
+        incoming, seen, repeated = [], set(), []
         for m in req.messages:
             mid = m.id or uuid.uuid4().hex
             if mid in seen:
+                repeated.append(mid)  # a repeat within the call is skipped, and said so
                 continue
             seen.add(mid)
             incoming.append((mid, m.who, m.content, utc(m.created_at)))
@@ -59,7 +60,7 @@ class Remembering(StoreBase):
             chunk_ids=done.created,
             updated_chunk_ids=done.updated,
             summary_ids=done.summaries,
-            skipped_message_ids=done.skipped,
+            skipped_message_ids=done.skipped + repeated,
             pending_message_ids=done.pending,
         )
 
@@ -83,7 +84,7 @@ class Remembering(StoreBase):
         with self._source_lock(ns, source_id):
             for attempt in range(COMMIT_ATTEMPTS):
                 src = self._get_source(ns, source_id)
-                if src and src.source_type != source_type and not replace:
+                if src and src.source_type != source_type:
                     field = "conversation_id" if source_type == "conversation" else "id"
                     raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", field)
                 version = src.version if src else 0
@@ -184,14 +185,29 @@ class Remembering(StoreBase):
     # ------------------------------------------------------------------ upsert
     def upsert_sync(self, ns: str, documents: list[Document]) -> UpsertResponse:
         """Store documents (a document with a known id is replaced); each is chunked like a conversation and
-        its chunks rolled up. Returns the document ids. Raises InvalidRequestError on a limit."""
-        if len(documents) > self.settings.max_documents:
-            raise InvalidRequestError(
-                f"at most {self.settings.max_documents} documents per call (MAX_DOCUMENTS)", "documents"
-            )
+        its chunks rolled up. Returns the document ids.
+
+        Raises InvalidRequestError (a limit: MAX_DOCUMENTS, MAX_DOCUMENT_CHARS; or an id that names a
+        conversation, never replaced by a document): every document is checked before any is written.
+        """
+        s = self.settings
+        if len(documents) > s.max_documents:
+            raise InvalidRequestError(f"at most {s.max_documents} documents per call (MAX_DOCUMENTS)", "documents")
+        for i, doc in enumerate(documents):
+            if len(doc.text) > s.max_document_chars:
+                raise InvalidRequestError(
+                    f"document longer than {s.max_document_chars} characters (MAX_DOCUMENT_CHARS)",
+                    f"documents[{i}].text",
+                )
+        doc_ids = [doc.id or uuid.uuid4().hex for doc in documents]
+        for i, doc in enumerate(documents):
+            src = self._get_source(ns, doc_ids[i]) if doc.id else None
+            if src is not None and src.source_type != "document":
+                raise InvalidRequestError(
+                    f"{doc.id!r} is a {src.source_type}; a document cannot replace it", f"documents[{i}].id"
+                )
         ids, pending = [], []
-        for doc in documents:
-            doc_id = doc.id or uuid.uuid4().hex
+        for doc, doc_id in zip(documents, doc_ids, strict=True):
             meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
             author = (doc.metadata.author if doc.metadata else None) or "document"
             created = utc(doc.metadata.created_at) if doc.metadata else None

@@ -7,11 +7,12 @@ and pass it down. Secrets are `SecretStr`, so they never appear in a `repr` or a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from models.api import RetrievalMode
 
@@ -95,7 +96,7 @@ class Settings(BaseSettings):
         default=None, description="PEM public key (or a path to one) of RS256/ES256 tokens."
     )
     jwt_jwks_file: Path | None = Field(default=None, description="JWKS file of RS256/ES256 public keys.")
-    jwt_algorithms: list[str] = Field(
+    jwt_algorithms: Annotated[list[str], NoDecode] = Field(
         default_factory=list, description="Allowed algorithms (default HS256 with a secret, else RS256, ES256)."
     )
     jwt_audience: str | None = Field(default=None, description="Required `aud` claim.")
@@ -113,15 +114,30 @@ class Settings(BaseSettings):
     public_url: str | None = Field(
         default=None, description="URL clients reach the server at (OpenAPI servers entry)."
     )
-    cors_origins: list[str] = Field(default_factory=list, description="Origins allowed by CORS.")
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Origins allowed by CORS.")
 
     # Limits on one request
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, description="Largest request body.")
     max_messages: int = Field(default=1000, ge=1, description="Messages per remember call.")
-    max_message_chars: int = Field(default=32_000, ge=1, description="Characters per message or document.")
+    max_message_chars: int = Field(default=32_000, ge=1, description="Characters per message.")
+    max_document_chars: int = Field(default=100_000, ge=1, description="Characters per document of an upsert.")
     max_documents: int = Field(default=100, ge=1, description="Documents per upsert call.")
+    max_query_chars: int = Field(default=4000, ge=1, description="Characters per query text.")
+    max_delete_ids: int = Field(default=1000, ge=1, description="Ids per delete call.")
     max_top_k: int = Field(default=100, ge=1, description="Largest top_k of a query.")
     max_queries: int = Field(default=20, ge=1, description="Queries per query call.")
+
+    @field_validator("jwt_algorithms", "cors_origins", mode="before")
+    @classmethod
+    def _list(cls, value: Any) -> Any:
+        """A list setting from the environment: a JSON array (`["HS256","RS256"]`) or comma-separated
+        (`HS256,RS256`, `HS256`); blanks dropped."""
+        if not isinstance(value, str):
+            return value
+        text = value.strip()
+        if text.startswith("["):
+            return json.loads(text)
+        return [part.strip() for part in text.split(",") if part.strip()]
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

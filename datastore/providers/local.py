@@ -265,6 +265,8 @@ class LocalDataStore(DataStore):
     def _find_messages(
         self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
     ) -> list[tuple[str, str]]:
+        if ids is not None and len(ids) > 500:  # stay far below SQLite's limit on variables per statement
+            return [m for i in range(0, len(ids), 500) for m in self._find_messages(ns, ids[i : i + 500], flt)]
         where: list[str] = ["namespace = ?"]
         args: list[object] = [ns]
         if ids is not None:
