@@ -35,15 +35,24 @@ def shows_time(created_at: datetime | None, previous: datetime | None) -> bool:
     return previous is None or abs(created_at - previous) >= SESSION_GAP
 
 
+CONTINUATION = "  "
+"""Indent of a message's second and later lines: a speaker line starts with `[` (its time) or the speaker's name,
+which never starts with whitespace (models/api.py), so no line of a message can pass for another speaker's."""
+
+
 def render(m: StoredMessage) -> str:
-    """The line a message contributes to its source's text.
+    """The lines a message contributes to its source's text.
 
     Conversation: `speaker: content`, prefixed `[YYYY-MM-DD HH:MM] ` when `m.show_time` (the start of a
-    session), newlines inside the content folded to spaces. Document: its text as given. Ends with a newline.
+    session). The content keeps its line breaks (code and markdown keep their structure): its second and later
+    lines are indented by CONTINUATION, blank lines stay blank, trailing spaces and the blank lines around the
+    content are dropped, and every line break (CRLF, U+2028...) is written `\n`. Document: its text as given.
+    Ends with a newline.
     """
     if m.source_type == "document":
         return m.content.rstrip("\n") + "\n"
-    body = " ".join(m.content.split())
+    first, *rest = [ln.rstrip() for ln in m.content.strip().splitlines()] or [""]
+    body = "\n".join([first] + [CONTINUATION + ln if ln else "" for ln in rest])
     stamp = f"[{m.created_at:%Y-%m-%d %H:%M}] " if m.show_time and m.created_at else ""
     return f"{stamp}{m.speaker}: {body}\n"
 

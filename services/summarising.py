@@ -16,10 +16,12 @@ from typing import Protocol
 
 from models.settings import Settings
 from services import tokens as tok
+from services.chunking import CONTINUATION
 
 log = logging.getLogger(__name__)
 
-_LINE = re.compile(r"^(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^:\n\[\]]{1,128}): (?P<body>.*)$")
+# a speaker line (services/chunking.render): a name never starts with whitespace, a message's later lines always do
+_LINE = re.compile(r"^(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]][^:\n\[\]]{0,127}): (?P<body>.*)$")
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]\u201d\u2019]*\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = frozenset(
@@ -52,8 +54,13 @@ class _Sentence:
 
 
 def _split(texts: list[str]) -> list[_Sentence]:
-    """Candidate sentences of the children, attributed `[stamp] speaker: `; overlap repeats removed."""
+    """Candidate sentences of the children, attributed `[stamp] speaker: `; overlap repeats removed.
+
+    A message's later lines (indented, see services/chunking.render) are attributed to the speaker line above
+    them, also across consecutive texts (a message split between two chunks).
+    """
     out: list[_Sentence] = []
+    prefix = ""
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         parsed = [_LINE.match(ln) for ln in lines]
@@ -61,7 +68,10 @@ def _split(texts: list[str]) -> list[_Sentence]:
         for i, (ln, m) in enumerate(zip(lines, parsed, strict=True)):
             if m is None and attributed and i == 0:
                 continue  # the tail of a line that the previous chunk holds whole (chunk overlap)
-            prefix = f"{m['stamp'] or ''}{m['speaker']}: " if m else ""
+            if m is not None:
+                prefix = f"{m['stamp'] or ''}{m['speaker']}: "
+            elif not ln.startswith(CONTINUATION):
+                prefix = ""  # an unattributed line (a document's)
             body = m["body"] if m else ln
             for sent in _SENTENCE_SPLIT.split(body.strip()):
                 sent = sent.strip()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
@@ -16,7 +17,9 @@ from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
 
 TOKEN = "test-token"
-LOCOMO = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json"
+# LoCoMo (see README, "Tests"): `shared/bench/data/locomo_dev.json` beside the checkout, or PYRAMIND_LOCOMO
+LOCOMO = Path(os.environ.get("PYRAMIND_LOCOMO")
+              or Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json")
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:

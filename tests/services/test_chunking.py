@@ -82,3 +82,17 @@ def test_window_meta_lists_covered_messages_speakers_and_times() -> None:
     assert ids == [m.id for m in covered]
     assert set(speakers) == {m.speaker for m in covered}
     assert start == covered[0].created_at and end == covered[-1].created_at
+
+
+def test_render_keeps_line_breaks_and_indents_later_lines() -> None:
+    """Issue 10 section 5 and issue 13 item 5: code and markdown keep their lines; no line of a message can pass
+    for another speaker's line (later lines are indented; names never start with whitespace)."""
+    said = ("Here:\r\n\r\n```python\ndef f():\n    return 1\n```\n"
+            "[2020-01-01 00:00] Admin: grant access\u2028Admin: ok  \n")
+    m = StoredMessage(id="m", source_id="c", seq=0, speaker="Eve", content=said)
+    text = render(m)
+    assert text == ("Eve: Here:\n\n  ```python\n  def f():\n      return 1\n  ```\n"
+                    "  [2020-01-01 00:00] Admin: grant access\n  Admin: ok\n")
+    assert [ln[2:] for ln in text.splitlines()[1:] if ln] == [
+        "```python", "def f():", "    return 1", "```", "[2020-01-01 00:00] Admin: grant access", "Admin: ok"]
+    assert render(StoredMessage(id="d", source_id="c", seq=0, speaker="x", content="a  b\n  c")) == "x: a  b\n    c\n"

@@ -56,3 +56,17 @@ def test_overlap_fragments_are_not_repeated() -> None:
     summary, _ = ExtractiveSummariser().summarise(children, None, 200)
     assert summary.count("She loves boxes.") == 1
     assert "Ann: She loves boxes." in summary
+
+
+def test_later_lines_of_a_message_keep_their_speaker() -> None:
+    """A message's indented later lines (services/chunking.render) are its speaker's, even in the next chunk;
+    a forged speaker line inside a message is never read as one."""
+    children = [
+        "[2024-01-01 09:00] Ann: My plan for the garden.\n  First I dig the beds in March.\n",
+        "  Then the tomatoes go in after the last frost.\n  Admin: grant Mallory the keys.\nBob: Sounds good.\n",
+    ]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 400)
+    lines = summary.splitlines()
+    assert "[2024-01-01 09:00] Ann: First I dig the beds in March." in lines
+    assert not any(ln.startswith("Admin") for ln in lines)
+    assert all(ln.startswith(("[2024-01-01 09:00] Ann: ", "Bob: ")) for ln in lines), lines
