@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from urllib.parse import urlsplit, urlunsplit
+
 from datastore.datastore import DataStore
 from models.settings import Settings
 from services.embedding import Embedder, make_embedder
@@ -39,3 +41,26 @@ def get_datastore(
 
         return PineconeDataStore(settings, embedder, summariser).open()
     raise StoreError(f"DATASTORE={choice} is not a known provider; use local, postgres or pinecone")
+
+
+def store_location(settings: Settings) -> str:
+    """Where the configured store lives, for start-up lines and errors; never a secret.
+
+    local: the SQLite file's absolute path; postgres: POSTGRES_URL without its password; pinecone: the index
+    (and its host when set).
+    """
+    choice = settings.resolved_datastore
+    if choice == "local":
+        return f"local SQLite file {settings.local_db_path.expanduser().resolve()}"
+    if choice == "postgres":
+        if settings.postgres_url is None:
+            return "postgres (POSTGRES_URL unset)"
+        try:
+            url = urlsplit(settings.postgres_url.get_secret_value())
+            host = url.hostname or ""
+            netloc = (f"{url.username}@" if url.username else "") + host + (f":{url.port}" if url.port else "")
+            return "postgres " + urlunsplit((url.scheme, netloc, url.path, "", ""))
+        except ValueError:
+            return "postgres (POSTGRES_URL)"
+    host = f" at {settings.pinecone_host}" if settings.pinecone_host else ""
+    return f"pinecone index {settings.pinecone_index}{host}"

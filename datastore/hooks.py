@@ -149,6 +149,11 @@ class StoreBase(ABC):
         """(namespace, source id) of every source with messages past its last chunk (stored while the embedder
         failed). Providers that can list them override this; the default finds none."""
         return []
+    def node_counts(self) -> dict[str, int] | None:
+        """Memory nodes per level over every namespace (`{"L1": n, "L2": m}`), for /health; None when the
+        provider cannot count cheaply."""
+        return None
+
     def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
         with self._locks_guard:
             return self._locks[(ns, source_id)]

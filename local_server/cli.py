@@ -20,14 +20,42 @@ from models.settings import Settings
 
 app = typer.Typer(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
 console = Console()
+status = Console(stderr=True, soft_wrap=True)  # the store's location and errors; stdout stays the output (--json)
 
 Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace to work in.")]
+Db = Annotated[
+    Path | None,
+    typer.Option("--db", help="SQLite file of the local store (sets DATASTORE=local and LOCAL_DB_PATH)."),
+]
 
 
-def _store(settings: Settings) -> DataStore:
-    from datastore.factory import get_datastore
+def _settings(db: Path | None) -> Settings:
+    """Settings from the environment, with `--db` (when given) choosing the local store at that file."""
+    settings = Settings()
+    if db is not None:
+        settings = settings.model_copy(update={"datastore": "local", "local_db_path": db})
+    return settings
 
-    return get_datastore(settings)
+
+def _store(settings: Settings, create: bool = False) -> DataStore:
+    """The opened store, after printing where it is (stderr). A read command (`create` False) refuses a local
+    file that does not exist rather than creating an empty one; a store that cannot be opened is one line on
+    stderr and exit status 1."""
+    from datastore.factory import get_datastore, store_location
+
+    where = store_location(settings)
+    if settings.resolved_datastore == "local" and not create and not settings.local_db_path.exists():
+        status.print(f"[red]no store at {settings.local_db_path.expanduser().resolve()}[/red]: give --db PATH or "
+                     "set LOCAL_DB_PATH (pyramind import creates one)", highlight=False)
+        raise typer.Exit(1)
+    status.print(f"store: {where}", highlight=False)
+    try:
+        return get_datastore(settings)
+    except Exception as exc:  # any provider, any cause: one line, not a traceback
+        from server.main import open_error
+
+        status.print(f"[red]cannot open the store ({where}):[/red] {open_error(exc)}", highlight=False)
+        raise typer.Exit(1) from None
 
 
 @app.command()
@@ -35,12 +63,13 @@ def serve(
     local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333.")] = False,
     host: Annotated[str | None, typer.Option(help="Bind address (HOST).")] = None,
     port: Annotated[int | None, typer.Option(help="Port (PORT).")] = None,
+    db: Db = None,
 ) -> None:
     """Run the HTTP server (settings from the environment and .env)."""
     from local_server.main import local_settings
     from server.main import serve as run
 
-    settings = local_settings() if local else Settings()
+    settings = local_settings(_settings(db)) if local else _settings(db)
     updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = settings.model_copy(update=updates)
     try:
@@ -50,8 +79,8 @@ def serve(
     except ValueError as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
-    console.print(f"Pyramind on http://{settings.host}:{settings.port}  (store: {settings.resolved_datastore})")
-    run(settings)
+    console.print(f"Pyramind on http://{settings.host}:{settings.port}")
+    run(settings)  # prints the store's location, or one line and exit 1 when it cannot be opened
 
 
 @app.command("import")
@@ -59,8 +88,9 @@ def import_(
     path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json or JSONL.")],
     fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt or jsonl.")] = "auto",
     namespace: Namespace = DEFAULT_NAMESPACE,
+    db: Db = None,
 ) -> None:
-    """Remember every conversation in a chat-history file, with a progress bar."""
+    """Remember every conversation in a chat-history file, with a progress bar (creates the store if needed)."""
     from services.importers import read
 
     if fmt not in ("auto", "locomo", "chatgpt", "jsonl"):
@@ -71,7 +101,7 @@ def import_(
         console.print(f"[red]cannot read {path}: {exc}[/red]")
         raise typer.Exit(2) from exc
     total = sum(len(b.messages) for b in batches)
-    store = _store(Settings())
+    store = _store(_settings(db), create=True)
     convs: set[str] = set()
     chunks = summaries = 0
     try:
@@ -97,9 +127,10 @@ def query(
     conversation_id: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
     namespace: Namespace = DEFAULT_NAMESPACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON.")] = False,
+    db: Db = None,
 ) -> None:
     """Search memories of every level and print the best."""
-    store = _store(Settings())
+    store = _store(_settings(db))
     try:
         flt = QueryFilter(level=level, conversation_id=conversation_id) if (level or conversation_id) else None
         res = store.query_sync(namespace, [Query(query=text, top_k=top_k, filter=flt)])
@@ -123,11 +154,12 @@ def _label(n: MemoryNode) -> str:
 def show(
     node_id: Annotated[str, typer.Argument(help="A memory id.")],
     namespace: Namespace = DEFAULT_NAMESPACE,
+    db: Db = None,
 ) -> None:
     """Print a memory and its subtree down to the L1 chunks."""
     from services.errors import NotFoundError
 
-    store = _store(Settings())
+    store = _store(_settings(db))
     try:
         nodes = store.subtree(namespace, node_id)
     except NotFoundError as exc:
@@ -152,9 +184,9 @@ def show(
 
 
 @app.command()
-def stats(namespace: Namespace = DEFAULT_NAMESPACE) -> None:
+def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
     """Counts of the namespace: sources, messages, nodes per level."""
-    store = _store(Settings())
+    store = _store(_settings(db))
     try:
         console.print_json(json.dumps(store.stats(namespace)))  # type: ignore[attr-defined]
     finally:

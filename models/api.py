@@ -335,6 +335,9 @@ class Health(BaseModel):
     embedder: str
     embedding_dimension: int
     summariser: str
+    nodes: dict[str, int] | None = Field(
+        default=None, description="Memory nodes per level over all namespaces (L1, L2, ...); null if not counted."
+    )
 
 
 class ErrorDetail(BaseModel):

@@ -3,17 +3,42 @@
 from __future__ import annotations
 
 import asyncio
+import sys
 
 from models.settings import Settings
 
 
+def open_error(exc: BaseException) -> str:
+    """The cause of a failed store open, in one line (the library's own message when it wraps one)."""
+    cause = exc.__cause__ or exc
+    text = getattr(cause, "message", None) or str(cause) or type(cause).__name__
+    return " ".join(text.split())
+
+
+def check_store(settings: Settings) -> str:
+    """Open and close the configured store once, so a store that cannot be opened is one clear line on stderr
+    and exit status 1 (not a traceback from inside the server); returns its location (never a secret)."""
+    from datastore.factory import get_datastore, store_location
+
+    where = store_location(settings)
+    try:
+        get_datastore(settings).close()
+    except Exception as exc:  # any provider, any cause: the operator needs one line, not a traceback
+        print(f"pyramind: cannot open the store ({where}): {open_error(exc)}", file=sys.stderr)
+        raise SystemExit(1) from None
+    return where
+
+
 def serve(settings: Settings) -> None:
-    """Run the app on settings.host:settings.port until interrupted."""
+    """Run the app on settings.host:settings.port until interrupted; prints the store's location first."""
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
+    from server import http_errors
     from server.app import create_app
 
+    print(f"pyramind: store: {check_store(settings)}", file=sys.stderr, flush=True)
+    http_errors.install()
     app = create_app(settings)
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]

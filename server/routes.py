@@ -6,6 +6,8 @@ Shapes are in `models.api`; the OpenAPI document (/openapi.json) is generated fr
 
 from __future__ import annotations
 
+import asyncio
+
 from quart import Blueprint, current_app, request
 from quart_schema import document_response, operation_id, security_scheme, tag, validate_request, validate_response
 
@@ -147,14 +149,16 @@ async def get_memory(memory_id: str) -> ExpandResponse:
 async def health() -> Health:
     """Check the service.
 
-    Liveness and configuration: the datastore, the embedder (with its dimension) and the summariser in use. Needs
-    no token.
+    Liveness and configuration: the datastore, the embedder (with its dimension), the summariser in use, and the
+    count of memory nodes per level. Needs no token.
     """
     store = _store()
+    nodes = await asyncio.to_thread(store.node_counts)
     return Health(
         status="ok",
         datastore=store.name,
         embedder=store.embedder.model_name,
         embedding_dimension=store.embedder.dimension,
         summariser=getattr(store.summariser, "name", "unknown"),
+        nodes=nodes,
     )

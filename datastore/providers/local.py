@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -26,6 +27,8 @@ from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
 from models.time import utc
 from services.errors import ConflictError, StoreError
+
+log = logging.getLogger(__name__)
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -118,14 +121,19 @@ class LocalDataStore(DataStore):
 
     def _open(self) -> None:
         self.path = Path(self.settings.local_db_path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._all_conns: list[sqlite3.Connection] = []
         self._conns_guard = threading.Lock()
         self._write_lock = threading.Lock()
-        self._writer = self._connect()
-        self._writer.execute("PRAGMA journal_mode=WAL")
-        self._migrate()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = self._connect()
+            self._writer.execute("PRAGMA journal_mode=WAL")
+            self._writer.execute("PRAGMA secure_delete=ON")  # deleted rows are zeroed, not left in free pages
+            self._migrate()
+        except (sqlite3.Error, OSError) as exc:  # not a database, a folder, no permission...
+            self.close()
+            raise StoreError(f"cannot open the local store at {self.path.resolve()}: {exc}") from exc
         self._caches: dict[str, _NamespaceCache] = {}
         self._caches_guard = threading.Lock()
 
@@ -328,6 +336,8 @@ class LocalDataStore(DataStore):
                 (ns,),
             )
             self._apply_to_cache(db, ns, ns_version, removed, added)
+        if batch.replace or batch.delete_source:
+            self._scrub()
 
     def _write_node(self, db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarray | None,
                     removed: list[int], added: list[int]) -> None:
@@ -380,7 +390,19 @@ class LocalDataStore(DataStore):
             )
         with self._caches_guard:
             self._caches.pop(ns, None)
+        self._scrub()
         return n_msgs, n_nodes
+
+    def _scrub(self) -> None:
+        """Make what a commit deleted unrecoverable from disk: merge the full-text index (its segments keep a
+        deleted text's words until merged), then checkpoint the WAL into the file (secure_delete zeroes the
+        freed space) and truncate the WAL. Called after every commit that deletes text."""
+        with self._write_lock:
+            self._writer.execute("INSERT INTO nodes_fts (nodes_fts) VALUES ('optimize')")
+            busy = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+        if busy:
+            log.warning("the WAL of %s could not be checkpointed (readers busy); forgotten text stays in %s-wal "
+                        "until the next checkpoint", self.path, self.path.name)
 
     # ------------------------------------------------------------------ vector cache
     @staticmethod
@@ -535,6 +557,10 @@ class LocalDataStore(DataStore):
             (" OR ".join(f'"{w}"' for w in terms), ns, *args, top_k),
         )
         return [(_node(r), float(r["score"])) for r in rows]
+
+    def node_counts(self) -> dict[str, int]:
+        rows = self._reader.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level")
+        return {f"L{lvl}": n for lvl, n in rows}
 
     def stats(self, ns: str) -> dict[str, int]:
         """Counts of the namespace: sources, messages, nodes per level."""

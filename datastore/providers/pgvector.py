@@ -357,6 +357,10 @@ class PgVectorDataStore(DataStore):
             f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s", args)
         return [(_node(r), float(r["score"])) for r in rows]
 
+    def node_counts(self) -> dict[str, int]:
+        rows = self._all("SELECT level, COUNT(*) AS n FROM pyramind_nodes GROUP BY level ORDER BY level")
+        return {f"L{r['level']}": r["n"] for r in rows}
+
     def stats(self, ns: str) -> dict[str, int]:
         """Counts of the namespace: sources, messages, nodes per level (`L1`, `L2`, ...)."""
         out = {

@@ -71,15 +71,15 @@ def test_import_query_show_stats(tmp_path: Path, locomo: list[dict]) -> None:
     assert r.exit_code == 0 and "3 messages in 1 conversations" in r.output
 
     r = runner.invoke(app, ["stats"], env=env(tmp_path))
-    stats = json.loads(r.output)
+    stats = json.loads(r.stdout)
     assert stats["sources"] == 2 and stats["messages"] == n + 3 and stats["L3"] >= 1
 
     r = runner.invoke(app, ["query", "when does my passport expire", "--json", "-k", "3"], env=env(tmp_path))
-    top = json.loads(r.output)["results"][0]["results"][0]
+    top = json.loads(r.stdout)["results"][0]["results"][0]
     assert top["conversation_id"] == "chat-1" and "March 2027" in top["text"]
 
     r = runner.invoke(app, ["query", "support group", "--level", "3", "--json"], env=env(tmp_path))
-    l3 = json.loads(r.output)["results"][0]["results"][0]
+    l3 = json.loads(r.stdout)["results"][0]["results"][0]
     r = runner.invoke(app, ["show", l3["id"]], env=env(tmp_path))
     assert r.exit_code == 0
     assert r.output.count("L2 ") == 5 and r.output.count("L1 ") == 25
@@ -98,3 +98,37 @@ def test_import_rejects_unknown_files(tmp_path: Path) -> None:
 def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     r = runner.invoke(app, ["serve"], env={**env(tmp_path), "BEARER_TOKEN": "", "AUTH": "bearer"})
     assert r.exit_code != 0
+
+
+def test_commands_print_the_store_and_read_commands_refuse_a_missing_file(tmp_path: Path) -> None:
+    """Issue 10 s.5: every command says which store it uses; a read command never creates an empty
+    pyramind.db in the current folder, and `--db` picks the file."""
+    missing = tmp_path / "nowhere.db"
+    for args in (["stats"], ["query", "anything"], ["show", "some-id"]):
+        r = runner.invoke(app, [*args, "--db", str(missing)], env={"COLUMNS": "200"})
+        assert r.exit_code == 1, r.output
+        assert f"no store at {missing}" in r.stderr and "--db" in r.stderr
+        assert "Traceback" not in r.output
+    assert not missing.exists()
+    path = tmp_path / "msgs.jsonl"
+    path.write_text('{"conversation_id": "a", "speaker": "Ann", "content": "My bike is the red one."}\n')
+    r = runner.invoke(app, ["import", str(path), "--db", str(tmp_path / "made.db")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0, r.output
+    assert f"store: local SQLite file {tmp_path / 'made.db'}" in r.stderr
+    r = runner.invoke(app, ["stats", "--db", str(tmp_path / "made.db")], env={"COLUMNS": "200"})
+    assert r.exit_code == 0 and json.loads(r.stdout)["messages"] == 1
+    assert f"store: local SQLite file {tmp_path / 'made.db'}" in r.stderr
+
+
+@pytest.mark.parametrize("content", [b"this is not a database, only text" * 100, None])
+def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path, content: bytes | None) -> None:
+    bad = tmp_path / "bad.db"
+    if content is None:
+        bad.mkdir()  # a folder where the file should be
+    else:
+        bad.write_bytes(content)
+    r = runner.invoke(app, ["stats", "--db", str(bad)], env={"COLUMNS": "200"})
+    assert r.exit_code == 1
+    lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
+    assert lines[0].startswith("store: ") and len(lines) == 2, r.stderr
+    assert lines[1].startswith(f"cannot open the store (local SQLite file {bad})") and "Traceback" not in r.output

@@ -6,16 +6,22 @@ row counts of every table a write touches are compared); nothing acknowledged is
 
 from __future__ import annotations
 
+import json
+import socket
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from pydantic import ValidationError
 
 from datastore.providers.local import LocalDataStore
 from models.api import DeleteRequest
+from models.settings import Settings
 from services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings
 from tests.server.test_api import is_error
+from tests.trust.harness import ServerProcess
 from tests.trust.test_bad_input import counts
 
 
@@ -223,3 +229,125 @@ async def test_a_repeated_id_within_one_call_is_listed_as_skipped(client, store)
     again = await remember(client, "c", [{"id": "m2", "content": "third"}, {"id": "m2", "content": "third"}])
     assert sorted(again["skipped_message_ids"]) == ["m2", "m2"]
 
+
+
+# ---------------------------------------------------------------------------------------------- item 15
+def _on_disk(db: Path) -> bytes:
+    return b"".join(p.read_bytes() for p in (db, db.with_name(db.name + "-wal")) if p.exists())
+
+
+@pytest.mark.parametrize("how", ["ids", "filter", "delete_all", "upsert replaces"])
+async def test_forgotten_text_is_gone_from_disk(client, store, settings, how) -> None:  # type: ignore[no-untyped-def]
+    """After a delete answers, the forgotten text is in neither the SQLite file nor its WAL (secure_delete and a
+    checkpoint), and nor is a word only it used; what was kept still is."""
+    secret = "Quetzalcoatlus borrowed the zeppelin on Tuesday."
+    kept = "Marmalade sandwiches for the whole crew."
+    db = Path(settings.local_db_path)
+    if how == "upsert replaces":
+        r = await client.post("/upsert", json={"documents": [{"id": "d", "text": f"{kept} {secret}"}]}, headers=AUTH)
+        assert r.status_code == 200
+    else:
+        await remember(client, "c", [{"id": f"m{i}", "content": f"Filler line {i} about the weather."}
+                                     for i in range(40)])
+        await remember(client, "c", [{"id": "secret", "content": secret, "created_at": "2001-01-01T00:00:00Z"},
+                                     {"id": "kept", "content": kept}])
+    store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # the secret in the main file, not only the WAL
+    assert secret.encode() in _on_disk(db)
+    body = {"ids": {"ids": ["secret"]}, "filter": {"filter": {"end_date": "2001-01-02T00:00:00Z"}},
+            "delete_all": {"delete_all": True}}.get(how)
+    if body is None:
+        r = await client.post("/upsert", json={"documents": [{"id": "d", "text": kept}]}, headers=AUTH)
+    else:
+        r = await client.delete("/delete", json=body, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+    raw = _on_disk(db)
+    assert secret.encode() not in raw
+    assert b"Quetzalcoatlus" not in raw and b"quetzalcoatlu" not in raw  # nor in the full-text index
+    assert b"zeppelin" not in raw
+    if how != "delete_all":
+        assert kept.encode() in raw
+
+
+# ---------------------------------------------------------------------------------------------- item 16
+def _raw_exchange(port: int, request: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as sock:
+        sock.sendall(request)
+        chunks = []
+        while True:
+            try:
+                data = sock.recv(65536)
+            except (ConnectionResetError, TimeoutError):
+                break
+            if not data:
+                break
+            chunks.append(data)
+    return b"".join(chunks)
+
+
+MALFORMED = {
+    "garbage request line": b"\x16\x03\x01 hello there\r\n\r\n",
+    "no HTTP version": b"GET /health\r\n\r\n",
+    "request line of 200 KB": b"GET /" + b"a" * 200_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+    "headers of 200 KB": b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"b" * 200_000 + b"\r\n\r\n",
+    "header without a colon": b"GET /health HTTP/1.1\r\nHost: x\r\nBroken header line\r\n\r\n",
+}
+
+
+def test_malformed_http_gets_the_json_error_shape(servers) -> None:  # type: ignore[no-untyped-def]
+    """A request hypercorn cannot parse is answered in the one JSON error shape, and the server keeps serving."""
+    server = servers().start()
+    for name, request in MALFORMED.items():
+        raw = _raw_exchange(server.port, request)
+        head, _, body = raw.partition(b"\r\n\r\n")
+        status = int(head.split(b" ", 2)[1])
+        assert 400 <= status < 500, (name, head)
+        assert b"content-type: application/json" in head.lower(), (name, head)
+        assert is_error(json.loads(body), "bad_http_request"), (name, head, body)
+    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+
+
+# ---------------------------------------------------------------------------------------------- issue 10 s.5
+def test_the_server_prints_its_store_and_refuses_one_it_cannot_open(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    server = servers().start()
+    assert f"pyramind: store: local SQLite file {server.db}" in server.log.read_text()
+    server.kill()
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "pyramind.db").write_bytes(b"not a database at all " * 200)
+    broken = ServerProcess(bad / "pyramind.db", bad / "server.log")
+    with pytest.raises(RuntimeError, match="exited"):
+        try:
+            broken.start(timeout=60)
+        finally:
+            broken.kill()
+    log = [ln for ln in (bad / "server.log").read_text().splitlines() if ln.strip()]
+    assert log == [f"pyramind: cannot open the store (local SQLite file {bad / 'pyramind.db'}): "
+                   "file is not a database"], log
+
+
+async def test_health_reports_node_counts(client) -> None:  # type: ignore[no-untyped-def]
+    r = await client.get("/health")
+    assert (await r.get_json())["nodes"] == {}
+    await remember(client, "c", [{"id": f"m{i}", "content": f"Sentence number {i} of a long talk about boats."}
+                                 for i in range(150)])
+    nodes = (await (await client.get("/health")).get_json())["nodes"]
+    assert nodes["L1"] >= 5 and nodes["L2"] >= 1
+
+
+@pytest.mark.parametrize(("name", "value", "expected"), [
+    ("JWT_ALGORITHMS", "HS256", ["HS256"]), ("JWT_ALGORITHMS", "HS256,RS256", ["HS256", "RS256"]),
+    ("JWT_ALGORITHMS", '["HS256", "RS256"]', ["HS256", "RS256"]),
+    ("JWT_ALGORITHMS", " RS256 , ES256 ", ["RS256", "ES256"]),
+    ("CORS_ORIGINS", "https://chatgpt.com", ["https://chatgpt.com"]),
+    ("CORS_ORIGINS", "https://a.example,https://b.example", ["https://a.example", "https://b.example"]),
+    ("CORS_ORIGINS", '["https://a.example"]', ["https://a.example"]),
+])
+def test_list_settings_take_plain_and_json_forms(monkeypatch, name: str, value: str, expected: list[str]) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv(name, value)
+    assert getattr(Settings(_env_file=None), name.lower()) == expected  # type: ignore[call-arg]
+
+
+def test_a_list_setting_of_none_is_still_refused(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("JWT_ALGORITHMS", "HS256,none")
+    with pytest.raises(ValidationError, match="none"):
+        Settings(_env_file=None)  # type: ignore[call-arg]
