@@ -150,15 +150,16 @@ async def test_delete_with_too_many_ids_is_422(client, store, settings) -> None:
     await refused(client, store, "DELETE", "/delete", {"ids": ids}, "ids")
 
 
-def test_delete_by_40000_ids_is_batched_below_sqlite_limits(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
-    """With MAX_DELETE_IDS raised, the local store batches the lookup (SQLite allows 32766 variables)."""
+def test_delete_by_300000_ids_is_batched_below_sqlite_limits(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    """With MAX_DELETE_IDS raised, the local store batches the lookup (SQLite allows 32766 variables per
+    statement by default, Debian's build 250000)."""
     from models.api import Message, RememberRequest
 
     store = LocalDataStore(make_settings(tmp_path, max_delete_ids=50_000), embedder, ExtractiveSummariser()).open()
     try:
         store.remember_sync("ns", RememberRequest(conversation_id="c", messages=[
             Message(id=f"m{i}", content=f"message number {i}") for i in range(3)]))
-        ids = [f"m{i}" for i in range(40_000)]
+        ids = [f"m{i}" for i in range(300_000)]
         assert len(store._find_messages("ns", ids=ids)) == 3
         out = store.delete_sync("ns", DeleteRequest(ids=["m0", "m1"]))
         assert out.deleted_messages == 2
