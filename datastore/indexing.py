@@ -214,3 +214,17 @@ class Indexing(StoreBase):
         """The id of the source's open (unsealed) L1 chunk, if any."""
         open_chunk = Frontier.from_nodes(self._frontier(ns, source_id)).open_chunk
         return open_chunk.id if open_chunk else None
+
+    def index_backlog_sync(self) -> int:
+        """Index everything the store holds unindexed, in this thread: every source's chunks (`_backlog`), then
+        its summaries (`_unrolled`), until none is left. Returns the steps taken. For tools and tests; the server
+        runs the same steps in the background (datastore/indexer.py). Raises what the steps raise."""
+        steps = 0
+        while True:
+            work = [(self.index_chunks_sync, key) for key in self._backlog()]
+            work += [(self.index_summaries_sync, key) for key in self._unrolled()]
+            if not work:
+                return steps
+            for step, (ns, source_id) in work:
+                step(ns, source_id)
+                steps += 1
