@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ def body(cid: str, n: int, word: str, **extra: Any) -> dict:
         for i in range(n)]}
 
 
+@asynccontextmanager
 async def app_client(settings: Settings, store: LocalDataStore) -> AsyncIterator[Any]:
     app = create_app(settings, store)
     async with app.test_app() as test_app:
@@ -85,7 +87,7 @@ async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(tmp_pat
         msgs = [Message(**m) for m in body("c", 80, "accordion")["messages"]]
         store.accept_sync("default", RememberRequest(conversation_id="c", messages=msgs))  # then the server died
         assert store._backlog() == [("default", "c")]
-        async for client in app_client(settings, store):
+        async with app_client(settings, store) as client:
             await until(lambda: found(client, "accordion"))
 
             async def summarised() -> bool:
@@ -102,7 +104,7 @@ async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(tmp_p
     settings = make_settings(tmp_path, max_pending_tokens=500)
     store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
     try:
-        async for client in app_client(settings, store):
+        async with app_client(settings, store) as client:
             big = body("big", 100, "cello", namespace="bulk")  # ~6,000 characters: ~1,500 tokens queued
             assert (await client.post("/remember", json=big, headers=AUTH)).status_code == 202
             r = await client.post("/remember", json=body("more", 2, "cello", namespace="bulk"), headers=AUTH)
@@ -130,7 +132,7 @@ async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Pa
     settings = make_settings(tmp_path, index_chunk_batch=4)
     store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
     try:
-        async for client in app_client(settings, store):
+        async with app_client(settings, store) as client:
             big = body("big", 400, "bassoon", namespace="bulk")
             assert (await client.post("/remember", json=big, headers=AUTH)).status_code == 202
             r = await client.post("/remember", json=body("c", 2, "ukulele", namespace="other"), headers=AUTH)
@@ -148,7 +150,7 @@ async def test_summaries_of_different_conversations_are_made_concurrently(tmp_pa
                                  openai_max_retries=0, index_summary_concurrency=3)
         store = LocalDataStore(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser())).open()
         try:
-            async for client in app_client(settings, store):
+            async with app_client(settings, store) as client:
                 for cid in ("a", "b", "c"):
                     r = await client.post("/remember", json=body(cid, 150, "oboe"), headers=AUTH)
                     assert r.status_code == 202
