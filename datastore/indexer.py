@@ -20,6 +20,8 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import os
+import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
@@ -38,6 +40,16 @@ log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, source id)
 T = TypeVar("T")
+
+
+def _lower_priority(nice: int) -> None:
+    """Run this indexer thread at a lower CPU priority (Linux nice applies per thread), so that requests and
+    queries get the cores first while background embedding waits; a no-op where that is not possible."""
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except (AttributeError, OSError):
+            pass
 
 
 class RoundRobin:
@@ -117,7 +129,8 @@ class Indexer:
         self.summaries = _Lane()
         self.backlog: dict[Key, int] = {}  # unindexed tokens per source (estimated on accept, exact after a step)
         self._rate = 2000.0  # tokens/s the chunk lane indexes (moving average), for Retry-After
-        self._executor = ThreadPoolExecutor(settings.index_summary_concurrency + 2, "pyramind-indexer")
+        self._executor = ThreadPoolExecutor(settings.index_summary_concurrency + 2, "pyramind-indexer",
+                                            initializer=_lower_priority, initargs=(settings.index_nice,))
         self._tasks: list[asyncio.Task[Any]] = []
         self._running: set[asyncio.Task[Any]] = set()
 

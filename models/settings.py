@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     index_summary_concurrency: int = Field(
         default=4, ge=1, le=64, description="Sources whose summaries the background indexer builds at once."
     )
+    index_nice: int = Field(
+        default=10, ge=0, le=19, description="CPU niceness of the background indexer's threads (0 = as requests)."
+    )
     remember_wait_seconds: float = Field(
         default=30.0, gt=0, description="Longest a `wait: true` remember waits for indexing before answering 202."
     )
