@@ -96,7 +96,7 @@ def pct(values: list[float], q: float) -> float | None:
 class Server:
     """The server process (own session, loopback only); `stop()` always ends it."""
 
-    def __init__(self, folder: Path, threads: int) -> None:
+    def __init__(self, folder: Path, threads: int, extra: dict[str, str] | None = None) -> None:
         self.folder, self.port = folder, free_port()
         env = {k: v for k, v in os.environ.items() if k.upper() not in _setting_names()}
         env.update({
@@ -105,6 +105,7 @@ class Server:
             "SUMMARISER": "extractive", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
             "PYTHONPATH": str(ROOT),
         })
+        env.update(extra or {})  # more settings (the remember-latency and fairness benchmarks)
         self.log_path = folder / "server.log"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen([sys.executable, "-m", "server.main"], cwd=folder, env=env, stdout=log,

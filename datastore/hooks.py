@@ -50,6 +50,7 @@ class Extended:
     summaries: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+    backlog_tokens: int = 0  # tokens of the source past its last chunk after the call (unindexed)
 
 
 @dataclass
@@ -149,10 +150,27 @@ class StoreBase(ABC):
         """(namespace, source id) of every source with messages past its last chunk (stored while the embedder
         failed). Providers that can list them override this; the default finds none."""
         return []
+
     def node_counts(self) -> dict[str, int] | None:
         """Memory nodes per level over every namespace (`{"L1": n, "L2": m}`), for /health; None when the
         provider cannot count cheaply."""
         return None
+
+    def _unrolled(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with a complete group of sealed nodes not yet summarised (the
+        background indexer commits chunks first, summaries after). The default walks every source's frontier;
+        providers that can ask for it in one query override this."""
+        fan_out, top = self.settings.fan_out, self.settings.max_level
+        out = []
+        for ns in self._list_namespaces():
+            for sid in self._list_sources(ns):
+                counts: dict[int, int] = defaultdict(int)
+                for n in {n.id: n for n in self._frontier(ns, sid)}.values():
+                    if n.parent_id is None and n.sealed and n.level < top:
+                        counts[n.level] += 1
+                if any(c >= fan_out for c in counts.values()):
+                    out.append((ns, sid))
+        return out
 
     def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
         with self._locks_guard:

@@ -28,8 +28,11 @@ log = logging.getLogger(__name__)
 class Remembering(StoreBase):
     """remember_sync, upsert_sync and the backlog retry."""
 
-    def remember_sync(self, ns: str, req: RememberRequest) -> RememberResponse:
+    def remember_sync(self, ns: str, req: RememberRequest, index: bool = True) -> RememberResponse:
         """Add `req.messages` to a conversation and extend its tree.
+
+        index=False (what `accept_sync` does): store the messages in one transaction and build nothing; they are
+        all `pending_message_ids` until the background indexer (datastore/indexer.py) chunks and embeds them.
 
         Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
         summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
@@ -54,7 +57,7 @@ class Remembering(StoreBase):
                 continue
             seen.add(mid)
             incoming.append((mid, m.who, m.content, utc(m.created_at)))
-        done = self._extend(ns, conversation_id, "conversation", incoming, False)
+        done = self._extend(ns, conversation_id, "conversation", incoming, False, index=index)
         return RememberResponse(
             conversation_id=conversation_id,
             chunk_ids=done.created,
@@ -73,12 +76,14 @@ class Remembering(StoreBase):
         final: bool,
         replace: bool = False,
         metadata: dict[str, Any] | None = None,
+        index: bool = True,
     ) -> Extended:
         """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See remember_sync.
 
         The tail also holds any backlog: messages stored earlier while the embedder was failing. If embedding
         fails now, the new messages are still committed (as backlog, `pending`) and the tree is left as it was;
-        the next call on the source, or `retry_pending`, builds their chunks and summaries.
+        the next call on the source, or `retry_pending`, builds their chunks and summaries. index=False: only
+        store the new messages (one transaction), leaving them as backlog for the background indexer.
         """
         s = self.settings
         with self._source_lock(ns, source_id):
@@ -99,8 +104,8 @@ class Remembering(StoreBase):
                 frontier = Frontier.from_nodes(self._frontier(ns, source_id)) if src_state.version else Frontier()
                 open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
                 chunked_to = last_l1.tok_end if last_l1 else 0
-                if not fresh and chunked_to >= src_state.n_tokens:
-                    return Extended(skipped=skipped)
+                if not fresh and (chunked_to >= src_state.n_tokens or not index):
+                    return Extended(skipped=skipped, backlog_tokens=src_state.n_tokens - chunked_to)
 
                 stored = [
                     StoredMessage(id=mid, source_id=source_id, source_type=source_type,
@@ -114,6 +119,14 @@ class Remembering(StoreBase):
                     n_tokens=offset, max_seq=stored[-1].seq if stored else src_state.max_seq,
                     metadata=src_state.metadata,
                 )
+                if not index:  # store now, index later: the messages are the backlog of the background indexer
+                    batch = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
+                    try:
+                        self._commit(ns, batch, version)
+                    except ConflictError:
+                        backoff(attempt)
+                        continue
+                    return Extended(skipped=skipped, pending=[m.id for m in stored], backlog_tokens=offset - chunked_to)
                 if open_chunk is not None:
                     start = open_chunk.tok_start
                 elif last_l1 is not None:
@@ -165,6 +178,15 @@ class Remembering(StoreBase):
                     summaries=[n.id for n in summaries], skipped=skipped,
                 )
         raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "conversation_id")
+
+    def accept_sync(self, ns: str, req: RememberRequest) -> RememberResponse:
+        """Store `req.messages` durably (one transaction) and index nothing: store now, index later.
+
+        Same validation, skipping and errors as `remember_sync`; every stored message id is returned in
+        `pending_message_ids` and `chunk_ids`/`summary_ids` are empty. The background indexer
+        (`datastore.indexer.Indexer`) finds the messages in the store (`_backlog`) and makes them searchable.
+        """
+        return self.remember_sync(ns, req, index=False)
 
     def retry_pending_sync(self) -> int:
         """Build the chunks and summaries of every backlog (messages stored while the embedder failed).

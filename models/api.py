@@ -128,8 +128,8 @@ class RememberResponse(BaseModel):
     skipped_message_ids: list[str] = Field(default_factory=list, description="Message ids already remembered.")
     pending_message_ids: list[str] = Field(
         default_factory=list,
-        description="Messages stored but not yet searchable (the embedder failed; they are indexed later). "
-        "The response status is then 202.",
+        description="Messages stored but not yet searchable (indexed in the background within seconds; "
+        "`wait: true` waits for them). The response status is then 202.",
     )
 
 

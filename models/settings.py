@@ -104,7 +104,26 @@ class Settings(BaseSettings):
     jwt_namespace_claim: str = Field(default="sub", description="Claim whose value is the caller's namespace.")
     jwt_leeway: int = Field(default=30, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf.")
     pending_retry_seconds: float = Field(
-        default=30.0, ge=0, description="Seconds between retries of messages stored while the embedder failed; 0 = off."
+        default=30.0, ge=0,
+        description="Seconds between scans of the store for unindexed messages (embedder failures, other "
+        "processes); 0 = only at start.",
+    )
+    index_chunk_batch: int = Field(
+        default=16, ge=1, le=1024,
+        description="Most L1 chunks the background indexer cuts and embeds for one source per step (fairness).",
+    )
+    index_summary_concurrency: int = Field(
+        default=4, ge=1, le=64, description="Sources whose summaries the background indexer builds at once."
+    )
+    index_nice: int = Field(
+        default=10, ge=0, le=19, description="CPU niceness of the background indexer's threads (0 = as requests)."
+    )
+    remember_wait_seconds: float = Field(
+        default=30.0, gt=0, description="Longest a `wait: true` remember waits for indexing before answering 202."
+    )
+    max_pending_tokens: int = Field(
+        default=200_000, ge=0,
+        description="Unindexed tokens a namespace may have queued; above it remember answers 429; 0 = no cap.",
     )
     rate_limit_per_minute: int = Field(
         default=0, ge=0, description="Requests per minute per caller (token or namespace); 0 = no limit."

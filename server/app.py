@@ -14,6 +14,7 @@ from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE
 
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
+from datastore.indexer import Indexer
 from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
 from server.errors import install_error_handlers
@@ -35,19 +36,6 @@ class _OpenAPI(OpenAPIProvider):
     def operation_id(self, method: str, path: str, func: Callable) -> str | None:
         explicit = getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None)
         return explicit or super().operation_id(method, path, func)
-
-
-async def _retry_pending(app: Quart, every: float) -> None:
-    """Index, every `every` seconds, the messages stored while the embedder was failing."""
-    while True:
-        await asyncio.sleep(every)
-        store = app.extensions.get("pyramind.store")
-        if store is None:
-            continue
-        try:
-            await asyncio.to_thread(store.retry_pending_sync)
-        except Exception:  # keep retrying; the error is logged, the server keeps serving
-            log.exception("retrying pending messages failed")
 
 
 def create_app(settings: Settings | None = None, store: DataStore | None = None, open_store: bool = True) -> Quart:
@@ -101,15 +89,17 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
             await asyncio.to_thread(app.extensions["pyramind.store"].embedder.embed, ["warm up"])
 
     @app.before_serving
-    async def _start_retries() -> None:
-        if settings.pending_retry_seconds > 0:
-            app.extensions["pyramind.retry"] = asyncio.create_task(_retry_pending(app, settings.pending_retry_seconds))
+    async def _start_indexer() -> None:
+        store = app.extensions.get("pyramind.store")
+        if store is not None:  # remember stores and answers; this indexes in the background (datastore/indexer.py)
+            app.extensions["pyramind.indexer"] = indexer = Indexer(store, settings)
+            await indexer.start()
 
     @app.after_serving
     async def _close_store() -> None:
-        task = app.extensions.pop("pyramind.retry", None)
-        if task is not None:
-            task.cancel()
+        indexer = app.extensions.pop("pyramind.indexer", None)
+        if indexer is not None:
+            await indexer.stop()
         if owns_store:
             app.extensions.pop("pyramind.store").close()
 

@@ -12,6 +12,7 @@ from quart import Blueprint, current_app, request
 from quart_schema import document_response, operation_id, security_scheme, tag, validate_request, validate_response
 
 from datastore.datastore import DataStore
+from datastore.indexer import Indexer
 from models.api import (
     NAMESPACE_PATTERN,
     DeleteRequest,
@@ -61,14 +62,16 @@ def _errors(*codes: int):  # type: ignore[no-untyped-def]
 async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
     """Remember chat messages.
 
-    Appends the messages to the conversation (a new one when `conversation_id` is absent), cuts them into
-    overlapping chunks of at most 200 tokens (L1) and rolls every 5 sealed nodes of a level up into a summary one
-    level above. Resending a message id changes nothing. Returns the chunks created or extended and the summaries
-    created. 202 when the messages are stored but the embedder is failing: they are indexed as soon as it
-    recovers (`pending_message_ids`). 422 when a limit is exceeded (nothing is stored then).
+    Stores the messages and answers 202 with `pending_message_ids`; within seconds they are searchable as
+    200-token chunks, rolled up into summaries. `wait: true` answers 200 with `chunk_ids` and `summary_ids` once
+    indexed. Resent ids are skipped. 429: backlog full (Retry-After).
     """
-    result = await _store().remember(_namespace(data.namespace), data)
-    return result, 202 if result.pending_message_ids else 200
+    ns = _namespace(data.namespace)
+    indexer: Indexer | None = current_app.extensions.get("pyramind.indexer")
+    if indexer is None:  # an app serving without background indexing: index inline
+        result = await _store().remember(ns, data)
+        return result, 202 if result.pending_message_ids else 200
+    return await indexer.remember(ns, data)
 
 
 @api.post("/query")

@@ -371,6 +371,15 @@ class LocalDataStore(DataStore):
         )
         return [(r[0], r[1]) for r in rows]
 
+    def _unrolled(self) -> list[tuple[str, str]]:
+        rows = self._reader.execute(
+            """SELECT DISTINCT namespace, source_id FROM (SELECT namespace, source_id FROM nodes
+                   WHERE parent_id IS NULL AND sealed AND level < ? GROUP BY namespace, source_id, level
+                   HAVING COUNT(*) >= ?)""",
+            (self.settings.max_level, self.settings.fan_out),
+        )
+        return [(r[0], r[1]) for r in rows]
+
     def _list_namespaces(self) -> list[str]:
         return [r[0] for r in self._reader.execute("SELECT DISTINCT namespace FROM sources ORDER BY 1")]
 

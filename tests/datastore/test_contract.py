@@ -231,6 +231,27 @@ def test_an_embedder_failure_leaves_a_backlog_that_retry_pending_indexes(
     check(ds, ns, "c")
 
 
+def test_accepted_messages_are_found_in_the_backlog_and_indexed_in_steps(ds: DataStore, ns: str) -> None:
+    """Store now, index later (what the server's background indexer does): the provider reports the backlog
+    (`_backlog`) and then the groups awaiting a summary (`_unrolled`); the steps build a whole tree."""
+    messages = conversation(("Alice", "Bob"), 60)
+    for i in range(0, 60, 20):
+        res = ds.accept_sync(ns, RememberRequest(conversation_id="c", messages=messages[i:i + 20]))
+        assert len(res.pending_message_ids) == 20 and not res.chunk_ids
+    assert ds._source_nodes(ns, "c") == [] and (ns, "c") in ds._backlog()
+    while ds.index_chunks_sync(ns, "c", max_chunks=3).more:
+        pass
+    assert (ns, "c") not in ds._backlog() and (ns, "c") in ds._unrolled()
+    assert not any(n.level > 1 for n in ds._source_nodes(ns, "c"))
+    while ds.index_summaries_sync(ns, "c").more:
+        pass
+    assert (ns, "c") not in ds._unrolled()
+    counts = check(ds, ns, "c")
+    assert counts.get(2, 0) >= 1
+    assert {m for n in ds._source_nodes(ns, "c") if n.level == 1 for m in n.message_ids} == {m.id for m in messages}
+    assert search(ds, ns, messages[41].content, top_k=3)
+
+
 # ---------------------------------------------------------------------- forgetting
 def _texts(ds: DataStore, ns: str, cid: str) -> list[str]:
     return [n.text for n in ds._source_nodes(ns, cid)]

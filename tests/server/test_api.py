@@ -28,7 +28,8 @@ def msgs(session: list) -> list[dict]:
 async def test_remember_query_expand_round_trip(client, locomo) -> None:  # type: ignore[no-untyped-def]
     sample = locomo[0]
     for session in locomo_sessions(sample, limit=8):
-        r = await client.post("/remember", json={"conversation_id": "conv-26", "messages": msgs(session)}, headers=AUTH)
+        r = await client.post("/remember", json={"conversation_id": "conv-26", "messages": msgs(session), "wait": True},
+                              headers=AUTH)
         assert r.status_code == 200, await r.get_json()
     # a LoCoMo question: its evidence turn comes back among the results
     qa = next(q for q in sample["qa"] if q["evidence"] == ["D1:3"])

@@ -56,7 +56,8 @@ def claims_ok(**extra: Any) -> dict[str, Any]:
 
 async def remember(client, headers, cid: str, text: str, **body: Any) -> dict:  # type: ignore[no-untyped-def]
     r = await client.post("/remember", headers=headers,
-                          json={"conversation_id": cid, "messages": [{"id": f"{cid}-1", "content": text}], **body})
+                          json={"conversation_id": cid, "messages": [{"id": f"{cid}-1", "content": text}], "wait": True,
+                                **body})
     assert r.status_code == 200, await r.get_json()
     return await r.get_json()
 
@@ -171,7 +172,7 @@ async def test_rs256_public_key_and_es256_jwks(tmp_path: Path, embedder) -> None
         store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
         async for client in app_client(settings, store):
             r = await client.post("/remember", headers=bearer(good), json={"messages": [{"content": "hello"}]})
-            assert r.status_code == 200, await r.get_json()
+            assert r.status_code == 202, await r.get_json()  # stored; indexed in the background
             r = await client.post("/remember", headers=bearer(bad), json={"messages": [{"content": "hello"}]})
             assert r.status_code == 401
         assert store.stats(user)["messages"] == 1

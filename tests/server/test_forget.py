@@ -29,7 +29,8 @@ async def all_nodes(client, cid: str) -> list[dict]:  # type: ignore[no-untyped-
 async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:  # type: ignore[no-untyped-def]
     sessions = locomo_sessions(locomo[0], limit=7)
     for s in sessions:
-        body = {"conversation_id": "c", "messages": [m.model_dump(mode="json", exclude_none=True) for m in s]}
+        body = {"conversation_id": "c", "messages": [m.model_dump(mode="json", exclude_none=True) for m in s],
+                "wait": True}
         assert (await client.post("/remember", headers=AUTH, json=body)).status_code == 200
     victim = max(sessions[2], key=lambda m: len(m.content))  # a long, distinctive message
     before = await all_nodes(client, "c")

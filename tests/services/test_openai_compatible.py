@@ -1,21 +1,19 @@
 """The OpenAI embedder and summariser against a loopback server speaking OpenAI's wire format.
 
-OpenAI itself is unreachable from here; this stand-in answers /v1/embeddings and /v1/chat/completions with the
-JSON shapes of the real API, and can be told to fail the next N requests with a 500.
+OpenAI itself is unreachable from here; the stand-in (bench/openai_loopback.py, shared with the benchmarks)
+answers /v1/embeddings and /v1/chat/completions with the JSON shapes of the real API, and can be told to fail the
+next N requests with a 500.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import threading
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from bench.openai_loopback import LoopbackOpenAI
 from datastore.providers.local import LocalDataStore
 from models.api import Message, RememberRequest
 from services.embedding import OpenAIEmbedder
@@ -24,70 +22,18 @@ from services.summarising import ExtractiveSummariser, OpenAISummariser
 from tests.conftest import make_settings
 
 
-class FakeOpenAI(ThreadingHTTPServer):
-    fail_next = 0
-    requests: list[tuple[str, dict]]
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: FakeOpenAI
-
-    def log_message(self, *args: object) -> None:
-        pass
-
-    def do_POST(self) -> None:  # noqa: N802
-        body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        self.server.requests.append((self.path, body))
-        if self.server.fail_next > 0:
-            self.server.fail_next -= 1
-            return self._send(500, {"error": {"message": "boom", "type": "server_error", "code": None}})
-        if self.headers.get("Authorization") != "Bearer sk-test":
-            return self._send(401, {"error": {"message": "bad key", "type": "invalid_request_error"}})
-        if self.path == "/v1/embeddings":
-            dim = body.get("dimensions", 1536)
-            data = []
-            for i, text in enumerate(body["input"]):
-                seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
-                vec = np.random.default_rng(seed).normal(size=dim) * 3  # not normalised: the client must do it
-                data.append({"object": "embedding", "index": i, "embedding": vec.tolist()})
-            return self._send(200, {"object": "list", "data": data[::-1], "model": body["model"],
-                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
-        if self.path == "/v1/chat/completions":
-            user = body["messages"][-1]["content"]
-            return self._send(200, {
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": f"SUMMARY of {len(user)} chars"}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            })
-        self._send(404, {"error": {"message": "no route"}})
-
-    def _send(self, status: int, payload: dict) -> None:
-        raw = json.dumps(payload).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
-
-
 @pytest.fixture
-def fake_openai() -> Iterator[FakeOpenAI]:
-    server = FakeOpenAI(("127.0.0.1", 0), Handler)
-    server.requests = []
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
+def fake_openai() -> Iterator[LoopbackOpenAI]:
+    with LoopbackOpenAI() as server:
+        yield server
 
 
-def openai_settings(tmp_path: Path, server: FakeOpenAI, **kw: object):  # noqa: ANN201
+def openai_settings(tmp_path: Path, server: LoopbackOpenAI, **kw: object):  # noqa: ANN201
     return make_settings(tmp_path, openai_api_key="sk-test", openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
                          openai_max_retries=2, openai_timeout=5, embedding_dimension=64, **kw)
 
 
-def test_embeddings_come_back_in_order_normalised(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+def test_embeddings_come_back_in_order_normalised(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
     emb = OpenAIEmbedder(openai_settings(tmp_path, fake_openai))
     texts = [f"text {i}" for i in range(70)]  # more than one batch of 64
     out = emb.embed(texts)
@@ -99,7 +45,7 @@ def test_embeddings_come_back_in_order_normalised(tmp_path: Path, fake_openai: F
     assert fake_openai.requests[0][1]["dimensions"] == 64 and emb.model_name == "text-embedding-3-small"
 
 
-def test_embedder_retries_server_errors_then_fails_clearly(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+def test_embedder_retries_server_errors_then_fails_clearly(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
     emb = OpenAIEmbedder(openai_settings(tmp_path, fake_openai))
     fake_openai.fail_next = 2  # two 500s, then success: within the 2 retries
     assert emb.embed(["hello"]).shape == (1, 64)
@@ -108,7 +54,7 @@ def test_embedder_retries_server_errors_then_fails_clearly(tmp_path: Path, fake_
         emb.embed(["hello"])
 
 
-def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
     summ = OpenAISummariser(openai_settings(tmp_path, fake_openai, summary_model="my-model"))
     text, made_by = summ.summarise(["Ann: I moved to Porto.", "Bob: Nice!"], "Ann: earlier summary.", 100)
     assert made_by == "openai:my-model" and text.startswith("SUMMARY of")
@@ -119,7 +65,7 @@ def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, f
     assert made_by == "extractive" and text == "Ann: I moved to Porto."
 
 
-def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: FakeOpenAI, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: LoopbackOpenAI, embedder) -> None:  # type: ignore[no-untyped-def]
     settings = openai_settings(tmp_path, fake_openai, chunk_size=32, chunk_overlap=4)
     ds = LocalDataStore(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser())).open()
     msgs = [Message(id=str(i), speaker="Ann", content=f"Fact number {i} is that the sky was colour {i}.")

@@ -1,12 +1,15 @@
-"""SIGKILL a real server while clients stream /remember; after a restart nothing acknowledged is lost and nothing
-is half-written.
+"""SIGKILL a real server while clients stream /remember and its background indexer works; after a restart nothing
+acknowledged is lost and nothing is half-written.
 
 Three rounds on one SQLite file: start `python -m server.main`, stream remember calls into three conversations
-(one sequential client each), SIGKILL the server at a random moment, then open the file directly and check:
-every message of a 200 is stored; a call cut off by the kill is stored whole or not at all; every tree
-invariant holds (check_store). Finally a restarted server takes the cut-off calls again (each is skipped whole
-or stored whole) and more messages, and the trees stay complete. The seed is printed on failure; set
-PYRAMIND_CRASH_SEED to replay a run's kill times.
+(one sequential client each; conv-0 waits for indexing, the others do not, so the indexer always has a backlog,
+cut into steps of three chunks), SIGKILL the server at a random moment, then open the file directly and check:
+every message of a 200 or 202 is stored; a call cut off by the kill is stored whole or not at all; everything
+indexed so far is whole (check_store with indexed=False: messages past the last chunk and groups awaiting their
+summary are allowed, a half-written step is not). Each restart finds the backlog in the store. Finally a
+restarted server takes the cut-off calls again (each is skipped whole or stored whole) and more messages, its
+indexer catches up with everything the killed servers left, and the trees are complete. The seed is printed on
+failure; set PYRAMIND_CRASH_SEED to replay a run's kill times.
 """
 
 from __future__ import annotations
@@ -25,7 +28,8 @@ import httpx
 from services.embedding import LocalEmbedder
 from tests.trust.harness import AUTH, ServerProcess, check_store, open_store, store_settings
 
-ENV = {"CHUNK_SIZE": "64", "CHUNK_OVERLAP": "16"}  # small chunks: several chunks and summaries per call
+# small chunks: several chunks and summaries per call; small indexing steps: many commits to interrupt
+ENV = {"CHUNK_SIZE": "64", "CHUNK_OVERLAP": "16", "INDEX_CHUNK_BATCH": "3", "REMEMBER_WAIT_SECONDS": "120"}
 ROUNDS = 3
 CONVERSATIONS = 3
 PER_CALL = 3
@@ -45,7 +49,7 @@ TOPICS = [
 class Ledger:
     """What the clients know: messages acknowledged by a 200, and calls whose outcome the kill hid."""
 
-    acked: dict[str, str] = field(default_factory=dict)  # message id -> conversation id
+    acked: dict[str, str] = field(default_factory=dict)  # message id -> conversation id (a 200 or 202)
     unknown: list[tuple[str, list[dict]]] = field(default_factory=list)  # (conversation id, messages)
     other: list[str] = field(default_factory=list)  # unexpected statuses, as "status body"
 
@@ -68,18 +72,21 @@ async def stream_until_killed(server: ServerProcess, rnd: int, kill_after: float
         rng = random.Random(seed * 1000 + rnd * 10 + conv)
         async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=30) as http:
             for call in range(10_000):
-                body: dict[str, Any] = {"conversation_id": f"conv-{conv}", "messages": messages(rnd, conv, call, rng)}
+                body: dict[str, Any] = {"conversation_id": f"conv-{conv}", "messages": messages(rnd, conv, call, rng),
+                                        "wait": conv == 0}
                 try:
                     r = await http.post("/remember", json=body)
                 except httpx.TransportError:
                     ledger.unknown.append((body["conversation_id"], body["messages"]))
                     return
-                if r.status_code != 200:
+                if r.status_code not in (200, 202):
                     ledger.other.append(f"{r.status_code} {r.text[:300]}")
                     return
                 answered += 1
                 for m in body["messages"]:
                     ledger.acked[m["id"]] = body["conversation_id"]
+                if not body["wait"]:
+                    await asyncio.sleep(0.05)  # a chatty client, not a bulk import: the indexer keeps up between kills
 
     tasks = [asyncio.create_task(client(c)) for c in range(CONVERSATIONS)]
     await asyncio.sleep(kill_after)
@@ -93,12 +100,15 @@ async def stream_until_killed(server: ServerProcess, rnd: int, kill_after: float
     return answered
 
 
-def check_after_crash(db: Path, embedder: LocalEmbedder, ledger: Ledger, note: str) -> dict[str, str]:
-    """Open the file directly (the server is down) and check it; returns {message id: conversation id}."""
+def check_after_crash(db: Path, embedder: LocalEmbedder, ledger: Ledger, note: str,
+                      indexed: bool = False) -> dict[str, str]:
+    """Open the file directly (the server is down) and check it; returns {message id: conversation id}.
+    indexed: require every message indexed and every group summarised (else only what is there is whole)."""
     settings = store_settings(db, ENV)
     store = open_store(settings, embedder)
     try:
-        stored = {m: c for per_ns in check_store(store, settings).values() for m, c in per_ns.items()}
+        checked = check_store(store, settings, indexed=indexed)
+        stored = {m: c for per_ns in checked.values() for m, c in per_ns.items()}
     finally:
         store.close()
     lost = {m: c for m, c in ledger.acked.items() if stored.get(m) != c}
@@ -134,7 +144,7 @@ async def test_sigkill_loses_nothing_acknowledged_and_writes_nothing_by_half(  #
     t0 = time.monotonic()
     async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=60) as http:
         for conv_id, msgs in ledger.unknown:
-            r = await http.post("/remember", json={"conversation_id": conv_id, "messages": msgs})
+            r = await http.post("/remember", json={"conversation_id": conv_id, "messages": msgs, "wait": True})
             assert r.status_code == 200, r.text
             skipped = set(r.json()["skipped_message_ids"])
             assert skipped in (set(), {m["id"] for m in msgs}), f"{note}: retry skipped part of a call: {skipped}"
@@ -144,15 +154,34 @@ async def test_sigkill_loses_nothing_acknowledged_and_writes_nothing_by_half(  #
         for call in range(4):
             for conv in range(CONVERSATIONS):
                 more = messages(ROUNDS, conv, call, rng2)
-                r = await http.post("/remember", json={"conversation_id": f"conv-{conv}", "messages": more})
+                body = {"conversation_id": f"conv-{conv}", "messages": more, "wait": True}
+                r = await http.post("/remember", json=body)
                 assert r.status_code == 200, r.text
+                assert not r.json()["pending_message_ids"] and r.json()["chunk_ids"] + r.json()["updated_chunk_ids"]
                 ledger.acked.update({m["id"]: f"conv-{conv}" for m in more})
-    assert time.monotonic() - t0 < 60
+    assert time.monotonic() - t0 < 120
+    left = await _backlog_after(db, embedder, 60)
+    assert not left, f"{note}: the restarted server left a backlog after 60 s: {left}"
     server.stop()
-    check_after_crash(db, embedder, ledger, f"{note}, after the restart")
+    check_after_crash(db, embedder, ledger, f"{note}, after the restart", indexed=True)
     chunks_after = _chunk_counts(db, embedder)
     for conv in range(CONVERSATIONS):
         assert chunks_after[f"conv-{conv}"] > chunks_before.get(f"conv-{conv}", 0), f"{note}: conv-{conv} did not grow"
+
+
+async def _backlog_after(db: Path, embedder: LocalEmbedder, timeout: float) -> list[tuple[str, str]]:
+    """Poll the file (beside the running server) until nothing is left to index, or `timeout` s; returns what
+    is left: sources with messages past their last chunk or groups awaiting a summary."""
+    store = open_store(store_settings(db, ENV), embedder)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            left = sorted(set(store._backlog()) | set(store._unrolled()))
+            if not left or time.monotonic() > deadline:
+                return left
+            await asyncio.sleep(0.2)
+    finally:
+        store.close()
 
 
 def _chunk_counts(db: Path, embedder: LocalEmbedder) -> dict[str, int]:

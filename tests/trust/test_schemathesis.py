@@ -88,7 +88,7 @@ def test_memories_of_every_level_conform(api_app: Any) -> None:
     body: Any = {"conversation_id": "schema-check", "messages": [
         {"id": f"m{i}", "speaker": ("Ana", "Ben")[i % 2],
          "content": f"Day {i}: we planted {i} rows of beans and tomatoes by the fence, then fixed the gate."}
-        for i in range(60)]}
+        for i in range(60)], "wait": True}
     r = schema["/remember"]["POST"].Case(body=body).call_and_validate(headers=AUTH, app=api_app, checks=CHECKS)
     made = r.json()
     assert made["summary_ids"], made

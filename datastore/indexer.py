@@ -1,0 +1,303 @@
+"""The background indexer: `remember` stores messages and answers; this makes them searchable, then summarised.
+
+Two lanes over the store's backlog, on a thread pool of their own (so request threads stay free):
+- the chunk lane cuts and embeds chunks (`index_chunks_sync`, at most INDEX_CHUNK_BATCH chunks per step, one
+  step at a time, `embed(..., bulk=True)`); chunks are searchable as soon as their step commits;
+- the summary lane rolls complete groups up into summaries (`index_summaries_sync`), INDEX_SUMMARY_CONCURRENCY
+  sources at once, so a slow LLM summariser does not serialise every conversation.
+Both take sources round-robin across namespaces, then sources: one caller's big backlog is worked on one
+bounded step at a time, between the steps of everyone else's. A namespace whose unindexed backlog exceeds
+MAX_PENDING_TOKENS gets 429 with Retry-After instead of queueing more.
+
+The backlog lives in the store, not in memory: at start (and every PENDING_RETRY_SECONDS) the indexer asks the
+store for sources with messages past their last chunk (`_backlog`) or groups not yet summarised (`_unrolled`),
+so a restart, a crash or an embedder outage loses nothing. `remember(..., wait=True)` drives the caller's own
+source to the end (chunks and summaries) before answering, within REMEMBER_WAIT_SECONDS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+import os
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from werkzeug.exceptions import TooManyRequests
+
+from datastore.datastore import DataStore
+from datastore.indexing import Step
+from models.api import RememberRequest, RememberResponse
+from models.settings import Settings
+from services.errors import PyramindError
+
+log = logging.getLogger(__name__)
+
+Key = tuple[str, str]  # (namespace, source id)
+T = TypeVar("T")
+
+
+def _lower_priority(nice: int) -> None:
+    """Run this indexer thread at a lower CPU priority (Linux nice applies per thread), so that requests and
+    queries get the cores first while background embedding waits; a no-op where that is not possible."""
+    if nice:
+        try:
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), nice)
+        except (AttributeError, OSError):
+            pass
+
+
+class RoundRobin:
+    """A queue of sources, taken one namespace after another (then in arrival order within a namespace);
+    a source queued twice is queued once."""
+
+    def __init__(self) -> None:
+        self._by_ns: dict[str, deque[str]] = {}
+        self._order: deque[str] = deque()
+        self._members: set[Key] = set()
+
+    def add(self, key: Key) -> None:
+        if key in self._members:
+            return
+        self._members.add(key)
+        ns, sid = key
+        if ns not in self._by_ns:
+            self._by_ns[ns] = deque()
+            self._order.append(ns)
+        self._by_ns[ns].append(sid)
+
+    def pop(self) -> Key | None:
+        if not self._order:
+            return None
+        ns = self._order.popleft()
+        sid = self._by_ns[ns].popleft()
+        if self._by_ns[ns]:
+            self._order.append(ns)
+        else:
+            del self._by_ns[ns]
+        self._members.discard((ns, sid))
+        return ns, sid
+
+    def __len__(self) -> int:
+        return len(self._members)
+
+
+class _Lane:
+    """A queue, the per-source locks of one phase, and the sources to take again once their holder is done."""
+
+    def __init__(self) -> None:
+        self.queue = RoundRobin()
+        self.wake = asyncio.Event()
+        self.locks: dict[Key, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.again: set[Key] = set()
+
+    def add(self, key: Key) -> None:
+        self.queue.add(key)
+        self.wake.set()
+
+    async def next(self) -> Key:
+        while True:
+            self.wake.clear()
+            key = self.queue.pop()
+            if key is None:
+                await self.wake.wait()
+                continue
+            if self.locks[key].locked():  # someone works on it now; take it again after them
+                self.again.add(key)
+                continue
+            return key
+
+    def release(self, key: Key, more: bool) -> None:
+        if more or key in self.again:
+            self.again.discard(key)
+            self.add(key)
+
+
+class Indexer:
+    """Indexes the store's backlog in the background; see the module docstring. `start()` / `stop()` from the
+    app's serving hooks; `remember()` is what the HTTP route calls."""
+
+    def __init__(self, store: DataStore, settings: Settings) -> None:
+        self.store = store
+        self.settings = settings
+        self.chunks = _Lane()
+        self.summaries = _Lane()
+        self.backlog: dict[Key, int] = {}  # unindexed tokens per source (estimated on accept, exact after a step)
+        self._rate = 2000.0  # tokens/s the chunk lane indexes (moving average), for Retry-After
+        self._executor = ThreadPoolExecutor(settings.index_summary_concurrency + 2, "pyramind-indexer",
+                                            initializer=_lower_priority, initargs=(settings.index_nice,))
+        self._tasks: list[asyncio.Task[Any]] = []
+        self._running: set[asyncio.Task[Any]] = set()
+
+    # ------------------------------------------------------------------ lifecycle
+    async def start(self) -> None:
+        """Start the lanes and the backlog scan (the first scan runs at once)."""
+        self._tasks = [
+            asyncio.create_task(self._chunk_lane(), name="pyramind-chunk-lane"),
+            asyncio.create_task(self._summary_lane(), name="pyramind-summary-lane"),
+            asyncio.create_task(self._scan_loop(), name="pyramind-backlog-scan"),
+        ]
+
+    async def stop(self) -> None:
+        """Cancel the lanes and wait for the steps in flight (each commits whole or not at all)."""
+        for task in self._tasks + list(self._running):
+            task.cancel()
+        await asyncio.gather(*self._tasks, *self._running, return_exceptions=True)
+        await asyncio.to_thread(self._executor.shutdown, True, cancel_futures=True)
+
+    async def scan(self) -> int:
+        """Queue every source the store reports with a backlog or an unsummarised group; returns how many."""
+        backlog = await self._run(self.store._backlog)
+        unrolled = await self._run(self.store._unrolled)
+        for key in backlog:
+            self.chunks.add(key)
+        for key in unrolled:
+            self.summaries.add(key)
+        return len(set(backlog) | set(unrolled))
+
+    # ------------------------------------------------------------------ what the route calls
+    def check_backlog(self, ns: str) -> None:
+        """Raise TooManyRequests (429, Retry-After) when the namespace's unindexed backlog exceeds
+        MAX_PENDING_TOKENS."""
+        cap = self.settings.max_pending_tokens
+        pending = sum(t for (n, _), t in self.backlog.items() if n == ns)
+        if cap and pending > cap:
+            wait = min(60, max(1, math.ceil((pending - cap) / self._rate)))
+            raise TooManyRequests(
+                f"namespace {ns!r} has {pending} tokens waiting to be indexed (MAX_PENDING_TOKENS={cap}); "
+                f"retry in {wait} s", retry_after=wait,
+            )
+
+    async def remember(self, ns: str, req: RememberRequest) -> tuple[RememberResponse, int]:
+        """Store the messages now (one transaction), index them in the background. Returns (response, status):
+        202 with `pending_message_ids` (stored, not yet searchable), 200 when nothing new was stored or, with
+        `req.wait`, once the messages' chunks and summaries are committed (their ids in the response). A wait
+        that outlasts REMEMBER_WAIT_SECONDS, or an embedder failure, answers 202: the messages are kept and
+        indexed in the background. Raises TooManyRequests, InvalidRequestError, ConflictError."""
+        self.check_backlog(ns)
+        open_before = None
+        if req.wait and req.conversation_id:
+            open_before = await asyncio.to_thread(self.store.open_chunk_id, ns, req.conversation_id)
+        resp = await asyncio.to_thread(self.store.accept_sync, ns, req)
+        if not resp.pending_message_ids:
+            return resp, 200
+        key = (ns, resp.conversation_id)
+        chars = sum(len(m.content) for m in req.messages) * len(resp.pending_message_ids) // len(req.messages)
+        self.backlog[key] = self.backlog.get(key, 0) + chars // 4  # ~4 characters a token until a step counts
+        if not req.wait:
+            self.chunks.add(key)
+            return resp, 202
+        drain = asyncio.create_task(self._drain(key))
+        self._running.add(drain)
+        drain.add_done_callback(self._finished)
+        try:
+            await asyncio.wait_for(asyncio.shield(drain), self.settings.remember_wait_seconds)
+        except TimeoutError:
+            log.warning("indexing %r took over %.0f s; answering 202", key, self.settings.remember_wait_seconds)
+            return resp, 202
+        except PyramindError as exc:
+            log.warning("indexing %r failed (%s); its messages stay pending", key, exc.message)
+            return resp, 202
+        created, updated, summaries, pending = await asyncio.to_thread(
+            self.store.indexed_view, ns, resp.conversation_id, resp.pending_message_ids, open_before
+        )
+        resp = resp.model_copy(update={"chunk_ids": created, "updated_chunk_ids": updated,
+                                       "summary_ids": summaries, "pending_message_ids": pending})
+        return resp, 202 if pending else 200
+
+    # ------------------------------------------------------------------ the work
+    def _finished(self, task: asyncio.Task[Any]) -> None:
+        self._running.discard(task)
+        if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), PyramindError):
+            log.error("indexing failed", exc_info=task.exception())
+
+    async def _run(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+
+    async def _chunk_step(self, key: Key) -> Step:
+        t0 = time.monotonic()
+        before = self.backlog.get(key, 0)
+        step = await self._run(self.store.index_chunks_sync, *key)
+        self.backlog[key] = step.backlog_tokens
+        if not step.backlog_tokens:
+            self.backlog.pop(key, None)
+        done = before - step.backlog_tokens
+        if step.created and done > 0:
+            self._rate = 0.8 * self._rate + 0.2 * done / max(time.monotonic() - t0, 1e-3)
+        if step.rollable:
+            self.summaries.add(key)
+        return step
+
+    async def _drain(self, key: Key) -> None:
+        """Index one source to the end, chunks then summaries (a `wait: true` remember). Raises PyramindError
+        when chunking fails; a summary failure is logged (the chunks are searchable; the scan retries)."""
+        async with self.chunks.locks[key]:
+            more = True
+            try:
+                while more:
+                    more = (await self._chunk_step(key)).more
+            finally:
+                self.chunks.release(key, False)
+        async with self.summaries.locks[key]:
+            try:
+                more = True
+                while more:
+                    more = (await self._run(self.store.index_summaries_sync, *key)).more
+            except PyramindError as exc:
+                log.warning("summarising %r failed (%s); retried later", key, exc.message)
+            finally:
+                self.summaries.release(key, False)
+
+    async def _chunk_lane(self) -> None:
+        while True:
+            key = await self.chunks.next()
+            more = False
+            async with self.chunks.locks[key]:
+                try:
+                    more = (await self._chunk_step(key)).more
+                except PyramindError as exc:  # the backlog stays in the store; the next scan retries
+                    log.warning("indexing %r failed (%s); retried at the next scan", key, exc.message)
+                except Exception:
+                    log.exception("indexing %r failed; retried at the next scan", key)
+            self.chunks.release(key, more)
+
+    async def _summary_lane(self) -> None:
+        slots = asyncio.Semaphore(self.settings.index_summary_concurrency)
+        while True:
+            key = await self.summaries.next()
+            await slots.acquire()
+            task = asyncio.create_task(self._summarise(key, slots))
+            self._running.add(task)
+            task.add_done_callback(self._finished)
+
+    async def _summarise(self, key: Key, slots: asyncio.Semaphore) -> None:
+        more = False
+        try:
+            async with self.summaries.locks[key]:
+                try:
+                    more = (await self._run(self.store.index_summaries_sync, *key)).more
+                except PyramindError as exc:
+                    log.warning("summarising %r failed (%s); retried at the next scan", key, exc.message)
+                except Exception:
+                    log.exception("summarising %r failed; retried at the next scan", key)
+        finally:
+            slots.release()
+        self.summaries.release(key, more)
+
+    async def _scan_loop(self) -> None:
+        every = self.settings.pending_retry_seconds
+        while True:
+            try:
+                found = await self.scan()
+                if found:
+                    log.info("indexer: %d sources with work found in the store", found)
+            except Exception:  # keep serving; the next scan retries
+                log.exception("scanning the store for its backlog failed")
+            if every <= 0:
+                return
+            await asyncio.sleep(every)

@@ -1,0 +1,230 @@
+"""Indexing the backlog in steps: chunks first (searchable soon), summaries after (an LLM may be slow).
+
+`accept_sync` stores messages and builds nothing; the background indexer (`datastore/indexer.py`) then calls,
+per source, `index_chunks_sync` until the source has no backlog and `index_summaries_sync` until every complete
+group of sealed nodes is rolled up. Each step does a bounded amount of work (`INDEX_CHUNK_BATCH` chunks, or the
+summaries over that many chunks) and commits it in one provider transaction, so a crash leaves either the step
+whole or nothing of it; what is left stays in the store as backlog (`_backlog`, `_unrolled`) and is found again
+on restart.
+
+A step computes without the source lock (embedding and summarising may take seconds; a `remember` to the same
+conversation must not wait for them) and commits under it, after checking that what it built on is unchanged:
+messages appended meanwhile are fine (they stay backlog for the next step); anything else (a delete, a replace,
+another writer's chunks or summaries) makes the step recompute.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+
+from datastore.hooks import COMMIT_ATTEMPTS, SourceRow, StoreBase, WriteBatch, backoff
+from models.memory import MemoryNode, StoredMessage
+from services.chunking import TokenStream, plan_windows
+from services.errors import ConflictError
+from services.tree import Frontier, chunk_nodes, roll_up
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Step:
+    """What one indexing step did to a source.
+
+    created/updated: L1 chunk ids written (new, or the open chunk extended); summaries: summary ids written;
+    more: this phase has work left for the source; rollable: a complete group of sealed nodes awaits a summary;
+    backlog_tokens: tokens of the source past its last chunk after the step.
+    """
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    more: bool = False
+    rollable: bool = False
+    backlog_tokens: int = 0
+
+
+def _rollable(frontier: Frontier, fan_out: int, max_level: int) -> bool:
+    return any(len(nodes) >= fan_out for lvl, nodes in frontier.pending.items() if lvl < max_level)
+
+
+def _l1_key(f: Frontier) -> tuple:
+    last, open_chunk = f.last.get(1), f.open_chunk
+    return (
+        (last.id, last.position, last.tok_end) if last else None,
+        (open_chunk.id, open_chunk.tok_end) if open_chunk else None,
+    )
+
+
+def _message_key(messages: Sequence[StoredMessage]) -> list[tuple[str, int, int]]:
+    return [(m.id, m.seq, m.tok_offset) for m in messages]
+
+
+def _bumped(src: SourceRow) -> SourceRow:
+    return replace(src, version=src.version + 1)
+
+
+class Indexing(StoreBase):
+    """index_chunks_sync, index_summaries_sync, indexed_view: the store side of the background indexer."""
+
+    def index_chunks_sync(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
+        """Cut and embed at most `max_chunks` (default INDEX_CHUNK_BATCH) L1 chunks of the source's backlog and
+        commit them (no summaries). Returns the Step; nothing to do gives an empty Step. Raises EmbeddingError
+        (nothing written; the backlog stays) or ConflictError (the source kept changing; retry later)."""
+        s = self.settings
+        limit = max_chunks or s.index_chunk_batch
+        for attempt in range(COMMIT_ATTEMPTS):
+            src = self._get_source(ns, source_id)
+            if src is None:
+                return Step()
+            frontier = Frontier.from_nodes(self._frontier(ns, source_id))
+            open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
+            chunked_to = last_l1.tok_end if last_l1 else 0
+            if chunked_to >= src.n_tokens:
+                return Step(rollable=_rollable(frontier, s.fan_out, s.max_level))
+            if open_chunk is not None:
+                start = open_chunk.tok_start
+            elif last_l1 is not None:
+                start = last_l1.tok_end - s.chunk_overlap
+            else:
+                start = 0
+            # only the messages the first `limit` windows can reach: each window ends within chunk_size of the
+            # previous one's end, so a stream reaching one window further plans those windows as the whole would
+            reach = start + (limit + 1) * s.chunk_size
+            messages = [m for m in self._messages_from(ns, source_id, start) if m.tok_offset < reach]
+            cut = bool(messages) and messages[-1].tok_offset + messages[-1].n_tokens < src.n_tokens
+            stream = TokenStream.from_messages(messages)
+            windows = plan_windows(stream, start, s.chunk_size, s.chunk_overlap, src.source_type == "document")
+            more = cut or len(windows) > limit
+            windows = windows[:limit]
+            chunks = chunk_nodes(
+                stream, windows, src.source_type, source_id,
+                open_chunk.position if open_chunk else frontier.counts.get(1, 0),
+                first_id=open_chunk.id if open_chunk else None,
+            )
+            vectors = self.embedder.embed([c.text for c in chunks], bulk=True)
+            with self._source_lock(ns, source_id):
+                now = self._get_source(ns, source_id)
+                if now is None or now.source_type != src.source_type:
+                    return Step()
+                if now.version != src.version and not self._chunk_base_unchanged(ns, source_id, frontier,
+                                                                                  start, messages):
+                    backoff(attempt)
+                    continue
+                batch = WriteBatch(source=_bumped(now), nodes=[(c, vectors[i]) for i, c in enumerate(chunks)])
+                try:
+                    self._commit(ns, batch, now.version)
+                except ConflictError:
+                    backoff(attempt)
+                    continue
+            sealed = len(frontier.pending.get(1, [])) + sum(1 for c in chunks if c.sealed)
+            updated = [open_chunk.id] if open_chunk else []
+            return Step(
+                created=[c.id for c in chunks if c.id not in updated], updated=updated, more=more,
+                rollable=sealed >= s.fan_out or _rollable(frontier, s.fan_out, s.max_level),
+                backlog_tokens=max(0, now.n_tokens - (chunks[-1].tok_end if chunks else chunked_to)),
+            )
+        raise ConflictError(f"{source_id!r} kept changing while being indexed; retried later", "conversation_id")
+
+    def _chunk_base_unchanged(self, ns: str, source_id: str, frontier: Frontier, start: int,
+                              messages: list[StoredMessage]) -> bool:
+        """Whether the L1 end of the tree and the messages a chunk step read are as they were (appends are fine)."""
+        if _l1_key(Frontier.from_nodes(self._frontier(ns, source_id))) != _l1_key(frontier):
+            return False
+        now = self._messages_from(ns, source_id, start)[: len(messages)]
+        return _message_key(now) == _message_key(messages)
+
+    def index_summaries_sync(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
+        """Roll the source's stored sealed nodes up into summaries (at most the groups over `max_chunks` L1
+        chunks, default INDEX_CHUNK_BATCH, and what they complete above) and commit them. Returns the Step.
+        Raises SummaryError or EmbeddingError (nothing written) or ConflictError (retry later)."""
+        s = self.settings
+        limit = max(s.fan_out, (max_chunks or s.index_chunk_batch) // s.fan_out * s.fan_out)
+        for attempt in range(COMMIT_ATTEMPTS):
+            src = self._get_source(ns, source_id)
+            if src is None:
+                return Step()
+            frontier = Frontier.from_nodes(self._frontier(ns, source_id))
+            if not _rollable(frontier, s.fan_out, s.max_level):
+                return Step()
+            l1 = frontier.pending.get(1, [])
+            more = len(l1) - limit >= s.fan_out
+            frontier.pending[1] = l1[:limit]
+            before = {n.id: (n.position, n.parent_id) for nodes in frontier.pending.values() for n in nodes}
+            counts = dict(frontier.counts)
+            summaries = roll_up(frontier, [], self._summarise, s.fan_out, s.max_level)
+            vectors = self.embedder.embed([n.text for n in summaries], bulk=True)
+            reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
+            with self._source_lock(ns, source_id):
+                now = self._get_source(ns, source_id)
+                if now is None:
+                    return Step()
+                if now.version != src.version and not self._rollup_base_unchanged(
+                    ns, source_id, reparented, summaries, before, counts
+                ):
+                    backoff(attempt)
+                    continue
+                batch = WriteBatch(
+                    source=_bumped(now),
+                    nodes=[(n, vectors[i]) for i, n in enumerate(summaries)] + [(n, None) for n in reparented],
+                )
+                try:
+                    self._commit(ns, batch, now.version)
+                except ConflictError:
+                    backoff(attempt)
+                    continue
+            return Step(summaries=[n.id for n in summaries], more=more)
+        raise ConflictError(f"{source_id!r} kept changing while being summarised; retried later", "conversation_id")
+
+    def _rollup_base_unchanged(self, ns: str, source_id: str, reparented: list[MemoryNode],
+                               summaries: list[MemoryNode], before: dict[str, tuple[int, str | None]],
+                               counts: dict[int, int]) -> bool:
+        """Whether the nodes a roll-up grouped are still unsummarised at their positions, and no summary was
+        added meanwhile at a level it wrote (chunks appended at L1 are fine)."""
+        now = Frontier.from_nodes(self._frontier(ns, source_id))
+        free = {n.id: (n.position, n.parent_id) for nodes in now.pending.values() for n in nodes}
+        if any(free.get(n.id) != before.get(n.id) for n in reparented if n.id in before):
+            return False
+        return all(now.counts.get(lvl, 0) == counts.get(lvl, 0) for lvl in {n.level for n in summaries})
+
+    def indexed_view(self, ns: str, source_id: str, message_ids: Sequence[str],
+                     open_chunk_id: str | None) -> tuple[list[str], list[str], list[str], list[str]]:
+        """For the messages of one remember call: (chunk ids created, chunk ids extended, summary ids above
+        them, message ids not yet in any chunk). `open_chunk_id`: the open chunk before the call."""
+        wanted = set(message_ids)
+        nodes = self._source_nodes(ns, source_id)
+        by_id = {n.id: n for n in nodes}
+        chunks = sorted((n for n in nodes if n.level == 1 and wanted & set(n.message_ids)), key=lambda n: n.position)
+        covered = {m for c in chunks for m in c.message_ids}
+        summaries: dict[str, int] = {}
+        for c in chunks:
+            parent = by_id.get(c.parent_id) if c.parent_id else None
+            while parent is not None and parent.id not in summaries:
+                summaries[parent.id] = parent.level
+                parent = by_id.get(parent.parent_id) if parent.parent_id else None
+        return (
+            [c.id for c in chunks if c.id != open_chunk_id],
+            [c.id for c in chunks if c.id == open_chunk_id],
+            sorted(summaries, key=lambda i: (summaries[i], by_id[i].position)),
+            [m for m in message_ids if m not in covered],
+        )
+
+    def open_chunk_id(self, ns: str, source_id: str) -> str | None:
+        """The id of the source's open (unsealed) L1 chunk, if any."""
+        open_chunk = Frontier.from_nodes(self._frontier(ns, source_id)).open_chunk
+        return open_chunk.id if open_chunk else None
+
+    def index_backlog_sync(self) -> int:
+        """Index everything the store holds unindexed, in this thread: every source's chunks (`_backlog`), then
+        its summaries (`_unrolled`), until none is left. Returns the steps taken. For tools and tests; the server
+        runs the same steps in the background (datastore/indexer.py). Raises what the steps raise."""
+        steps = 0
+        while True:
+            work = [(self.index_chunks_sync, key) for key in self._backlog()]
+            work += [(self.index_summaries_sync, key) for key in self._unrolled()]
+            if not work:
+                return steps
+            for step, (ns, source_id) in work:
+                step(ns, source_id)
+                steps += 1

@@ -1,0 +1,167 @@
+"""POST /remember stores and answers 202; the app's background indexer makes the messages searchable, then
+summarised; `wait: true` answers with the chunks; a restart finds the backlog; a full backlog answers 429."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.openai_loopback import LoopbackOpenAI
+from datastore.providers.local import LocalDataStore
+from models.api import Message, RememberRequest
+from models.settings import Settings
+from server.app import create_app
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser, OpenAISummariser
+from tests.conftest import AUTH, make_settings
+
+
+def body(cid: str, n: int, word: str, **extra: Any) -> dict:
+    return {"conversation_id": cid, **extra, "messages": [
+        {"id": f"{cid}-{i}", "speaker": ("Ann", "Bob")[i % 2],
+         "content": f"Day {i}: the {word} was moved from shelf {i} to the attic, said the note on the door."}
+        for i in range(n)]}
+
+
+@asynccontextmanager
+async def app_client(settings: Settings, store: LocalDataStore) -> AsyncIterator[Any]:
+    app = create_app(settings, store)
+    async with app.test_app() as test_app:
+        yield test_app.test_client()
+
+
+async def found(client: Any, word: str, namespace: str | None = None) -> bool:
+    q: dict[str, Any] = {"queries": [{"query": f"where is the {word}", "top_k": 3, "mode": "text"}]}
+    if namespace:
+        q["namespace"] = namespace
+    r = await client.post("/query", json=q, headers=AUTH)
+    return any(word in x["text"] for x in (await r.get_json())["results"][0]["results"])
+
+
+async def until(check: Any, timeout: float = 60) -> float:
+    """Seconds until the async `check()` is true; fails after `timeout`."""
+    t0 = time.monotonic()
+    while not await check():
+        assert time.monotonic() - t0 < timeout, "not done in time"
+        await asyncio.sleep(0.05)
+    return time.monotonic() - t0
+
+
+async def test_remember_answers_202_with_pending_ids_then_the_indexer_makes_them_searchable(client) -> None:  # type: ignore[no-untyped-def]
+    r = await client.post("/remember", json=body("c", 12, "harmonica"), headers=AUTH)
+    made = await r.get_json()
+    assert r.status_code == 202, made
+    assert made["pending_message_ids"] == [f"c-{i}" for i in range(12)]
+    assert (made["chunk_ids"], made["summary_ids"]) == ([], [])
+    await until(lambda: found(client, "harmonica"))
+    r = await client.post("/remember", json=body("c", 3, "harmonica"), headers=AUTH)  # all known: nothing pending
+    assert r.status_code == 200 and (await r.get_json())["skipped_message_ids"] == ["c-0", "c-1", "c-2"]
+
+
+async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) -> None:  # type: ignore[no-untyped-def]
+    r = await client.post("/remember", json=body("c", 40, "trombone", wait=True), headers=AUTH)
+    made = await r.get_json()
+    assert r.status_code == 200 and not made["pending_message_ids"], made
+    assert made["chunk_ids"] and made["summary_ids"]
+    nodes = {n.id: n for n in store._source_nodes("default", "c")}
+    assert set(made["chunk_ids"]) == {i for i, n in nodes.items() if n.level == 1}
+    assert set(made["summary_ids"]) == {i for i, n in nodes.items() if n.level > 1}
+    assert await found(client, "trombone")
+    # the next call extends the open chunk and says so
+    more = body("c", 41, "trombone", wait=True)
+    more["messages"] = more["messages"][40:]
+    open_before = store.open_chunk_id("default", "c")
+    made = await (await client.post("/remember", json=more, headers=AUTH)).get_json()
+    assert made["updated_chunk_ids"] == ([open_before] if open_before else []), made
+
+
+async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(tmp_path: Path,
+                                                                         embedder: LocalEmbedder) -> None:
+    settings = make_settings(tmp_path)
+    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    try:
+        msgs = [Message(**m) for m in body("c", 80, "accordion")["messages"]]
+        store.accept_sync("default", RememberRequest(conversation_id="c", messages=msgs))  # then the server died
+        assert store._backlog() == [("default", "c")]
+        async with app_client(settings, store) as client:
+            await until(lambda: found(client, "accordion"))
+
+            async def summarised() -> bool:
+                return not store._backlog() and not store._unrolled()
+
+            await until(summarised)
+        assert any(n.level > 1 for n in store._source_nodes("default", "c"))
+    finally:
+        store.close()
+
+
+async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(tmp_path: Path,
+                                                                          embedder: LocalEmbedder) -> None:
+    settings = make_settings(tmp_path, max_pending_tokens=500)
+    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    try:
+        async with app_client(settings, store) as client:
+            big = body("big", 100, "cello", namespace="bulk")  # ~6,000 characters: ~1,500 tokens queued
+            assert (await client.post("/remember", json=big, headers=AUTH)).status_code == 202
+            r = await client.post("/remember", json=body("more", 2, "cello", namespace="bulk"), headers=AUTH)
+            assert r.status_code == 429, await r.get_json()
+            assert (await r.get_json())["error"]["code"] == "too_many_requests"
+            assert 1 <= int(r.headers["Retry-After"]) <= 60
+            r = await client.post("/remember", json=body("c", 2, "flute", namespace="other"), headers=AUTH)
+            assert r.status_code == 202
+            await until(lambda: found(client, "flute", "other"))
+            await until(lambda: found(client, "cello", "bulk"))
+            assert store.stats("bulk")["messages"] == 100  # the refused call stored nothing
+
+            async def accepted() -> bool:  # once the backlog is indexed, the namespace may send again
+                r = await client.post("/remember", json=body("more", 2, "cello", namespace="bulk"), headers=AUTH)
+                return r.status_code == 202
+
+            await until(accepted)
+    finally:
+        store.close()
+
+
+async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Path,
+                                                                  embedder: LocalEmbedder) -> None:
+    """The indexer takes namespaces in turn, a bounded step each: a small call waits one step, not the backlog."""
+    settings = make_settings(tmp_path, index_chunk_batch=4)
+    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    try:
+        async with app_client(settings, store) as client:
+            big = body("big", 400, "bassoon", namespace="bulk")
+            assert (await client.post("/remember", json=big, headers=AUTH)).status_code == 202
+            r = await client.post("/remember", json=body("c", 2, "ukulele", namespace="other"), headers=AUTH)
+            assert r.status_code == 202
+            await until(lambda: found(client, "ukulele", "other"))
+            assert ("bulk", "big") in store._backlog(), "the small call was indexed only after the whole backlog"
+    finally:
+        store.close()
+
+
+async def test_summaries_of_different_conversations_are_made_concurrently(tmp_path: Path,
+                                                                          embedder: LocalEmbedder) -> None:
+    with LoopbackOpenAI(delay=1.0) as llm:
+        settings = make_settings(tmp_path, openai_api_key=llm.api_key, openai_base_url=llm.base_url,
+                                 openai_max_retries=0, index_summary_concurrency=3)
+        store = LocalDataStore(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser())).open()
+        try:
+            async with app_client(settings, store) as client:
+                for cid in ("a", "b", "c"):
+                    r = await client.post("/remember", json=body(cid, 150, "oboe"), headers=AUTH)
+                    assert r.status_code == 202
+
+                async def summarised() -> bool:
+                    return not store._backlog() and not store._unrolled() and all(
+                        any(n.level > 1 for n in store._source_nodes("default", cid)) for cid in ("a", "b", "c"))
+
+                await until(summarised)
+            assert llm.peak_concurrent >= 2, "summaries of different conversations were made one at a time"
+            made_by = {n.summariser for cid in "abc" for n in store._source_nodes("default", cid) if n.level > 1}
+            assert made_by == {"openai:gpt-4o-mini"}
+        finally:
+            store.close()
