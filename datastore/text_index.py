@@ -44,6 +44,10 @@ _STEM_MIN, _STEM_MAX = 3, 64  # bytes; FTS5's porter passes shorter and longer t
 _MERGE_MIN = 1 << 16  # tail postings below which the tail is never merged
 
 _TOKEN = re.compile(r"[^\W_]+")
+# ASCII bytes: letters lower-cased, digits kept, the boundary mark 0x01 kept, everything else a space (the token
+# rule of `words` on ASCII text)
+_ASCII_FOLD = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 1 else 32
+                    for c in range(256))
 
 
 @lru_cache(maxsize=65536)
@@ -71,6 +75,7 @@ class _Vocabulary(dict[str, int]):
         super().__init__()
         self.terms: dict[str, int] = {}  # stemmed term -> term id
         self.stemmer = Stemmer.Stemmer("porter")
+        self.ascii = _AsciiWords(self)  # the same map keyed by the word's ASCII bytes; the boundary mark -> -1
 
     def stem(self, word: str) -> str:
         return word if not _STEM_MIN <= len(word.encode()) <= _STEM_MAX else self.stemmer.stemWord(word)
@@ -81,6 +86,18 @@ class _Vocabulary(dict[str, int]):
         if tid is None:
             tid = self.terms[term] = len(self.terms)
         self[word] = tid
+        return tid
+
+
+class _AsciiWords(dict[bytes, int]):
+    """ASCII word (bytes, folded) -> term id, through the vocabulary; the boundary mark b"\\x01" -> -1."""
+
+    def __init__(self, vocab: _Vocabulary) -> None:
+        super().__init__({b"\x01": -1})
+        self.vocab = vocab
+
+    def __missing__(self, word: bytes) -> int:
+        tid = self[word] = self.vocab[word.decode("ascii")]
         return tid
 
 
@@ -135,12 +152,8 @@ class TextIndex:
             raise ValueError("row ids must increase")
         if np.any(np.diff(ids) <= 0):
             raise ValueError("row ids must be distinct")
-        tokens: list[str] = []
-        lengths = np.zeros(n, dtype=np.int64)
-        for i, j in enumerate(order):
-            found = words(texts[j])
-            lengths[i] = len(found)
-            tokens.extend(found)
+        texts = [texts[j] for j in order]
+        rows_of, terms, lengths = self._tokenise(texts)
         self._reserve(n)
         first = self.size
         sl = slice(first, first + n)
@@ -153,11 +166,9 @@ class TextIndex:
         self.size += n
         self.total_tokens += int(lengths.sum())
         self._norms = None
-        if not tokens:
+        if len(terms) == 0:
             return
-        terms = np.fromiter(map(self.vocab.__getitem__, tokens), dtype=np.int64, count=len(tokens))
-        rows = np.repeat(np.arange(first, first + n, dtype=np.int64), lengths)
-        keys, tfs = np.unique((terms << 32) | rows, return_counts=True)  # by term, then row
+        keys, tfs = np.unique((terms << 32) | (rows_of + first), return_counts=True)  # by term, then row
         key_terms = keys >> 32
         bounds = np.flatnonzero(np.diff(key_terms)) + 1
         post_rows = (keys & 0xFFFFFFFF).astype(np.int32)
@@ -167,6 +178,35 @@ class TextIndex:
         self.tail_size += len(keys)
         if self.tail_size >= max(_MERGE_MIN, len(self.post_rows) // 4):
             self._merge()
+
+    def _tokenise(self, texts: Sequence[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(text index, term id) of every token of `texts` (int64 arrays, any order), and each text's token count.
+
+        ASCII texts (most chat) are cut in one pass: joined with a boundary mark, lower-cased and split by
+        `bytes.translate` and `split`, each token looked up as bytes. Other texts go through `words`."""
+        lengths = np.zeros(len(texts), dtype=np.int64)
+        rows: list[np.ndarray] = []
+        terms: list[np.ndarray] = []
+        plain = [i for i, t in enumerate(texts) if t.isascii() and "\x01" not in t]
+        if plain:
+            buf = " \x01 ".join(texts[i] for i in plain).encode("ascii").translate(_ASCII_FOLD)
+            tokens = buf.split()
+            ids = np.fromiter(map(self.vocab.ascii.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+            bounds = np.flatnonzero(ids < 0)  # the marks between texts
+            counts = np.diff(np.concatenate([[-1], bounds, [len(ids)]])) - 1
+            lengths[plain] = counts
+            keep = ids >= 0
+            rows.append(np.repeat(np.asarray(plain, dtype=np.int64), counts))
+            terms.append(ids[keep])
+        for i in sorted(set(range(len(texts))).difference(plain)):
+            found = words(texts[i])
+            if found:
+                lengths[i] = len(found)
+                rows.append(np.full(len(found), i, dtype=np.int64))
+                terms.append(np.fromiter(map(self.vocab.__getitem__, found), dtype=np.int64, count=len(found)))
+        if not rows:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), lengths
+        return np.concatenate(rows), np.concatenate(terms), lengths
 
     def _positions(self, rowids: np.ndarray) -> np.ndarray:
         """Positions of the live rows among `rowids` (sorted int64; unknown ids dropped)."""

@@ -67,13 +67,13 @@ def test_scores_follow_the_bm25_formula_on_a_hand_checked_corpus() -> None:
 
 
 def test_scores_equal_sqlite_fts5_porter_unicode61_bm25() -> None:
-    texts = corpus(2000)
+    texts = corpus(2000) + ["Books\x01gardens", "SNAKE_case gardening-books (2023)", "Zoë's CAFÉ, naïve!", "", "..."]
     db = sqlite3.connect(":memory:")
     db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='porter unicode61')")
     db.executemany("INSERT INTO f (rowid, t) VALUES (?, ?)", list(enumerate(texts, 1)))
     index = build(texts)
     for query in ("books about gardens", "Café violin", "the", "naïve piano 2023 x", "Booking a CAFE for zoe",
-                  "relational conditionals", "nothing matches this"):
+                  "relational conditionals", "nothing matches this", "snake case", "Zoe"):
         terms = text_terms(query)
         want = dict(db.execute("SELECT rowid, -bm25(f) FROM f WHERE f MATCH ?",
                                (" OR ".join(f'"{w}"' for w in terms),)).fetchall())
