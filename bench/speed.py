@@ -198,6 +198,7 @@ def serve_child(db: str, port: int) -> None:
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
+    config.startup_timeout = 600  # loading the embedder on a busy shared machine can take over the default 60 s
     asyncio.run(serve(create_app(settings), config))  # type: ignore[arg-type]
 
 
