@@ -34,8 +34,10 @@ class Question:
         return frozenset(e.split(":")[0] for e in self.evidence)
 
 
-def load(path: Path = DATA) -> list[dict]:
-    """The LoCoMo samples; raises FileNotFoundError naming the path when the data is missing."""
+def load(path: Path | None = None) -> list[dict]:
+    """The LoCoMo samples (from `path`, by default `DATA` as it is when called); raises FileNotFoundError naming
+    the path when the data is missing."""
+    path = path or DATA
     if not path.exists():
         raise FileNotFoundError(f"LoCoMo data not found at {path} (see shared/bench/data/SOURCES.md)")
     return json.loads(path.read_text())

@@ -14,7 +14,13 @@ Run: `.venv/bin/python -m bench.speed` (about 6-10 minutes on 2 cores); `--scale
    RSS is the store's. End-to-end latency is `POST /query` (one LoCoMo question per request, top 5, the default
    retrieval mode and then mode dense) over httpx against `create_app(settings)` served by hypercorn in a child
    process on 127.0.0.1, sequential requests after a warm-up; the server's peak RSS is its VmHWM.
+   Search-only figures also time full-text search (`store.search_text`, top 50 over L1, one LoCoMo question
+   each) and hybrid retrieval (`retrieval.hybrid`, top 5, the question's text with a random unit vector: the
+   search work of a default /query without the embedder and HTTP), and report the BM25 index's size.
 Results: the `speed` section of bench/RESULTS.md; every number in bench/out/speed.json.
+`--scale-only --sizes 100000,1000000 --keep` runs only the scale points (section `speed-scale`), keeping each built
+store under bench/out/speed/ and reusing it when it is there (the 1M build takes minutes). `--data` names the
+LoCoMo file when it is not at the default place (it is passed on to the child processes).
 """
 
 from __future__ import annotations
@@ -35,8 +41,10 @@ import numpy as np
 
 from bench import common, dataset, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
+from datastore import retrieval
 from datastore.datastore import DEFAULT_NAMESPACE
 from datastore.factory import get_datastore
+from models.api import QueryFilter
 from models.settings import Settings
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
@@ -83,9 +91,14 @@ def ingest(samples: list[dict], overlap: int | None) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------- children
+def _child_argv(*args: str) -> list[str]:
+    """The command line of a `python -m bench.speed` child (with the LoCoMo file this process reads)."""
+    return [sys.executable, "-m", "bench.speed", "--data", str(dataset.DATA), *args]
+
+
 def _child(args: list[str], timeout: float) -> dict:
     """Run `python -m bench.speed <args>` and return the JSON it prints last."""
-    out = subprocess.run([sys.executable, "-m", "bench.speed", *args], cwd=common.ROOT, capture_output=True,
+    out = subprocess.run(_child_argv(*args), cwd=common.ROOT, capture_output=True,
                          text=True, timeout=timeout, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{out.stderr[-3000:]}")
@@ -136,19 +149,42 @@ def search_child(db: str) -> dict:
         hits = store.search_vector(DEFAULT_NAMESPACE, q, 5)
         ms.append((time.perf_counter() - t) * 1000)
         found.append({n.id for n, _ in hits})
+    extra = _text_figures(store, queries[1:])
     if db.startswith("postgresql://"):
         store.close()
         return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
-                "python_baseline_rss_mib": round(base_rss), "ann": "HNSW", "recall_at_5_vs_exact": "not measured"}
+                "python_baseline_rss_mib": round(base_rss), "ann": "HNSW", "recall_at_5_vs_exact": "not measured",
+                **extra}
     index = store._caches[DEFAULT_NAMESPACE].index  # type: ignore[attr-defined]  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
     ids = dict(store._reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
     recall = np.mean([len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
                       for f, q in zip(found[:50], queries[1:51], strict=True)])
     store.close()
+    text_index = store._caches[DEFAULT_NAMESPACE].text  # type: ignore[attr-defined]
+    extra["text_index_mib"] = round(text_index.nbytes / 2**20, 1)
+    extra["text_terms"] = len(text_index.vocab.terms)
     return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
             "python_baseline_rss_mib": round(base_rss), "ann": index.ann is not None,
-            "recall_at_5_vs_exact": round(float(recall), 3)}
+            "recall_at_5_vs_exact": round(float(recall), 3), **extra}
+
+
+def _text_figures(store: object, vectors: np.ndarray) -> dict:
+    """Latency of full-text search (top 50 over L1, as hybrid asks) and of hybrid retrieval (top 5) over LoCoMo
+    questions, each hybrid with one of `vectors` (the search work of a default /query, no embedder, no HTTP)."""
+    samples = dataset.load()
+    questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]
+    random.Random(0).shuffle(questions)
+    text_ms, hybrid_ms = [], []
+    leaf = QueryFilter(level=1)
+    for q, v in zip(questions[:SEARCHES], vectors, strict=False):
+        t = time.perf_counter()
+        store.search_text(DEFAULT_NAMESPACE, q, retrieval.POOL, leaf)  # type: ignore[attr-defined]
+        text_ms.append((time.perf_counter() - t) * 1000)
+        t = time.perf_counter()
+        retrieval.hybrid(store, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[arg-type]
+        hybrid_ms.append((time.perf_counter() - t) * 1000)
+    return {"text_latency_ms": percentiles(text_ms), "hybrid_latency_ms": percentiles(hybrid_ms)}
 
 
 def serve_child(db: str, port: int) -> None:
@@ -162,6 +198,7 @@ def serve_child(db: str, port: int) -> None:
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
+    config.startup_timeout = 600  # loading the embedder on a busy shared machine can take over the default 60 s
     asyncio.run(serve(create_app(settings), config))  # type: ignore[arg-type]
 
 
@@ -175,7 +212,7 @@ def _free_port() -> int:
 def end_to_end(db: str | Path, questions: list[str]) -> dict:
     """HTTP /query latency against a server child over `db` (default mode, then dense); server peak RSS."""
     port = _free_port()
-    proc = subprocess.Popen([sys.executable, "-m", "bench.speed", "--serve", str(db), str(port)],
+    proc = subprocess.Popen(_child_argv("--serve", str(db), str(port)),
                             cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
@@ -217,15 +254,22 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
             proc.kill()
 
 
-def scale_point(n: int, questions: list[str], db: str | None = None) -> dict:
+def scale_point(n: int, questions: list[str], db: str | None = None, keep: bool = False) -> dict:
     """Build, search-only and end-to-end figures at n nodes in `db` (a PostgreSQL URL, or by default a SQLite
-    file that is removed afterwards)."""
+    file that is removed afterwards). keep: keep the SQLite file, and reuse it (with its build figures) when a
+    previous run kept it."""
     db = db or str(DIR / f"scale-{n}.db")
     point: dict = {"n": n}
-    point["build"] = _child(["--build", str(db), str(n)], timeout=3600)
-    point["search"] = _child(["--search", str(db)], timeout=1800)
+    figures = Path(f"{db}.build.json")
+    if keep and Path(db).exists() and figures.exists():
+        point["build"] = {**json.loads(figures.read_text()), "reused": True}
+    else:
+        point["build"] = _child(["--build", str(db), str(n)], timeout=3600)
+        if keep:
+            figures.write_text(json.dumps(point["build"]))
+    point["search"] = _child(["--search", str(db)], timeout=3600)
     point["e2e"] = end_to_end(db, questions)
-    if not db.startswith("postgresql://"):
+    if not db.startswith("postgresql://") and not keep:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
     return point
@@ -252,21 +296,21 @@ def postgres_points(questions: list[str], sizes: tuple[int, ...]) -> list[dict]:
 
 
 # ---------------------------------------------------------------------------------------------- main
-def run(scale_1m: bool) -> dict:
-    """Every figure of the benchmark (see the module doc)."""
+def run(sizes: tuple[int, ...], ingest_too: bool = True, keep: bool = False) -> dict:
+    """Every figure of the benchmark (see the module doc); the ingest figures only when `ingest_too`."""
     started = time.perf_counter()
     DIR.mkdir(parents=True, exist_ok=True)
     samples = dataset.load()
     results: dict = {"load_before": os.getloadavg()[0], "ingest": [], "scale": []}
     default_overlap = common.bench_settings(DIR / "ingest.db").chunk_overlap
-    for overlap in (None, *((40,) if default_overlap != 40 else (20,))):  # the default, and one other overlap
-        results["ingest"].append(ingest(samples, overlap))
+    for overlap in (None, *((40,) if default_overlap != 40 else (20,))) if ingest_too else ():
+        results["ingest"].append(ingest(samples, overlap))  # the default, and one other overlap
         print("ingest", results["ingest"][-1], flush=True)
     questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]
     random.Random(0).shuffle(questions)
-    for n in (10_000, 100_000, *((1_000_000,) if scale_1m else ())):
+    for n in sizes:
         t = time.perf_counter()
-        results["scale"].append(scale_point(n, questions))
+        results["scale"].append(scale_point(n, questions, keep=keep))
         results["scale"][-1]["elapsed_s"] = round(time.perf_counter() - t, 1)
         print("scale", results["scale"][-1], flush=True)
     results["load_after"] = os.getloadavg()[0]
@@ -277,12 +321,19 @@ def run(scale_1m: bool) -> dict:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.splitlines()[0])
     parser.add_argument("--scale-1m", action="store_true", help="add the 1M-node point (~15 min more)")
+    parser.add_argument("--sizes", help="scale points instead of 10000,100000 (e.g. 100000,1000000)")
+    parser.add_argument("--scale-only", action="store_true",
+                        help="only the scale points, no ingest figures (section speed-scale)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the built scale stores under bench/out/speed/ and reuse those kept before")
+    parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (default: %(default)s)")
     parser.add_argument("--postgres", action="store_true",
                         help="only the 10k and 100k points, on the pgvector provider (~10 min)")
     parser.add_argument("--build", nargs=2, metavar=("DB", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--search", metavar="DB", help=argparse.SUPPRESS)
     parser.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
+    dataset.DATA = args.data
     if args.build:
         print(json.dumps(build_child(args.build[0], int(args.build[1]))))
         return
@@ -305,10 +356,16 @@ def main(argv: list[str] | None = None) -> None:
         common.write_section("speed-pgvector", speed_report.pgvector_markdown(pg, header))
         print(f"done in {pg['elapsed_s']} s; wrote {common.RESULTS}")
         return
-    results = run(args.scale_1m)
-    (common.OUT / "speed.json").write_text(json.dumps(results, indent=1))
-    command = ".venv/bin/python -m bench.speed" + (" --scale-1m" if args.scale_1m else "")
-    common.write_section("speed", speed_report.markdown(results, common.header(command)))
+    sizes = tuple(int(n) for n in args.sizes.split(",")) if args.sizes else (
+        10_000, 100_000, *((1_000_000,) if args.scale_1m else ()))
+    results = run(sizes, not args.scale_only, args.keep)
+    name = "speed-scale" if args.scale_only else "speed"
+    (common.OUT / f"{name.replace('-', '_')}.json").write_text(json.dumps(results, indent=1))
+    command = ".venv/bin/python -m bench.speed" + "".join(f" {flag}" for flag, on in (
+        ("--scale-1m", args.scale_1m), (f"--sizes {args.sizes}", args.sizes), ("--scale-only", args.scale_only),
+        ("--keep", args.keep)) if on)
+    report = speed_report.scale_markdown if args.scale_only else speed_report.markdown
+    common.write_section(name, report(results, common.header(command)))
     print(f"done in {results['elapsed_s']} s; wrote {common.RESULTS}")
 
 

@@ -50,6 +50,10 @@ class VectorIndex:
         m[: self.size] = self.matrix[: self.size]
         self.matrix = m
 
+    def reserve(self, rows: int) -> None:
+        """Make room for `rows` more rows at once (a bulk load then grows nothing)."""
+        self._reserve(rows)
+
     def _positions(self, rowids: np.ndarray) -> np.ndarray:
         """Matrix rows of the live entries among `rowids` (unknown ids are dropped)."""
         if self.size == 0 or len(rowids) == 0:

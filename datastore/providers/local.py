@@ -2,9 +2,9 @@
 
 - Schema by named, idempotent migrations, each applied in a transaction with its record row.
 - One writer connection used under a lock inside `BEGIN IMMEDIATE`; a read connection per thread.
-- FTS5 over node text, kept in sync by triggers (`search_text` runs a BM25 query over it).
-- Vector search is exact: the namespace's vectors are cached in memory (`VectorIndex`) and kept current by this
-  process's commits; another process's commit (seen through the namespace's version row) reloads the cache.
+- Search runs in memory: the namespace's vectors (`VectorIndex`) and a BM25 index of its texts (`TextIndex`, for
+  `search_text`) are cached and kept current by this process's commits; another process's commit (seen through the
+  namespace's version row) reloads them. The FTS5 table of earlier versions is dropped (migration 003).
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
 from datastore.retrieval import text_terms
+from datastore.text_index import TextIndex
 from datastore.vector_index import VectorIndex
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
@@ -101,15 +102,28 @@ def _m002_fts_porter(db: sqlite3.Connection) -> None:
     db.execute("INSERT INTO nodes_fts (nodes_fts) VALUES ('rebuild')")
 
 
+def _m003_drop_fts(db: sqlite3.Connection) -> None:
+    """Full-text search moved to the in-memory `TextIndex` (same tokens, same BM25): FTS5 and its triggers go."""
+    for trigger in ("nodes_ai", "nodes_ad", "nodes_au"):
+        db.execute(f"DROP TRIGGER IF EXISTS {trigger}")
+    db.execute("DROP TABLE IF EXISTS nodes_fts")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
+    ("003_drop_fts", _m003_drop_fts),
 ]
+
+_LOAD_SLICE = 20_000  # rows fetched at a time when a namespace's cache is loaded (caps the loading peak)
 
 
 class _NamespaceCache:
-    def __init__(self, index: VectorIndex, version: int) -> None:
+    """A namespace's in-memory search indexes, as of namespace `version`; `lock` guards both."""
+
+    def __init__(self, index: VectorIndex, text: TextIndex, version: int) -> None:
         self.index = index
+        self.text = text
         self.version = version
         self.lock = threading.Lock()
 
@@ -419,27 +433,33 @@ class LocalDataStore(DataStore):
         row = db.execute("SELECT version FROM namespaces WHERE namespace = ?", (ns,)).fetchone()
         return row[0] if row else 0
 
-    def _load_rows(self, db: sqlite3.Connection, ns: str, rowids: Sequence[int] | None) -> tuple:
+    def _load(self, cache: _NamespaceCache, db: sqlite3.Connection, ns: str, rowids: Sequence[int] | None) -> None:
+        """Add the namespace's rows (all of them, or those of `rowids`) to both indexes of `cache`, a slice at a
+        time: a full load holds one slice of fetched rows besides the indexes, never the whole namespace twice."""
+        cols = "rowid, level, start_time, end_time, text, embedding"
         if rowids is None:
-            rows = db.execute(
-                "SELECT rowid, level, start_time, end_time, embedding FROM nodes WHERE namespace = ? ORDER BY rowid",
-                (ns,),
-            ).fetchall()
-        else:
-            rows = []
-            for i in range(0, len(rowids), 500):
-                part = list(rowids[i : i + 500])
-                rows += db.execute(
-                    "SELECT rowid, level, start_time, end_time, embedding FROM nodes "
-                    f"WHERE rowid IN ({','.join('?' * len(part))})", part,
-                ).fetchall()
-        dim = self.embedder.dimension
+            count = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
+            cache.index.reserve(count)
+            cache.text.reserve(count)
+            cur = db.execute(f"SELECT {cols} FROM nodes WHERE namespace = ? ORDER BY rowid", (ns,))
+            while rows := cur.fetchmany(_LOAD_SLICE):
+                self._add_rows(cache, rows)
+            return
+        for i in range(0, len(rowids), 500):
+            part = list(rowids[i : i + 500])
+            self._add_rows(cache, db.execute(
+                f"SELECT {cols} FROM nodes WHERE rowid IN ({','.join('?' * len(part))})", part).fetchall())
+
+    def _add_rows(self, cache: _NamespaceCache, rows: list[sqlite3.Row]) -> None:
+        if not rows:
+            return
         ids = np.array([r[0] for r in rows], dtype=np.int64)
         levels = np.array([r[1] for r in rows], dtype=np.int16)
         starts = np.array([r[2] if r[2] is not None else np.nan for r in rows], dtype=np.float64)
         ends = np.array([r[3] if r[3] is not None else np.nan for r in rows], dtype=np.float64)
-        vecs = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.float32).reshape(len(rows), dim)
-        return ids, vecs, levels, starts, ends
+        vecs = np.frombuffer(b"".join(r[5] for r in rows), dtype=np.float32).reshape(len(rows), self.embedder.dimension)
+        cache.index.add(ids, vecs, levels, starts, ends)
+        cache.text.add(ids, [r[4] for r in rows], levels, starts, ends)
 
     def _apply_to_cache(self, db: sqlite3.Connection, ns: str, before: int, removed: list[int], added: list[int]) -> None:
         """Bring this process's cache of `ns` up to the commit being made (or drop it if it was stale)."""
@@ -453,18 +473,19 @@ class LocalDataStore(DataStore):
                     self._caches.pop(ns, None)
                 return
             cache.index.remove(np.array(removed, dtype=np.int64))
-            cache.index.add(*self._load_rows(db, ns, added))
+            cache.text.remove(np.array(removed, dtype=np.int64))
+            self._load(cache, db, ns, added)
             cache.version = before + 1
 
     def _index(self, ns: str) -> _NamespaceCache:
-        """The namespace's vector cache, (re)loaded when another process has written since."""
+        """The namespace's search indexes, (re)loaded when another process has written since."""
         db = self._reader
         version = self._ns_version(db, ns)
         with self._caches_guard:
             cache = self._caches.get(ns)
             if cache is not None and cache.version == version:
                 return cache
-            cache = _NamespaceCache(VectorIndex(self.embedder.dimension, self.settings.ann_min_rows), -1)
+            cache = _NamespaceCache(VectorIndex(self.embedder.dimension, self.settings.ann_min_rows), TextIndex(), -1)
             self._caches[ns] = cache
         with cache.lock:
             if cache.version != version:
@@ -472,7 +493,8 @@ class LocalDataStore(DataStore):
                 try:
                     version = self._ns_version(db, ns)
                     cache.index = VectorIndex(self.embedder.dimension, self.settings.ann_min_rows)
-                    cache.index.add(*self._load_rows(db, ns, None))
+                    cache.text = TextIndex()
+                    self._load(cache, db, ns, None)
                 finally:
                     db.execute("COMMIT")
                 cache.version = version
@@ -500,26 +522,23 @@ class LocalDataStore(DataStore):
             args.append(flt.speaker)
         return where, args
 
-    def _search(
-        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
-    ) -> list[tuple[MemoryNode, float]]:
-        cache = self._index(ns)
-        candidates = None
-        min_level = max_level = start = end = None
-        if flt is not None:
-            min_level = flt.level if flt.level is not None else flt.min_level
-            max_level = flt.level if flt.level is not None else flt.max_level
-            start = _ts(utc(flt.start_date))
-            end = _ts(utc(flt.end_date))
-            where, args = self._filter_sql(flt)
-            if where:
-                candidates = np.array(
-                    [r[0] for r in self._reader.execute(
-                        f"SELECT rowid FROM nodes WHERE namespace = ? AND {' AND '.join(where)}", (ns, *args))],
-                    dtype=np.int64,
-                )
-        with cache.lock:
-            rowids, scores = cache.index.search(vector, top_k, candidates, min_level, max_level, start, end)
+    def _candidates(self, ns: str, flt: QueryFilter | None) -> tuple[np.ndarray | None, tuple]:
+        """The filter as (candidate row ids from SQL for its source and speaker fields, or None; (min_level,
+        max_level, start, end) for the in-memory indexes)."""
+        if flt is None:
+            return None, (None, None, None, None)
+        bounds = (flt.level if flt.level is not None else flt.min_level,
+                  flt.level if flt.level is not None else flt.max_level,
+                  _ts(utc(flt.start_date)), _ts(utc(flt.end_date)))
+        where, args = self._filter_sql(flt)
+        if not where:
+            return None, bounds
+        rows = self._reader.execute(
+            f"SELECT rowid FROM nodes WHERE namespace = ? AND {' AND '.join(where)}", (ns, *args))
+        return np.array([r[0] for r in rows], dtype=np.int64), bounds
+
+    def _hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> list[tuple[MemoryNode, float]]:
+        """[(node, score)] for the row ids, in their order (rows deleted meanwhile are left out)."""
         if len(rowids) == 0:
             return []
         rows = self._reader.execute(
@@ -531,41 +550,32 @@ class LocalDataStore(DataStore):
         by_rowid = {r["r"]: _node(r) for r in rows}
         return [(by_rowid[int(r)], float(s)) for r, s in zip(rowids, scores, strict=True) if int(r) in by_rowid]
 
+    def _search(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> list[tuple[MemoryNode, float]]:
+        cache = self._index(ns)
+        candidates, bounds = self._candidates(ns, flt)
+        with cache.lock:
+            rowids, scores = cache.index.search(vector, top_k, candidates, *bounds)
+        return self._hits(ns, rowids, scores)
+
     def search_text(
         self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None
     ) -> list[tuple[MemoryNode, float]]:
-        """BM25 full-text search (FTS5) over the namespace's nodes that match `flt` (same rules as `_search`).
+        """BM25 full-text search over the namespace's nodes that match `flt` (same rules as `_search`), through
+        the namespace's in-memory `TextIndex` (FTS5's `porter unicode61` tokens and `bm25()` scores).
 
         The query's words (letters and digits, stop words dropped unless nothing else is left) are OR-ed.
-        Returns [(node, -bm25)] best first (higher is better); [] when the text has no word.
+        Returns [(node, bm25)] best first (higher is better); [] when the text has no word.
         """
         terms = text_terms(text)
         if not terms:
             return []
-        where, args = self._filter_sql(flt)
-        if flt is not None:
-            low = flt.level if flt.level is not None else flt.min_level
-            high = flt.level if flt.level is not None else flt.max_level
-            if low is not None:
-                where.append("nodes.level >= ?")
-                args.append(low)
-            if high is not None:
-                where.append("nodes.level <= ?")
-                args.append(high)
-            if flt.start_date is not None:
-                where.append("nodes.end_time >= ?")
-                args.append(_ts(utc(flt.start_date)))
-            if flt.end_date is not None:
-                where.append("nodes.start_time <= ?")
-                args.append(_ts(utc(flt.end_date)))
-        extra = "".join(f" AND {w}" for w in where)
-        rows = self._reader.execute(
-            f"SELECT {', '.join('nodes.' + c.strip() for c in _NODE_COLS.split(','))}, -nodes_fts.rank AS score "
-            "FROM nodes_fts JOIN nodes ON nodes.rowid = nodes_fts.rowid "
-            f"WHERE nodes_fts MATCH ? AND nodes.namespace = ?{extra} ORDER BY nodes_fts.rank LIMIT ?",
-            (" OR ".join(f'"{w}"' for w in terms), ns, *args, top_k),
-        )
-        return [(_node(r), float(r["score"])) for r in rows]
+        cache = self._index(ns)
+        candidates, bounds = self._candidates(ns, flt)
+        with cache.lock:
+            rowids, scores = cache.text.search(terms, top_k, candidates, *bounds)
+        return self._hits(ns, rowids, scores)
 
     def node_counts(self) -> dict[str, int]:
         rows = self._reader.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level")

@@ -1,0 +1,173 @@
+"""The in-memory BM25 index: FTS5's scores (by the formula and against SQLite FTS5 itself), top-k by MaxScore equal
+to scoring everything, incremental writes equal a rebuild, filters; and the local store's use of it."""
+
+from __future__ import annotations
+
+import math
+import random
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from datastore import text_index
+from datastore.providers.local import LocalDataStore
+from datastore.retrieval import text_terms
+from datastore.text_index import TextIndex
+from models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
+from tests.conftest import make_settings
+from tests.datastore.synthetic import conversation
+
+NAN = float("nan")
+WORDS = ("book books booking garden gardens gardening lake cabin violin violins bakery sister train museum recipe "
+         "concert hiking piano the a and of to café cafe naïve Zoë 2023 x y relational conditional").split()
+
+
+def build(texts: list[str], rowids: list[int] | None = None, levels: list[int] | None = None) -> TextIndex:
+    index = TextIndex()
+    n = len(texts)
+    index.add(rowids or list(range(1, n + 1)), texts, levels or [1] * n, [NAN] * n, [NAN] * n)
+    return index
+
+
+def corpus(n: int, seed: int = 0) -> list[str]:
+    rng = random.Random(seed)
+    return [" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 30))) for _ in range(n)]
+
+
+def by_rowid(index: TextIndex, terms: list[str]) -> dict[int, float]:
+    scores = index.scores(terms)
+    return {int(index.rowids[i]): float(scores[i]) for i in np.flatnonzero(scores) if index.alive[i]}
+
+
+def test_scores_follow_the_bm25_formula_on_a_hand_checked_corpus() -> None:
+    texts = ["The cat sat", "Cats and dogs", "a dog barked at the dog", "birds sing", "fish swim", "the sun rose"]
+    index = build(texts)
+    n, avgdl = 6, 19 / 6  # token counts 3, 3, 6, 2, 2, 3: stop words count, as in FTS5
+
+    def part(df: int, tf: int, dl: int) -> float:
+        idf = math.log((n - df + 0.5) / (df + 0.5))
+        return idf * tf * 2.2 / (tf + 1.2 * (0.25 + 0.75 * dl / avgdl))
+
+    # "dogs" and "dog" stem alike: df 2, idf ln(4.5 / 2.5); row 3: tf 2 of 6 tokens, row 2: tf 1 of 3 (by hand below)
+    ids, scores = index.search(["dogs"], 10)
+    assert ids.tolist() == [3, 2]
+    assert scores.tolist() == pytest.approx([part(2, 2, 6), part(2, 1, 3)], rel=1e-6)
+    assert scores[0] == pytest.approx(0.6457, abs=1e-4) and scores[1] == pytest.approx(0.6007, abs=1e-4)
+    ids, scores = index.search(["cat", "sun"], 10)  # row 6 holds the rarer "sun" (df 1)
+    assert ids.tolist() == [6, 1, 2]
+    assert scores.tolist() == pytest.approx([part(1, 1, 3), part(2, 1, 3), part(2, 1, 3)], rel=1e-6)
+    ids, scores = index.search(["the"], 10)  # in 3 of 6 rows: idf ln(1) = 0, floored to 1e-6 as FTS5 does
+    assert sorted(ids.tolist()) == [1, 3, 6] and scores.max() < 1e-5
+    assert index.search(["cat", "cat"], 10)[1][0] == pytest.approx(2 * part(2, 1, 3), rel=1e-6)  # two phrases
+    assert index.search(["unknown"], 10)[0].tolist() == [] and index.search([], 10)[0].tolist() == []
+
+
+def test_scores_equal_sqlite_fts5_porter_unicode61_bm25() -> None:
+    texts = corpus(2000) + ["Books\x01gardens", "SNAKE_case gardening-books (2023)", "Zoë's CAFÉ, naïve!", "", "..."]
+    db = sqlite3.connect(":memory:")
+    db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='porter unicode61')")
+    db.executemany("INSERT INTO f (rowid, t) VALUES (?, ?)", list(enumerate(texts, 1)))
+    index = build(texts)
+    for query in ("books about gardens", "Café violin", "the", "naïve piano 2023 x", "Booking a CAFE for zoe",
+                  "relational conditionals", "nothing matches this", "snake case", "Zoe"):
+        terms = text_terms(query)
+        want = dict(db.execute("SELECT rowid, -bm25(f) FROM f WHERE f MATCH ?",
+                               (" OR ".join(f'"{w}"' for w in terms),)).fetchall())
+        got = by_rowid(index, terms)
+        assert got.keys() == want.keys(), query
+        assert all(got[r] == pytest.approx(want[r], rel=1e-5) for r in want), query
+
+
+def test_top_k_by_maxscore_equals_scoring_every_row() -> None:
+    index = build(corpus(5000, seed=1), levels=[1 + i % 3 for i in range(5000)])
+    rng = random.Random(2)
+    for _ in range(60):
+        terms = text_terms(" ".join(rng.choice(WORDS) for _ in range(rng.randint(1, 6))))
+        for k, low in ((1, None), (5, None), (50, 2), (4000, None)):
+            scores = index.scores(terms)
+            keep = scores > 0
+            if low is not None:
+                keep &= index.levels[: index.size] >= low
+            want = np.sort(scores[keep])[::-1][:k]
+            ids, got = index.search(terms, k, min_level=low)
+            assert np.allclose(got, want, rtol=1e-5), (terms, k)
+            assert np.allclose(scores[ids - 1], got) and np.all(np.diff(got) <= 0)
+
+
+def test_incremental_adds_and_removals_equal_a_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(text_index, "_MERGE_MIN", 500)  # merge the tail often
+    texts = corpus(6000, seed=3)
+    live = TextIndex()
+    rng = random.Random(4)
+    alive: dict[int, str] = {}
+    for start in range(0, 6000, 37):
+        batch = list(range(start + 1, min(start + 38, 6001)))
+        live.add(batch, [texts[r - 1] for r in batch], [1] * len(batch), [NAN] * len(batch), [NAN] * len(batch))
+        alive.update((r, texts[r - 1]) for r in batch)
+        gone = rng.sample(sorted(alive), min(len(alive), 25))
+        live.remove(gone + [10**9])  # an unknown id is ignored
+        for r in gone:
+            del alive[r]
+    assert len(live) == len(alive) and live.size < 6000  # compacted on the way (more than a quarter dead)
+    rebuilt = build(list(alive.values()), rowids=list(alive))
+    for query in ("books about gardens", "Café violin", "the", "naïve piano 2023 x", "hiking lake cabin"):
+        terms = text_terms(query)
+        got, want = by_rowid(live, terms), by_rowid(rebuilt, terms)
+        assert got.keys() == want.keys()
+        assert all(got[r] == pytest.approx(want[r], rel=1e-5) for r in want)
+        assert np.allclose(live.search(terms, 20)[1], rebuilt.search(terms, 20)[1], rtol=1e-5)
+    with pytest.raises(ValueError):
+        live.add([5], ["an older row id"], [1], [NAN], [NAN])
+
+
+def test_filters_keep_exactly_the_allowed_rows() -> None:
+    n = 3000
+    texts = corpus(n, seed=5)
+    index = TextIndex()
+    rowids = np.arange(1, n + 1) * 2
+    levels = 1 + np.arange(n) % 3
+    starts = np.where(np.arange(n) % 7 == 0, np.nan, np.arange(n, dtype=float))
+    index.add(rowids, texts, levels, starts, starts + 5)
+    terms = text_terms("garden violin piano")
+    scores = index.scores(terms)
+    cand = rowids[::5]
+    cases = [
+        ({"min_level": 2}, levels >= 2), ({"max_level": 1}, levels <= 1),
+        ({"min_level": 2, "max_level": 2}, levels == 2),
+        ({"start": 1000.0}, starts + 5 >= 1000), ({"end": 500.0}, starts <= 500),
+        ({"candidates": cand}, np.isin(rowids, cand)),
+        ({"candidates": cand, "min_level": 3, "start": 100.0, "end": 2000.0},
+         np.isin(rowids, cand) & (levels >= 3) & (starts + 5 >= 100) & (starts <= 2000)),
+    ]
+    for kwargs, keep in cases:
+        ids, _ = index.search(terms, n, **kwargs)  # type: ignore[arg-type]
+        assert set(ids.tolist()) == set(rowids[keep & (scores > 0)].tolist()), kwargs
+
+
+def test_the_local_store_keeps_its_text_index_in_step_with_its_own_and_other_processes_writes(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    settings = make_settings(tmp_path)
+    a = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    b = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()  # another process, same file
+    try:
+        assert not a._reader.execute("SELECT name FROM sqlite_master WHERE name LIKE 'nodes_fts%'").fetchall()
+        a.remember_sync("ns", RememberRequest(conversation_id="c1", messages=conversation(("Ann", "Ben"), 30)))
+        assert a.search_text("ns", "xylophone", 5) == [] and b.search_text("ns", "xylophone", 5) == []
+        said = Message(speaker="Ann", content="I tuned my old xylophones at the lake cabin today.")
+        a.remember_sync("ns", RememberRequest(conversation_id="c2", messages=[said]))
+        for store in (a, b):  # a applies its own commit, b reloads at the new namespace version
+            hits = store.search_text("ns", "xylophone", 5, QueryFilter(level=1))
+            assert [n.source_id for n, _ in hits] == ["c2"] and hits[0][1] > 0
+            assert store.search_text("ns", "xylophone", 5, QueryFilter(conversation_id="c1")) == []
+            q = Query(query="xylophone lake", top_k=3, mode="hybrid")
+            assert store.query_sync("ns", [q]).results[0].results[0].conversation_id == "c2"
+        b.delete_sync("ns", DeleteRequest(ids=["c2"]))
+        assert b.search_text("ns", "xylophone", 5) == [] and a.search_text("ns", "xylophone", 5) == []
+    finally:
+        a.close()
+        b.close()
