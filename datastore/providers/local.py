@@ -417,11 +417,10 @@ class LocalDataStore(DataStore):
         return n_msgs, n_nodes
 
     def _scrub(self) -> None:
-        """Make what a commit deleted unrecoverable from disk: merge the full-text index (its segments keep a
-        deleted text's words until merged), then checkpoint the WAL into the file (secure_delete zeroes the
-        freed space) and truncate the WAL. Called after every commit that deletes text."""
+        """Make what a commit deleted unrecoverable from disk: checkpoint the WAL into the file (secure_delete
+        zeroes the freed space) and truncate the WAL. The full-text index lives in memory only (text_index.py),
+        so no on-disk segment keeps a deleted text's words. Called after every commit that deletes text."""
         with self._write_lock:
-            self._writer.execute("INSERT INTO nodes_fts (nodes_fts) VALUES ('optimize')")
             busy = self._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         if busy:
             log.warning("the WAL of %s could not be checkpointed (readers busy); forgotten text stays in %s-wal "
