@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+from datastore.context import ContextAssembly
 from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.read import to_result
@@ -33,7 +34,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Forgetting):
+class DataStore(Remembering, Forgetting, ContextAssembly):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:
