@@ -25,6 +25,7 @@ import re
 import string
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import cache
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -62,8 +63,15 @@ HEADINGS = {
 }
 DEFAULT_BUDGET = 2000
 MAX_LEFT_OUT = 50
+MAX_ROOTS = 64  # a tree has few roots (about FAN_OUT per level); a flat store's latest 64 chunks stand in
 REFINE = 2  # timeline nodes refined one level down (the closest to the query), room permitting
 _STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
+
+
+@cache
+def _heading_tokens(name: str) -> int:
+    """Tokens a section's heading adds (its line and the blank line before it)."""
+    return count_tokens(HEADINGS[name] + "\n") + 1
 
 
 def template_fields(template: str, allowed: tuple[str, ...], name: str) -> None:
@@ -108,7 +116,7 @@ class _Section:
         self.items: list[ContextItem] = []
         self.lines: list[str] = []
         self.left_out: list[LeftOut] = []
-        self._heading = count_tokens(HEADINGS[name] + "\n") + 1
+        self._heading = _heading_tokens(name)
 
     def admit(self, item: ContextItem, line: str) -> bool:
         cost = item.tokens + (self._heading if not self.items else 0)
@@ -371,7 +379,7 @@ class ContextAssembly(CoreMemory, Sequence):
             return n.level == 1 and bool(n.message_ids) and set(n.message_ids) <= shown
 
         if cid is not None:
-            todo = [n for n in self._frontier(ns, cid) if n.parent_id is None]
+            todo = self._roots(ns, cid, MAX_ROOTS)
         else:  # namespace-wide: the summaries closest to the query (or none without one)
             if vector is None:
                 return
@@ -420,6 +428,10 @@ class ContextAssembly(CoreMemory, Sequence):
         # admit by closeness, render in time order
         admitted: list[tuple[MemoryNode, ContextItem, str]] = []
         for n, c, why in sorted(chosen, key=lambda x: -x[1]):
+            if n.token_count > sec.budget - sec.used:  # cannot fit: say so without rendering it
+                sec.left_out.append(LeftOut(id=n.id, section="timeline", tokens=n.token_count,
+                                            reason="no room in the budget"))
+                continue
             item, line = self._node_item(n, why, c if vector is not None else None, render)
             if sec.admit(item, line):
                 spans.take(n.source_id, l1_span(n, fan))

@@ -156,6 +156,12 @@ class StoreBase(ABC):
         the whole source; providers override it with an indexed read."""
         return [n for n in self._source_nodes(ns, source_id) if n.level == level and first <= n.position <= last]
 
+    def _roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first. This
+        default reads the frontier; providers override it with an indexed read."""
+        roots = [n for n in self._frontier(ns, source_id) if n.parent_id is None]
+        return sorted(roots, key=lambda n: (-n.level, -n.position))[:limit]
+
     # provider hooks for core memory (datastore/core.py); a provider without them refuses core memory
     def _core_entries(self, ns: str, scope: str) -> list[CoreEntry]:
         """The stored core entries of a scope (a conversation id, or "" for the namespace), expired ones too."""

@@ -259,6 +259,14 @@ class LocalDataStore(DataStore):
         )
         return [_node(r) for r in rows]
 
+    def _roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        rows = self._reader.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? AND parent_id IS NULL "
+            "ORDER BY level DESC, position DESC LIMIT ?",
+            (ns, source_id, limit),
+        )
+        return [_node(r) for r in rows]
+
     def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         out: list[MemoryNode] = []
         for i in range(0, len(ids), 500):
