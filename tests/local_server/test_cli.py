@@ -98,3 +98,14 @@ def test_import_rejects_unknown_files(tmp_path: Path) -> None:
 def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     r = runner.invoke(app, ["serve"], env={**env(tmp_path), "BEARER_TOKEN": "", "AUTH": "bearer"})
     assert r.exit_code != 0
+
+
+def test_query_takes_a_mode_and_shows_date_and_conversation(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=env(tmp_path))
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["query", "passport expiry", "--mode", "dense", "-k", "2"], env=env(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "date" in r.output and "conversation" in r.output
+    assert "2023-11-14" in r.output and "chat-1" in r.output  # the chat's date and its conversation id
+    r = runner.invoke(app, ["query", "passport", "--mode", "fuzzy"], env=env(tmp_path))
+    assert r.exit_code != 0 and "--mode" in r.output
