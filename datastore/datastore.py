@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 
+from datastore.context import ContextAssembly
 from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.indexing import Indexing
@@ -34,7 +35,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Indexing, Forgetting):
+class DataStore(Remembering, Indexing, Forgetting, ContextAssembly):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

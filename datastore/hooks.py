@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 
 from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
 from models.memory import MemoryNode, SourceType, StoredMessage
 from models.settings import Settings
 from services.embedding import Embedder
+from services.errors import UnsupportedError
 from services.summarising import Summariser
 
 DEFAULT_NAMESPACE = "default"
@@ -171,6 +173,27 @@ class StoreBase(ABC):
                 if any(c >= fan_out for c in counts.values()):
                     out.append((ns, sid))
         return out
+
+    def _nodes_at(self, ns: str, source_id: str, level: int, first: int, last: int) -> list[MemoryNode]:
+        """The source's nodes of `level` with position in [first, last], in position order. This default reads
+        the whole source; providers override it with an indexed read."""
+        return [n for n in self._source_nodes(ns, source_id) if n.level == level and first <= n.position <= last]
+
+    def _roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first. This
+        default reads the frontier; providers override it with an indexed read."""
+        roots = [n for n in self._frontier(ns, source_id) if n.parent_id is None]
+        return sorted(roots, key=lambda n: (-n.level, -n.position))[:limit]
+
+    # provider hooks for core memory (datastore/core.py); a provider without them refuses core memory
+    def _core_entries(self, ns: str, scope: str) -> list[CoreEntry]:
+        """The stored core entries of a scope (a conversation id, or "" for the namespace), expired ones too."""
+        raise UnsupportedError(f"core memory is not supported by the {self.name} store (use the local or postgres store)")
+
+    def _core_write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        """In one transaction: delete the entries of `scope` with a key in `delete`, then store `put`
+        (replacing its key). Returns how many entries were deleted."""
+        raise UnsupportedError(f"core memory is not supported by the {self.name} store (use the local or postgres store)")
 
     def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
         with self._locks_guard:

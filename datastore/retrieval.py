@@ -12,8 +12,14 @@ Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
 `hybrid` and `tree` return L1 chunks unless the filter names levels: a summary costs context tokens but holds
 only a selection of what it covers, and every chunk names its summary in `parent_id`. On LoCoMo (bench/RESULTS.md)
 `hybrid` finds the most evidence per token. A provider without `search_text` degrades `text` and `hybrid` to
-`dense` over the same levels. Every function returns `[(MemoryNode, score)]`, higher is better; the score is a
-cosine for `dense`, -bm25 for `text`, and in [0, 1] (fused) or cosine-based (tree) for the others.
+`dense` over the same levels. Every function returns `[(MemoryNode, score)]`, higher is better, on a scale that
+is the same from query to query within a mode (so a `min_score` floor means something):
+
+- `dense`: the cosine, in [-1, 1] (MiniLM: unrelated text ~0-0.2, a paraphrase ~0.5-0.8).
+- `text`: `text_strength(bm25) = bm25 / (bm25 + BM25_HALF)`, in [0, 1) (0.5 at a BM25 of BM25_HALF).
+- `hybrid`: in [0, 1]: the min-max rank fusion times the pool's best absolute match (see `hybrid`); on LoCoMo
+  the top hit of a real question scores ~0.4-0.7 (median 0.55), an unrelated query under 0.05.
+- `tree`: `cosine + ANCESTOR_WEIGHT * best ancestor cosine`, in [-1.25, 1.25].
 """
 
 from __future__ import annotations
@@ -36,6 +42,7 @@ Hits = list[tuple[MemoryNode, float]]
 MODES: tuple[str, ...] = get_args(RetrievalMode)
 POOL = 50  # candidates drawn from each list before fusing (at least top_k)
 TEXT_WEIGHT = 0.6  # share of BM25 in `hybrid`; tuned on LoCoMo (0.5-0.7 are within 0.005 of each other)
+BM25_HALF = 8.0  # the BM25 at which the text strength of a `hybrid` match is 0.5 (see text_strength)
 SUMMARY_BEAM = 5  # summaries `tree` descends from
 ANCESTOR_WEIGHT = 0.25  # weight of the best ancestor's cosine in `tree`
 
@@ -85,10 +92,18 @@ def dense(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryF
 
 
 def text(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-    """BM25 top_k over every level `flt` allows; `dense` when the provider has no text search."""
+    """BM25 top_k over every level `flt` allows, scored `text_strength(bm25)`; `dense` when the provider has no
+    text search."""
     if not isinstance(store, TextSearch):
         return dense(store, ns, vector, top_k, flt)
-    return store.search_text(ns, query, top_k, flt)
+    return [(n, text_strength(s)) for n, s in store.search_text(ns, query, top_k, flt)]
+
+
+def text_strength(bm25: float, half: float | None = None) -> float:
+    """A BM25 score mapped to [0, 1) by saturation, `bm25 / (bm25 + half)` (0 for no match): the same BM25
+    gives the same strength in every query, unlike a min-max over one query's candidates."""
+    h = BM25_HALF if half is None else half
+    return bm25 / (bm25 + h) if bm25 > 0 else 0.0
 
 
 def _normalised(scores: dict[str, float]) -> dict[str, float]:
@@ -102,9 +117,12 @@ def _normalised(scores: dict[str, float]) -> dict[str, float]:
 
 def hybrid(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
            weight: float = TEXT_WEIGHT) -> Hits:
-    """L1 chunks (unless `flt` names levels) by `weight * bm25 + (1 - weight) * cosine`, each min-max
-    normalised over the pool: the top max(POOL, top_k) of each list; a text-only candidate gets its exact
-    cosine, a dense-only one a BM25 of 0. `dense` over the same levels without a text search."""
+    """L1 chunks (unless `flt` names levels) ranked by `weight * bm25 + (1 - weight) * cosine`, each min-max
+    normalised over the pool (the top max(POOL, top_k) of each list; a text-only candidate gets its exact
+    cosine, a dense-only one a BM25 of 0). Score, in [0, 1] and comparable across queries: that rank fusion
+    times the pool's best absolute match, `max(weight * text_strength(bm25) + (1 - weight) * max(cosine, 0))`,
+    so an unrelated query scores low while the ranking (and recall) is the min-max fusion's.
+    `dense` over the same levels without a text search."""
     leaf = with_levels(flt, level=1)
     pool = max(POOL, top_k)
     dense_hits = dense(store, ns, vector, pool, leaf)
@@ -117,10 +135,13 @@ def hybrid(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int
     if missing:
         q = np.asarray(vector, dtype=np.float32)
         cosine.update({i: float(v @ q) for i, v in store._get_vectors(ns, missing).items()})
-    d, t = _normalised(cosine), _normalised({n.id: s for n, s in text_hits})
+    bm25 = {n.id: s for n, s in text_hits}
+    d, t = _normalised(cosine), _normalised(bm25)
     fused = {i: weight * t.get(i, 0.0) + (1 - weight) * d.get(i, 0.0) for i in nodes}
+    strength = max((weight * text_strength(bm25.get(i, 0.0)) + (1 - weight) * max(cosine.get(i, 0.0), 0.0)
+                    for i in nodes), default=0.0)
     best = sorted(fused, key=lambda i: -fused[i])[:top_k]
-    return [(nodes[i], fused[i]) for i in best]
+    return [(nodes[i], fused[i] * strength) for i in best]
 
 
 def matches(node: MemoryNode, flt: QueryFilter | None) -> bool:

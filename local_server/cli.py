@@ -125,23 +125,34 @@ def query(
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many results.")] = 5,
     level: Annotated[int | None, typer.Option(min=1, help="Only this level.")] = None,
     conversation_id: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
+    mode: Annotated[str | None, typer.Option(
+        help="Ranking: hybrid (L1 chunks, BM25 + cosine), dense (cosine, every level), text (BM25, every level) "
+        "or tree; default RETRIEVAL_MODE.")] = None,
     namespace: Namespace = DEFAULT_NAMESPACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON.")] = False,
     db: Db = None,
 ) -> None:
-    """Search memories of every level and print the best."""
+    """Search memories and print the best, with their date and conversation."""
+    from datastore.retrieval import MODES
+
+    if mode is not None and mode not in MODES:
+        raise typer.BadParameter(f"one of {', '.join(MODES)}", param_hint="--mode")
     store = _store(_settings(db))
     try:
         flt = QueryFilter(level=level, conversation_id=conversation_id) if (level or conversation_id) else None
-        res = store.query_sync(namespace, [Query(query=text, top_k=top_k, filter=flt)])
+        res = store.query_sync(namespace, [Query(query=text, top_k=top_k, filter=flt, mode=mode)])  # type: ignore[arg-type]
     finally:
         store.close()
     if as_json:
         console.print_json(res.model_dump_json())
         return
-    table = Table("score", "level", "id", "text", show_lines=True)
+    table = Table("score", "level", "date", "conversation", "id", "text", show_lines=True)
     for r in res.results[0].results:
-        table.add_row(f"{r.score:.3f}", f"L{r.level}", r.id, r.text)
+        when = f"{r.start_time:%Y-%m-%d}" if r.start_time else ""
+        if r.end_time and r.start_time and r.end_time.date() != r.start_time.date():
+            when += f" to {r.end_time:%Y-%m-%d}"
+        source = r.conversation_id or (f"document {r.document_id}" if r.document_id else "")
+        table.add_row(f"{r.score:.3f}", f"L{r.level}", when, source, r.id, r.text)
     console.print(table)
 
 

@@ -179,7 +179,8 @@ class QueryRequest(BaseModel):
 
 
 class QueryResult(BaseModel):
-    """One memory returned by a search; `score`: higher is closer (the cosine in mode dense, see Query.mode)."""
+    """One memory returned by a search; `score`: higher is closer, on one scale per mode across queries (hybrid
+    and text in [0, 1], dense the cosine; see the README's "What a query returns")."""
 
     id: str
     text: str

@@ -53,6 +53,18 @@ class Settings(BaseSettings):
         default="hybrid", description="Default ranking of /query: hybrid, dense, text or tree (bench/RESULTS.md)."
     )
 
+    # Context block (POST /context) and core memory (PUT /core)
+    context_max_tokens: int = Field(
+        default=8000, ge=100, le=128_000, description="Largest budget_tokens of a /context request (cl100k tokens)."
+    )
+    context_min_score: float = Field(
+        default=0.1, ge=0, le=1, description="Default floor of the relevant-memories score in /context (hybrid scale)."
+    )
+    core_max_tokens: int = Field(
+        default=500, ge=10, le=32_000,
+        description="Token budget of core memory per namespace (and per conversation); overflow moves to long-term.",
+    )
+
     ann_min_rows: int = Field(
         default=50_000, ge=0,
         description="Nodes in a namespace from which the local store searches an IVF index (faiss); 0 = always exact.",

@@ -17,6 +17,7 @@ from datastore.factory import get_datastore
 from datastore.indexer import Indexer
 from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
+from server.context_routes import context_api
 from server.errors import install_error_handlers
 from server.routes import api
 from server.wellknown import wellknown
@@ -71,11 +72,12 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
                     default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
     app.register_blueprint(wellknown)
+    app.register_blueprint(context_api)
     if settings.cors_origins:
         from quart_cors import cors
 
         app = cors(app, allow_origin=settings.cors_origins, allow_headers=["Authorization", "Content-Type"],
-                   allow_methods=["GET", "POST", "DELETE", "OPTIONS"])
+                   allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"])
     app.extensions["pyramind.settings"] = settings
     owns_store = store is None and open_store
     if store is not None:

@@ -59,3 +59,10 @@ class ConflictError(PyramindError):
 
     code = "conflict"
     status = 409
+
+
+class UnsupportedError(PyramindError):
+    """The configured provider lacks a capability (e.g. core memory on the pinecone store)."""
+
+    code = "not_supported"
+    status = 501

@@ -25,6 +25,7 @@ from datastore.retrieval import text_terms
 from datastore.text_index import TextIndex
 from datastore.vector_index import VectorIndex
 from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
 from models.memory import MemoryNode, StoredMessage
 from models.time import utc
 from services.errors import ConflictError, StoreError
@@ -109,10 +110,20 @@ def _m003_drop_fts(db: sqlite3.Connection) -> None:
     db.execute("DROP TABLE IF EXISTS nodes_fts")
 
 
+def _m004_core_memory(db: sqlite3.Connection) -> None:
+    """Core memory entries per namespace and scope (a conversation id, or '' for the whole namespace)."""
+    db.execute(
+        "CREATE TABLE core_memory (namespace TEXT NOT NULL, scope TEXT NOT NULL, key TEXT NOT NULL, "
+        "value TEXT NOT NULL, importance INTEGER NOT NULL, created_at REAL NOT NULL, updated_at REAL NOT NULL, "
+        "expires_at REAL, tokens INTEGER NOT NULL, PRIMARY KEY (namespace, scope, key))"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
     ("003_drop_fts", _m003_drop_fts),
+    ("004_core_memory", _m004_core_memory),
 ]
 
 _LOAD_SLICE = 20_000  # rows fetched at a time when a namespace's cache is loaded (caps the loading peak)
@@ -262,6 +273,22 @@ class LocalDataStore(DataStore):
         )
         return [_node(r) for r in rows]
 
+    def _nodes_at(self, ns: str, source_id: str, level: int, first: int, last: int) -> list[MemoryNode]:
+        rows = self._reader.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? AND level = ? "
+            "AND position BETWEEN ? AND ? ORDER BY position",
+            (ns, source_id, level, first, last),
+        )
+        return [_node(r) for r in rows]
+
+    def _roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        rows = self._reader.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? AND parent_id IS NULL "
+            "ORDER BY level DESC, position DESC LIMIT ?",
+            (ns, source_id, limit),
+        )
+        return [_node(r) for r in rows]
+
     def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         out: list[MemoryNode] = []
         for i in range(0, len(ids), 500):
@@ -377,6 +404,30 @@ class LocalDataStore(DataStore):
         )
         added.append(int(cur.lastrowid or 0))
 
+    # ------------------------------------------------------------------ core memory
+    def _core_entries(self, ns: str, scope: str) -> list[CoreEntry]:
+        rows = self._reader.execute(
+            "SELECT key, value, importance, created_at, updated_at, expires_at, tokens FROM core_memory "
+            "WHERE namespace = ? AND scope = ?", (ns, scope),
+        )
+        return [CoreEntry(key=r[0], value=r[1], importance=r[2], conversation_id=scope or None,
+                          created_at=_dt(r[3]), updated_at=_dt(r[4]), expires_at=_dt(r[5]), tokens=r[6])
+                for r in rows]
+
+    def _core_write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        with self._transaction() as db:
+            gone = 0
+            for key in delete:
+                gone += db.execute("DELETE FROM core_memory WHERE namespace = ? AND scope = ? AND key = ?",
+                                   (ns, scope, key)).rowcount
+            if put is not None:
+                db.execute(
+                    "INSERT OR REPLACE INTO core_memory VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (ns, scope, put.key, put.value, put.importance, _ts(put.created_at), _ts(put.updated_at),
+                     _ts(put.expires_at), put.tokens),
+                )
+        return gone
+
     def _backlog(self) -> list[tuple[str, str]]:
         rows = self._reader.execute(
             """SELECT s.namespace, s.source_id FROM sources s WHERE s.n_tokens > COALESCE(
@@ -405,7 +456,7 @@ class LocalDataStore(DataStore):
         with self._transaction() as db:
             n_msgs = db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0]
             n_nodes = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
-            for table in ("nodes", "messages", "sources"):
+            for table in ("nodes", "messages", "sources", "core_memory"):
                 db.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
             db.execute(
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",

@@ -26,6 +26,7 @@ from psycopg_pool import ConnectionPool
 from datastore.datastore import DataStore, SourceRow, WriteBatch
 from datastore.retrieval import text_terms
 from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
 from models.memory import MemoryNode, StoredMessage
 from models.time import utc
 from services.errors import ConflictError, StoreError
@@ -75,7 +76,20 @@ def _m001_initial(conn: psycopg.Connection, dimension: int) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [("001_initial", _m001_initial)]
+def _m002_core_memory(conn: psycopg.Connection, dimension: int) -> None:
+    """Core memory entries per namespace and scope (a conversation id, or '' for the whole namespace)."""
+    conn.execute(
+        """CREATE TABLE pyramind_core (namespace text NOT NULL, scope text NOT NULL, key text NOT NULL,
+            value text NOT NULL, importance integer NOT NULL, created_at timestamptz NOT NULL,
+            updated_at timestamptz NOT NULL, expires_at timestamptz, tokens integer NOT NULL,
+            PRIMARY KEY (namespace, scope, key))"""
+    )
+
+
+MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
+    ("001_initial", _m001_initial),
+    ("002_core_memory", _m002_core_memory),
+]
 
 
 def _node(r: dict[str, Any]) -> MemoryNode:
@@ -205,6 +219,38 @@ class PgVectorDataStore(DataStore):
                          "ORDER BY level, position", (ns, source_id))
         return [_node(r) for r in rows]
 
+    def _nodes_at(self, ns: str, source_id: str, level: int, first: int, last: int) -> list[MemoryNode]:
+        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                         "AND level = %s AND position BETWEEN %s AND %s ORDER BY position",
+                         (ns, source_id, level, first, last))
+        return [_node(r) for r in rows]
+
+    def _roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                         "AND parent_id IS NULL ORDER BY level DESC, position DESC LIMIT %s", (ns, source_id, limit))
+        return [_node(r) for r in rows]
+
+    # ------------------------------------------------------------------ core memory
+    def _core_entries(self, ns: str, scope: str) -> list[CoreEntry]:
+        rows = self._all("SELECT key, value, importance, created_at, updated_at, expires_at, tokens "
+                         "FROM pyramind_core WHERE namespace = %s AND scope = %s", (ns, scope))
+        return [CoreEntry(conversation_id=scope or None, **r) for r in rows]
+
+    def _core_write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        with self._pool.connection() as conn, conn.transaction():
+            gone = conn.execute("DELETE FROM pyramind_core WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+                                (ns, scope, list(delete))).rowcount if delete else 0
+            if put is not None:
+                conn.execute(
+                    "INSERT INTO pyramind_core VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (namespace, scope, key) DO UPDATE SET value = EXCLUDED.value, "
+                    "importance = EXCLUDED.importance, created_at = EXCLUDED.created_at, "
+                    "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, tokens = EXCLUDED.tokens",
+                    (ns, scope, put.key, put.value, put.importance, put.created_at, put.updated_at, put.expires_at,
+                     put.tokens),
+                )
+        return gone
+
     def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
                          (ns, list(ids)))
@@ -303,6 +349,7 @@ class PgVectorDataStore(DataStore):
             n_msgs = conn.execute("DELETE FROM pyramind_messages WHERE namespace = %s", (ns,)).rowcount
             n_nodes = conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s", (ns,)).rowcount
             conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s", (ns,))
+            conn.execute("DELETE FROM pyramind_core WHERE namespace = %s", (ns,))
         return n_msgs, n_nodes
 
     # ------------------------------------------------------------------ search

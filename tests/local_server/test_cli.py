@@ -132,3 +132,14 @@ def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path, content: byte
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert lines[0].startswith("store: ") and len(lines) == 2, r.stderr
     assert lines[1].startswith(f"cannot open the store (local SQLite file {bad})") and "Traceback" not in r.output
+
+
+def test_query_takes_a_mode_and_shows_date_and_conversation(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=env(tmp_path))
+    assert r.exit_code == 0, r.output
+    r = runner.invoke(app, ["query", "passport expiry", "--mode", "dense", "-k", "2"], env=env(tmp_path))
+    assert r.exit_code == 0, r.output
+    assert "date" in r.output and "conversation" in r.output
+    assert "2023-11-14" in r.output and "chat-1" in r.output  # the chat's date and its conversation id
+    r = runner.invoke(app, ["query", "passport", "--mode", "fuzzy"], env=env(tmp_path))
+    assert r.exit_code != 0 and "--mode" in r.output

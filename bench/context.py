@@ -1,0 +1,225 @@
+"""Context benchmark: how much evidence the /context block holds on LoCoMo, next to /query cut at the same budget,
+and /context latency at 10k and 100k nodes.
+
+Run: `.venv/bin/python -m bench.context` (about 10 minutes on 2 cores with a warm embedding cache; `--data` names
+the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
+
+1. Evidence: the 6 LoCoMo dev conversations are remembered as in bench/recall.py (tree store, default settings,
+   MiniLM through the on-disk embedding cache). For each question with evidence, at budgets 1000 / 2000 / 4000:
+   the block `context_sync(ContextRequest(conversation_id, query=question, budget_tokens, now=<the last
+   session's date>, all_conversations=false))` with the recent-turns section off (a chat app's own window holds
+   those), and with it on (the default request); and the `/query` results (default mode, top 40, filtered to the
+   conversation) cut at the same budget (items in rank order until one does not fit, as bench/metrics.py cuts).
+   An evidence turn counts as found when its text (whitespace folded) is inside the block, or inside the
+   concatenated cut results: a summary holding the sentence verbatim counts, a paraphrase or a cut turn does not.
+2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, no
+   summaries), `POST /context` through the app's in-process test client (request validation, the store and
+   response serialisation; no network), one LoCoMo question and a random conversation per request, the default
+   request (budget 2000, every section), sequential, after a warm-up. Reported p50 / p95 / p99.
+Results: the `context` section of bench/RESULTS.md; every number in bench/out/context.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import random
+import time
+from collections import defaultdict
+from datetime import datetime
+from pathlib import Path
+
+from bench import common, dataset, synthetic
+from bench.cache import CachingEmbedder
+from bench.meters import percentiles
+from datastore.datastore import DEFAULT_NAMESPACE
+from models.api import Query, QueryFilter
+from models.context import ContextRequest
+from services.embedding import LocalEmbedder
+from services.tokens import count_tokens
+
+BUDGETS = (1000, 2000, 4000)
+TOP_K = 40
+NS = "bench"
+SCALES = (10_000, 100_000)
+REQUESTS = 200
+WARMUP = 10
+DIR = common.OUT / "context"
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
+
+
+def turns(sample: dict) -> dict[str, str]:
+    """dia_id -> the turn's text, whitespace folded (what a chunk holds of it)."""
+    conv = sample["conversation"]
+    return {t["dia_id"]: _fold(dataset.turn_text(t)) for k in dataset.session_keys(conv) for t in conv[k]
+            if t.get("text", "").strip()}
+
+
+def last_time(sample: dict) -> datetime:
+    return max(m.created_at for s in dataset.sessions(sample) for m in s if m.created_at)  # type: ignore[type-var]
+
+
+def found(text: str, evidence: tuple[str, ...], texts: dict[str, str]) -> float:
+    """Share of the evidence turns whose text is inside `text` (folded)."""
+    folded = _fold(text)
+    return sum(texts[e] in folded for e in evidence) / len(evidence)
+
+
+def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
+    """Evidence share per budget and variant, overall and per category (see the module doc)."""
+    store = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
+    common.ingest(store, samples, NS)
+    counts = store.stats(NS)
+    texts = {s["sample_id"]: turns(s) for s in samples}
+    ends = {s["sample_id"]: last_time(s) for s in samples}
+    questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])]
+    embedder.embed([q.text for q in questions])
+    scores: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    sections: dict[str, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+    token_cache: dict[str, int] = {}
+    t0 = time.perf_counter()
+    for i, q in enumerate(questions):
+        tx = texts[q.conversation_id]
+        res = store.query_sync(NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(
+            conversation_id=q.conversation_id))]).results[0].results
+        for r in res:
+            token_cache.setdefault(r.id, count_tokens(r.text))
+        for b in BUDGETS:
+            kept, used = [], 0
+            for r in res:
+                if used + token_cache[r.id] > b:
+                    break
+                kept.append(r.text)
+                used += token_cache[r.id]
+            scores["query"][b].append(found("\n".join(kept), q.evidence, tx))
+            for variant, recent in (("context", False), ("context+recent", True)):
+                ctx = store.context_sync(NS, ContextRequest(
+                    conversation_id=q.conversation_id, query=q.text, budget_tokens=b, now=ends[q.conversation_id],
+                    all_conversations=False, recent=recent))
+                assert ctx.tokens_used <= b
+                scores[variant][b].append(found(ctx.context, q.evidence, tx))
+                for sec in ctx.sections:
+                    sections[variant][b][sec.name] += sec.tokens_used
+        if i % 200 == 0:
+            print(f"  {i}/{len(questions)} questions, {time.perf_counter() - t0:.0f} s", flush=True)
+    store.close()
+    categories = [q.category for q in questions]
+    out: dict = {"n_questions": len(questions), "store": counts, "variants": {}}
+    for variant, per_budget in scores.items():
+        groups: dict[str, dict[int, float]] = defaultdict(dict)
+        for b, values in per_budget.items():
+            by: dict[str, list[float]] = defaultdict(list)
+            for v, c in zip(values, categories, strict=True):
+                by["all"].append(v)
+                by[str(c)].append(v)
+            for k, vs in by.items():
+                groups[k][b] = round(sum(vs) / len(vs), 4)
+        out["variants"][variant] = {
+            "groups": {k: groups[k] for k in sorted(groups, key=lambda k: (k != "all", k))},
+            "mean_section_tokens": {b: {k: round(v / len(questions)) for k, v in sections[variant][b].items()}
+                                    for b in BUDGETS} if variant in sections else {},
+        }
+    out["n_per_category"] = {str(c): categories.count(c) for c in sorted(set(categories))}
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def latency(n: int, questions: list[str], requests: int) -> dict:
+    """POST /context latency over a synthetic store of n L1 nodes (see the module doc)."""
+    from server.app import create_app
+
+    db = DIR / f"synthetic-{n}.db"
+    embedder = LocalEmbedder()
+    settings = common.bench_settings(db, bearer_token="bench", pending_retry_seconds=0)
+    t = time.perf_counter()
+    store = common.open_store(settings, embedder)
+    synthetic.fill(store, DEFAULT_NAMESPACE, n)  # type: ignore[arg-type]
+    build = time.perf_counter() - t
+    sources = store._list_sources(DEFAULT_NAMESPACE)
+    rng = random.Random(7)
+
+    async def run() -> list[float]:
+        app = create_app(settings, store)
+        ms: list[float] = []
+        async with app.test_app() as test_app:
+            client = test_app.test_client()
+            for i in range(WARMUP + requests):
+                body = {"conversation_id": rng.choice(sources), "query": questions[i % len(questions)]}
+                t0 = time.perf_counter()
+                r = await client.post("/context", json=body, headers={"Authorization": "Bearer bench"})
+                elapsed = (time.perf_counter() - t0) * 1000
+                assert r.status_code == 200, await r.get_data()
+                if i >= WARMUP:
+                    ms.append(elapsed)
+        return ms
+
+    ms = asyncio.run(run())
+    store.close()
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{db}{suffix}").unlink(missing_ok=True)
+    return {"nodes": n, "build_s": round(build, 1), "requests": requests, "latency_ms": percentiles(ms)}
+
+
+def markdown(results: dict, command: str) -> str:
+    lines = ["## Context block on LoCoMo, and /context latency", "", common.header(command)]
+    ev = results.get("evidence")
+    if ev:
+        names = dataset.CATEGORIES
+        lines += [
+            f"Evidence share: the fraction of a question's evidence turns whose text is inside the block (any "
+            f"section; summaries count when they hold the sentence verbatim), {ev['n_questions']} questions, "
+            f"store {ev['store']}. `query`: /query (default mode, top {TOP_K}) cut at the budget. `context`: "
+            "the block without recent turns; `context+recent`: the default request (recent turns on).", "",
+            "| variant | " + " | ".join(f"@{b}" for b in BUDGETS) + " | "
+            + " | ".join(f"{c} {names[int(c)]} (n={n}) @" + "/".join(str(b // 1000) + "k" for b in BUDGETS)
+                         for c, n in ev["n_per_category"].items()) + " |",
+            "| --- " * (1 + len(BUDGETS) + len(ev["n_per_category"])) + "|",
+        ]
+        for variant, v in ev["variants"].items():
+            g = v["groups"]
+            lines.append(f"| {variant} | " + " | ".join(f"{g['all'][b]:.3f}" for b in BUDGETS) + " | "
+                         + " | ".join(" / ".join(f"{g[c][b]:.2f}" for b in BUDGETS) for c in ev["n_per_category"])
+                         + " |")
+        lines += ["", "Mean tokens per section (context, without recent turns): " + "; ".join(
+            f"@{b}: " + ", ".join(f"{k} {t}" for k, t in ev["variants"]["context"]["mean_section_tokens"][b].items())
+            for b in BUDGETS), "", f"- evidence part: {ev['elapsed_s']} s"]
+    for lat in results.get("latency", []):
+        p = lat["latency_ms"]
+        lines.append(f"- /context at {lat['nodes']:,} nodes: p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms "
+                     f"({lat['requests']} requests, default request, budget 2000; store built in {lat['build_s']} s)")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.context", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (locomo_dev.json)")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-evidence", action="store_true")
+    parser.add_argument("--requests", type=int, default=REQUESTS, help="timed requests per scale point")
+    args = parser.parse_args(argv)
+    DIR.mkdir(parents=True, exist_ok=True)
+    samples = dataset.load(args.data)
+    results: dict = {}
+    if not args.skip_evidence:
+        embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
+        results["evidence"] = evidence(samples, embedder)
+        embedder.close()
+        print(json.dumps(results["evidence"]["variants"], indent=1), flush=True)
+    if not args.skip_latency:
+        questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]
+        random.Random(3).shuffle(questions)
+        results["latency"] = [latency(n, questions, args.requests) for n in SCALES]
+        print(json.dumps(results["latency"], indent=1), flush=True)
+    (common.OUT / "context.json").write_text(json.dumps(results, indent=1, default=str))
+    command = ".venv/bin/python -m bench.context" + (f" --data {args.data}" if args.data != dataset.DATA else "")
+    if not args.skip_evidence and not args.skip_latency:
+        common.write_section("context", markdown(results, command))
+        print(f"wrote {common.RESULTS}")
+
+
+if __name__ == "__main__":
+    main()

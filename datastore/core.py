@@ -1,0 +1,148 @@
+"""Core memory: short facts per namespace (or per conversation) that every context block starts with.
+
+Entries live in the provider's core table (hooks `_core_entries`, `_core_write`). Each scope (the namespace, or
+one conversation) holds at most CORE_MAX_TOKENS tokens of `key: value` lines. A write that would exceed it moves
+the least important, oldest entries out to long-term memory: each becomes a document (`core_document_id`),
+chunked and summarised like any other, so `/query` and the context's relevant memories can still recall it.
+Deleting a key removes the entry and its moved-out document. Expired entries (ttl) are hidden at once and purged
+by the next write.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING
+from urllib.parse import quote
+
+from datastore.hooks import StoreBase
+from models.api import DeleteRequest, Document, DocumentMetadata
+from models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
+from services.errors import InvalidRequestError, NotFoundError, UnsupportedError
+from services.tokens import count_tokens
+
+if TYPE_CHECKING:
+    from models.api import DeleteResponse, UpsertResponse
+
+
+def core_document_id(key: str, conversation_id: str | None = None) -> str:
+    """Id of the long-term document a moved-out entry becomes: `core:<key>` or `core:<conversation>:<key>`
+    (both parts percent-encoded, so the id is unambiguous)."""
+    k = quote(key, safe="")
+    return f"core:{quote(conversation_id, safe='')}:{k}" if conversation_id else f"core:{k}"
+
+
+def core_line(key: str, value: str) -> str:
+    """The line an entry is rendered as (and counted by): `key: value`."""
+    return f"{key}: {value}"
+
+
+def _live(entries: list[CoreEntry], now: datetime) -> list[CoreEntry]:
+    return [e for e in entries if e.expires_at is None or e.expires_at > now]
+
+
+def by_importance(entries: list[CoreEntry]) -> list[CoreEntry]:
+    """Most important first, then most recently updated first."""
+    return sorted(entries, key=lambda e: (-e.importance, -e.updated_at.timestamp(), e.key))
+
+
+class CoreMemory(StoreBase):
+    """core_put_sync, core_list_sync, core_delete_sync, core_entries (what the context block shows)."""
+
+    if TYPE_CHECKING:  # provided by the Remembering and Forgetting mixins of DataStore
+
+        def upsert_sync(self, ns: str, documents: list[Document]) -> UpsertResponse: ...
+        def delete_sync(self, ns: str, req: DeleteRequest) -> DeleteResponse: ...
+
+    def core_put_sync(self, ns: str, req: CorePutRequest) -> CorePutResponse:
+        """Set `req.key` in its scope; move the least important, oldest other entries to long-term memory while
+        the scope is over CORE_MAX_TOKENS. Raises InvalidRequestError (`value`) when the entry alone is over the
+        budget (nothing changes), UnsupportedError on a provider without core memory."""
+        budget = self.settings.core_max_tokens
+        tokens = count_tokens(core_line(req.key, req.value))
+        if tokens > budget:
+            raise InvalidRequestError(
+                f"the entry is {tokens} tokens, over the core memory budget of {budget} (CORE_MAX_TOKENS)", "value"
+            )
+        scope = req.conversation_id or ""
+        if req.conversation_id and self._get_source(ns, req.conversation_id) is None:
+            raise NotFoundError(f"no conversation {req.conversation_id!r}", "conversation_id")
+        with self._source_lock(ns, "\x00core:" + scope):
+            now = datetime.now(UTC)
+            stored = self._core_entries(ns, scope)
+            expired = [e.key for e in stored if e.expires_at is not None and e.expires_at <= now]
+            old = next((e for e in stored if e.key == req.key), None)
+            entry = CoreEntry(
+                key=req.key,
+                value=req.value,
+                importance=req.importance,
+                conversation_id=req.conversation_id,
+                created_at=old.created_at if old else now,
+                updated_at=now,
+                expires_at=now + timedelta(seconds=req.ttl_seconds) if req.ttl_seconds else None,
+                tokens=tokens,
+            )
+            others = [e for e in _live(stored, now) if e.key != req.key]
+            used = tokens + sum(e.tokens for e in others)
+            moved: list[CoreEntry] = []
+            for e in sorted(others, key=lambda e: (e.importance, e.updated_at.timestamp(), e.key)):
+                if used <= budget:
+                    break
+                moved.append(e)
+                used -= e.tokens
+            if moved:  # archive first: if the core write then fails, nothing is lost (it is only in both places)
+                self.upsert_sync(ns, [self._as_document(e) for e in moved])
+            doc_id = core_document_id(req.key, req.conversation_id)
+            if self._get_source(ns, doc_id) is not None:  # it was moved out before: the core entry replaces it
+                self.delete_sync(ns, DeleteRequest(ids=[doc_id]))
+            self._core_write(ns, scope, entry, [*expired, *(e.key for e in moved)])
+        return CorePutResponse(entry=entry, moved_out=moved, tokens_used=used, budget_tokens=budget)
+
+    def core_list_sync(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
+        """The scope's unexpired entries, most important first, and the tokens they take."""
+        entries = by_importance(_live(self._core_entries(ns, conversation_id or ""), datetime.now(UTC)))
+        return CoreListResponse(
+            entries=entries, tokens_used=sum(e.tokens for e in entries), budget_tokens=self.settings.core_max_tokens
+        )
+
+    def core_delete_sync(self, ns: str, key: str, conversation_id: str | None = None) -> CoreDeleteResponse:
+        """Forget `key` of the scope everywhere: the core entry and its moved-out document (with its chunks and
+        summaries). Raises NotFoundError (`key`) when neither exists."""
+        scope = conversation_id or ""
+        with self._source_lock(ns, "\x00core:" + scope):
+            doc_id = core_document_id(key, conversation_id)
+            had_doc = self._get_source(ns, doc_id) is not None
+            gone = self._core_write(ns, scope, None, [key])
+            if had_doc:
+                self.delete_sync(ns, DeleteRequest(ids=[doc_id]))
+        if not gone and not had_doc:
+            raise NotFoundError(f"no core memory entry {key!r}", "key")
+        return CoreDeleteResponse(deleted=True, deleted_documents=int(had_doc))
+
+    def core_entries(self, ns: str, conversation_id: str | None = None) -> list[CoreEntry]:
+        """What the context block shows: the namespace's and (when given) the conversation's unexpired entries,
+        most important first. [] on a provider without core memory."""
+        scopes = [""] + ([conversation_id] if conversation_id else [])
+        try:
+            stored = [e for s in scopes for e in self._core_entries(ns, s)]
+        except UnsupportedError:
+            return []
+        return by_importance(_live(stored, datetime.now(UTC)))
+
+    @staticmethod
+    def _as_document(e: CoreEntry) -> Document:
+        return Document(
+            id=core_document_id(e.key, e.conversation_id),
+            text=core_line(e.key, e.value),
+            metadata=DocumentMetadata(source="core", source_id=e.key, author="core memory", created_at=e.updated_at),
+        )
+
+    # ------------------------------------------------------------------ async API
+    async def core_put(self, ns: str, req: CorePutRequest) -> CorePutResponse:
+        return await asyncio.to_thread(self.core_put_sync, ns, req)
+
+    async def core_list(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
+        return await asyncio.to_thread(self.core_list_sync, ns, conversation_id)
+
+    async def core_delete(self, ns: str, key: str, conversation_id: str | None = None) -> CoreDeleteResponse:
+        return await asyncio.to_thread(self.core_delete_sync, ns, key, conversation_id)

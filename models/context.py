@@ -1,0 +1,127 @@
+"""The token-budgeted context block (POST /context): request, sections, items."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.api import IsoDateTime, RetrievalMode, namespace_field
+
+Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+SectionName = Literal["core", "recent", "relevant", "timeline"]
+SECTIONS: tuple[str, ...] = ("core", "recent", "relevant", "timeline")
+
+DEFAULT_CONTEXT_TEMPLATE = "Memory of {user_name}'s conversations with {assistant_name}.\n\n{memories}"
+DEFAULT_MEMORY_TEMPLATE = "- [{date}, {time_ago}] {text}"
+CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "recent", "relevant", "timeline")
+MEMORY_FIELDS = ("time_ago", "speaker", "text", "date", "level")
+
+
+class ContextRequest(BaseModel):
+    """What to assemble; every field optional."""
+
+    model_config = Strict
+
+    namespace: str | None = namespace_field()
+    conversation_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The conversation being answered: its recent turns, core entries and timeline. None: namespace-wide.",
+    )
+    query: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=8000,
+        description="What the memories should serve; default: the conversation's latest message.",
+    )
+    budget_tokens: int | None = Field(
+        default=None, strict=True, description="Token budget (cl100k) of the whole block; default 2000."
+    )
+    now: IsoDateTime | None = Field(default=None, description="Time the block is for ('3 days ago'); default: now.")
+    user_name: str = Field(default="the user", max_length=128)
+    assistant_name: str = Field(default="the assistant", max_length=128)
+    template: str | None = Field(
+        default=None,
+        max_length=4000,
+        description=(
+            "Block template: {user_name} {assistant_name} {memories} (all sections) or {core} {recent} {relevant} {timeline}."
+        ),
+    )
+    memory_template: str | None = Field(
+        default=None,
+        max_length=1000,
+        description=(
+            "Per-memory template: {time_ago} {speaker} {text} {date} {level}. Default '- [{date}, {time_ago}] {text}'."
+        ),
+    )
+    max_memory_chars: int = Field(
+        default=1200,
+        ge=20,
+        le=20_000,
+        strict=True,
+        description="Characters of one memory's text kept (longer ones are cut, '…').",
+    )
+    min_score: float | None = Field(
+        default=None,
+        ge=0,
+        le=1,
+        description="Floor of relevant memories' score (hybrid scale 0-1); default CONTEXT_MIN_SCORE.",
+    )
+    mode: RetrievalMode | None = Field(
+        default=None, description="Ranking of relevant memories; default RETRIEVAL_MODE."
+    )
+    neighbours: int = Field(
+        default=0, ge=0, le=3, strict=True, description="Chunks either side of each relevant chunk to include with it."
+    )
+    all_conversations: bool = Field(
+        default=True,
+        strict=True,
+        description="Relevant memories from every source of the namespace (false: this conversation only).",
+    )
+    core: bool = Field(default=True, strict=True, description="Include core memory.")
+    recent: bool = Field(default=True, strict=True, description="Include recent turns verbatim.")
+    relevant: bool = Field(default=True, strict=True, description="Include relevant memories.")
+    timeline: bool = Field(default=True, strict=True, description="Include the summarised rest of the timeline.")
+
+
+class ContextItem(BaseModel):
+    """One memory in the block."""
+
+    id: str = Field(description="Node id (chunk/summary), message id (recent turn) or core key.")
+    kind: Literal["core", "message", "chunk", "summary"]
+    level: int = Field(description="0 core, 0 message, 1 chunk, >=2 summary.")
+    text: str
+    speaker: str | None = None
+    source_id: str | None = Field(default=None, description="Conversation or document id.")
+    start_time: IsoDateTime | None = None
+    end_time: IsoDateTime | None = None
+    score: float | None = Field(default=None, description="Retrieval score (relevant) or query cosine (timeline).")
+    why: str = Field(description="Why it is included.")
+    tokens: int = Field(description="Tokens of its rendered line.")
+
+
+class ContextSection(BaseModel):
+    name: SectionName
+    budget_tokens: int = Field(description="Its share plus what earlier sections left unused.")
+    tokens_used: int
+    items: list[ContextItem]
+    left_out: int = Field(description="Candidates that did not fit.")
+
+
+class LeftOut(BaseModel):
+    id: str
+    section: SectionName
+    tokens: int
+    reason: str
+
+
+class ContextResponse(BaseModel):
+    context: str = Field(description="The rendered block, ready for a system prompt.")
+    tokens_used: int = Field(description="cl100k tokens of `context`; never above budget_tokens.")
+    budget_tokens: int
+    query: str | None = Field(description="The query the memories were chosen for.")
+    sections: list[ContextSection]
+    left_out: list[LeftOut] = Field(description="Candidates left out for lack of room (at most 50).")

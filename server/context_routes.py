@@ -1,0 +1,97 @@
+"""Routes of the context block and core memory: POST /context, PUT/GET /core, DELETE /core/{key}.
+
+Each validates its body or arguments (400 naming the field), calls the DataStore (datastore/context.py,
+datastore/core.py) in the caller's namespace and answers.
+"""
+
+from __future__ import annotations
+
+import re
+
+from quart import Blueprint, current_app, request
+from quart_schema import operation_id, tag, validate_request, validate_response
+
+from datastore.datastore import DataStore
+from models.api import NAMESPACE_PATTERN
+from models.context import ContextRequest, ContextResponse
+from models.core import CoreDeleteResponse, CoreListResponse, CorePutRequest, CorePutResponse
+from server.auth import resolve_namespace
+from server.routes import _errors
+from services.errors import InvalidRequestError
+
+context_api = Blueprint("context_api", __name__)
+
+
+def _store() -> DataStore:
+    store: DataStore = current_app.extensions["pyramind.store"]
+    return store
+
+
+def _arg(name: str, pattern: str | None = None) -> str | None:
+    """A query-string argument, checked against `pattern` (400 naming it)."""
+    value = request.args.get(name)
+    if value is not None and (not value or (pattern and not re.match(pattern, value)) or len(value) > 256):
+        raise InvalidRequestError(f"{name} is not valid", name)
+    return value
+
+
+@context_api.post("/context")
+@tag(["memory"])
+@operation_id("context")
+@validate_request(ContextRequest)
+@validate_response(ContextResponse, 200)
+@_errors(400, 401, 403, 404, 413, 422, 429, 503)
+async def context(data: ContextRequest) -> ContextResponse:
+    """Get the memory context for the next turn.
+
+    One block within `budget_tokens` (cl100k, default 2000): core memory, recent turns, memories relevant to
+    `query` (default: the latest message), the rest of the timeline summarised. Put `context` in the system
+    prompt; `sections` list every item and why.
+    """
+    return await _store().context(resolve_namespace(data.namespace), data)
+
+
+@context_api.put("/core")
+@tag(["core memory"])
+@operation_id("core_put")
+@validate_request(CorePutRequest)
+@validate_response(CorePutResponse, 200)
+@_errors(400, 401, 403, 404, 413, 422, 429, 501)
+async def core_put(data: CorePutRequest) -> CorePutResponse:
+    """Set a core memory entry.
+
+    An always-included fact (`key`: `value`) of the namespace or one conversation. When the core budget
+    (CORE_MAX_TOKENS) would be exceeded, the least important, oldest entries move to long-term memory
+    (`moved_out`), still searchable. `ttl_seconds` makes it expire.
+    """
+    return await _store().core_put(resolve_namespace(data.namespace), data)
+
+
+@context_api.get("/core")
+@tag(["core memory"])
+@operation_id("core_list")
+@validate_response(CoreListResponse, 200)
+@_errors(400, 401, 403, 429, 501)
+async def core_list() -> CoreListResponse:
+    """List core memory.
+
+    The unexpired entries of the namespace, or of one conversation (`?conversation_id=`), most important first,
+    with the tokens they take and the budget.
+    """
+    ns = resolve_namespace(_arg("namespace", NAMESPACE_PATTERN))
+    return await _store().core_list(ns, _arg("conversation_id"))
+
+
+@context_api.delete("/core/<string:key>")
+@tag(["core memory"])
+@operation_id("core_delete")
+@validate_response(CoreDeleteResponse, 200)
+@_errors(400, 401, 403, 404, 429, 501)
+async def core_delete(key: str) -> CoreDeleteResponse:
+    """Delete a core memory entry.
+
+    Removes the entry (of the namespace, or of `?conversation_id=`) everywhere, including its copy moved out to
+    long-term memory. 404 when the key is unknown.
+    """
+    ns = resolve_namespace(_arg("namespace", NAMESPACE_PATTERN))
+    return await _store().core_delete(ns, key, _arg("conversation_id"))
