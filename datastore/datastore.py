@@ -17,6 +17,7 @@ from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.read import to_result
 from datastore.remember import Remembering
+from datastore.stats import Describing
 from models.api import (
     DeleteRequest,
     DeleteResponse,
@@ -28,12 +29,13 @@ from models.api import (
     RememberResponse,
     UpsertResponse,
 )
+from models.find import FindRequest, FindResponse, StatsResponse
 from services.errors import EmbeddingMismatchError
 
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Forgetting):
+class DataStore(Remembering, Forgetting, Describing):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:
@@ -68,3 +70,9 @@ class DataStore(Remembering, Forgetting):
 
     async def expand(self, ns: str, node_id: str) -> ExpandResponse:
         return await asyncio.to_thread(self.expand_sync, ns, node_id)
+
+    async def find(self, ns: str, req: FindRequest) -> FindResponse:
+        return await asyncio.to_thread(self.find_sync, ns, req)
+
+    async def describe(self, ns: str, conversation_id: str | None = None) -> StatsResponse:
+        return await asyncio.to_thread(self.describe_sync, ns, conversation_id)
