@@ -1,4 +1,4 @@
-"""The `pyramind` command: serve, import, query, show, stats, openapi. Thin callers of the app and the store."""
+"""The `pyramind` command: serve, mcp, import, query, show, stats, openapi. Thin callers of the app and the store."""
 
 from __future__ import annotations
 
@@ -199,6 +199,25 @@ def migrate(
         dst.close()
     console.print(f"{report['copied']} sources copied, {report['skipped']} already there; "
                   f"{report['messages']} messages and {report['nodes']} nodes verified at the destination")
+
+
+@app.command()
+def mcp(
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", "-n", help="Namespace of tool calls that name none (default: default).")] = None,
+) -> None:
+    """Serve the memory tools over MCP on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.
+
+    Opens the store configured in the environment (.env); a local process the user starts, so no token is asked.
+    """
+    from server.mcp_tools import build_mcp
+
+    settings = Settings()
+    store = _store(settings)
+    try:
+        build_mcp(lambda: store, settings, namespace).run("stdio")
+    finally:
+        store.close()
 
 
 @app.command()

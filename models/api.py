@@ -160,6 +160,8 @@ class QueryResults(BaseModel):
 
 class QueryResponse(BaseModel):
     results: list[QueryResults]
+    truncated: bool = Field(
+        default=False, description="true when the lowest-ranked results were cut to keep the answer small.")
 
 
 class DocumentMetadata(BaseModel):

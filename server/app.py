@@ -17,6 +17,8 @@ from datastore.factory import get_datastore
 from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
 from server.errors import install_error_handlers
+from server.find_routes import explore
+from server.mcp_http import mount_mcp
 from server.routes import api
 from server.wellknown import wellknown
 
@@ -75,14 +77,16 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
         schema_kwargs["security"] = [{"bearerAuth": []}]
     QuartSchema(app, **schema_kwargs)
     install_error_handlers(app)
-    install_auth(app, settings)
+    authenticator = install_auth(app, settings)
     if settings.rate_limit_per_minute:
         from quart_rate_limiter import RateLimit, RateLimiter
 
         RateLimiter(app, key_function=rate_limit_key,
                     default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
+    app.register_blueprint(explore)
     app.register_blueprint(wellknown)
+    mount_mcp(app, settings, authenticator)  # MCP over streamable HTTP at /mcp, same auth and store
     if settings.cors_origins:
         from quart_cors import cors
 

@@ -27,6 +27,7 @@ from models.api import (
     UpsertResponse,
 )
 from server.auth import resolve_namespace
+from server.fit import fit_query
 from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
@@ -85,7 +86,8 @@ async def query(data: QueryRequest) -> QueryResponse:
     `top_k` best per query, each with its text, `score` (higher is closer), `level`, `children`, `parent_id` and
     time range. A chunk's `parent_id` names the summary above it; expand any memory with GET /memories/{id}.
     """
-    return await _store().query(_namespace(data.namespace), data.queries)
+    settings = current_app.extensions["pyramind.settings"]
+    return fit_query(await _store().query(_namespace(data.namespace), data.queries), settings.max_response_chars)
 
 
 @api.post("/upsert")
