@@ -23,6 +23,7 @@ from models.time import utc
 from services.errors import InvalidRequestError
 
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
+MAX_SPANS = 50  # matches marked per message
 
 
 def compile_pattern(pattern: str, regex: bool, case_sensitive: bool) -> re2._Regexp:
@@ -109,11 +110,11 @@ class Finding(StoreBase):
         found: list[tuple[StoredMessage, list[list[int]]]] = []
         scanned, complete = 0, True
         for m in self._scan_messages(ns, message_filter(req)):
-            if time.monotonic() > deadline:
+            spans = _spans(program, m.content, deadline)
+            if spans is None:
                 complete = False
                 break
             scanned += 1
-            spans = [[hit.start(), hit.end()] for hit in program.finditer(m.content) if hit.end() > hit.start()]
             if spans:
                 found.append((m, spans))
                 if len(found) >= req.limit:
@@ -144,6 +145,22 @@ class Finding(StoreBase):
                 for mid in ids.intersection(node.message_ids):
                     out.setdefault((source_id, mid), []).append(node)
         return out
+
+
+def _spans(program: re2._Regexp, text: str, deadline: float) -> list[list[int]] | None:
+    """[start, end) of the first MAX_SPANS non-empty matches; None when the deadline passes first (checked before
+    every match, so one step costs at most one RE2 search: linear in the text, at most MAX_PATTERN_CHARS wide)."""
+    out: list[list[int]] = []
+    if time.monotonic() > deadline:
+        return None
+    for hit in program.finditer(text):
+        if time.monotonic() > deadline:
+            return None
+        if hit.end() > hit.start():
+            out.append([hit.start(), hit.end()])
+            if len(out) >= MAX_SPANS:
+                break
+    return out
 
 
 def _holder(chunks: list[MemoryNode], program: re2._Regexp) -> str | None:

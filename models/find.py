@@ -49,8 +49,9 @@ class FindMatch(BaseModel):
     document_id: str | None = Field(default=None, description="Document, when the text is a document.")
     speaker: str = Field(description="Who said it.")
     created_at: datetime | None = Field(description="When it was said.")
-    text: str = Field(description="The message text with every match wrapped in ** marks.")
-    spans: list[list[int]] = Field(description="[start, end) character offsets of the matches in the unmarked text.")
+    text: str = Field(description="The message text with the matches wrapped in ** marks.")
+    spans: list[list[int]] = Field(
+        description="[start, end) character offsets of the matches (at most 50) in the unmarked text.")
     chunk_id: str | None = Field(
         description="The L1 chunk holding the match (expand it with GET /memories/{id}); null when not yet indexed."
     )
