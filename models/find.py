@@ -58,6 +58,8 @@ class FindMatch(BaseModel):
 
 
 class FindResponse(BaseModel):
+    """The messages found, and how much was read."""
+
     matches: list[FindMatch] = Field(description="Matching messages in conversation order.")
     scanned: int = Field(description="Messages read to answer.")
     complete: bool = Field(description="false when the time limit (FIND_TIME_LIMIT) stopped the scan early.")
@@ -65,11 +67,15 @@ class FindResponse(BaseModel):
 
 
 class LevelCount(BaseModel):
+    """Nodes of one level."""
+
     level: int = Field(description="1 = chunks, 2+ = summaries.")
     nodes: int = Field(description="Nodes of this level.")
 
 
 class SpeakerCount(BaseModel):
+    """Messages of one speaker."""
+
     speaker: str = Field(description="A speaker's name or role.")
     messages: int = Field(description="Messages by this speaker.")
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from datetime import timedelta
 
 import logging
 
 from quart import Quart
-from quart_schema import HttpSecurityScheme, Info, OpenAPIProvider, QuartSchema, Server
-from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE
+from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
 
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
@@ -19,6 +17,7 @@ from server.auth import install_auth, rate_limit_key
 from server.errors import install_error_handlers
 from server.find_routes import explore
 from server.mcp_http import mount_mcp
+from server.openapi import GPTActionsOpenAPI
 from server.routes import api
 from server.wellknown import wellknown
 
@@ -29,14 +28,6 @@ DESCRIPTION = (
     "Long-term memory for LLM chat apps. Remember chat history; recall the most relevant memories at any level "
     "of a tree of chunks (L1) and summaries (L2, L3, ...); expand a summary into what it covers; forget."
 )
-
-
-class _OpenAPI(OpenAPIProvider):
-    """Uses the route's `@operation_id` as given (`remember`, not quart-schema's `post_remember`)."""
-
-    def operation_id(self, method: str, path: str, func: Callable) -> str | None:
-        explicit = getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None)
-        return explicit or super().operation_id(method, path, func)
 
 
 async def _retry_pending(app: Quart, every: float) -> None:
@@ -70,7 +61,7 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
         "servers": [Server(url=public_url)],
         "redoc_ui_path": None,
         "scalar_ui_path": None,
-        "openapi_provider_class": _OpenAPI,
+        "openapi_provider_class": GPTActionsOpenAPI,
     }
     if settings.auth != "none":
         schema_kwargs["security_schemes"] = {"bearerAuth": HttpSecurityScheme(scheme="bearer")}
