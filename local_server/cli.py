@@ -222,23 +222,22 @@ def mcp(
 
 @app.command()
 def openapi(
-    out: Annotated[Path | None, typer.Option(help="Write here (e.g. .well-known/openapi.yaml).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Write here instead of printing.")] = None,
 ) -> None:
-    """Print (or write) the OpenAPI document of the local server as YAML."""
+    """Print (or write) the OpenAPI document of the local server as YAML: what /.well-known/openapi.yaml serves
+    (PUBLIC_URL, when set, is its server)."""
     import asyncio
-
-    import yaml
 
     from local_server.main import local_settings
     from server.app import create_app
 
-    async def fetch() -> dict:
+    async def fetch() -> str:
         app = create_app(local_settings(Settings(_env_file=None)), open_store=False)  # type: ignore[call-arg]
         async with app.test_app() as test_app:
-            resp = await test_app.test_client().get("/openapi.json")
-            return await resp.get_json()
+            resp = await test_app.test_client().get("/.well-known/openapi.yaml")
+            return await resp.get_data(as_text=True)
 
-    text = yaml.safe_dump(asyncio.run(fetch()), sort_keys=False, allow_unicode=True)
+    text = asyncio.run(fetch())
     if out:
         out.write_text(text, encoding="utf-8")
     else:

@@ -3,9 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
-
 import logging
+from datetime import timedelta
 
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
