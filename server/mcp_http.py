@@ -44,7 +44,8 @@ def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator) -> N
     """Serve MCP over streamable HTTP at /mcp beside the app's routes (same auth, same store)."""
     mcp = build_mcp(lambda: app.extensions["pyramind.store"], settings)
     mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
-                                      transport_security=_security(settings))
+                                      transport_security=_security(settings),
+                                      max_request_body_size=settings.max_body_bytes)
     inner = app.asgi_app
 
     async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:

@@ -25,7 +25,6 @@ SETTING_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     ("RememberRequest", "messages"): ("maxItems", "max_messages"),
     ("Message", "content"): ("maxLength", "max_message_chars"),
     ("UpsertRequest", "documents"): ("maxItems", "max_documents"),
-    ("Document", "text"): ("maxLength", "max_message_chars"),
     ("FindRequest", "limit"): ("maximum", "find_max_limit"),
 }
 PARAMETER_DESCRIPTIONS = {
