@@ -19,6 +19,7 @@ from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, W
 from datastore.indexing import Indexing
 from datastore.read import to_result
 from datastore.remember import Remembering
+from datastore.stats import Describing
 from models.api import (
     DeleteRequest,
     DeleteResponse,
@@ -30,12 +31,13 @@ from models.api import (
     RememberResponse,
     UpsertResponse,
 )
+from models.find import FindRequest, FindResponse, StatsResponse
 from services.errors import EmbeddingMismatchError
 
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Indexing, Forgetting, ContextAssembly):
+class DataStore(Remembering, Indexing, Forgetting, ContextAssembly, Describing):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:
@@ -70,3 +72,9 @@ class DataStore(Remembering, Indexing, Forgetting, ContextAssembly):
 
     async def expand(self, ns: str, node_id: str) -> ExpandResponse:
         return await asyncio.to_thread(self.expand_sync, ns, node_id)
+
+    async def find(self, ns: str, req: FindRequest) -> FindResponse:
+        return await asyncio.to_thread(self.find_sync, ns, req)
+
+    async def describe(self, ns: str, conversation_id: str | None = None) -> StatsResponse:
+        return await asyncio.to_thread(self.describe_sync, ns, conversation_id)

@@ -1,4 +1,4 @@
-"""The `pyramind` command: serve, import, query, show, stats, openapi. Thin callers of the app and the store."""
+"""The `pyramind` command: serve, mcp, import, query, show, stats, openapi. Thin callers of the app and the store."""
 
 from __future__ import annotations
 
@@ -245,24 +245,42 @@ def migrate(
 
 
 @app.command()
-def openapi(
-    out: Annotated[Path | None, typer.Option(help="Write here (e.g. .well-known/openapi.yaml).")] = None,
+def mcp(
+    namespace: Annotated[str | None, typer.Option(
+        "--namespace", "-n", help="Namespace of tool calls that name none (default: default).")] = None,
 ) -> None:
-    """Print (or write) the OpenAPI document of the local server as YAML."""
-    import asyncio
+    """Serve the memory tools over MCP on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.
 
-    import yaml
+    Opens the store configured in the environment (.env); a local process the user starts, so no token is asked.
+    """
+    from server.mcp_tools import build_mcp
+
+    settings = Settings()
+    store = _store(settings)
+    try:
+        build_mcp(lambda: store, settings, namespace).run("stdio")
+    finally:
+        store.close()
+
+
+@app.command()
+def openapi(
+    out: Annotated[Path | None, typer.Option(help="Write here instead of printing.")] = None,
+) -> None:
+    """Print (or write) the OpenAPI document of the local server as YAML: what /.well-known/openapi.yaml serves
+    (PUBLIC_URL, when set, is its server)."""
+    import asyncio
 
     from local_server.main import local_settings
     from server.app import create_app
 
-    async def fetch() -> dict:
+    async def fetch() -> str:
         app = create_app(local_settings(Settings(_env_file=None)), open_store=False)  # type: ignore[call-arg]
         async with app.test_app() as test_app:
-            resp = await test_app.test_client().get("/openapi.json")
-            return await resp.get_json()
+            resp = await test_app.test_client().get("/.well-known/openapi.yaml")
+            return await resp.get_data(as_text=True)
 
-    text = yaml.safe_dump(asyncio.run(fetch()), sort_keys=False, allow_unicode=True)
+    text = asyncio.run(fetch())
     if out:
         out.write_text(text, encoding="utf-8")
     else:

@@ -111,8 +111,9 @@ class RememberRequest(BaseModel):
 
     namespace: str | None = namespace_field()
 
-    conversation_id: str | None = Field(default=None, min_length=1, max_length=256)
-    messages: list[Message] = Field(min_length=1)
+    conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
+                                        description="Conversation to append to; omit to start a new one.")
+    messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
     wait: bool = Field(
         default=False, strict=True,
         description="true: answer only once the messages are searchable (read-your-writes); false: answer as soon "
@@ -121,7 +122,9 @@ class RememberRequest(BaseModel):
 
 
 class RememberResponse(BaseModel):
-    conversation_id: str
+    """What a remember call stored."""
+
+    conversation_id: str = Field(description="The conversation the messages were added to.")
     chunk_ids: list[str] = Field(description="L1 chunks created by this call.")
     updated_chunk_ids: list[str] = Field(description="Open L1 chunks this call extended.")
     summary_ids: list[str] = Field(description="Summaries (level >= 2) created by this call.")
@@ -138,13 +141,16 @@ class QueryFilter(BaseModel):
 
     model_config = Strict
 
-    conversation_id: str | None = None
-    document_id: str | None = None
-    source_type: SourceType | None = None
-    level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
-    min_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
-    max_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
-    speaker: str | None = None
+    conversation_id: str | None = Field(default=None, description="Only this conversation.")
+    document_id: str | None = Field(default=None, description="Only this document.")
+    source_type: SourceType | None = Field(default=None, description="Only conversations or only documents.")
+    level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
+                              description="Only this level: 1 = verbatim chunks, 2+ = summaries.")
+    min_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
+                                  description="Only this level or above.")
+    max_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
+                                  description="Only this level or below.")
+    speaker: str | None = Field(default=None, description="Only memories where this speaker speaks.")
     start_date: IsoDateTime | None = Field(default=None, description="Nodes ending at or after this time.")
     end_date: IsoDateTime | None = Field(default=None, description="Nodes starting at or before this time.")
 
@@ -162,7 +168,7 @@ class Query(BaseModel):
 
     query: str = Field(min_length=1, description="Natural-language query.")
     top_k: int = Field(default=5, ge=1, strict=True, description="How many results to return.")
-    filter: QueryFilter | None = None
+    filter: QueryFilter | None = Field(default=None, description="Only memories matching every given field.")
     mode: RetrievalMode | None = Field(
         default=None,
         description="dense (cosine, every level), text (BM25, every level), hybrid (BM25 + cosine fused, L1 "
@@ -171,39 +177,47 @@ class Query(BaseModel):
 
 
 class QueryRequest(BaseModel):
+    """One or more searches, answered in one call."""
+
     model_config = Strict
 
     namespace: str | None = namespace_field()
 
-    queries: list[Query] = Field(min_length=1)
+    queries: list[Query] = Field(min_length=1, description="The searches; each is answered on its own.")
 
 
 class QueryResult(BaseModel):
     """One memory returned by a search; `score`: higher is closer, on one scale per mode across queries (hybrid
     and text in [0, 1], dense the cosine; see the README's "What a query returns")."""
 
-    id: str
-    text: str
-    score: float
-    level: int
-    source_type: SourceType
-    conversation_id: str | None = None
-    document_id: str | None = None
-    children: list[str]
-    parent_id: str | None
-    message_ids: list[str]
-    speakers: list[str]
-    start_time: datetime | None
-    end_time: datetime | None
+    id: str = Field(description="Memory id; expand it with GET /memories/{id}.")
+    text: str = Field(description="The chunk's verbatim lines, or the summary.")
+    score: float = Field(description="Relevance; higher is closer.")
+    level: int = Field(description="1 = verbatim chunk, 2+ = summary of 5 nodes one level down.")
+    source_type: SourceType = Field(description="conversation or document.")
+    conversation_id: str | None = Field(default=None, description="Conversation it comes from.")
+    document_id: str | None = Field(default=None, description="Document it comes from.")
+    children: list[str] = Field(description="Ids of the nodes one level down that a summary covers.")
+    parent_id: str | None = Field(description="Id of the summary one level up, if any.")
+    message_ids: list[str] = Field(description="Ids of the messages it covers.")
+    speakers: list[str] = Field(description="Who speaks in it.")
+    start_time: datetime | None = Field(description="Time of its first message.")
+    end_time: datetime | None = Field(description="Time of its last message.")
 
 
 class QueryResults(BaseModel):
-    query: str
-    results: list[QueryResult]
+    """The results of one search."""
+
+    query: str = Field(description="The search text.")
+    results: list[QueryResult] = Field(description="Best first.")
 
 
 class QueryResponse(BaseModel):
-    results: list[QueryResults]
+    """Results per search, in the order of the searches."""
+
+    results: list[QueryResults] = Field(description="One entry per search.")
+    truncated: bool = Field(
+        default=False, description="true when the lowest-ranked results were cut to keep the answer small.")
 
 
 class DocumentMetadata(BaseModel):
@@ -211,31 +225,38 @@ class DocumentMetadata(BaseModel):
 
     model_config = Strict
 
-    source: str | None = Field(default=None, max_length=256)
-    source_id: str | None = Field(default=None, max_length=256)
-    url: str | None = Field(default=None, max_length=2048)
-    created_at: IsoDateTime | None = None
-    author: Name | None = Field(default=None, max_length=256)
+    source: str | None = Field(default=None, max_length=256, description="Where it comes from, e.g. file or email.")
+    source_id: str | None = Field(default=None, max_length=256, description="Its id at the source.")
+    url: str | None = Field(default=None, max_length=2048, description="Its URL.")
+    created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time it was written.")
+    author: Name | None = Field(default=None, max_length=256, description="Who wrote it.")
 
 
 class Document(BaseModel):
+    """A document to remember, chunked and summarised like a conversation."""
+
     model_config = Strict
 
-    id: str | None = Field(default=None, min_length=1, max_length=256)
-    text: str = Field(min_length=1)
-    metadata: DocumentMetadata | None = None
+    id: str | None = Field(default=None, min_length=1, max_length=256,
+                           description="Document id; a stored id is replaced. Omit for a new id.")
+    text: str = Field(min_length=1, description="The document text.")
+    metadata: DocumentMetadata | None = Field(default=None, description="Optional source, author, time, URL.")
 
 
 class UpsertRequest(BaseModel):
+    """Documents to store."""
+
     model_config = Strict
 
     namespace: str | None = namespace_field()
 
-    documents: list[Document] = Field(min_length=1)
+    documents: list[Document] = Field(min_length=1, description="The documents.")
 
 
 class UpsertResponse(BaseModel):
-    ids: list[str]
+    """The stored documents' ids."""
+
+    ids: list[str] = Field(description="Ids of the documents, in order.")
     pending_ids: list[str] = Field(
         default_factory=list, description="Documents stored but not yet searchable (the embedder failed; status 202)."
     )
@@ -246,11 +267,11 @@ class DeleteFilter(BaseModel):
 
     model_config = Strict
 
-    conversation_id: str | None = None
-    document_id: str | None = None
-    speaker: str | None = None
-    start_date: IsoDateTime | None = None
-    end_date: IsoDateTime | None = None
+    conversation_id: str | None = Field(default=None, description="Messages of this conversation.")
+    document_id: str | None = Field(default=None, description="This document.")
+    speaker: str | None = Field(default=None, description="Messages by this speaker.")
+    start_date: IsoDateTime | None = Field(default=None, description="Messages sent at or after this time.")
+    end_date: IsoDateTime | None = Field(default=None, description="Messages sent at or before this time.")
 
     @model_validator(mode="after")
     def _not_empty(self) -> DeleteFilter:
@@ -277,12 +298,13 @@ class DeleteRequest(BaseModel):
 
     namespace: str | None = namespace_field()
 
-    ids: list[str] | None = Field(default=None, min_length=1)
+    ids: list[str] | None = Field(default=None, min_length=1,
+                                  description="Memory, message, conversation or document ids to forget.")
     conversation_id: str | None = Field(
         default=None, min_length=1, max_length=256,
         description="With `ids`: match message ids in this conversation (or document) only.",
     )
-    filter: DeleteFilter | None = None
+    filter: DeleteFilter | None = Field(default=None, description="Forget the messages matching every field.")
     delete_all: Annotated[Literal[True], BeforeValidator(_strict_true)] | None = Field(
         default=None, description="true: forget the whole namespace."
     )
@@ -298,7 +320,9 @@ class DeleteRequest(BaseModel):
 
 
 class DeleteResponse(BaseModel):
-    success: bool
+    """What was forgotten."""
+
+    success: bool = Field(description="true when the memories are forgotten.")
     deleted_messages: int = Field(description="Messages and documents forgotten.")
     deleted_nodes: int = Field(description="Chunks and summaries removed (rebuilt ones included).")
 
@@ -306,51 +330,66 @@ class DeleteResponse(BaseModel):
 class NodeView(BaseModel):
     """A memory node as `GET /memories/{id}` returns it."""
 
-    id: str
-    text: str
-    level: int
-    source_type: SourceType
-    conversation_id: str | None = None
-    document_id: str | None = None
-    position: int
-    sealed: bool
-    children: list[str]
-    parent_id: str | None
-    message_ids: list[str]
-    speakers: list[str]
-    start_time: datetime | None
-    end_time: datetime | None
-    token_count: int
-    summariser: str | None
+    id: str = Field(description="Memory id.")
+    text: str = Field(description="The chunk's verbatim lines, or the summary.")
+    level: int = Field(description="1 = verbatim chunk, 2+ = summary of the nodes one level down.")
+    source_type: SourceType = Field(description="conversation or document.")
+    conversation_id: str | None = Field(default=None, description="Conversation it comes from.")
+    document_id: str | None = Field(default=None, description="Document it comes from.")
+    position: int = Field(description="Its index among its source's nodes of the same level.")
+    sealed: bool = Field(description="false while a chunk can still grow with new messages.")
+    children: list[str] = Field(description="Ids of the nodes one level down it summarises, in order.")
+    parent_id: str | None = Field(description="Id of the summary one level up, if any.")
+    message_ids: list[str] = Field(description="Ids of the messages it covers.")
+    speakers: list[str] = Field(description="Who speaks in it.")
+    start_time: datetime | None = Field(description="Time of its first message.")
+    end_time: datetime | None = Field(description="Time of its last message.")
+    token_count: int = Field(description="Its length in tokens (cl100k_base).")
+    summariser: str | None = Field(description="What wrote a summary; null for a chunk.")
+
+
+class MemoryQuery(BaseModel):
+    """Query string of GET /memories/{id}; the route checks the pattern (422 naming `namespace`)."""
+
+    namespace: str | None = Field(
+        default=None, json_schema_extra={"pattern": NAMESPACE_PATTERN},
+        description="Namespace to work in (static-token callers only; a JWT fixes it). Default: `default`.",
+    )
 
 
 class ExpandResponse(BaseModel):
-    node: NodeView
-    parent: NodeView | None
-    children: list[NodeView]
+    """A memory with its place in the tree."""
+
+    node: NodeView = Field(description="The memory asked for.")
+    parent: NodeView | None = Field(description="The summary one level up, or null.")
+    children: list[NodeView] = Field(description="What a summary covers, one level down, in order.")
 
 
 class Health(BaseModel):
-    status: Literal["ok"]
-    datastore: str
-    embedder: str
-    embedding_dimension: int
-    summariser: str
+    """The service and its configuration."""
+
+    status: Literal["ok"] = Field(description="ok when the service answers.")
+    datastore: str = Field(description="Storage provider in use.")
+    embedder: str = Field(description="Embedding model in use.")
+    embedding_dimension: int = Field(description="Length of its vectors.")
+    summariser: str = Field(description="Summariser in use.")
     nodes: dict[str, int] | None = Field(
         default=None, description="Memory nodes per level over all namespaces (L1, L2, ...); null if not counted."
     )
 
 
 class ErrorDetail(BaseModel):
-    code: str
-    message: str
-    field: str | None = None
+    """What went wrong."""
+
+    code: str = Field(description="Machine-readable error code, e.g. invalid_request.")
+    message: str = Field(description="What went wrong, for a person.")
+    field: str | None = Field(default=None, description="The request field at fault, if any.")
 
 
 class ErrorResponse(BaseModel):
     """The one error shape of every 4xx and 5xx."""
 
-    error: ErrorDetail
+    error: ErrorDetail = Field(description="The error.")
 
 
 def node_view(node: Any) -> NodeView:

@@ -157,6 +157,14 @@ class Settings(BaseSettings):
     max_delete_ids: int = Field(default=1000, ge=1, description="Ids per delete call.")
     max_top_k: int = Field(default=100, ge=1, description="Largest top_k of a query.")
     max_queries: int = Field(default=20, ge=1, description="Queries per query call.")
+    find_max_limit: int = Field(default=100, ge=1, le=10_000, description="Largest `limit` of a find call.")
+    find_time_limit: float = Field(
+        default=5.0, gt=0, le=300, description="Seconds a find call may scan before answering with what it found."
+    )
+    max_response_chars: int = Field(
+        default=100_000, ge=1000,
+        description="Largest JSON answer of /query and /find in characters (GPT Actions take 100,000); cut to fit.",
+    )
 
     @field_validator("jwt_algorithms", "cors_origins", mode="before")
     @classmethod

@@ -3,14 +3,11 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+import logging
 from datetime import timedelta
 
-import logging
-
 from quart import Quart
-from quart_schema import HttpSecurityScheme, Info, OpenAPIProvider, QuartSchema, Server
-from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE
+from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
 
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
@@ -19,6 +16,9 @@ from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
 from server.context_routes import context_api
 from server.errors import install_error_handlers
+from server.find_routes import explore
+from server.mcp_http import mount_mcp
+from server.openapi import GPTActionsOpenAPI
 from server.routes import api
 from server.wellknown import wellknown
 
@@ -29,14 +29,6 @@ DESCRIPTION = (
     "Long-term memory for LLM chat apps. Remember chat history; recall the most relevant memories at any level "
     "of a tree of chunks (L1) and summaries (L2, L3, ...); expand a summary into what it covers; forget."
 )
-
-
-class _OpenAPI(OpenAPIProvider):
-    """Uses the route's `@operation_id` as given (`remember`, not quart-schema's `post_remember`)."""
-
-    def operation_id(self, method: str, path: str, func: Callable) -> str | None:
-        explicit = getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None)
-        return explicit or super().operation_id(method, path, func)
 
 
 def create_app(settings: Settings | None = None, store: DataStore | None = None, open_store: bool = True) -> Quart:
@@ -57,22 +49,24 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
         "servers": [Server(url=public_url)],
         "redoc_ui_path": None,
         "scalar_ui_path": None,
-        "openapi_provider_class": _OpenAPI,
+        "openapi_provider_class": GPTActionsOpenAPI,
     }
     if settings.auth != "none":
         schema_kwargs["security_schemes"] = {"bearerAuth": HttpSecurityScheme(scheme="bearer")}
         schema_kwargs["security"] = [{"bearerAuth": []}]
     QuartSchema(app, **schema_kwargs)
     install_error_handlers(app)
-    install_auth(app, settings)
+    authenticator = install_auth(app, settings)
     if settings.rate_limit_per_minute:
         from quart_rate_limiter import RateLimit, RateLimiter
 
         RateLimiter(app, key_function=rate_limit_key,
                     default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
+    app.register_blueprint(explore)
     app.register_blueprint(wellknown)
     app.register_blueprint(context_api)
+    mount_mcp(app, settings, authenticator)  # MCP over streamable HTTP at /mcp, same auth and store
     if settings.cors_origins:
         from quart_cors import cors
 

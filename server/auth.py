@@ -113,37 +113,53 @@ def _safe(message: str) -> str:
     return message.split(".")[0][:80]
 
 
-def install_auth(app: Quart, settings: Settings) -> None:
-    """Authenticate every route but health, the schema and .well-known; sets `g.principal`.
+class Authenticator:
+    """The one check of an `Authorization` header, shared by every front door (REST routes, MCP over HTTP).
 
     Raises ValueError (naming the key) when the mode lacks its secret: an open server is never the silent default.
     """
-    check_auth_settings(settings)
-    verifier = JWTVerifier(settings) if settings.auth == "jwt" else None
-    expected = settings.bearer_token.get_secret_value().encode() if settings.bearer_token else b""
+
+    def __init__(self, settings: Settings) -> None:
+        check_auth_settings(settings)
+        self.mode = settings.auth
+        self.verifier = JWTVerifier(settings) if settings.auth == "jwt" else None
+        self.expected = settings.bearer_token.get_secret_value().encode() if settings.bearer_token else b""
+
+    def principal(self, authorization: str | None, remote_addr: str | None) -> Principal:
+        """The caller of a request with this `Authorization` header; raises PermissionError with a safe message."""
+        if self.mode == "none":
+            return Principal(None, f"ip:{remote_addr}")
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise PermissionError("missing bearer token")
+        if self.verifier is None:
+            if not hmac.compare_digest(token.encode(), self.expected):
+                raise PermissionError("invalid bearer token")
+            return Principal(None, "static")
+        ns = self.verifier.namespace(token)
+        return Principal(ns, "ns:" + hashlib.sha256(ns.encode()).hexdigest()[:16])
+
+
+def install_auth(app: Quart, settings: Settings) -> Authenticator:
+    """Authenticate every route but health, the schema and .well-known; sets `g.principal`.
+
+    Returns the Authenticator (the MCP endpoint reuses it). Raises ValueError (naming the key) when the mode
+    lacks its secret.
+    """
+    authenticator = Authenticator(settings)
 
     @app.before_request
     async def _authenticate() -> Response | None:
         if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/.well-known/"):
             return None
-        if settings.auth == "none":
-            g.principal = Principal(None, f"ip:{request.remote_addr}")
-            return None
-        scheme, _, token = request.headers.get("Authorization", "").partition(" ")
-        token = token.strip()
-        if scheme.lower() != "bearer" or not token:
-            return _unauthorized("missing bearer token")
-        if verifier is None:
-            if not hmac.compare_digest(token.encode(), expected):
-                return _unauthorized("invalid bearer token")
-            g.principal = Principal(None, "static")
-            return None
         try:
-            ns = verifier.namespace(token)
+            g.principal = authenticator.principal(request.headers.get("Authorization"), request.remote_addr)
         except PermissionError as exc:
             return _unauthorized(str(exc))
-        g.principal = Principal(ns, "ns:" + hashlib.sha256(ns.encode()).hexdigest()[:16])
         return None
+
+    return authenticator
 
 
 def _unauthorized(message: str) -> Response:
@@ -153,7 +169,11 @@ def _unauthorized(message: str) -> Response:
 def resolve_namespace(requested: str | None) -> str:
     """The namespace of this request: the token's (JWT; a different `namespace` in the request is 403), else the
     one the request names, else `default`."""
-    principal: Principal | None = g.get("principal")
+    return namespace_for(g.get("principal"), requested)
+
+
+def namespace_for(principal: Principal | None, requested: str | None) -> str:
+    """`resolve_namespace` for a given principal (None: a trusted local caller, e.g. MCP over stdio)."""
     fixed = principal.namespace if principal else None
     if fixed is not None:
         if requested is not None and requested != fixed:

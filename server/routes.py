@@ -1,15 +1,23 @@
 """The API routes. Each validates its body (quart-schema, 400 naming the field), calls the DataStore, answers.
 
-Shapes are in `models.api`; the OpenAPI document (/openapi.json) is generated from these decorators, and
-`.well-known/openapi.yaml` is a copy of it (a test keeps them equal).
+Shapes are in `models.api`; the OpenAPI document (/openapi.json, and /.well-known/openapi.yaml alike) is generated
+from these decorators and the settings (server/openapi.py).
 """
 
 from __future__ import annotations
 
 import asyncio
 
-from quart import Blueprint, current_app, request
-from quart_schema import document_response, operation_id, security_scheme, tag, validate_request, validate_response
+from quart import Blueprint, current_app
+from quart_schema import (
+    document_response,
+    operation_id,
+    security_scheme,
+    tag,
+    validate_querystring,
+    validate_request,
+    validate_response,
+)
 
 from datastore.datastore import DataStore
 from datastore.indexer import Indexer
@@ -20,6 +28,7 @@ from models.api import (
     ErrorResponse,
     ExpandResponse,
     Health,
+    MemoryQuery,
     QueryRequest,
     QueryResponse,
     RememberRequest,
@@ -29,6 +38,7 @@ from models.api import (
     is_namespace,
 )
 from server.auth import resolve_namespace
+from server.fit import fit_query
 from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
@@ -83,13 +93,12 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
-    Ranks memories by `mode` (default hybrid: BM25 and embedding similarity fused over the verbatim L1 chunks;
-    dense: embedding similarity over chunks and summaries of every level) within what the filter allows
-    (conversation_id, document_id, level, min_level, max_level, speaker, start_date, end_date), and returns the
-    `top_k` best per query, each with its text, `score` (higher is closer), `level`, `children`, `parent_id` and
-    time range. A chunk's `parent_id` names the summary above it; expand any memory with GET /memories/{id}.
+    Returns the top_k best per query, best first: text, score, level (1 = verbatim chunk, 2+ = summary),
+    parent_id, children and time range. Filter by conversation, speaker, level or dates. Expand a result with
+    GET /memories/{id}. Ranking: `mode` (datastore/retrieval.py); cut to MAX_RESPONSE_CHARS.
     """
-    return await _store().query(_namespace(data.namespace), data.queries)
+    settings = current_app.extensions["pyramind.settings"]
+    return fit_query(await _store().query(_namespace(data.namespace), data.queries), settings.max_response_chars)
 
 
 @api.post("/upsert")
@@ -119,10 +128,9 @@ async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
 async def delete(data: DeleteRequest) -> DeleteResponse:
     """Forget memories.
 
-    Give exactly one of: `ids` (memory ids, message ids, conversation or document ids), `filter` (messages by
-    conversation_id, document_id, speaker, start_date, end_date) or `delete_all: true` (this namespace only).
-    Every chunk and summary derived from a forgotten message is rebuilt from what remains, so the forgotten text
-    comes back from no level. 404 naming unknown ids (nothing is deleted then).
+    Give exactly one of: ids (memory, message, conversation or document ids), filter, or delete_all: true (this
+    namespace). Summaries built from forgotten messages are rebuilt without them, so the text comes back from no
+    level. 404 naming unknown ids; nothing is deleted then.
     """
     return await _store().delete(_namespace(data.namespace), data)
 
@@ -130,15 +138,16 @@ async def delete(data: DeleteRequest) -> DeleteResponse:
 @api.get("/memories/<string:memory_id>")
 @tag(["memory"])
 @operation_id("get_memory")
+@validate_querystring(MemoryQuery)
 @validate_response(ExpandResponse, 200)
 @_errors(401, 403, 404, 422, 429)
-async def get_memory(memory_id: str) -> ExpandResponse:
+async def get_memory(memory_id: str, query_args: MemoryQuery) -> ExpandResponse:
     """Expand a memory.
 
     Returns the node with its parent and its children in order: a summary's children are the nodes one level
     down that it summarises; an L1 chunk has none. 404 for an unknown id.
     """
-    requested = request.args.get("namespace")
+    requested = query_args.namespace
     if requested is not None and not is_namespace(requested):
         raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
     return await _store().expand(_namespace(requested), memory_id)

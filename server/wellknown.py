@@ -1,21 +1,82 @@
-"""Serves `.well-known/ai-plugin.json` and `.well-known/openapi.yaml` (public, for GPT Actions and plugins)."""
+"""`.well-known/openapi.yaml` and `.well-known/ai-plugin.json`, generated from the running app and its settings.
+
+Public (GPT Actions and plugin clients fetch them before they have a token). The YAML is the very document
+`/openapi.json` serves (server/openapi.py); the manifest points at it under PUBLIC_URL and declares the auth in
+force (`none` for the local server, bearer otherwise). Only the logo is a file.
+"""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
+from typing import Any
 
-from quart import Blueprint, Response, abort, send_file
+import yaml
+from quart import Blueprint, Response, abort, current_app, send_file
 from quart_schema import hide
 
+from models.settings import Settings
+
 WELL_KNOWN_DIR = Path(__file__).resolve().parent.parent / ".well-known"
-_FILES = {"ai-plugin.json": "application/json", "openapi.yaml": "text/yaml", "logo.png": "image/png"}
+
+NAME_FOR_HUMAN = "Pyramind Memory"
+DESCRIPTION_FOR_HUMAN = "Long-term memory for your chats: remember conversations, recall what matters."
+DESCRIPTION_FOR_MODEL = (
+    "Long-term memory of the user's conversations. Call remember with new chat messages to store them. Call query "
+    "with a natural-language question to recall the most relevant memories; results come from every level of a "
+    "tree: level 1 are verbatim chunks of the conversation, level 2 and above are summaries. Expand a summary with "
+    "get_memory to read the chunks it covers. Use find for exact words, names or numbers. Call delete only when "
+    "the user asks to forget something. Prefer quoting level 1 chunks when answering factual questions; mention "
+    "dates from start_time/end_time when relevant."
+)
 
 wellknown = Blueprint("wellknown", __name__)
 
 
-@wellknown.get("/.well-known/<string:name>")
+def public_url(settings: Settings) -> str:
+    """Where clients reach the server: PUBLIC_URL, else http://HOST:PORT (no trailing slash)."""
+    return (settings.public_url or f"http://{settings.host}:{settings.port}").rstrip("/")
+
+
+def plugin_manifest(settings: Settings) -> dict[str, Any]:
+    """The ai-plugin.json manifest for these settings."""
+    base = public_url(settings)
+    auth = {"type": "none"} if settings.auth == "none" else {"type": "user_http", "authorization_type": "bearer"}
+    return {
+        "schema_version": "v1",
+        "name_for_human": NAME_FOR_HUMAN,
+        "name_for_model": "pyramind",
+        "description_for_human": DESCRIPTION_FOR_HUMAN,
+        "description_for_model": DESCRIPTION_FOR_MODEL,
+        "auth": auth,
+        "api": {"type": "openapi", "url": f"{base}/.well-known/openapi.yaml"},
+        "logo_url": f"{base}/.well-known/logo.png",
+        "contact_email": "hello@pyramind.dev",
+        "legal_info_url": f"{base}/legal",
+    }
+
+
+@wellknown.get("/.well-known/openapi.yaml")
 @hide
-async def well_known_file(name: str) -> Response:
-    if name not in _FILES or not (WELL_KNOWN_DIR / name).is_file():
+async def openapi_yaml() -> Response:
+    """The OpenAPI document of /openapi.json, as YAML."""
+    doc = current_app.extensions["QUART_SCHEMA"].openapi_provider.schema()
+    text = yaml.safe_dump(json.loads(json.dumps(doc)), sort_keys=False, allow_unicode=True)
+    return Response(text, mimetype="text/yaml")
+
+
+@wellknown.get("/.well-known/ai-plugin.json")
+@hide
+async def ai_plugin() -> Response:
+    """The plugin manifest, from the settings."""
+    return Response(json.dumps(plugin_manifest(current_app.extensions["pyramind.settings"]), indent=2),
+                    mimetype="application/json")
+
+
+@wellknown.get("/.well-known/logo.png")
+@hide
+async def logo() -> Response:
+    path = WELL_KNOWN_DIR / "logo.png"
+    if not path.is_file():
         abort(404)
-    return await send_file(WELL_KNOWN_DIR / name, mimetype=_FILES[name])
+    return await send_file(path, mimetype="image/png")

@@ -321,6 +321,27 @@ class LocalDataStore(DataStore):
         if ids is not None:
             where.append(f"id IN ({','.join('?' * len(ids))})")
             args.extend(ids)
+        self._message_where(flt, where, args)
+        rows = self._reader.execute(f"SELECT source_id, id FROM messages WHERE {' AND '.join(where)}", args)
+        return [(r[0], r[1]) for r in rows]
+
+    def _scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
+        """Messages matching `flt` in (source id, seq) order, read in pages (no read transaction held between)."""
+        after: tuple[str, int] = ("", -1)
+        while True:
+            where, args = ["namespace = ?", "(source_id, seq) > (?, ?)"], [ns, *after]
+            self._message_where(flt, where, args)
+            rows = self._reader.execute(
+                f"SELECT {_MSG_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY source_id, seq LIMIT 500",
+                args).fetchall()
+            yield from (_message(r) for r in rows)
+            if len(rows) < 500:
+                return
+            after = (rows[-1]["source_id"], rows[-1]["seq"])
+
+    @staticmethod
+    def _message_where(flt: DeleteFilter | None, where: list[str], args: list[object]) -> None:
+        """Append the SQL conditions (over `messages`) of a message filter."""
         if flt is not None:
             if flt.conversation_id is not None:
                 where.append("source_type = 'conversation' AND source_id = ?")
@@ -337,8 +358,6 @@ class LocalDataStore(DataStore):
             if flt.end_date is not None:
                 where.append("created_at <= ?")
                 args.append(_ts(utc(flt.end_date)))
-        rows = self._reader.execute(f"SELECT source_id, id FROM messages WHERE {' AND '.join(where)}", args)
-        return [(r[0], r[1]) for r in rows]
 
     # ------------------------------------------------------------------ writes
     def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:

@@ -14,7 +14,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -269,6 +269,26 @@ class PgVectorDataStore(DataStore):
         if ids is not None:
             where.append("id = ANY(%s)")
             args.append(list(ids))
+        self._message_where(flt, where, args)
+        rows = self._all(f"SELECT source_id, id FROM pyramind_messages WHERE {' AND '.join(where)}", args)
+        return [(r["source_id"], r["id"]) for r in rows]
+
+    def _scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
+        """Messages matching `flt` in (source id, seq) order, read in keyset pages of 500."""
+        after: tuple[str, int] = ("", -1)
+        while True:
+            where, args = ["namespace = %s", "(source_id, seq) > (%s, %s)"], [ns, *after]
+            self._message_where(flt, where, args)
+            rows = self._all(f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE {' AND '.join(where)} "
+                             "ORDER BY source_id, seq LIMIT 500", args)
+            yield from (_message(r) for r in rows)
+            if len(rows) < 500:
+                return
+            after = (rows[-1]["source_id"], rows[-1]["seq"])
+
+    @staticmethod
+    def _message_where(flt: DeleteFilter | None, where: list[str], args: list[Any]) -> None:
+        """Append the SQL conditions (over `pyramind_messages`) of a message filter."""
         if flt is not None:
             for sql, value in (
                 ("source_type = 'conversation' AND source_id = %s", flt.conversation_id),
@@ -280,8 +300,6 @@ class PgVectorDataStore(DataStore):
                 if value is not None:
                     where.append(sql)
                     args.append(value)
-        rows = self._all(f"SELECT source_id, id FROM pyramind_messages WHERE {' AND '.join(where)}", args)
-        return [(r["source_id"], r["id"]) for r in rows]
 
     def _backlog(self) -> list[tuple[str, str]]:
         rows = self._all(

@@ -1,0 +1,174 @@
+"""Finding: full-text and regex search over the stored messages (`POST /find`, the MCP `find` tool).
+
+Patterns run in RE2 (google-re2), whose matching time is linear in the text, so no pattern can backtrack
+catastrophically; RE2's memory for a compiled pattern is capped, and the scan stops at FIND_TIME_LIMIT seconds
+(the answer then says `complete: false`). Messages come from one provider hook, `_scan_messages`, which streams a
+namespace's messages in (source id, seq) order with the filters applied; the default below works for every
+provider through the existing hooks, and providers with a query language override it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from datetime import datetime
+
+import re2
+
+from datastore.hooks import StoreBase
+from models.api import DeleteFilter
+from models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
+from models.memory import MemoryNode, StoredMessage
+from models.time import utc
+from services.errors import InvalidRequestError
+
+RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
+MAX_SPANS = 50  # matches marked per message
+
+
+def compile_pattern(pattern: str, regex: bool, case_sensitive: bool) -> re2._Regexp:
+    """The RE2 program of a find pattern; raises InvalidRequestError naming `pattern` when it does not compile."""
+    options = re2.Options()
+    options.max_mem = RE2_MAX_MEM
+    options.literal = not regex
+    options.case_sensitive = case_sensitive
+    options.log_errors = False
+    try:
+        return re2.compile(pattern, options)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else "does not compile"
+        reason = reason.decode("utf-8", "replace") if isinstance(reason, bytes) else str(reason)
+        raise InvalidRequestError(f"invalid pattern: {reason[:200]}", "pattern") from exc
+
+
+def message_filter(req: FindRequest) -> DeleteFilter | None:
+    """The request's filters as the message filter the provider hooks take (None when none is given)."""
+    values = {"conversation_id": req.conversation_id, "speaker": req.speaker,
+              "start_date": req.start_date, "end_date": req.end_date}
+    if all(v is None for v in values.values()):
+        return None
+    return DeleteFilter.model_construct(document_id=None, **values)
+
+
+def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:
+    """Whether a message passes the filter (conversation_id also matches a document's id, as in /delete)."""
+    if flt is None:
+        return True
+    if flt.conversation_id is not None and m.source_id != flt.conversation_id:
+        return False
+    if flt.document_id is not None and (m.source_type != "document" or m.source_id != flt.document_id):
+        return False
+    if flt.speaker is not None and m.speaker != flt.speaker:
+        return False
+    at = utc(m.created_at)
+    if flt.start_date is not None and (at is None or at < _utc(flt.start_date)):
+        return False
+    return not (flt.end_date is not None and (at is None or at > _utc(flt.end_date)))
+
+
+def _utc(dt: datetime) -> datetime:
+    out = utc(dt)
+    assert out is not None
+    return out
+
+
+def mark(text: str, spans: list[list[int]]) -> str:
+    """`text` with each [start, end) span wrapped in ** marks."""
+    out, at = [], 0
+    for start, end in spans:
+        out += [text[at:start], MARK_OPEN, text[start:end], MARK_CLOSE]
+        at = end
+    out.append(text[at:])
+    return "".join(out)
+
+
+class Finding(StoreBase):
+    """find_sync over the `_scan_messages` hook."""
+
+    def _scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
+        """The namespace's messages matching `flt`, in (source id, seq) order, streamed.
+
+        Default over the existing hooks (one source at a time); providers override it with one filtered query.
+        """
+        for source_id in self._list_sources(ns):
+            if flt is not None and flt.conversation_id is not None and source_id != flt.conversation_id:
+                continue
+            for m in self._messages_from(ns, source_id, 0):
+                if message_matches(m, flt):
+                    yield m
+
+    def find_sync(self, ns: str, req: FindRequest) -> FindResponse:
+        """Messages of the namespace matching `req.pattern` and its filters, each with its L1 chunk.
+
+        Raises InvalidRequestError naming `pattern` (does not compile) or `limit` (over FIND_MAX_LIMIT).
+        """
+        s = self.settings
+        if req.limit > s.find_max_limit:
+            raise InvalidRequestError(f"limit must be at most {s.find_max_limit} (FIND_MAX_LIMIT)", "limit")
+        program = compile_pattern(req.pattern, req.regex, req.case_sensitive)
+        deadline = time.monotonic() + s.find_time_limit
+        found: list[tuple[StoredMessage, list[list[int]]]] = []
+        scanned, complete = 0, True
+        for m in self._scan_messages(ns, message_filter(req)):
+            spans = _spans(program, m.content, deadline)
+            if spans is None:
+                complete = False
+                break
+            scanned += 1
+            if spans:
+                found.append((m, spans))
+                if len(found) >= req.limit:
+                    break
+        chunks = self._chunks_of(ns, [m for m, _ in found])
+        matches = [
+            FindMatch(
+                message_id=m.id, source_type=m.source_type,
+                conversation_id=m.source_id if m.source_type == "conversation" else None,
+                document_id=m.source_id if m.source_type == "document" else None,
+                speaker=m.speaker, created_at=m.created_at, text=mark(m.content, spans), spans=spans,
+                chunk_id=_holder(chunks.get((m.source_id, m.id), []), program),
+            )
+            for m, spans in found
+        ]
+        return FindResponse(matches=matches, scanned=scanned, complete=complete)
+
+    def _chunks_of(self, ns: str, messages: list[StoredMessage]) -> dict[tuple[str, str], list[MemoryNode]]:
+        """(source id, message id) -> the L1 chunks holding the message, in order (one read per source)."""
+        wanted: dict[str, set[str]] = {}
+        for m in messages:
+            wanted.setdefault(m.source_id, set()).add(m.id)
+        out: dict[tuple[str, str], list[MemoryNode]] = {}
+        for source_id, ids in wanted.items():
+            for node in self._source_nodes(ns, source_id):
+                if node.level != 1:
+                    continue
+                for mid in ids.intersection(node.message_ids):
+                    out.setdefault((source_id, mid), []).append(node)
+        return out
+
+
+def _spans(program: re2._Regexp, text: str, deadline: float) -> list[list[int]] | None:
+    """[start, end) of the first MAX_SPANS non-empty matches; None when the deadline passes first (checked before
+    every match, so one step costs at most one RE2 search: linear in the text, at most MAX_PATTERN_CHARS wide)."""
+    out: list[list[int]] = []
+    if time.monotonic() > deadline:
+        return None
+    for hit in program.finditer(text):
+        if time.monotonic() > deadline:
+            return None
+        if hit.end() > hit.start():
+            out.append([hit.start(), hit.end()])
+            if len(out) >= MAX_SPANS:
+                break
+    return out
+
+
+def _holder(chunks: list[MemoryNode], program: re2._Regexp) -> str | None:
+    """The first chunk whose text holds a match (a long message spans several chunks), else the first chunk."""
+    if not chunks:
+        return None
+    chunks = sorted(chunks, key=lambda n: n.position)
+    for node in chunks:
+        if program.search(node.text):
+            return node.id
+    return chunks[0].id

@@ -1,0 +1,66 @@
+"""`POST /find` (phrase or regex search over what was said) and `GET /stats` (what a namespace holds).
+
+Thin callers of the DataStore (`find`, `describe`), like every route in `server/routes.py`.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+from quart import Blueprint, current_app
+from quart_schema import operation_id, tag, validate_querystring, validate_request, validate_response
+
+from datastore.datastore import DataStore
+from models.api import namespace_field
+from models.find import FindRequest, FindResponse, StatsResponse
+from server.auth import resolve_namespace
+from server.fit import fit_find
+from server.routes import _errors
+
+explore = Blueprint("explore", __name__)
+
+
+def _store() -> DataStore:
+    store: DataStore = current_app.extensions["pyramind.store"]
+    return store
+
+
+class StatsQuery(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = namespace_field()
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Describe only this conversation (or document)."
+    )
+
+
+@explore.post("/find")
+@tag(["memory"])
+@operation_id("find")
+@validate_request(FindRequest)
+@validate_response(FindResponse, 200)
+@_errors(400, 401, 403, 413, 422, 429)
+async def find(data: FindRequest) -> FindResponse:
+    """Find messages by exact words or an RE2 regex.
+
+    Returns matching messages in conversation order, matches wrapped in ** marks, each with the L1 chunk that holds
+    it (expand with GET /memories/{id}). Filters: conversation_id, speaker, start_date, end_date. 422 naming
+    `pattern` for an invalid regex.
+    """
+    settings = current_app.extensions["pyramind.settings"]
+    result = await _store().find(resolve_namespace(data.namespace), data)
+    return fit_find(result, settings.max_response_chars)
+
+
+@explore.get("/stats")
+@tag(["memory"])
+@operation_id("stats")
+@validate_querystring(StatsQuery)
+@validate_response(StatsResponse, 200)
+@_errors(400, 401, 403, 404, 429)
+async def stats(query_args: StatsQuery) -> StatsResponse:
+    """Describe what is remembered.
+
+    Counts of the namespace, or of one conversation: sources, messages, memory nodes per level, the time of the
+    first and last message, and the speakers with their message counts. 404 for an unknown conversation_id.
+    """
+    return await _store().describe(resolve_namespace(query_args.namespace), query_args.conversation_id)

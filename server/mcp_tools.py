@@ -1,0 +1,226 @@
+"""The MCP front door: Pyramind's memory tools over the Model Context Protocol (the official `mcp` SDK).
+
+Another door beside the REST routes, with no logic of its own: each tool is a few lines over the DataStore
+method its route calls (remember, query, expand, find, describe, delete), with the namespace resolved exactly as
+for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio caller may name one). Inputs and
+outputs are pydantic types, so every call answers structured content with a schema. Store errors become tool
+errors that name the argument (`ids: unknown ids: ...`); nothing is changed by a call that fails.
+
+Transports: stdio (`pyramind mcp`, see local_server/cli.py) and streamable HTTP at `/mcp` on the API server
+(`server/mcp_http.py`, behind the REST auth).
+"""
+
+# No `from __future__ import annotations`: the SDK reads the tool signatures, whose limits come from settings.
+from collections.abc import Awaitable, Callable
+from datetime import datetime
+from typing import Annotated, Any, TypeVar
+
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp_types import ToolAnnotations
+from pydantic import Field, ValidationError
+
+from datastore.datastore import DataStore
+from models.api import (
+    MAX_LEVEL_FILTER,
+    DeleteFilter,
+    DeleteRequest,
+    DeleteResponse,
+    ExpandResponse,
+    Message,
+    Query,
+    QueryFilter,
+    QueryResponse,
+    RememberRequest,
+    RememberResponse,
+    RetrievalMode,
+)
+from models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
+from models.settings import Settings
+from server.auth import Principal, namespace_for
+from server.fit import fit_find, fit_query
+from services.errors import PyramindError
+
+T = TypeVar("T")
+PRINCIPAL_KEY = "pyramind.principal"  # where server/mcp_http.py leaves the caller in the ASGI scope
+
+INSTRUCTIONS = (
+    "Pyramind is your long-term memory. Call `remember` with the messages worth keeping (the user's facts, "
+    "preferences, decisions, events) and `recall` before answering anything that may depend on the past. Recall "
+    "returns chunks (level 1, verbatim) and summaries (level 2+); `expand` a summary to read what it covers. Use "
+    "`find` for exact words, names or numbers, `stats` for an overview, `forget` only when the user asks."
+)
+
+Namespace = Annotated[str | None, Field(
+    default=None, pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
+    description="Namespace to work in; omit it (a token may fix it). Default: `default`.")]
+ConversationId = Annotated[str | None, Field(default=None, min_length=1, max_length=256,
+                                             description="Only this conversation (or document).")]
+Speaker = Annotated[str | None, Field(default=None, min_length=1, max_length=128,
+                                      description="Only what this speaker said.")]
+StartDate = Annotated[datetime | None, Field(default=None, description="ISO 8601; only from this time on.")]
+EndDate = Annotated[datetime | None, Field(default=None, description="ISO 8601; only up to this time.")]
+Level = Annotated[int | None, Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)]
+
+
+def _principal(ctx: Context) -> Principal | None:
+    """The HTTP caller (set by the /mcp auth gate), or None for stdio (a local process the user started)."""
+    request = ctx.request_context.request
+    scope = getattr(request, "scope", None)
+    return scope.get(PRINCIPAL_KEY) if scope is not None else None
+
+
+def _field(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(p) for p in loc) or "arguments"
+
+
+async def _call(make: Callable[[], Awaitable[T]]) -> T:
+    """Run a store call; its errors become tool errors naming the argument (the SDK reports them as is_error)."""
+    try:
+        return await make()
+    except PyramindError as exc:
+        raise ToolError(f"{exc.field}: {exc.message}" if exc.field else exc.message) from exc
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        raise ToolError(f"{_field(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid value')}") from exc
+
+
+def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_namespace: str | None = None
+              ) -> MCPServer:
+    """An MCPServer whose tools call the store that `get_store()` returns (the app's, opened at serving start).
+
+    default_namespace: the namespace of callers without a principal that name none (stdio: `pyramind mcp -n`).
+    """
+    mcp = MCPServer("pyramind", title="Pyramind memory", instructions=INSTRUCTIONS, version="0.1.0",
+                    log_level="WARNING")  # the SDK configures logging; keep the server's INFO chatter off
+    cap = settings.max_response_chars
+
+    def ns(ctx: Context, requested: str | None) -> str:
+        principal = _principal(ctx)
+        if principal is None and requested is None and default_namespace is not None:
+            return default_namespace
+        try:
+            return namespace_for(principal, requested)
+        except PyramindError as exc:
+            raise ToolError(f"{exc.field}: {exc.message}") from exc
+
+    read = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                          openWorldHint=False))
+    async def remember(
+        ctx: Context,
+        messages: Annotated[list[Message], Field(min_length=1, max_length=settings.max_messages,
+                                                 description="Messages in order; give `id`s so resending is safe.")],
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="Conversation to append to; omit to start a new one (its id is returned).")] = None,
+        wait: Annotated[bool, Field(description="true: return once searchable, so a recall right after finds "
+                                                "them; false: return as soon as stored.")] = True,
+        namespace: Namespace = None,
+    ) -> RememberResponse:
+        """Save chat messages to long-term memory. They are cut into chunks (level 1) and rolled up into
+        summaries (level 2+). Resending a message id changes nothing."""
+        return await _call(lambda: get_store().remember(ns(ctx, namespace), RememberRequest(
+            conversation_id=conversation_id, messages=messages, wait=wait)))
+
+    @mcp.tool(annotations=read)
+    async def recall(
+        ctx: Context,
+        query: Annotated[str, Field(min_length=1, max_length=settings.max_message_chars,
+                                    description="What to remember, in natural language.")],
+        top_k: Annotated[int, Field(ge=1, le=settings.max_top_k, strict=True,
+                                    description="How many memories to return.")] = 5,
+        mode: Annotated[RetrievalMode | None, Field(
+            description="hybrid (words + meaning over chunks), dense (meaning, every level), text (words) or "
+                        "tree (summaries first); default: the server's.")] = None,
+        conversation_id: ConversationId = None,
+        speaker: Speaker = None,
+        level: Annotated[int | None, Field(ge=1, le=MAX_LEVEL_FILTER, strict=True,
+                                           description="Only this level (1 = chunks, 2+ = summaries).")] = None,
+        start_date: StartDate = None,
+        end_date: EndDate = None,
+        namespace: Namespace = None,
+    ) -> QueryResponse:
+        """Search long-term memory: the memories most relevant to `query`, best first, each with its text,
+        score, level, time range, speakers, parent_id and children (ids to `expand`)."""
+        flt = {k: v for k, v in dict(conversation_id=conversation_id, speaker=speaker, level=level,
+                                     start_date=start_date, end_date=end_date).items() if v is not None}
+
+        async def run() -> QueryResponse:
+            q = Query(query=query, top_k=top_k, mode=mode, filter=QueryFilter(**flt) if flt else None)
+            return fit_query(await get_store().query(ns(ctx, namespace), [q]), cap)
+
+        return await _call(run)
+
+    @mcp.tool(annotations=read)
+    async def expand(
+        ctx: Context,
+        id: Annotated[str, Field(min_length=1, max_length=512, description="A memory id from recall or find.")],
+        namespace: Namespace = None,
+    ) -> ExpandResponse:
+        """Open a memory: the node with its parent (the summary above it) and its children (what a summary
+        covers, one level down, in order). Use it to zoom in on a summary or out from a chunk."""
+        return await _call(lambda: get_store().expand(ns(ctx, namespace), id))
+
+    @mcp.tool(annotations=read)
+    async def find(
+        ctx: Context,
+        pattern: Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS,
+                                      description="Exact words to find, or an RE2 regex when `regex` is true.")],
+        regex: Annotated[bool, Field(strict=True, description="true: `pattern` is a regex.")] = False,
+        case_sensitive: Annotated[bool, Field(strict=True, description="true: match letter case.")] = False,
+        conversation_id: ConversationId = None,
+        speaker: Speaker = None,
+        start_date: StartDate = None,
+        end_date: EndDate = None,
+        limit: Annotated[int, Field(ge=1, le=settings.find_max_limit, strict=True,
+                                    description="Most messages to return.")] = 20,
+        namespace: Namespace = None,
+    ) -> FindResponse:
+        """Find the messages that contain exact words, a name, a number or a regex match (matches wrapped in
+        ** marks), each with the chunk id that holds it. Use recall for meaning, find for exact text."""
+
+        async def run() -> FindResponse:
+            req = FindRequest(pattern=pattern, regex=regex, case_sensitive=case_sensitive, limit=limit,
+                              conversation_id=conversation_id, speaker=speaker, start_date=start_date,
+                              end_date=end_date)
+            return fit_find(await get_store().find(ns(ctx, namespace), req), cap)
+
+        return await _call(run)
+
+    @mcp.tool(annotations=read)
+    async def stats(
+        ctx: Context,
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="Describe only this conversation; omit for the whole namespace.")] = None,
+        namespace: Namespace = None,
+    ) -> StatsResponse:
+        """Overview of what is remembered: conversations, messages, memory nodes per level, the first and last
+        message time, and who spoke how often."""
+        return await _call(lambda: get_store().describe(ns(ctx, namespace), conversation_id))
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
+                                          openWorldHint=False))
+    async def forget(
+        ctx: Context,
+        ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=512)]] | None, Field(
+            default=None, min_length=1, max_length=1000,
+            description="Memory, message, conversation or document ids to forget.")] = None,
+        filter: Annotated[DeleteFilter | None, Field(
+            description="Forget the messages matching all of these fields instead.")] = None,
+        delete_all: Annotated[bool, Field(strict=True,
+                                          description="true: forget the whole namespace.")] = False,
+        namespace: Namespace = None,
+    ) -> DeleteResponse:
+        """Permanently forget memories: give exactly one of ids, filter or delete_all. Every summary built
+        from a forgotten message is rebuilt without it. Only when the user asks."""
+        return await _call(lambda: get_store().delete(ns(ctx, namespace), DeleteRequest(
+            ids=ids, filter=filter, delete_all=True if delete_all else None)))
+
+    # Tools that come with features being built in parallel (the lead wires them after merging), each a few
+    # lines like the ones above:
+    # - `context` (POST /context): the token-budgeted context block -> get_store().<context method>(ns, req).
+    # - core memory (PUT/GET/DELETE /core): `core_get`, `core_set`, `core_delete` -> the store's core methods.
+    return mcp

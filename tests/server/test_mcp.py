@@ -1,0 +1,209 @@
+"""MCP over both transports with the SDK's own client, against the real app, store and embedder.
+
+HTTP: the API server (hypercorn, a loopback port) serves /mcp behind the REST auth; stdio: `pyramind mcp` as a
+subprocess over a SQLite file.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import sys
+import time
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from jose import jwt
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from mcp.shared.exceptions import MCPError
+
+from datastore.datastore import DataStore
+from models.api import Message, RememberRequest
+from server.app import create_app
+from tests.conftest import TOKEN, make_settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SECRET = "mcp-test-secret-0123456789abcdef0123456789"
+TOOLS = {"remember", "recall", "expand", "find", "stats", "forget"}
+CHAT = [
+    {"id": "m1", "speaker": "Caroline", "content": "I adopted a grey cat called Pepper last spring."},
+    {"id": "m2", "speaker": "Melanie", "content": "Lovely! My passport number is X1234567, remind me later."},
+    {"id": "m3", "speaker": "Caroline", "content": "I am training for the Lisbon marathon in October."},
+]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def serving(settings: Any, store: DataStore) -> AsyncIterator[str]:
+    """The real app under hypercorn on a loopback port; yields its /mcp URL."""
+    from hypercorn.asyncio import serve
+    from hypercorn.config import Config
+
+    port = _free_port()
+    config = Config()
+    config.bind = [f"127.0.0.1:{port}"]
+    config.accesslog = None
+    stop = asyncio.Event()
+    task = asyncio.create_task(serve(create_app(settings, store), config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+    async with httpx.AsyncClient() as http:
+        for _ in range(200):
+            try:
+                await http.get(f"http://127.0.0.1:{port}/health")
+                break
+            except httpx.TransportError:
+                await asyncio.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{port}/mcp"
+    finally:
+        stop.set()
+        await task
+
+
+@asynccontextmanager
+async def mcp_client(url: str, token: str | None) -> AsyncIterator[Client]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    async with create_mcp_http_client(headers=headers) as http, Client(
+            streamable_http_client(url, http_client=http)) as client:
+        yield client
+
+
+def data(result: Any) -> dict:
+    assert not result.is_error, result.content
+    assert result.structured_content is not None
+    return result.structured_content
+
+
+def error_text(result: Any) -> str:
+    assert result.is_error, result.structured_content
+    return " ".join(getattr(c, "text", "") for c in result.content)
+
+
+async def test_http_tools_over_the_real_store(tmp_path: Path, store: DataStore) -> None:
+    settings = make_settings(tmp_path)
+    async with serving(settings, store) as url, mcp_client(url, TOKEN) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert set(tools) == TOOLS
+        assert all(t.description and t.output_schema for t in tools.values())
+        assert tools["recall"].input_schema["properties"]["top_k"]["maximum"] == settings.max_top_k
+        assert tools["forget"].annotations.destructive_hint and tools["recall"].annotations.read_only_hint
+
+        saved = data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
+        assert saved["conversation_id"] == "c1" and saved["chunk_ids"]
+        hits = data(await client.call_tool("recall", {"query": "what pet does Caroline have?", "top_k": 3}))
+        top = hits["results"][0]["results"][0]
+        assert "Pepper" in top["text"] and top["level"] == 1
+        opened = data(await client.call_tool("expand", {"id": top["id"]}))
+        assert opened["node"]["id"] == top["id"] and opened["node"]["message_ids"] == ["m1", "m2", "m3"]
+        found = data(await client.call_tool("find", {"pattern": r"X\d{7}", "regex": True}))
+        assert [m["message_id"] for m in found["matches"]] == ["m2"] and "**X1234567**" in found["matches"][0]["text"]
+        assert found["matches"][0]["chunk_id"] == top["id"]
+        overview = data(await client.call_tool("stats", {"conversation_id": "c1"}))
+        assert overview["messages"] == 3 and {s["speaker"] for s in overview["speakers"]} == {"Caroline", "Melanie"}
+        gone = data(await client.call_tool("forget", {"ids": ["m2"]}))
+        assert gone["deleted_messages"] == 1
+        assert data(await client.call_tool("find", {"pattern": "passport"}))["matches"] == []
+    # the tools wrote to the same store the REST routes read
+    assert store.describe_sync("default", "c1").messages == 2
+
+
+async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, store: DataStore) -> None:
+    async with serving(make_settings(tmp_path), store) as url:
+        async with httpx.AsyncClient() as http:
+            r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                headers={"Accept": "application/json, text/event-stream"})
+            assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
+            assert r.headers["www-authenticate"] == "Bearer"
+        for token in (None, "wrong-token"):
+            with pytest.raises(BaseException) as err:  # the SDK client surfaces the 401 as an MCPError
+                async with mcp_client(url, token) as client:
+                    await client.list_tools()
+            assert any(isinstance(e, MCPError) for e in _leaves(err.value)), repr(err.value)
+    assert store.describe_sync("default").messages == 0
+
+
+def _leaves(exc: BaseException) -> list[BaseException]:
+    if isinstance(exc, BaseExceptionGroup):
+        return [leaf for e in exc.exceptions for leaf in _leaves(e)]
+    return [exc]
+
+
+def _jwt(sub: str) -> str:
+    return jwt.encode({"sub": sub, "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
+
+
+async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_path: Path, store: DataStore) -> None:
+    store.remember_sync("bob", RememberRequest(conversation_id="bob-c", messages=[Message(**m) for m in CHAT]))
+    bob_node = store.describe_sync("bob")
+    bob_chunk = store._source_nodes("bob", "bob-c")[0].id
+    settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, bearer_token=None)
+    async with serving(settings, store) as url, mcp_client(url, _jwt("alice")) as alice:
+        data(await alice.call_tool("remember", {"conversation_id": "a-c", "messages": [
+            {"id": "a1", "speaker": "Alice", "content": "My cat is called Whiskers."}]}))
+        # her own namespace only
+        hits = data(await alice.call_tool("recall", {"query": "cat called Pepper", "top_k": 10}))
+        assert all("Pepper" not in r["text"] for r in hits["results"][0]["results"])
+        assert data(await alice.call_tool("find", {"pattern": "Pepper"}))["matches"] == []
+        assert data(await alice.call_tool("stats", {}))["namespace"] == "alice"
+        # naming bob's namespace, or bob's ids, is an error naming the argument
+        for tool, args in [("recall", {"query": "cat"}), ("find", {"pattern": "cat"}), ("stats", {}),
+                           ("expand", {"id": bob_chunk}), ("forget", {"delete_all": True}),
+                           ("remember", {"messages": [{"content": "x"}]})]:
+            assert "namespace" in error_text(await alice.call_tool(tool, {**args, "namespace": "bob"})), tool
+        assert "id" in error_text(await alice.call_tool("expand", {"id": bob_chunk}))
+        assert "ids" in error_text(await alice.call_tool("forget", {"ids": [bob_chunk, "bob-c", "m1"]}))
+        assert "conversation_id" in error_text(await alice.call_tool("stats", {"conversation_id": "bob-c"}))
+        gone = data(await alice.call_tool("forget", {"delete_all": True}))
+        assert gone["deleted_messages"] == 1
+    after = store.describe_sync("bob")
+    assert after == bob_node  # bob's memories untouched by everything alice did
+    assert store.describe_sync("alice").messages == 0
+
+
+async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_path: Path, store: DataStore) -> None:
+    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+        data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
+        before = store.describe_sync("default")
+        unknown = await client.call_tool("no_such_tool", {})
+        assert "no_such_tool" in error_text(unknown)
+        cases = [
+            ("recall", {"query": "cat", "top_k": "many"}, "top_k"),
+            ("recall", {"query": "cat", "top_k": 10_000}, "top_k"),
+            ("recall", {"top_k": 3}, "query"),
+            ("find", {"pattern": "(unclosed", "regex": True}, "pattern"),
+            ("find", {"pattern": "x" * 5000}, "pattern"),
+            ("remember", {"messages": "not a list"}, "messages"),
+            ("remember", {"messages": [{"content": "   "}]}, "messages"),
+            ("expand", {"id": "no-such-node"}, "id"),
+            ("forget", {"ids": ["no-such-id"]}, "ids"),
+            ("forget", {}, "ids"),
+            ("stats", {"namespace": "bad namespace!"}, "namespace"),
+        ]
+        for tool, args, field in cases:
+            assert field in error_text(await client.call_tool(tool, args)), (tool, args)
+        assert store.describe_sync("default") == before
+
+
+async def test_stdio_transport(tmp_path: Path) -> None:
+    env = {**os.environ, "LOCAL_DB_PATH": str(tmp_path / "stdio.db"), "AUTH": "none", "EMBED_WORKERS": "1"}
+    params = StdioServerParameters(command=sys.executable, args=["-m", "local_server.cli", "mcp", "-n", "me"],
+                                   env=env, cwd=str(ROOT))
+    async with Client(params) as client:
+        assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
+        hits = data(await client.call_tool("recall", {"query": "marathon training", "top_k": 1}))
+        assert "Lisbon marathon" in hits["results"][0]["results"][0]["text"]
+        overview = data(await client.call_tool("stats", {}))
+        assert (overview["namespace"], overview["messages"]) == ("me", 3)
+        assert "id" in error_text(await client.call_tool("expand", {"id": "nope"}))
