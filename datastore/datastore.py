@@ -15,6 +15,7 @@ import asyncio
 
 from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
+from datastore.listing import Listing
 from datastore.read import to_result
 from datastore.remember import Remembering
 from models.api import (
@@ -33,7 +34,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Forgetting):
+class DataStore(Remembering, Forgetting, Listing):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:
