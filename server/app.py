@@ -16,8 +16,10 @@ from datastore.datastore import DataStore
 from datastore.factory import get_datastore
 from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
+from server.conversations import conversations
 from server.errors import install_error_handlers
 from server.routes import api
+from server.ui import install_ui
 from server.wellknown import wellknown
 
 log = logging.getLogger(__name__)
@@ -83,6 +85,8 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
                     default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
     app.register_blueprint(wellknown)
+    app.register_blueprint(conversations)
+    install_ui(app)
     if settings.cors_origins:
         from quart_cors import cors
 

@@ -27,6 +27,7 @@ from server.errors import error_response
 from services.errors import PyramindError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
+PUBLIC_PREFIXES = ("/.well-known/", "/ui/")  # the web page's static files carry no data; it sends the token
 NAMESPACE_RE = re.compile(r"^[A-Za-z0-9._:@|-]{1,128}$")
 
 
@@ -109,7 +110,8 @@ def install_auth(app: Quart, settings: Settings) -> None:
 
     @app.before_request
     async def _authenticate() -> Response | None:
-        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/.well-known/"):
+        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path == "/ui" \
+                or request.path.startswith(PUBLIC_PREFIXES):
             return None
         if settings.auth == "none":
             g.principal = Principal(None, f"ip:{request.remote_addr}")
