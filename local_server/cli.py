@@ -51,6 +51,7 @@ def serve(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
     console.print(f"Pyramind on http://{settings.host}:{settings.port}  (store: {settings.resolved_datastore})")
+    console.print(f"Memory browser: http://{settings.host}:{settings.port}/ui/  (API docs: /docs)")
     run(settings)
 
 
