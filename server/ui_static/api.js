@@ -22,6 +22,7 @@ export class ApiError extends Error {
 }
 
 export const session = {
+  /** The token; "" for a server without auth; null when not signed in. */
   get token() { return sessionStorage.getItem(TOKEN_KEY); },
   get namespace() { return sessionStorage.getItem(NAMESPACE_KEY) || ""; },
   save(token, namespace) {

@@ -58,7 +58,7 @@ async function guard(fn) {
   try {
     return await fn();
   } catch (err) {
-    if (err instanceof ApiError && err.status === 401 && session.token) {
+    if (err instanceof ApiError && err.status === 401 && session.token !== null) {
       session.clear();
       renderLogin();
     }
@@ -139,13 +139,14 @@ function renderLogin() {
   $("#nav").hidden = true;
   $("#logout").hidden = true;
   $("#who").textContent = "";
-  const token = h("input", { id: "token", type: "password", autocomplete: "off", required: true, size: 40 });
+  const token = h("input", { id: "token", type: "password", autocomplete: "off", size: 40 });
   const ns = h("input", { id: "namespace", type: "text", placeholder: "default", size: 20,
     value: session.namespace || "" });
   const form = h("form", { id: "login", class: "card" },
     h("h2", {}, "Sign in"),
     h("p", { class: "muted" }, "Enter your Pyramind API token. It stays in this browser tab (sessionStorage), is sent ",
-      "only to this server in the Authorization header, and is forgotten when the tab closes."),
+      "only to this server in the Authorization header, and is forgotten when the tab closes. A local server ",
+      "without auth (pyramind serve --local) needs none: leave it empty."),
     h("label", {}, "Token ", token),
     h("label", {}, "Namespace (static tokens only; optional) ", ns),
     h("button", { type: "submit", id: "login-submit" }, "Sign in"));
@@ -153,10 +154,10 @@ function renderLogin() {
     e.preventDefault();
     clearMessages();
     const t = token.value.trim();
-    if (!t) return showError("Enter a token.");
     try {
       await api("GET", "/conversations", { query: { limit: 1 }, token: t, namespace: ns.value.trim() });
     } catch (err) {
+      if (!t && err instanceof ApiError && err.status === 401) return showError("Enter a token: this server needs one.");
       return showError(err);
     }
     session.save(t, ns.value.trim());
@@ -558,7 +559,7 @@ async function renderCore() {
 // ---------------------------------------------------------------- routing
 async function route() {
   clearMessages();
-  if (!session.token) return renderLogin();
+  if (session.token === null) return renderLogin();
   const [path, qs] = (location.hash.slice(1) || "/").split("?");
   const params = Object.fromEntries(new URLSearchParams(qs || ""));
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);

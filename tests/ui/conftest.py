@@ -25,9 +25,11 @@ from tests.datastore.conftest import unavailable
 from tests.datastore.synthetic import conversation, document_text
 from tests.trust.harness import ServerProcess
 
-# flags that keep a headless chromium quiet on a machine without internet: no background fetches, no updates
+# flags that keep a headless chromium quiet on a machine without internet (no background fetches, no updates)
+# and working in a container (no sandbox, no GPU, no reliance on a large /dev/shm)
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions"]
+                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions",
+                 "--disable-dev-shm-usage"]
 LONG = "long-talk"  # 180 messages: 30 chunks, 6 L2 summaries, 1 L3
 LONG_MESSAGES = 180
 

@@ -12,7 +12,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.conftest import TOKEN
+from datastore.providers.local import LocalDataStore
+from models.api import RememberRequest
+from services.summarising import ExtractiveSummariser
+from tests.conftest import TOKEN, make_settings
+from tests.datastore.synthetic import conversation
 from tests.trust.harness import ServerProcess
 from tests.ui.conftest import LONG, Page
 
@@ -244,3 +248,20 @@ def test_pin_and_unpin_a_summary(tab: Page) -> None:
     l3 = page.locator("#tree > .node").first
     l3.locator(":scope > .node-actions > button.pin", has_text="Unpin").click()
     page.wait_for_function("document.querySelector('#notice').textContent.startsWith('Unpinned')")
+
+
+def test_a_server_without_auth_needs_no_token(browser, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+    db = tmp_path / "open.db"
+    store = LocalDataStore(make_settings(tmp_path, local_db_path=db), embedder, ExtractiveSummariser()).open()
+    store.remember_sync("default", RememberRequest(conversation_id="open-chat",
+                                                   messages=conversation(("Ann", "Bob"), 3)))
+    store.close()
+    server = ServerProcess(db, tmp_path / "server.log", env={"AUTH": "none"}).start()
+    try:
+        tab = Page(browser, server)
+        page = tab.login("")
+        page.wait_for_selector("tr[data-source-id='open-chat']")
+        assert page.locator("#error").is_hidden() and tab.errors == [] and tab.outside == []
+        tab.context.close()
+    finally:
+        server.stop()
