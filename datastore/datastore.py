@@ -17,6 +17,7 @@ from datastore.context import ContextAssembly
 from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.indexing import Indexing
+from datastore.listing import Listing
 from datastore.read import to_result
 from datastore.remember import Remembering
 from datastore.stats import Describing
@@ -37,7 +38,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Indexing, Forgetting, ContextAssembly, Describing):
+class DataStore(Remembering, Indexing, Forgetting, ContextAssembly, Describing, Listing):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

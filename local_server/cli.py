@@ -80,6 +80,7 @@ def serve(
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(2) from exc
     console.print(f"Pyramind on http://{settings.host}:{settings.port}")
+    console.print(f"Memory browser: http://{settings.host}:{settings.port}/ui/  (API docs: /docs)")
     run(settings)  # prints the store's location, or one line and exit 1 when it cannot be opened
 
 

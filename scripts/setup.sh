@@ -13,4 +13,13 @@ if [ -n "$extras" ]; then
 else
   .venv/bin/python -m pip install --quiet -e .
 fi
+# The browser tests (tests/ui) drive Debian's chromium headless; the dev extras install it when it is missing.
+if [[ ",$extras," == *",dev,"* ]] && ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "chromium is missing and this is not root: tests/ui will skip (and fail with CI=true);" \
+      "install it with: sudo apt-get install chromium" >&2
+  fi
+fi
 echo "Pyramind is installed in .venv (run .venv/bin/pyramind --help)"

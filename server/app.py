@@ -15,11 +15,13 @@ from datastore.indexer import Indexer
 from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
 from server.context_routes import context_api
+from server.conversations import conversations
 from server.errors import install_error_handlers
 from server.find_routes import explore
 from server.mcp_http import mount_mcp
 from server.openapi import GPTActionsOpenAPI
 from server.routes import api
+from server.ui import install_ui
 from server.wellknown import wellknown
 
 log = logging.getLogger(__name__)
@@ -67,6 +69,8 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
     app.register_blueprint(wellknown)
     app.register_blueprint(context_api)
     mount_mcp(app, settings, authenticator)  # MCP over streamable HTTP at /mcp, same auth and store
+    app.register_blueprint(conversations)
+    install_ui(app)
     if settings.cors_origins:
         from quart_cors import cors
 

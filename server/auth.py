@@ -29,6 +29,7 @@ from services.errors import PyramindError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
 NUMERIC_CLAIMS = ("exp", "nbf", "iat")
+PUBLIC_PREFIXES = ("/.well-known/", "/ui/")  # the web page's static files carry no data; it sends the token
 
 
 @dataclass(frozen=True)
@@ -151,7 +152,8 @@ def install_auth(app: Quart, settings: Settings) -> Authenticator:
 
     @app.before_request
     async def _authenticate() -> Response | None:
-        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/.well-known/"):
+        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path == "/ui" \
+                or request.path.startswith(PUBLIC_PREFIXES):
             return None
         try:
             g.principal = authenticator.principal(request.headers.get("Authorization"), request.remote_addr)

@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.listing import SourceFacts
 from datastore.retrieval import text_terms
 from datastore.text_index import TextIndex
 from datastore.vector_index import VectorIndex
@@ -470,6 +471,48 @@ class LocalDataStore(DataStore):
     def _list_sources(self, ns: str) -> list[str]:
         rows = self._reader.execute("SELECT source_id FROM sources WHERE namespace = ? ORDER BY 1", (ns,))
         return [r[0] for r in rows]
+
+    # listing hooks (datastore/listing.py): one query each
+    def _source_page(self, ns: str, after: str | None, limit: int) -> list[str]:
+        rows = self._reader.execute(
+            "SELECT source_id FROM sources WHERE namespace = ? AND source_id > ? ORDER BY source_id LIMIT ?",
+            (ns, after if after is not None else "", limit),
+        )
+        return [r[0] for r in rows]
+
+    def _source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
+        out = {sid: SourceFacts() for sid in source_ids}
+        for i in range(0, len(source_ids), 500):
+            part = list(source_ids[i : i + 500])
+            rows = self._reader.execute(
+                "SELECT source_id, level, COUNT(*), MIN(start_time), MAX(end_time) FROM nodes WHERE namespace = ? "
+                f"AND source_id IN ({','.join('?' * len(part))}) GROUP BY source_id, level ORDER BY level",
+                (ns, *part),
+            )
+            for sid, level, n, start, end in rows:
+                f = out[sid]
+                f.level_counts[level] = n
+                if start is not None and (f.start_time is None or _dt(start) < f.start_time):  # type: ignore[operator]
+                    f.start_time = _dt(start)
+                if end is not None and (f.end_time is None or _dt(end) > f.end_time):  # type: ignore[operator]
+                    f.end_time = _dt(end)
+        return out
+
+    def _roots(self, ns: str, source_id: str) -> list[MemoryNode]:
+        rows = self._reader.execute(
+            f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? AND parent_id IS NULL",
+            (ns, source_id),
+        )
+        return [_node(r) for r in rows]
+
+    def _message_window(self, ns: str, source_id: str, tok_from: int, tok_to: int | None,
+                        limit: int) -> list[StoredMessage]:
+        rows = self._reader.execute(
+            f"SELECT {_MSG_COLS} FROM messages WHERE namespace = ? AND source_id = ? AND tok_offset + n_tokens > ? "
+            "AND (? IS NULL OR tok_offset < ?) ORDER BY seq LIMIT ?",
+            (ns, source_id, tok_from, tok_to, tok_to, limit),
+        )
+        return [_message(r) for r in rows]
 
     def _delete_namespace(self, ns: str) -> tuple[int, int]:
         with self._transaction() as db:

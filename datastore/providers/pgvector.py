@@ -24,6 +24,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.listing import SourceFacts
 from datastore.retrieval import text_terms
 from models.api import DeleteFilter, QueryFilter
 from models.core import CoreEntry
@@ -314,6 +315,41 @@ class PgVectorDataStore(DataStore):
     def _list_sources(self, ns: str) -> list[str]:
         rows = self._all("SELECT source_id FROM pyramind_sources WHERE namespace = %s ORDER BY 1", (ns,))
         return [r["source_id"] for r in rows]
+
+    # listing hooks (datastore/listing.py): one query each; ids compare in code-point order (COLLATE "C")
+    def _source_page(self, ns: str, after: str | None, limit: int) -> list[str]:
+        rows = self._all(
+            'SELECT source_id FROM pyramind_sources WHERE namespace = %s AND source_id COLLATE "C" > %s '
+            'ORDER BY source_id COLLATE "C" LIMIT %s', (ns, after if after is not None else "", limit))
+        return [r["source_id"] for r in rows]
+
+    def _source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
+        out = {sid: SourceFacts() for sid in source_ids}
+        rows = self._all(
+            "SELECT source_id, level, COUNT(*) AS n, MIN(start_time) AS s, MAX(end_time) AS e FROM pyramind_nodes "
+            "WHERE namespace = %s AND source_id = ANY(%s) GROUP BY source_id, level ORDER BY level",
+            (ns, list(source_ids)))
+        for r in rows:
+            f = out[r["source_id"]]
+            f.level_counts[r["level"]] = r["n"]
+            if r["s"] is not None:
+                f.start_time = min(f.start_time, r["s"]) if f.start_time else r["s"]
+            if r["e"] is not None:
+                f.end_time = max(f.end_time, r["e"]) if f.end_time else r["e"]
+        return out
+
+    def _roots(self, ns: str, source_id: str) -> list[MemoryNode]:
+        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                         "AND parent_id IS NULL", (ns, source_id))
+        return [_node(r) for r in rows]
+
+    def _message_window(self, ns: str, source_id: str, tok_from: int, tok_to: int | None,
+                        limit: int) -> list[StoredMessage]:
+        rows = self._all(
+            f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %s AND source_id = %s "
+            "AND tok_offset + n_tokens > %s AND (%s::integer IS NULL OR tok_offset < %s) ORDER BY seq LIMIT %s",
+            (ns, source_id, tok_from, tok_to, tok_to, limit))
+        return [_message(r) for r in rows]
 
     # ------------------------------------------------------------------ writes
     def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:

@@ -15,7 +15,7 @@ from datastore.datastore import DataStore, SourceRow, WriteBatch
 from models.api import DeleteFilter, DeleteRequest, Document, DocumentMetadata, Query, QueryFilter, RememberRequest
 from models.memory import MemoryNode
 from services.embedding import LocalEmbedder
-from services.errors import ConflictError, EmbeddingMismatchError, NotFoundError
+from services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from tests.datastore.conftest import FailingEmbedder, OtherEmbedder
 from tests.datastore.synthetic import conversation, document_text
 from tests.invariants import check_tree
@@ -295,3 +295,92 @@ def test_opening_with_another_embedding_dimension_is_refused(
         open_store(OtherEmbedder())
     assert "384" in str(err.value) and "8" in str(err.value)
     open_store()  # the same embedder opens it again
+
+
+# ---------------------------------------------------------------------- listing (datastore/listing.py)
+def _page_all(fetch: Callable[[str | None], tuple[list, str | None]]) -> list:
+    out, cursor = [], None
+    while True:
+        items, cursor = fetch(cursor)
+        out += items
+        if cursor is None:
+            return out
+
+
+def test_listing_pages_sources_with_counts_and_time_ranges(ds: DataStore, ns: str) -> None:
+    start = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
+    msgs = conversation(("Ann", "Bob"), 60, start=start)
+    remember(ds, ns, "c-a", msgs, step=25)
+    remember(ds, ns, "c-b", conversation(("Cy", "Di"), 3, prefix="b"))
+    ds.upsert_sync(ns, [Document(id="doc-x", text=document_text(4, "garden"))])
+    remember(ds, ns + "-other", "c-hidden", conversation(("Eve", "Fay"), 3, prefix="h"))
+
+    first = ds.list_sources_sync(ns, limit=2)
+    assert [s.id for s in first.conversations] == ["c-a", "c-b"] and first.next_cursor
+    second = ds.list_sources_sync(ns, limit=2, cursor=first.next_cursor)
+    assert [s.id for s in second.conversations] == ["doc-x"] and second.next_cursor is None
+    assert [s.id for s in ds.list_sources_sync(ns, limit=100).conversations] == ["c-a", "c-b", "doc-x"]
+
+    a, b = first.conversations
+    nodes = ds._source_nodes(ns, "c-a")
+    per_level: dict[str, int] = {}
+    for n in nodes:
+        per_level[str(n.level)] = per_level.get(str(n.level), 0) + 1
+    assert a.source_type == "conversation" and a.message_count == 60 and b.message_count == 3
+    assert a.node_counts == per_level and per_level.get("2", 0) >= 1
+    assert a.start_time == start and a.end_time == msgs[-1].created_at
+    doc = second.conversations[0]
+    assert doc.source_type == "document" and doc.message_count == 1 and doc.node_counts["1"] >= 1
+
+    with pytest.raises(InvalidRequestError):
+        ds.list_sources_sync(ns, cursor="not-a-cursor")
+    assert [s.id for s in ds.list_sources_sync(ns + "-other").conversations] == ["c-hidden"]
+    with pytest.raises(NotFoundError):
+        ds.source_detail_sync(ns, "c-hidden")
+
+
+def test_listing_roots_walk_down_to_every_chunk_and_message(ds: DataStore, ns: str) -> None:
+    msgs = conversation(("Ann", "Bob"), 60)
+    remember(ds, ns, "c", msgs, step=20)
+    remember(ds, ns, "c2", conversation(("Cy", "Di"), 3, prefix="x"))
+    detail = ds.source_detail_sync(ns, "c")
+    nodes = ds._source_nodes(ns, "c")
+    roots = [n for n in nodes if n.parent_id is None]
+    assert [r.id for r in detail.top_nodes] == [n.id for n in sorted(roots, key=lambda n: (-n.level, n.position))]
+    assert detail.top_nodes[0].level == max(n.level for n in nodes)
+
+    # walking down from the roots with expand reaches every chunk, in order
+    leaves: list[str] = []
+
+    def walk(node_id: str) -> None:
+        exp = ds.expand_sync(ns, node_id)
+        if exp.node.level == 1:
+            leaves.append(exp.node.id)
+        for child in exp.children:
+            walk(child.id)
+
+    for root in detail.top_nodes:
+        walk(root.id)
+    assert leaves == [n.id for n in nodes if n.level == 1]
+
+    every = _page_all(lambda c: (lambda p: (p.messages, p.next_cursor))(
+        ds.source_messages_sync(ns, "c", limit=7, cursor=c)))
+    assert [m.id for m in every] == [m.id for m in msgs]
+    assert every[0].speaker == "Ann" and every[0].content == msgs[0].content
+    assert every[0].created_at == msgs[0].created_at
+
+    chunk = next(n for n in nodes if n.level == 1 and n.position == 3)
+    got = ds.source_messages_sync(ns, "c", limit=100, node_id=chunk.id).messages
+    assert [m.id for m in got] == chunk.message_ids
+    l2 = next(n for n in nodes if n.level == 2)
+    under = {m for n in ds.subtree(ns, l2.id) for m in n.message_ids}
+    paged = _page_all(lambda c: (lambda p: (p.messages, p.next_cursor))(
+        ds.source_messages_sync(ns, "c", limit=4, cursor=c, node_id=l2.id)))
+    assert [m.id for m in paged] == [m.id for m in msgs if m.id in under]
+
+    with pytest.raises(NotFoundError):
+        ds.source_messages_sync(ns, "c2", node_id=chunk.id)  # a node of another source
+    with pytest.raises(NotFoundError):
+        ds.source_messages_sync(ns + "-other", "c")
+    with pytest.raises(InvalidRequestError):
+        ds.source_messages_sync(ns, "c", cursor="bad")

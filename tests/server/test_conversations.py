@@ -1,0 +1,92 @@
+"""The listing routes over HTTP (GET /conversations, /conversations/{id}, /conversations/{id}/messages) and the
+public, packaged files of the web page and of Swagger UI, on the real app, store and embedder."""
+
+from __future__ import annotations
+
+from models.api import RememberRequest
+from tests.conftest import AUTH
+from tests.datastore.synthetic import conversation
+from tests.server.test_api import is_error
+
+
+def seed(store, ns: str = "default") -> None:  # type: ignore[no-untyped-def]
+    store.remember_sync(ns, RememberRequest(conversation_id="trip", messages=conversation(("Ann", "Bob"), 40)))
+    store.remember_sync(ns, RememberRequest(conversation_id="chat", messages=conversation(("Cy", "Di"), 3, prefix="c")))
+
+
+async def test_list_detail_and_messages(client, store) -> None:  # type: ignore[no-untyped-def]
+    seed(store)
+    r = await client.get("/conversations?limit=1", headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and [s["id"] for s in body["conversations"]] == ["chat"]
+    r = await client.get(f"/conversations?limit=1&cursor={body['next_cursor']}", headers=AUTH)
+    page = await r.get_json()
+    trip = page["conversations"][0]
+    assert trip["id"] == "trip" and page["next_cursor"] is None
+    assert trip["message_count"] == 40 and trip["node_counts"]["1"] >= 5 and trip["start_time"].startswith("2024-01-01")
+
+    r = await client.get("/conversations/trip", headers=AUTH)
+    detail = await r.get_json()
+    assert r.status_code == 200 and detail["conversation"]["id"] == "trip"
+    top = detail["top_nodes"]
+    assert top[0]["level"] == 2 and all(n["parent_id"] is None for n in top)
+    assert [n["level"] for n in top] == sorted((n["level"] for n in top), reverse=True)
+
+    chunk = (await (await client.get(f"/memories/{top[0]['children'][0]}", headers=AUTH)).get_json())["node"]
+    r = await client.get(f"/conversations/trip/messages?node_id={chunk['id']}", headers=AUTH)
+    msgs = (await r.get_json())["messages"]
+    assert [m["id"] for m in msgs] == chunk["message_ids"] and msgs[0]["speaker"] == "Ann"
+    r = await client.get("/conversations/trip/messages?limit=30", headers=AUTH)
+    first = await r.get_json()
+    r = await client.get(f"/conversations/trip/messages?limit=30&cursor={first['next_cursor']}", headers=AUTH)
+    rest = await r.get_json()
+    assert [m["id"] for m in first["messages"] + rest["messages"]] == [f"m-{i}" for i in range(40)]
+    assert rest["next_cursor"] is None
+
+
+async def test_listing_is_namespace_scoped_and_checks_its_input(client, store) -> None:  # type: ignore[no-untyped-def]
+    seed(store, "team-a")
+    r = await client.get("/conversations?namespace=team-a", headers=AUTH)
+    assert {s["id"] for s in (await r.get_json())["conversations"]} == {"trip", "chat"}
+    r = await client.get("/conversations", headers=AUTH)
+    assert (await r.get_json()) == {"conversations": [], "next_cursor": None}
+    for path in ("/conversations/trip", "/conversations/trip/messages"):
+        r = await client.get(path, headers=AUTH)
+        assert r.status_code == 404 and is_error(await r.get_json(), "not_found")
+    r = await client.get("/conversations/trip/messages?namespace=team-a&node_id=nope", headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "node_id")
+
+    r = await client.get("/conversations?limit=0", headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "limit")
+    r = await client.get("/conversations?limit=101", headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "limit")
+    r = await client.get("/conversations?colour=red", headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "colour")
+    r = await client.get("/conversations?cursor=Zm9vOmJhcg", headers=AUTH)
+    assert r.status_code == 422 and is_error(await r.get_json(), "invalid_request", "cursor")
+    r = await client.get("/conversations?namespace=bad%20ns", headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "namespace")
+    r = await client.get("/conversations")
+    assert r.status_code == 401 and is_error(await r.get_json(), "unauthorized")
+
+
+async def test_the_page_and_swagger_ui_are_served_from_the_package(client) -> None:  # type: ignore[no-untyped-def]
+    r = await client.get("/ui")
+    assert r.status_code == 308 and r.headers["Location"].endswith("/ui/")
+    r = await client.get("/ui/")  # no token needed: the page asks for one
+    html = (await r.get_data()).decode()
+    assert r.status_code == 200 and '<script type="module" src="app.js">' in html
+    for name, kind in (("app.js", "javascript"), ("api.js", "javascript"), ("style.css", "css")):
+        r = await client.get(f"/ui/{name}")
+        assert r.status_code == 200 and kind in r.headers["Content-Type"], name
+    assert (await client.get("/ui/../server/app.py")).status_code == 404
+    assert (await client.get("/ui/nothing.js")).status_code == 404
+
+    r = await client.get("/docs")
+    html = (await r.get_data()).decode()
+    assert r.status_code == 200 and "/ui/swagger/swagger-ui-bundle.js" in html and "cdn" not in html.lower()
+    r = await client.get("/ui/swagger/swagger-ui-bundle.js")
+    js = await r.get_data()
+    assert r.status_code == 200 and len(js) > 500_000 and b"SwaggerUIBundle" in js
+    assert (await client.get("/ui/swagger/swagger-ui.css")).status_code == 200
+    assert (await client.get("/ui/swagger/index.html")).status_code == 404
