@@ -40,8 +40,10 @@ def read_dimension(path: Path) -> int | None:
     try:
         modules = json.loads((path / "modules.json").read_text())
         for module in reversed(modules):
-            config = json.loads((path / module.get("path", "") / "config.json").read_text())
             kind = module.get("type", "")
+            if not kind.endswith(("Dense", "Pooling")):
+                continue  # Normalize and the like keep the size
+            config = json.loads((path / module.get("path", "") / "config.json").read_text())
             if kind.endswith("Dense"):
                 return int(config["out_features"])
             if kind.endswith("Pooling"):
