@@ -71,18 +71,23 @@ class Settings(BaseSettings):
     )
 
     # Embeddings
-    embedder: Literal["local", "openai"] | None = Field(
-        default=None, description="Embedder; default openai when OPENAI_API_KEY is set, else local MiniLM."
+    embedder: Literal["local", "openai", "sentence-transformers"] | None = Field(
+        default=None, description="Embedder; default openai when OPENAI_API_KEY is set, else local MiniLM (ONNX)."
     )
     embedding_model: str | None = Field(
-        default=None, description="OpenAI embedding model (default text-embedding-3-small)."
+        default=None, description="OpenAI embedding model (default text-embedding-3-small); with "
+        "EMBEDDER=sentence-transformers, a local model folder (default all-MiniLM-L6-v2 from the torch extra).",
     )
     embedding_dimension: int | None = Field(
         default=None, ge=1, le=4096, description="Vector size for OpenAI embeddings (default 1536)."
     )
     embed_threads: int = Field(default=1, ge=1, le=64, description="CPU threads of the local embedder.")
     embed_workers: int = Field(
-        default=2, ge=1, le=16, description="Copies of the local embedding model run side by side (one per core)."
+        default=2, ge=1, le=16, description="Local embedding runs side by side on one loaded model (one per core)."
+    )
+    embed_bulk_batch: int = Field(
+        default=4, ge=1, le=256,
+        description="Texts per forward pass of background (bulk) embedding; a query waits for at most one.",
     )
     embed_batch_size: int = Field(default=32, ge=1, le=2048, description="Texts per embedding call.")
 

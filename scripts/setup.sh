@@ -1,13 +1,34 @@
 #!/usr/bin/env bash
-# Sets up Pyramind in .venv: PyTorch's CPU build first (so nothing pulls CUDA wheels), then the project.
-# Usage: bash scripts/setup.sh [extras]   e.g. bash scripts/setup.sh dev
+# Sets up Pyramind in .venv. No PyTorch unless asked for: the default embedder runs on ONNX Runtime.
+# Usage: [PYTHON=python3.12] bash scripts/setup.sh [extras]
+#   bash scripts/setup.sh             the server (about 300 MB)
+#   bash scripts/setup.sh dev         + the test tools
+#   bash scripts/setup.sh torch       + PyTorch's CPU build and sentence-transformers (EMBEDDER=sentence-transformers)
+# PYTHON picks the interpreter (default python3); Pyramind needs Python 3.11 or 3.12.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 extras="${1:-}"
-python3 -m venv .venv
-# torch 2.13.0 first: on the project's machines pip finds its CPU wheel locally; with it installed, the
-# project's "torch>=2.1" is already satisfied and no CUDA wheels are pulled.
-.venv/bin/python -m pip install --quiet "torch==2.13.0"
+python="${PYTHON:-python3}"
+
+# the Python version first, before anything is installed
+if ! command -v "$python" >/dev/null 2>&1; then
+  echo "setup.sh: no Python interpreter '$python'; Pyramind needs Python 3.11 or 3.12 (set PYTHON=/path/to/python3.12)" >&2
+  exit 1
+fi
+version="$("$python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
+case "$version" in
+  3.11 | 3.12) echo "setup.sh: Python $version ($(command -v "$python")), supported (3.11-3.12)" ;;
+  *)
+    echo "setup.sh: $python is Python $version; Pyramind needs Python 3.11 or 3.12 (set PYTHON=/path/to/python3.12)" >&2
+    exit 1
+    ;;
+esac
+
+"$python" -m venv .venv
+if [[ ",$extras," == *",torch,"* ]]; then
+  # PyTorch's CPU build first, from its CPU index: with torch installed, pip pulls no CUDA wheels for the extra.
+  .venv/bin/python -m pip install --quiet torch --index-url "${TORCH_INDEX_URL:-https://download.pytorch.org/whl/cpu}"
+fi
 if [ -n "$extras" ]; then
   .venv/bin/python -m pip install --quiet -e ".[$extras]"
 else

