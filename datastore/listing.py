@@ -22,6 +22,8 @@ from models.listing import MessageList, MessageView, SourceDetail, SourceList, S
 from models.memory import MemoryNode, StoredMessage
 from services.errors import InvalidRequestError, NotFoundError
 
+MAX_ROOTS = 10_000  # a source has a few roots per level (fewer than FAN_OUT each); this only bounds the read
+
 
 @dataclass
 class SourceFacts:
@@ -70,10 +72,6 @@ class Listing(StoreBase):
         """SourceFacts of each source (absent ones map to empty facts)."""
         return {sid: facts_of(self._source_nodes(ns, sid)) for sid in source_ids}
 
-    def _roots(self, ns: str, source_id: str) -> list[MemoryNode]:
-        """The source's nodes without a parent (any order)."""
-        return [n for n in self._frontier(ns, source_id) if n.parent_id is None]
-
     def _message_window(self, ns: str, source_id: str, tok_from: int, tok_to: int | None,
                         limit: int) -> list[StoredMessage]:
         """Up to `limit` messages of the source whose rendered tokens overlap [tok_from, tok_to) (tok_to None:
@@ -116,7 +114,7 @@ class Listing(StoreBase):
         summaries = self._summaries(ns, [source_id])
         if not summaries:
             raise NotFoundError(f"no conversation or document with id {source_id!r}", "id")
-        roots = sorted(self._roots(ns, source_id), key=lambda n: (-n.level, n.position))
+        roots = sorted(self._roots(ns, source_id, MAX_ROOTS), key=lambda n: (-n.level, n.position))
         return SourceDetail(conversation=summaries[0], top_nodes=[node_view(n) for n in roots])
 
     def _token_range(self, ns: str, source_id: str, node_id: str) -> tuple[int, int]:

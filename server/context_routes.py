@@ -30,7 +30,7 @@ def _store() -> DataStore:
 def _arg(name: str, pattern: str | None = None) -> str | None:
     """A query-string argument, checked against `pattern` (400 naming it)."""
     value = request.args.get(name)
-    if value is not None and (not value or (pattern and not re.match(pattern, value)) or len(value) > 256):
+    if value is not None and (not value or (pattern and not re.fullmatch(pattern, value)) or len(value) > 256):
         raise InvalidRequestError(f"{name} is not valid", name)
     return value
 

@@ -1,8 +1,8 @@
 """The MCP front door: Pyramind's memory tools over the Model Context Protocol (the official `mcp` SDK).
 
 Another door beside the REST routes, with no logic of its own: each tool is a few lines over the DataStore
-method its route calls (remember, query, expand, find, describe, delete), with the namespace resolved exactly as
-for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio caller may name one). Inputs and
+method its route calls (remember, query, expand, find, describe, delete, context, core memory), with the
+namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio caller may name one). Inputs and
 outputs are pydantic types, so every call answers structured content with a schema. Store errors become tool
 errors that name the argument (`ids: unknown ids: ...`); nothing is changed by a call that fails.
 
@@ -34,6 +34,14 @@ from models.api import (
     RememberRequest,
     RememberResponse,
     RetrievalMode,
+)
+from models.context import ContextRequest, ContextResponse
+from models.core import (
+    MAX_TTL_SECONDS,
+    CoreDeleteResponse,
+    CoreListResponse,
+    CorePutRequest,
+    CorePutResponse,
 )
 from models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
 from models.settings import Settings
@@ -219,8 +227,72 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         return await _call(lambda: get_store().delete(ns(ctx, namespace), DeleteRequest(
             ids=ids, filter=filter, delete_all=True if delete_all else None)))
 
-    # Tools that come with features being built in parallel (the lead wires them after merging), each a few
-    # lines like the ones above:
-    # - `context` (POST /context): the token-budgeted context block -> get_store().<context method>(ns, req).
-    # - core memory (PUT/GET/DELETE /core): `core_get`, `core_set`, `core_delete` -> the store's core methods.
+    @mcp.tool(annotations=read)
+    async def context(
+        ctx: Context,
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="The conversation being answered (its recent turns, core entries and timeline).")] = None,
+        query: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=8000,
+            description="What the memories should serve; default: the conversation's latest message.")] = None,
+        budget_tokens: Annotated[int | None, Field(
+            default=None, ge=1, le=settings.context_max_tokens, strict=True,
+            description="Token budget of the whole block (default 2000).")] = None,
+        recent: Annotated[bool, Field(strict=True, description="false: leave out the recent turns (you have "
+                                                               "them already).")] = True,
+        namespace: Namespace = None,
+    ) -> ContextResponse:
+        """Get one block of memory for the next answer, within a token budget: core facts, recent turns, the
+        memories most relevant to the query, and summaries of the rest of the history. Put `context` in your
+        prompt."""
+        return await _call(lambda: get_store().context(ns(ctx, namespace), ContextRequest(
+            conversation_id=conversation_id, query=query, budget_tokens=budget_tokens, recent=recent)))
+
+    @mcp.tool(annotations=read)
+    async def core_get(
+        ctx: Context,
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="Entries of this conversation; omit for the namespace's.")] = None,
+        namespace: Namespace = None,
+    ) -> CoreListResponse:
+        """List core memory: the short facts always shown first in the context block, most important first."""
+        return await _call(lambda: get_store().core_list(ns(ctx, namespace), conversation_id))
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
+                                          openWorldHint=False))
+    async def core_set(
+        ctx: Context,
+        key: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\n]+$",
+                                  description="Name of the fact, e.g. 'diet'.")],
+        value: Annotated[str, Field(min_length=1, max_length=8000, description="The fact itself.")],
+        importance: Annotated[int, Field(ge=0, le=100, strict=True,
+                                         description="0-100; the least important move out first.")] = 50,
+        ttl_seconds: Annotated[int | None, Field(default=None, ge=1, le=MAX_TTL_SECONDS, strict=True,
+                                                 description="Seconds until it expires; omit: never.")] = None,
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="Scope it to one conversation; omit for the namespace.")] = None,
+        namespace: Namespace = None,
+    ) -> CorePutResponse:
+        """Keep a short fact in core memory (always in the context block). When the core budget is full, the
+        least important, oldest facts move to long-term memory (`moved_out`), where recall still finds them."""
+        return await _call(lambda: get_store().core_put(ns(ctx, namespace), CorePutRequest(
+            key=key, value=value, importance=importance, ttl_seconds=ttl_seconds,
+            conversation_id=conversation_id)))
+
+    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
+                                          openWorldHint=False))
+    async def core_delete(
+        ctx: Context,
+        key: Annotated[str, Field(min_length=1, max_length=128, description="The fact's name.")],
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="The conversation it is scoped to, if any.")] = None,
+        namespace: Namespace = None,
+    ) -> CoreDeleteResponse:
+        """Remove a core-memory fact everywhere, including its moved-out copy in long-term memory."""
+        return await _call(lambda: get_store().core_delete(ns(ctx, namespace), key, conversation_id))
+
     return mcp

@@ -498,13 +498,6 @@ class LocalDataStore(DataStore):
                     f.end_time = _dt(end)
         return out
 
-    def _roots(self, ns: str, source_id: str) -> list[MemoryNode]:
-        rows = self._reader.execute(
-            f"SELECT {_NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? AND parent_id IS NULL",
-            (ns, source_id),
-        )
-        return [_node(r) for r in rows]
-
     def _message_window(self, ns: str, source_id: str, tok_from: int, tok_to: int | None,
                         limit: int) -> list[StoredMessage]:
         rows = self._reader.execute(

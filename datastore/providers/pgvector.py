@@ -338,11 +338,6 @@ class PgVectorDataStore(DataStore):
                 f.end_time = max(f.end_time, r["e"]) if f.end_time else r["e"]
         return out
 
-    def _roots(self, ns: str, source_id: str) -> list[MemoryNode]:
-        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                         "AND parent_id IS NULL", (ns, source_id))
-        return [_node(r) for r in rows]
-
     def _message_window(self, ns: str, source_id: str, tok_from: int, tok_to: int | None,
                         limit: int) -> list[StoredMessage]:
         rows = self._all(

@@ -31,7 +31,7 @@ from tests.conftest import TOKEN, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mcp-test-secret-0123456789abcdef0123456789"
-TOOLS = {"remember", "recall", "expand", "find", "stats", "forget"}
+TOOLS = {"remember", "recall", "expand", "find", "stats", "forget", "context", "core_get", "core_set", "core_delete"}
 CHAT = [
     {"id": "m1", "speaker": "Caroline", "content": "I adopted a grey cat called Pepper last spring."},
     {"id": "m2", "speaker": "Melanie", "content": "Lovely! My passport number is X1234567, remind me later."},
@@ -111,6 +111,15 @@ async def test_http_tools_over_the_real_store(tmp_path: Path, store: DataStore) 
         assert found["matches"][0]["chunk_id"] == top["id"]
         overview = data(await client.call_tool("stats", {"conversation_id": "c1"}))
         assert overview["messages"] == 3 and {s["speaker"] for s in overview["speakers"]} == {"Caroline", "Melanie"}
+        kept = data(await client.call_tool("core_set", {"key": "pet", "value": "Caroline has a cat, Pepper"}))
+        assert kept["entry"]["key"] == "pet"
+        assert [e["key"] for e in data(await client.call_tool("core_get", {}))["entries"]] == ["pet"]
+        block = data(await client.call_tool("context", {"conversation_id": "c1", "query": "passport",
+                                                        "budget_tokens": 400}))
+        assert block["tokens_used"] <= 400 and "Caroline has a cat, Pepper" in block["context"]
+        assert [sec["name"] for sec in block["sections"]][0] == "core"
+        assert data(await client.call_tool("core_delete", {"key": "pet"}))["deleted"] is True
+        assert data(await client.call_tool("core_get", {}))["entries"] == []
         gone = data(await client.call_tool("forget", {"ids": ["m2"]}))
         assert gone["deleted_messages"] == 1
         assert data(await client.call_tool("find", {"pattern": "passport"}))["matches"] == []
@@ -159,7 +168,8 @@ async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_pa
         # naming bob's namespace, or bob's ids, is an error naming the argument
         for tool, args in [("recall", {"query": "cat"}), ("find", {"pattern": "cat"}), ("stats", {}),
                            ("expand", {"id": bob_chunk}), ("forget", {"delete_all": True}),
-                           ("remember", {"messages": [{"content": "x"}]})]:
+                           ("remember", {"messages": [{"content": "x"}]}), ("context", {}), ("core_get", {}),
+                           ("core_set", {"key": "k", "value": "v"}), ("core_delete", {"key": "k"})]:
             assert "namespace" in error_text(await alice.call_tool(tool, {**args, "namespace": "bob"})), tool
         assert "id" in error_text(await alice.call_tool("expand", {"id": bob_chunk}))
         assert "ids" in error_text(await alice.call_tool("forget", {"ids": [bob_chunk, "bob-c", "m1"]}))

@@ -26,7 +26,8 @@ from tests.trust.test_bad_input import counts
 
 
 async def remember(client, cid: str, messages: list[dict[str, Any]], status: int = 200) -> dict:  # type: ignore[no-untyped-def]
-    r = await client.post("/remember", json={"conversation_id": cid, "messages": messages}, headers=AUTH)
+    r = await client.post("/remember", json={"conversation_id": cid, "messages": messages, "wait": True},
+                          headers=AUTH)
     body = await r.get_json()
     assert r.status_code == status, body
     return body
