@@ -274,3 +274,35 @@ def test_opening_with_another_embedding_dimension_is_refused(
         open_store(OtherEmbedder())
     assert "384" in str(err.value) and "8" in str(err.value)
     open_store()  # the same embedder opens it again
+
+
+# ---------------------------------------------------------------------- issue 13 and 10: rules above the providers
+def test_node_counts_are_per_level_or_none(ds: DataStore, ns: str) -> None:
+    remember(ds, ns, "c", conversation(("Alice", "Bob"), 40))
+    counts = ds.node_counts()
+    if ds.name == "pinecone":
+        assert counts is None  # not counted cheaply
+        return
+    by_level: dict[str, int] = {}
+    for n in ds._source_nodes(ns, "c"):
+        by_level[f"L{n.level}"] = by_level.get(f"L{n.level}", 0) + 1
+    assert counts == by_level and by_level.get("L2", 0) >= 1
+
+
+def test_upsert_never_replaces_a_conversation_and_message_ids_are_scoped(ds: DataStore, ns: str) -> None:
+    from services.errors import InvalidRequestError
+
+    remember(ds, ns, "a", conversation(("Alice", "Bob"), 6))
+    remember(ds, ns, "b", conversation(("Carol", "Dan"), 6))
+    before = {m.id for m in ds._messages_from(ns, "a", -1)}
+    with pytest.raises(InvalidRequestError) as err:
+        ds.upsert_sync(ns, [Document(id="d1", text="fine"), Document(id="a", text="would replace the chat")])
+    assert err.value.field == "documents[1].id"
+    assert ds._get_source(ns, "d1") is None and {m.id for m in ds._messages_from(ns, "a", -1)} == before
+    with pytest.raises(InvalidRequestError) as err:  # m-1 is in both conversations
+        ds.delete_sync(ns, DeleteRequest(ids=["m-1"]))
+    assert err.value.field == "ids"
+    out = ds.delete_sync(ns, DeleteRequest(ids=["m-1"], conversation_id="b"))
+    assert out.deleted_messages == 1
+    assert "m-1" in {m.id for m in ds._messages_from(ns, "a", -1)}
+    assert "m-1" not in {m.id for m in ds._messages_from(ns, "b", -1)}
