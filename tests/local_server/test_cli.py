@@ -132,3 +132,9 @@ def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path, content: byte
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert lines[0].startswith("store: ") and len(lines) == 2, r.stderr
     assert lines[1].startswith(f"cannot open the store (local SQLite file {bad})") and "Traceback" not in r.output
+
+
+def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["stats", "--db", str(tmp_path / "x.db")], env={"MAX_TOP_K": "lots"})
+    assert r.exit_code == 2
+    assert r.stderr.strip().startswith("pyramind: bad setting MAX_TOP_K:") and "Traceback" not in r.output
