@@ -30,8 +30,11 @@ Db = Annotated[
 
 
 def _settings(db: Path | None) -> Settings:
-    """Settings from the environment, with `--db` (when given) choosing the local store at that file."""
-    settings = Settings()
+    """Settings from the environment (a bad value: one line and exit 2), with `--db` (when given) choosing the
+    local store at that file."""
+    from server.main import settings_or_exit
+
+    settings = settings_or_exit()
     if db is not None:
         settings = settings.model_copy(update={"datastore": "local", "local_db_path": db})
     return settings

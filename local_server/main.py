@@ -26,7 +26,9 @@ def local_settings(base: Settings | None = None) -> Settings:
 
 
 def start() -> None:
-    serve(local_settings())
+    from server.main import settings_or_exit
+
+    serve(local_settings(settings_or_exit()))
 
 
 if __name__ == "__main__":

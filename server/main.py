@@ -46,8 +46,22 @@ def serve(settings: Settings) -> None:
     asyncio.run(hypercorn_serve(app, config))  # type: ignore[arg-type]
 
 
+def settings_or_exit() -> Settings:
+    """Settings() from the environment; a bad value is one line per problem on stderr (naming the setting) and
+    exit status 2, not a traceback."""
+    from pydantic import ValidationError
+
+    try:
+        return Settings()
+    except ValidationError as exc:
+        for err in exc.errors():
+            name = ".".join(str(p) for p in err.get("loc", ())).upper() or "settings"
+            print(f"pyramind: bad setting {name}: {err.get('msg', 'invalid value')}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
 def start() -> None:
-    serve(Settings())
+    serve(settings_or_exit())
 
 
 if __name__ == "__main__":

@@ -3,8 +3,8 @@
 Another door beside the REST routes, with no logic of its own: each tool is a few lines over the DataStore
 method its route calls (remember, query, expand, find, describe, delete, context, core memory), with the
 namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio
-caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a schema. Store errors become tool
-errors that name the argument (`ids: unknown ids: ...`); nothing is changed by a call that fails.
+caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a
+schema. Store errors become tool errors that name the argument (`ids: unknown ids: ...`); nothing is changed by a call that fails.
 
 Transports: stdio (`pyramind mcp`, see local_server/cli.py) and streamable HTTP at `/mcp` on the API server
 (`server/mcp_http.py`, behind the REST auth).

@@ -124,7 +124,7 @@ async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
 @operation_id("delete")
 @validate_request(DeleteRequest)
 @validate_response(DeleteResponse, 200)
-@_errors(400, 401, 403, 404, 413, 429, 503)
+@_errors(400, 401, 403, 404, 413, 422, 429, 503)
 async def delete(data: DeleteRequest) -> DeleteResponse:
     """Forget memories.
 

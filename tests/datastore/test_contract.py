@@ -43,6 +43,8 @@ def check(ds: DataStore, ns: str, cid: str) -> dict[int, int]:
 
 
 # ---------------------------------------------------------------------- upsert / fetch / query / delete
+
+
 def test_upsert_fetch_query_replace_delete(ds: DataStore, ns: str) -> None:
     when = datetime(2024, 5, 1, tzinfo=UTC)
     ds.upsert_sync(ns, [
@@ -131,6 +133,8 @@ def test_every_filter_selects_exactly_the_matching_nodes(ds: DataStore, ns: str)
 
 
 # ---------------------------------------------------------------------- namespaces
+
+
 def test_namespaces_are_isolated(ds: DataStore, ns: str) -> None:
     other = f"{ns}-b"
     remember(ds, ns, "c1", conversation(("Alice", "Bob"), 30, marker="aurora"))
@@ -159,6 +163,8 @@ def test_namespaces_are_isolated(ds: DataStore, ns: str) -> None:
 
 
 # ---------------------------------------------------------------------- the tree
+
+
 def test_incremental_remembers_keep_the_tree_invariants(ds: DataStore, ns: str) -> None:
     messages = conversation(("Alice", "Bob"), 170)  # enough for 26+ chunks, so 5 L2 and one L3
     remember(ds, ns, "c", messages, step=11)
@@ -288,6 +294,8 @@ def test_deleted_text_is_gone_from_every_level_and_every_query(ds: DataStore, ns
 
 
 # ---------------------------------------------------------------------- the embedding model
+
+
 def test_opening_with_another_embedding_dimension_is_refused(
     ds: DataStore, open_store: Callable[..., DataStore]
 ) -> None:
@@ -384,3 +392,35 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: DataStore, ns: s
         ds.source_messages_sync(ns + "-other", "c")
     with pytest.raises(InvalidRequestError):
         ds.source_messages_sync(ns, "c", cursor="bad")
+# ---------------------------------------------------------------------- issue 13 and 10: rules above the providers
+
+
+def test_node_counts_are_per_level_or_none(ds: DataStore, ns: str) -> None:
+    remember(ds, ns, "c", conversation(("Alice", "Bob"), 40))
+    counts = ds.node_counts()
+    if ds.name == "pinecone":
+        assert counts is None  # not counted cheaply
+        return
+    by_level: dict[str, int] = {}
+    for n in ds._source_nodes(ns, "c"):
+        by_level[f"L{n.level}"] = by_level.get(f"L{n.level}", 0) + 1
+    assert counts == by_level and by_level.get("L2", 0) >= 1
+
+
+def test_upsert_never_replaces_a_conversation_and_message_ids_are_scoped(ds: DataStore, ns: str) -> None:
+    from services.errors import InvalidRequestError
+
+    remember(ds, ns, "a", conversation(("Alice", "Bob"), 6))
+    remember(ds, ns, "b", conversation(("Carol", "Dan"), 6))
+    before = {m.id for m in ds._messages_from(ns, "a", -1)}
+    with pytest.raises(InvalidRequestError) as err:
+        ds.upsert_sync(ns, [Document(id="d1", text="fine"), Document(id="a", text="would replace the chat")])
+    assert err.value.field == "documents[1].id"
+    assert ds._get_source(ns, "d1") is None and {m.id for m in ds._messages_from(ns, "a", -1)} == before
+    with pytest.raises(InvalidRequestError) as err:  # m-1 is in both conversations
+        ds.delete_sync(ns, DeleteRequest(ids=["m-1"]))
+    assert err.value.field == "ids"
+    out = ds.delete_sync(ns, DeleteRequest(ids=["m-1"], conversation_id="b"))
+    assert out.deleted_messages == 1
+    assert "m-1" in {m.id for m in ds._messages_from(ns, "a", -1)}
+    assert "m-1" not in {m.id for m in ds._messages_from(ns, "b", -1)}

@@ -121,6 +121,8 @@ def test_commands_print_the_store_and_read_commands_refuse_a_missing_file(tmp_pa
 
 
 @pytest.mark.parametrize("content", [b"this is not a database, only text" * 100, None])
+
+
 def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path, content: bytes | None) -> None:
     bad = tmp_path / "bad.db"
     if content is None:
@@ -143,3 +145,9 @@ def test_query_takes_a_mode_and_shows_date_and_conversation(tmp_path: Path) -> N
     assert "2023-11-14" in r.output and "chat-1" in r.output  # the chat's date and its conversation id
     r = runner.invoke(app, ["query", "passport", "--mode", "fuzzy"], env=env(tmp_path))
     assert r.exit_code != 0 and "--mode" in r.output
+
+
+def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
+    r = runner.invoke(app, ["stats", "--db", str(tmp_path / "x.db")], env={"MAX_TOP_K": "lots"})
+    assert r.exit_code == 2
+    assert r.stderr.strip().startswith("pyramind: bad setting MAX_TOP_K:") and "Traceback" not in r.output

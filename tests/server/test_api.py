@@ -73,7 +73,7 @@ async def test_health_is_public_and_says_what_is_in_use(client) -> None:  # type
     r = await client.get("/health")
     assert r.status_code == 200
     assert (await r.get_json()) == {"status": "ok", "datastore": "local", "embedder": "all-MiniLM-L6-v2",
-                                    "embedding_dimension": 384, "summariser": "extractive"}
+                                    "embedding_dimension": 384, "summariser": "extractive", "nodes": {}}
 
 
 BAD_REQUESTS = [

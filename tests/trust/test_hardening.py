@@ -353,3 +353,20 @@ def test_a_list_setting_of_none_is_still_refused(monkeypatch) -> None:  # type: 
     monkeypatch.setenv("JWT_ALGORITHMS", "HS256,none")
     with pytest.raises(ValidationError, match="none"):
         Settings(_env_file=None)  # type: ignore[call-arg]
+
+
+def test_a_bad_setting_is_one_line_at_start(tmp_path: Path) -> None:
+    """Issue 10 s.5: start-up with a bad value names the setting in one line and exits 2, no traceback."""
+    import subprocess
+    import sys
+
+    from tests.trust.harness import ROOT
+
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BEARER_TOKEN": "x", "JWT_LEEWAY": "soon",
+           "LOCAL_DB_PATH": str(tmp_path / "p.db")}
+    out = subprocess.run([sys.executable, "-m", "server.main"], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 2
+    assert out.stderr.strip().splitlines() == [
+        "pyramind: bad setting JWT_LEEWAY: Input should be a valid integer, unable to parse string as an integer"]
+    assert not (tmp_path / "p.db").exists()
