@@ -53,7 +53,7 @@ def seed(db: Path, embedder: LocalEmbedder) -> None:
         store.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def live_server(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[ServerProcess]:
     base = tmp_path_factory.mktemp("ui-server")
     db = base / "pyramind.db"
@@ -65,7 +65,9 @@ def live_server(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedde
         server.stop()
 
 
-@pytest.fixture(scope="session")
+# module scope, not session: Playwright's sync API holds an event loop in this thread while it is open, and
+# pytest-asyncio's async tests in later modules cannot run their loop meanwhile
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
