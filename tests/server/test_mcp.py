@@ -181,6 +181,8 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
             ("recall", {"query": "cat", "top_k": "many"}, "top_k"),
             ("recall", {"query": "cat", "top_k": 10_000}, "top_k"),
             ("recall", {"top_k": 3}, "query"),
+            ("recall", {"query": "cat", "start_date": "2024-02-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"},
+             "start_date"),
             ("find", {"pattern": "(unclosed", "regex": True}, "pattern"),
             ("find", {"pattern": "x" * 5000}, "pattern"),
             ("remember", {"messages": "not a list"}, "messages"),
