@@ -43,11 +43,10 @@ def compile_pattern(pattern: str, regex: bool, case_sensitive: bool) -> re2._Reg
 
 def message_filter(req: FindRequest) -> DeleteFilter | None:
     """The request's filters as the message filter the provider hooks take (None when none is given)."""
-    values = {"conversation_id": req.conversation_id, "speaker": req.speaker,
-              "start_date": req.start_date, "end_date": req.end_date}
-    if all(v is None for v in values.values()):
+    if all(v is None for v in (req.conversation_id, req.speaker, req.start_date, req.end_date)):
         return None
-    return DeleteFilter.model_construct(document_id=None, **values)
+    return DeleteFilter.model_construct(conversation_id=req.conversation_id, document_id=None, speaker=req.speaker,
+                                        start_date=req.start_date, end_date=req.end_date)
 
 
 def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:

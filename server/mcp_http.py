@@ -46,7 +46,7 @@ def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator) -> N
     mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                       transport_security=_security(settings),
                                       max_request_body_size=settings.max_body_bytes)
-    inner = app.asgi_app
+    inner: Any = app.asgi_app
 
     async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -67,4 +67,4 @@ def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator) -> N
         scope[PRINCIPAL_KEY] = principal
         await mcp_app(scope, receive, send)
 
-    app.asgi_app = dispatch  # type: ignore[method-assign]
+    app.asgi_app = dispatch  # type: ignore[method-assign,assignment]

@@ -112,10 +112,10 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         except PyramindError as exc:
             raise ToolError(f"{exc.field}: {exc.message}") from exc
 
-    read = ToolAnnotations(readOnlyHint=True, openWorldHint=False)
+    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
-                                          openWorldHint=False))
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
     async def remember(
         ctx: Context,
         messages: Annotated[list[Message], Field(min_length=1, max_length=settings.max_messages,
@@ -152,11 +152,12 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> QueryResponse:
         """Search long-term memory: the memories most relevant to `query`, best first, each with its text,
         score, level, time range, speakers, parent_id and children (ids to `expand`)."""
-        flt = {k: v for k, v in dict(conversation_id=conversation_id, speaker=speaker, level=level,
-                                     start_date=start_date, end_date=end_date).items() if v is not None}
+        given = (conversation_id, speaker, level, start_date, end_date)
 
-        async def run() -> QueryResponse:
-            q = Query(query=query, top_k=top_k, mode=mode, filter=QueryFilter(**flt) if flt else None)
+        async def run() -> QueryResponse:  # the shapes are built inside `_call`: their errors name the field
+            flt = QueryFilter(conversation_id=conversation_id, speaker=speaker, level=level, start_date=start_date,
+                              end_date=end_date) if any(v is not None for v in given) else None
+            q = Query(query=query, top_k=top_k, mode=mode, filter=flt)
             return fit_query(await get_store().query(ns(ctx, namespace), [q]), cap)
 
         return await _call(run)
@@ -209,8 +210,8 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         message time, and who spoke how often."""
         return await _call(lambda: get_store().describe(ns(ctx, namespace), conversation_id))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
-                                          openWorldHint=False))
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
     async def forget(
         ctx: Context,
         ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=512)]] | None, Field(

@@ -191,6 +191,8 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
             ("recall", {"query": "cat", "top_k": "many"}, "top_k"),
             ("recall", {"query": "cat", "top_k": 10_000}, "top_k"),
             ("recall", {"top_k": 3}, "query"),
+            ("recall", {"query": "cat", "start_date": "2024-02-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"},
+             "start_date"),
             ("find", {"pattern": "(unclosed", "regex": True}, "pattern"),
             ("find", {"pattern": "x" * 5000}, "pattern"),
             ("remember", {"messages": "not a list"}, "messages"),
@@ -217,3 +219,15 @@ async def test_stdio_transport(tmp_path: Path) -> None:
         overview = data(await client.call_tool("stats", {}))
         assert (overview["namespace"], overview["messages"]) == ("me", 3)
         assert "id" in error_text(await client.call_tool("expand", {"id": "nope"}))
+
+
+async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_path: Path, store: DataStore) -> None:
+    from local_server.main import local_settings
+
+    async with serving(local_settings(make_settings(tmp_path)), store) as url:
+        async with mcp_client(url, None) as client:  # AUTH=none: the local server, like its REST routes
+            assert {t.name for t in (await client.list_tools()).tools} == TOOLS
+        async with httpx.AsyncClient() as http:  # DNS rebinding: a page on another host cannot drive it
+            r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                                headers={"Accept": "application/json, text/event-stream", "Host": "evil.example"})
+            assert r.status_code in (400, 403, 421)
