@@ -17,6 +17,7 @@ from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.read import to_result
 from datastore.remember import Remembering
+from datastore.sessions import SessionListing
 from models.api import (
     DeleteRequest,
     DeleteResponse,
@@ -33,7 +34,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Forgetting):
+class DataStore(SessionListing, Remembering, Forgetting):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

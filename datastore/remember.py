@@ -20,6 +20,7 @@ from models.memory import SourceType, StoredMessage
 from models.time import utc
 from services.chunking import TokenStream, measure, plan_windows
 from services.errors import ConflictError, EmbeddingError, InvalidRequestError, SummaryError
+from services.sessions import assign_sessions
 from services.tree import Frontier, chunk_nodes, roll_up
 
 log = logging.getLogger(__name__)
@@ -46,14 +47,16 @@ class Remembering(StoreBase):
                     f"messages[{i}].content",
                 )
         conversation_id = req.conversation_id or uuid.uuid4().hex
-        incoming, seen = [], set()
+        incoming, seen, sessions = [], set(), {}
         for m in req.messages:
             mid = m.id or uuid.uuid4().hex
             if mid in seen:
                 continue
             seen.add(mid)
             incoming.append((mid, m.who, m.content, utc(m.created_at)))
-        done = self._extend(ns, conversation_id, "conversation", incoming, False)
+            if m.session_id or req.session_id:
+                sessions[mid] = m.session_id or req.session_id
+        done = self._extend(ns, conversation_id, "conversation", incoming, False, sessions=sessions)
         return RememberResponse(
             conversation_id=conversation_id,
             chunk_ids=done.created,
@@ -72,6 +75,7 @@ class Remembering(StoreBase):
         final: bool,
         replace: bool = False,
         metadata: dict[str, Any] | None = None,
+        sessions: dict[str, str] | None = None,
     ) -> Extended:
         """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See remember_sync.
 
@@ -107,6 +111,7 @@ class Remembering(StoreBase):
                     for i, (mid, who, content, created_at) in enumerate(fresh)
                 ]
                 last = self._messages_from(ns, source_id, src_state.n_tokens - 1) if src_state.n_tokens else []
+                assign_sessions(stored, last[-1] if last else None, sessions or {}, s.session_gap_hours)
                 offset = measure(stored, last[-1].created_at if last else None, src_state.n_tokens)
                 source = SourceRow(
                     source_id, source_type, version + 1, n_messages=src_state.n_messages + len(stored),

@@ -49,6 +49,10 @@ class Message(BaseModel):
     role: str | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
     content: str = Field(min_length=1, description="The message text.")
     created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
+    session_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Session of this message; default the call's session_id, else inferred from time gaps.",
+    )
 
     @model_validator(mode="after")
     def _non_blank(self) -> Message:
@@ -70,6 +74,11 @@ class RememberRequest(BaseModel):
 
     conversation_id: str | None = Field(default=None, min_length=1, max_length=256)
     messages: list[Message] = Field(min_length=1)
+    session_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Session of the messages without their own; default: inferred (a gap of SESSION_GAP_HOURS "
+        "starts one).",
+    )
     wait: bool = Field(
         default=False, strict=True,
         description="true: answer only once the messages are searchable (read-your-writes); false: answer as soon "
@@ -102,6 +111,7 @@ class QueryFilter(BaseModel):
     min_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
     max_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)
     speaker: str | None = None
+    session_id: str | None = Field(default=None, description="Nodes covering messages of this session.")
     start_date: IsoDateTime | None = Field(default=None, description="Nodes ending at or after this time.")
     end_date: IsoDateTime | None = Field(default=None, description="Nodes starting at or before this time.")
 
@@ -151,6 +161,9 @@ class QueryResult(BaseModel):
     speakers: list[str]
     start_time: datetime | None
     end_time: datetime | None
+    session_id: str | None = Field(default=None, description="Session of the node's first message.")
+    session_ids: list[str] = Field(default_factory=list, description="Every session the node covers.")
+    namespace: str | None = Field(default=None, description="Namespace the memory came from (with `namespaces`).")
 
 
 class QueryResults(BaseModel):

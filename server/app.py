@@ -17,6 +17,7 @@ from datastore.factory import get_datastore
 from models.settings import Settings
 from server.auth import install_auth, rate_limit_key
 from server.errors import install_error_handlers
+from server.lifetime import lifetime
 from server.routes import api
 from server.wellknown import wellknown
 
@@ -83,6 +84,7 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
                     default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
     app.register_blueprint(wellknown)
+    app.register_blueprint(lifetime)
     if settings.cors_origins:
         from quart_cors import cors
 

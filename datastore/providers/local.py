@@ -29,9 +29,11 @@ from services.errors import ConflictError, StoreError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
-    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser"
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time"
+_MSG_COLS = (
+    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
+)
 
 
 def _ts(dt: datetime | None) -> float | None:
@@ -51,6 +53,7 @@ def _node(row: sqlite3.Row) -> MemoryNode:
         message_ids=json.loads(row["message_ids"]), speakers=json.loads(row["speakers"]),
         start_time=_dt(row["start_time"]), end_time=_dt(row["end_time"]), sealed=bool(row["sealed"]),
         tok_start=row["tok_start"], tok_end=row["tok_end"], summariser=row["summariser"],
+        session_ids=json.loads(row["session_ids"]),
     )
 
 
@@ -59,6 +62,7 @@ def _message(row: sqlite3.Row) -> StoredMessage:
         id=row["id"], source_id=row["source_id"], source_type=row["source_type"], seq=row["seq"],
         speaker=row["speaker"], content=row["content"], created_at=_dt(row["created_at"]),
         tok_offset=row["tok_offset"], n_tokens=row["n_tokens"], show_time=bool(row["show_time"]),
+        session_id=row["session_id"],
     )
 
 
@@ -98,9 +102,16 @@ def _m002_fts_porter(db: sqlite3.Connection) -> None:
     db.execute("INSERT INTO nodes_fts (nodes_fts) VALUES ('rebuild')")
 
 
+def _m003_sessions(db: sqlite3.Connection) -> None:
+    """Each message's session, and the sessions a node covers (a JSON list, its first message's first)."""
+    db.execute("ALTER TABLE messages ADD COLUMN session_id TEXT")
+    db.execute("ALTER TABLE nodes ADD COLUMN session_ids TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
+    ("003_sessions", _m003_sessions),
 ]
 
 
@@ -315,9 +326,9 @@ class LocalDataStore(DataStore):
                      json.dumps(src.metadata)),
                 )
                 db.executemany(
-                    "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(ns, m.source_id, m.id, m.source_type, m.seq, m.speaker, m.content, _ts(m.created_at),
-                      m.tok_offset, m.n_tokens, m.show_time) for m in batch.messages],
+                    f"INSERT INTO messages (namespace, {_MSG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(ns, m.id, m.source_id, m.source_type, m.seq, m.speaker, m.content, _ts(m.created_at),
+                      m.tok_offset, m.n_tokens, m.show_time, m.session_id) for m in batch.messages],
                 )
                 for node, vector in batch.nodes:
                     self._write_node(db, ns, node, vector, removed, added)
@@ -343,10 +354,10 @@ class LocalDataStore(DataStore):
             db.execute("DELETE FROM nodes WHERE rowid = ?", (old[0],))
         cur = db.execute(
             f"INSERT INTO nodes ({_NODE_COLS}, namespace, embedding) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, json.dumps(n.children),
              n.parent_id, json.dumps(n.message_ids), json.dumps(n.speakers), _ts(n.start_time), _ts(n.end_time),
-             n.sealed, n.tok_start, n.tok_end, n.summariser, ns,
+             n.sealed, n.tok_start, n.tok_end, n.summariser, json.dumps(n.session_ids), ns,
              np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
         added.append(int(cur.lastrowid or 0))
@@ -465,6 +476,9 @@ class LocalDataStore(DataStore):
         if flt.speaker is not None:
             where.append("EXISTS (SELECT 1 FROM json_each(nodes.speakers) WHERE value = ?)")
             args.append(flt.speaker)
+        if flt.session_id is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(nodes.session_ids) WHERE value = ?)")
+            args.append(flt.session_id)
         return where, args
 
     def _search(

@@ -32,9 +32,11 @@ from services.errors import ConflictError, StoreError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
-    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser"
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time"
+_MSG_COLS = (
+    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
+)
 _MIGRATION_LOCK = 0x5079_7261_6D69  # any constant bigint: serialises migrations across processes
 _HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`; above it search is exact
 
@@ -75,7 +77,16 @@ def _m001_initial(conn: psycopg.Connection, dimension: int) -> None:
         conn.execute(statement)
 
 
-MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [("001_initial", _m001_initial)]
+def _m003_sessions(conn: psycopg.Connection, dimension: int) -> None:
+    """Each message's session, and the sessions a node covers (its first message's first)."""
+    conn.execute("ALTER TABLE pyramind_messages ADD COLUMN session_id text")
+    conn.execute("ALTER TABLE pyramind_nodes ADD COLUMN session_ids text[] NOT NULL DEFAULT '{}'")
+
+
+MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
+    ("001_initial", _m001_initial),
+    ("003_sessions", _m003_sessions),
+]
 
 
 def _node(r: dict[str, Any]) -> MemoryNode:
@@ -84,21 +95,22 @@ def _node(r: dict[str, Any]) -> MemoryNode:
         position=r["position"], text=r["text"], token_count=r["token_count"], children=list(r["children"]),
         parent_id=r["parent_id"], message_ids=list(r["message_ids"]), speakers=list(r["speakers"]),
         start_time=r["start_time"], end_time=r["end_time"], sealed=r["sealed"], tok_start=r["tok_start"],
-        tok_end=r["tok_end"], summariser=r["summariser"],
+        tok_end=r["tok_end"], summariser=r["summariser"], session_ids=list(r["session_ids"]),
     )
 
 
 def _node_row(n: MemoryNode) -> tuple[Any, ...]:
     """The node's values in `_NODE_COLS` order."""
     return (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, n.children, n.parent_id,
-            n.message_ids, n.speakers, n.start_time, n.end_time, n.sealed, n.tok_start, n.tok_end, n.summariser)
+            n.message_ids, n.speakers, n.start_time, n.end_time, n.sealed, n.tok_start, n.tok_end, n.summariser,
+            n.session_ids)
 
 
 def _message(r: dict[str, Any]) -> StoredMessage:
     return StoredMessage(
         id=r["id"], source_id=r["source_id"], source_type=r["source_type"], seq=r["seq"], speaker=r["speaker"],
         content=r["content"], created_at=r["created_at"], tok_offset=r["tok_offset"], n_tokens=r["n_tokens"],
-        show_time=r["show_time"],
+        show_time=r["show_time"], session_id=r["session_id"],
     )
 
 
@@ -280,9 +292,9 @@ class PgVectorDataStore(DataStore):
             with conn.cursor() as cur:
                 cur.executemany(
                     f"INSERT INTO pyramind_messages (namespace, {_MSG_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [(ns, m.id, m.source_id, m.source_type, m.seq, m.speaker, m.content, m.created_at, m.tok_offset,
-                      m.n_tokens, m.show_time) for m in batch.messages],
+                      m.n_tokens, m.show_time, m.session_id) for m in batch.messages],
                 )
                 cols = [c.strip() for c in _NODE_COLS.split(",")]
                 cur.executemany(  # a node without a vector: every field but its vector is written
@@ -320,6 +332,7 @@ class PgVectorDataStore(DataStore):
             "lo": ("level >= %(lo)s", lo),
             "hi": ("level <= %(hi)s", hi),
             "speaker": ("%(speaker)s = ANY(speakers)", flt.speaker),
+            "session": ("%(session)s = ANY(session_ids)", flt.session_id),
             "start": ("end_time >= %(start)s", utc(flt.start_date)),  # rows without times never match
             "end": ("start_time <= %(end)s", utc(flt.end_date)),
         }

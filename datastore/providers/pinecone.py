@@ -356,6 +356,7 @@ class PineconeDataStore(DataStore):
                 ({"level": {"$gte": lo}}, lo),
                 ({"level": {"$lte": hi}}, hi),
                 ({"speakers": {"$in": [flt.speaker]}}, flt.speaker),
+                ({"session_ids": {"$in": [flt.session_id]}}, flt.session_id),
                 ({"end_time": {"$gte": rec.ts(utc(flt.start_date))}}, flt.start_date),  # no times: never matches
                 ({"start_time": {"$lte": rec.ts(utc(flt.end_date))}}, flt.end_date),
             )

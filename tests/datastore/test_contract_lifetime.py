@@ -1,0 +1,68 @@
+"""The provider contract for memory over a lifetime (sessions, pins and visits, forgetting, export): every
+provider (local, pgvector, pinecone) behaves the same through the DataStore. Fixtures: tests/datastore/conftest.py.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from datastore.datastore import DataStore
+from models.api import Query, QueryFilter, RememberRequest
+from services.errors import NotFoundError
+from tests.datastore.synthetic import conversation
+
+T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
+
+
+def search(ds: DataStore, ns: str, text: str, mode: str, top_k: int = 50, **flt: object) -> list:
+    q = Query(query=text, top_k=top_k, filter=QueryFilter(**flt) if flt else None, mode=mode)  # type: ignore[arg-type]
+    return ds.query_sync(ns, [q]).results[0].results
+
+
+def three_sessions(ds: DataStore, ns: str) -> None:
+    """conv: 30 messages in an explicit session 'mon', 30 inferred a day later, 30 after another day."""
+    ds.remember_sync(ns, RememberRequest(conversation_id="conv", session_id="mon",
+                                         messages=conversation(("Ann", "Bob"), 30, start=T0)))
+    for day in (1, 2):
+        ds.remember_sync(ns, RememberRequest(conversation_id="conv", messages=conversation(
+            ("Ann", "Bob"), 30, start=T0 + timedelta(days=day), first=30 * day)))
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid", "text", "tree"])
+def test_sessions_are_stored_listed_and_filtered(ds: DataStore, ns: str, mode: str) -> None:
+    three_sessions(ds, ns)
+    msgs = ds._messages_from(ns, "conv", -1)
+    day1 = "s-2024-01-02T09:30:00Z"
+    assert [m.session_id for m in msgs[:30]] == ["mon"] * 30
+    assert {m.session_id for m in msgs[30:60]} == {day1}
+    nodes = ds._source_nodes(ns, "conv")
+    assert all(n.session_ids for n in nodes)
+    assert any(len(n.session_ids) == 2 for n in nodes if n.level == 1)  # a chunk across the session boundary
+    hits = search(ds, ns, "the garden and the compost heap", mode, session_id=day1)
+    assert hits and all(day1 in h.session_ids for h in hits)
+    assert all(h.session_id == h.session_ids[0] for h in hits)
+    hits = search(ds, ns, "the garden and the compost heap", mode, session_id="no-such-session")
+    assert hits == []
+
+    sessions = ds.sessions_sync(ns, "conv")
+    assert [s.session_id for s in sessions] == ["mon", day1, "s-2024-01-03T10:00:00Z"]
+    assert [s.message_count for s in sessions] == [30, 30, 30]
+    assert sessions[0].first_message_id == "m-0" and sessions[0].last_message_id == "m-29"
+    assert sessions[1].start_time == T0 + timedelta(days=1, minutes=30)
+    by_id = {n.id: n for n in nodes}
+    for s in sessions:
+        assert s.summary_ids and all(s.session_id in by_id[i].session_ids for i in s.summary_ids)
+    with pytest.raises(NotFoundError):
+        ds.sessions_sync(ns, "no-such-conversation")
+
+
+def test_sessions_survive_a_delete_rebuild(ds: DataStore, ns: str) -> None:
+    three_sessions(ds, ns)
+    from models.api import DeleteRequest
+
+    ds.delete_sync(ns, DeleteRequest(ids=["m-3"]))
+    msgs = ds._messages_from(ns, "conv", -1)
+    assert msgs[0].session_id == "mon" and msgs[-1].session_id == "s-2024-01-03T10:00:00Z"
+    assert all(n.session_ids for n in ds._source_nodes(ns, "conv"))

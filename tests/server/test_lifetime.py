@@ -1,0 +1,40 @@
+"""Memory over a lifetime over HTTP on the real app and local store: sessions, pins and visits, forgetting,
+read-only grants."""
+
+from __future__ import annotations
+
+from tests.conftest import AUTH
+from tests.server.test_api import is_error
+
+
+def turns(prefix: str, n: int, day: int, topic: str) -> list[dict]:
+    return [{"id": f"{prefix}-{i}", "speaker": "Ann" if i % 2 else "Bob",
+             "content": f"On day {day} we talked about {topic}, point {i}: the {topic} matters a lot to us.",
+             "created_at": f"2024-03-{day:02d}T09:{i:02d}:00Z"} for i in range(n)]
+
+
+async def seed_sessions(client) -> None:  # type: ignore[no-untyped-def]
+    r = await client.post("/remember", json={"conversation_id": "c", "session_id": "kickoff", "wait": True,
+                                              "messages": turns("a", 12, 1, "gardening")}, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+    r = await client.post("/remember", json={"conversation_id": "c", "wait": True,
+                                              "messages": turns("b", 12, 5, "sailing")}, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+
+
+async def test_sessions_listed_and_query_filtered(client) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.get("/conversations/c/sessions", headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200, body
+    sessions = body["sessions"]
+    assert [s["session_id"] for s in sessions] == ["kickoff", "s-2024-03-05T09:00:00Z"]
+    assert [s["message_count"] for s in sessions] == [12, 12]
+    assert sessions[1]["start_time"].startswith("2024-03-05T09:00") and all(s["summary_ids"] for s in sessions)
+    r = await client.post("/query", json={"queries": [{"query": "gardening and sailing", "top_k": 20,
+                                                       "filter": {"session_id": "kickoff"}}]}, headers=AUTH)
+    results = (await r.get_json())["results"][0]["results"]
+    assert results and all("kickoff" in x["session_ids"] for x in results)
+    assert all(all(m.startswith("a-") for m in x["message_ids"]) or "kickoff" in x["session_ids"] for x in results)
+    r = await client.get("/conversations/nope/sessions", headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
