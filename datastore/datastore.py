@@ -16,6 +16,7 @@ import asyncio
 from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.read import to_result
+from datastore.pins import Visiting
 from datastore.remember import Remembering
 from datastore.sessions import SessionListing
 from models.api import (
@@ -34,7 +35,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(SessionListing, Remembering, Forgetting):
+class DataStore(SessionListing, Visiting, Remembering, Forgetting):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

@@ -272,6 +272,10 @@ class NodeView(BaseModel):
     end_time: datetime | None
     token_count: int
     summariser: str | None
+    session_ids: list[str] = Field(default_factory=list, description="Sessions the node covers, first one first.")
+    visit_count: int = Field(default=0, description="Times a query returned the node.")
+    last_visited_at: datetime | None = Field(default=None, description="When a query last returned the node.")
+    pinned: bool = Field(default=False, description="Pinned: it and its messages are never forgotten by policy.")
 
 
 class ExpandResponse(BaseModel):
@@ -319,4 +323,5 @@ def node_view(node: Any) -> NodeView:
         end_time=node.end_time,
         token_count=node.token_count,
         summariser=node.summariser,
+        session_ids=list(node.session_ids),
     )

@@ -25,3 +25,11 @@ class SessionInfo(BaseModel):
 class SessionsResponse(BaseModel):
     conversation_id: str
     sessions: list[SessionInfo]
+
+
+class PinResponse(BaseModel):
+    """A pinned or unpinned node."""
+
+    id: str
+    pinned: bool
+    protected_message_ids: int = Field(description="Messages under the node, kept from forgetting while pinned.")

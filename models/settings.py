@@ -46,6 +46,9 @@ class Settings(BaseSettings):
     fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
     max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
     summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")
+    visit_flush_seconds: float = Field(
+        default=5.0, ge=0, description="Seconds between writes of the visits counted by queries; 0 = only at shutdown."
+    )
     session_gap_hours: float = Field(
         default=4.0, ge=0, description="Hours between two messages that start a new inferred session; 0 = never."
     )

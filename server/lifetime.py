@@ -5,16 +5,53 @@ Each calls one store method (datastore/sessions.py, pins.py, forks.py ...); shap
 
 from __future__ import annotations
 
+import asyncio
+import logging
+
 from quart import Blueprint, current_app, request
 from quart_schema import document_response, operation_id, tag, validate_response
 
 from datastore.datastore import DataStore
 from models.api import NAMESPACE_PATTERN, ErrorResponse
-from models.lifetime import SessionsResponse
+from models.lifetime import PinResponse, SessionsResponse
 from server.auth import resolve_namespace
 from services.errors import InvalidRequestError
 
 lifetime = Blueprint("lifetime", __name__)
+log = logging.getLogger(__name__)
+
+
+async def _flush_visits_every(every: float) -> None:
+    """Write the visits buffered by queries every `every` seconds (off the request path)."""
+    while True:
+        await asyncio.sleep(every)
+        store = current_app.extensions.get("pyramind.store")
+        if store is None:
+            continue
+        try:
+            await store.flush_visits()
+        except Exception:  # visits rank forgetting; a failed flush is retried with the next one
+            log.exception("flushing visits failed")
+
+
+@lifetime.before_app_serving
+async def _start_visit_flush() -> None:
+    every = current_app.extensions["pyramind.settings"].visit_flush_seconds
+    if every > 0:
+        current_app.extensions["pyramind.visits"] = asyncio.create_task(_flush_visits_every(every))
+
+
+@lifetime.after_app_serving
+async def _stop_visit_flush() -> None:
+    task = current_app.extensions.pop("pyramind.visits", None)
+    if task is not None:
+        task.cancel()
+    store = current_app.extensions.get("pyramind.store")
+    if store is not None:
+        try:
+            await store.flush_visits()
+        except Exception:
+            log.exception("flushing visits at shutdown failed")
 
 
 def _store() -> DataStore:
@@ -55,3 +92,30 @@ async def list_sessions(conversation_id: str) -> SessionsResponse:
     """
     sessions = await _store().sessions(_query_namespace(), conversation_id)
     return SessionsResponse(conversation_id=conversation_id, sessions=sessions)
+
+
+@lifetime.post("/memories/<string:memory_id>/pin")
+@tag(["memory"])
+@operation_id("pin_memory")
+@validate_response(PinResponse, 200)
+@_errors(401, 403, 404, 422, 429)
+async def pin_memory(memory_id: str) -> PinResponse:
+    """Pin a memory.
+
+    A pinned node and every message under it are never forgotten by the forgetting policy (an explicit
+    DELETE still forgets them). 404 for an unknown id or another namespace's node.
+    """
+    return await _store().pin(_query_namespace(), memory_id, True)
+
+
+@lifetime.post("/memories/<string:memory_id>/unpin")
+@tag(["memory"])
+@operation_id("unpin_memory")
+@validate_response(PinResponse, 200)
+@_errors(401, 403, 404, 422, 429)
+async def unpin_memory(memory_id: str) -> PinResponse:
+    """Unpin a memory.
+
+    The node and its messages may be forgotten by policy again. 404 for an unknown id or another namespace's node.
+    """
+    return await _store().pin(_query_namespace(), memory_id, False)

@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.hooks import NodeMarks
 from datastore.retrieval import text_terms
 from datastore.vector_index import VectorIndex
 from models.api import DeleteFilter, QueryFilter
@@ -108,10 +109,20 @@ def _m003_sessions(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE nodes ADD COLUMN session_ids TEXT NOT NULL DEFAULT '[]'")
 
 
+def _m004_visits_pins(db: sqlite3.Connection) -> None:
+    """Visits and pins of nodes, apart from the node rows (a visit never rewrites a node or its text index)."""
+    db.execute(
+        "CREATE TABLE node_marks (namespace TEXT NOT NULL, id TEXT NOT NULL, visit_count INTEGER NOT NULL DEFAULT 0, "
+        "last_visited_at REAL, pinned INTEGER NOT NULL DEFAULT 0, pin_message_ids TEXT NOT NULL DEFAULT '[]', "
+        "PRIMARY KEY (namespace, id))"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
     ("003_sessions", _m003_sessions),
+    ("004_visits_pins", _m004_visits_pins),
 ]
 
 
@@ -381,7 +392,7 @@ class LocalDataStore(DataStore):
         with self._transaction() as db:
             n_msgs = db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0]
             n_nodes = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
-            for table in ("nodes", "messages", "sources"):
+            for table in ("nodes", "messages", "sources", "node_marks"):
                 db.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
             db.execute(
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
@@ -390,6 +401,35 @@ class LocalDataStore(DataStore):
         with self._caches_guard:
             self._caches.pop(ns, None)
         return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ visits and pins
+    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        sql = "SELECT id, visit_count, last_visited_at, pinned, pin_message_ids FROM node_marks WHERE namespace = ?"
+        if ids is None:
+            rows = self._reader.execute(sql, (ns,)).fetchall()
+        else:
+            rows = []
+            for i in range(0, len(ids), 500):
+                part = list(ids[i : i + 500])
+                rows += self._reader.execute(f"{sql} AND id IN ({','.join('?' * len(part))})", (ns, *part)).fetchall()
+        return {r[0]: NodeMarks(r[1], _dt(r[2]), bool(r[3]), json.loads(r[4])) for r in rows}
+
+    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO node_marks (namespace, id, visit_count, last_visited_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, id) DO UPDATE SET visit_count = visit_count + excluded.visit_count, "
+                "last_visited_at = MAX(COALESCE(last_visited_at, 0), excluded.last_visited_at)",
+                [(ns, i, n, _ts(when)) for i, (n, when) in visits.items()],
+            )
+
+    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO node_marks VALUES (?, ?, ?, ?, ?, ?)",
+                [(ns, i, m.visit_count, _ts(m.last_visited_at), m.pinned, json.dumps(m.pin_message_ids))
+                 for i, m in marks.items()],
+            )
 
     # ------------------------------------------------------------------ vector cache
     @staticmethod

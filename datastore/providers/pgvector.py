@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.hooks import NodeMarks
 from datastore.retrieval import text_terms
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
@@ -83,9 +85,19 @@ def _m003_sessions(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("ALTER TABLE pyramind_nodes ADD COLUMN session_ids text[] NOT NULL DEFAULT '{}'")
 
 
+def _m004_visits_pins(conn: psycopg.Connection, dimension: int) -> None:
+    """Visits and pins of nodes, apart from the node rows (a visit never rewrites a node or its index entries)."""
+    conn.execute(
+        """CREATE TABLE pyramind_node_marks (namespace text NOT NULL, id text NOT NULL,
+            visit_count integer NOT NULL DEFAULT 0, last_visited_at timestamptz, pinned boolean NOT NULL DEFAULT false,
+            pin_message_ids text[] NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, id))"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("003_sessions", _m003_sessions),
+    ("004_visits_pins", _m004_visits_pins),
 ]
 
 
@@ -315,7 +327,35 @@ class PgVectorDataStore(DataStore):
             n_msgs = conn.execute("DELETE FROM pyramind_messages WHERE namespace = %s", (ns,)).rowcount
             n_nodes = conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s", (ns,)).rowcount
             conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s", (ns,))
+            conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
         return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ visits and pins
+    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        sql = "SELECT * FROM pyramind_node_marks WHERE namespace = %s"
+        rows = self._all(sql, (ns,)) if ids is None else self._all(sql + " AND id = ANY(%s)", (ns, list(ids)))
+        return {r["id"]: NodeMarks(r["visit_count"], r["last_visited_at"], r["pinned"], list(r["pin_message_ids"]))
+                for r in rows}
+
+    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO pyramind_node_marks AS m (namespace, id, visit_count, last_visited_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE SET "
+                "visit_count = m.visit_count + EXCLUDED.visit_count, "
+                "last_visited_at = GREATEST(m.last_visited_at, EXCLUDED.last_visited_at)",
+                [(ns, i, n, when) for i, (n, when) in sorted(visits.items())],
+            )
+
+    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO pyramind_node_marks VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) "
+                "DO UPDATE SET visit_count = EXCLUDED.visit_count, last_visited_at = EXCLUDED.last_visited_at, "
+                "pinned = EXCLUDED.pinned, pin_message_ids = EXCLUDED.pin_message_ids",
+                [(ns, i, m.visit_count, m.last_visited_at, m.pinned, m.pin_message_ids)
+                 for i, m in sorted(marks.items())],
+            )
 
     # ------------------------------------------------------------------ search
     @staticmethod

@@ -66,3 +66,39 @@ def test_sessions_survive_a_delete_rebuild(ds: DataStore, ns: str) -> None:
     msgs = ds._messages_from(ns, "conv", -1)
     assert msgs[0].session_id == "mon" and msgs[-1].session_id == "s-2024-01-03T10:00:00Z"
     assert all(n.session_ids for n in ds._source_nodes(ns, "conv"))
+
+
+# ---------------------------------------------------------------------- visits and pins
+def test_visits_are_buffered_then_flushed(ds: DataStore, ns: str) -> None:
+    three_sessions(ds, ns)
+    hits = search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
+    assert ds._get_marks(ns, [h.id for h in hits]) == {}  # a query writes nothing
+    search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
+    assert ds.flush_visits_sync() == 3
+    marks = ds._get_marks(ns, [h.id for h in hits])
+    assert {i: m.visit_count for i, m in marks.items()} == {h.id: 2 for h in hits}
+    assert all(m.last_visited_at is not None and not m.pinned for m in marks.values())
+    view = ds.expand_sync(ns, hits[0].id).node
+    assert view.visit_count == 2 and view.last_visited_at is not None
+    assert ds.flush_visits_sync() == 0
+
+
+def test_pin_protects_the_messages_under_the_node(ds: DataStore, ns: str, other_ns: str) -> None:
+    three_sessions(ds, ns)
+    summary = next(n for n in ds._source_nodes(ns, "conv") if n.level == 2)
+    res = ds.pin_sync(ns, summary.id)
+    leaves = [n for n in ds.subtree(ns, summary.id) if n.level == 1]
+    under = {m for n in leaves for m in n.message_ids}
+    assert res.pinned and res.protected_message_ids == len(under)
+    assert ds.protected_messages(ns) == under
+    assert ds.expand_sync(ns, summary.id).node.pinned
+    with pytest.raises(NotFoundError):
+        ds.pin_sync(other_ns, summary.id)  # another namespace's node
+    assert ds.protected_messages(other_ns) == set()
+    ds.pin_sync(ns, summary.id, False)
+    assert ds.protected_messages(ns) == set() and not ds.expand_sync(ns, summary.id).node.pinned
+
+
+@pytest.fixture
+def other_ns(ns: str) -> str:
+    return ns + "-other"

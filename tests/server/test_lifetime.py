@@ -38,3 +38,24 @@ async def test_sessions_listed_and_query_filtered(client) -> None:  # type: igno
     assert all(all(m.startswith("a-") for m in x["message_ids"]) or "kickoff" in x["session_ids"] for x in results)
     r = await client.get("/conversations/nope/sessions", headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
+
+
+async def test_pin_unpin_and_foreign_namespace(client, store) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/query", json={"queries": [{"query": "sailing", "top_k": 1}]}, headers=AUTH)
+    hit = (await r.get_json())["results"][0]["results"][0]
+    r = await client.post(f"/memories/{hit['id']}/pin", headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and body["pinned"] and body["protected_message_ids"] == len(hit["message_ids"])
+    await store.flush_visits()
+    r = await client.get(f"/memories/{hit['id']}", headers=AUTH)
+    node = (await r.get_json())["node"]
+    assert node["pinned"] and node["visit_count"] == 1 and node["last_visited_at"]
+    r = await client.post(f"/memories/{hit['id']}/pin?namespace=someone-else", headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "id")
+    assert store.protected_messages("someone-else") == set()
+    r = await client.post(f"/memories/{hit['id']}/unpin", headers=AUTH)
+    assert r.status_code == 200 and (await r.get_json())["pinned"] is False
+    assert store.protected_messages("default") == set()
+    r = await client.post("/memories/nope/pin", headers=AUTH)
+    assert r.status_code == 404
