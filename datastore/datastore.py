@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import asyncio
 
-from datastore.forget import Forgetting
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.read import to_result
-from datastore.pins import Visiting
+from datastore.forgetting import ForgettingPolicy
 from datastore.remember import Remembering
 from datastore.sessions import SessionListing
 from models.api import (
@@ -35,7 +34,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(SessionListing, Visiting, Remembering, Forgetting):
+class DataStore(SessionListing, ForgettingPolicy, Remembering):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

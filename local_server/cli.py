@@ -226,6 +226,11 @@ def openapi(
         typer.echo(text, nl=False)
 
 
+from local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
+
+_register_lifetime(app)
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     app()

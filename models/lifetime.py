@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 
 class SessionInfo(BaseModel):
@@ -33,3 +34,38 @@ class PinResponse(BaseModel):
     id: str
     pinned: bool
     protected_message_ids: int = Field(description="Messages under the node, kept from forgetting while pinned.")
+
+
+class ForgetRequest(BaseModel):
+    """Run the forgetting policy on the caller's namespace now."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
+                                  description="Namespace (static-token callers only). Default: `default`.")
+    dry_run: bool = Field(default=True, strict=True, description="true (default): only report what would go.")
+
+
+class ForgottenLeaf(BaseModel):
+    """One L1 chunk forgotten (or that would be) by the policy, and why."""
+
+    node_id: str
+    source_id: str
+    reason: Literal["max_nodes", "age"]
+    message_ids: list[str] = Field(description="Its messages that go (messages under a pin stay).")
+    visit_count: int
+    last_visited_at: datetime | None
+    end_time: datetime | None
+
+
+class ForgetReport(BaseModel):
+    """What the forgetting policy did (or, in a dry run, would do) to one namespace."""
+
+    namespace: str
+    dry_run: bool
+    enabled: bool = Field(description="false when FORGET_MAX_NODES and FORGET_AFTER_DAYS are both 0.")
+    l1_before: int = Field(description="Conversation L1 chunks before.")
+    l1_after: int | None = Field(description="Conversation L1 chunks after (null in a dry run).")
+    forgotten: list[ForgottenLeaf]
+    deleted_messages: int
+    deleted_nodes: int

@@ -49,6 +49,18 @@ class Settings(BaseSettings):
     visit_flush_seconds: float = Field(
         default=5.0, ge=0, description="Seconds between writes of the visits counted by queries; 0 = only at shutdown."
     )
+    forget_max_nodes: int = Field(
+        default=0, ge=0, description="Conversation L1 chunks a namespace may hold before forgetting; 0 = no limit."
+    )
+    forget_after_days: float = Field(
+        default=0, ge=0, description="Forget unpinned conversation chunks older than this many days; 0 = never."
+    )
+    forget_fraction: float = Field(
+        default=0.1, gt=0, le=1, description="Share of a namespace's chunks forgotten per step when over the limit."
+    )
+    forget_check_seconds: float = Field(
+        default=3600, ge=0, description="Seconds between runs of the forgetting policy in the server; 0 = never."
+    )
     session_gap_hours: float = Field(
         default=4.0, ge=0, description="Hours between two messages that start a new inferred session; 0 = never."
     )

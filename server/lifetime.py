@@ -9,11 +9,11 @@ import asyncio
 import logging
 
 from quart import Blueprint, current_app, request
-from quart_schema import document_response, operation_id, tag, validate_response
+from quart_schema import document_response, operation_id, tag, validate_request, validate_response
 
 from datastore.datastore import DataStore
 from models.api import NAMESPACE_PATTERN, ErrorResponse
-from models.lifetime import PinResponse, SessionsResponse
+from models.lifetime import ForgetReport, ForgetRequest, PinResponse, SessionsResponse
 from server.auth import resolve_namespace
 from services.errors import InvalidRequestError
 
@@ -34,18 +34,37 @@ async def _flush_visits_every(every: float) -> None:
             log.exception("flushing visits failed")
 
 
+async def _forget_every(every: float) -> None:
+    """Apply the forgetting policy to every namespace every `every` seconds."""
+    while True:
+        await asyncio.sleep(every)
+        store = current_app.extensions.get("pyramind.store")
+        if store is None or not store.policy_enabled:
+            continue
+        try:
+            for report in await asyncio.to_thread(store.forget_policy_all_sync, False):
+                if report.forgotten:
+                    log.info("forgot %d chunks of namespace %r", len(report.forgotten), report.namespace)
+        except Exception:
+            log.exception("the forgetting policy failed")
+
+
 @lifetime.before_app_serving
-async def _start_visit_flush() -> None:
-    every = current_app.extensions["pyramind.settings"].visit_flush_seconds
-    if every > 0:
-        current_app.extensions["pyramind.visits"] = asyncio.create_task(_flush_visits_every(every))
+async def _start_background() -> None:
+    settings = current_app.extensions["pyramind.settings"]
+    if settings.visit_flush_seconds > 0:
+        current_app.extensions["pyramind.visits"] = asyncio.create_task(
+            _flush_visits_every(settings.visit_flush_seconds))
+    if settings.forget_check_seconds > 0 and (settings.forget_max_nodes or settings.forget_after_days):
+        current_app.extensions["pyramind.forget"] = asyncio.create_task(_forget_every(settings.forget_check_seconds))
 
 
 @lifetime.after_app_serving
-async def _stop_visit_flush() -> None:
-    task = current_app.extensions.pop("pyramind.visits", None)
-    if task is not None:
-        task.cancel()
+async def _stop_background() -> None:
+    for key in ("pyramind.visits", "pyramind.forget"):
+        task = current_app.extensions.pop(key, None)
+        if task is not None:
+            task.cancel()
     store = current_app.extensions.get("pyramind.store")
     if store is not None:
         try:
@@ -119,3 +138,18 @@ async def unpin_memory(memory_id: str) -> PinResponse:
     The node and its messages may be forgotten by policy again. 404 for an unknown id or another namespace's node.
     """
     return await _store().pin(_query_namespace(), memory_id, False)
+
+
+@lifetime.post("/forget")
+@tag(["memory"])
+@operation_id("forget_by_policy")
+@validate_request(ForgetRequest)
+@validate_response(ForgetReport, 200)
+@_errors(400, 401, 403, 413, 429, 503)
+async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
+    """Apply the forgetting policy now.
+
+    Off unless FORGET_MAX_NODES or FORGET_AFTER_DAYS is set. Forgets the least important unpinned chunks of the
+    namespace (least recently visited, then least visited, then oldest); `dry_run` (default true) only reports.
+    """
+    return await _store().forget_policy(resolve_namespace(data.namespace), data.dry_run)

@@ -4,6 +4,7 @@ provider (local, pgvector, pinecone) behaves the same through the DataStore. Fix
 
 from __future__ import annotations
 
+import math
 from datetime import UTC, datetime, timedelta
 
 import pytest
@@ -102,3 +103,52 @@ def test_pin_protects_the_messages_under_the_node(ds: DataStore, ns: str, other_
 @pytest.fixture
 def other_ns(ns: str) -> str:
     return ns + "-other"
+
+
+# ---------------------------------------------------------------------- forgetting policy
+def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
+    ds = open_store(forget_max_nodes=8, forget_fraction=0.25)
+    three_sessions(ds, ns)
+    leaves = [n for n in ds._source_nodes(ns, "conv") if n.level == 1]
+    assert len(leaves) > 12
+    summary = next(n for n in ds._source_nodes(ns, "conv") if n.level == 2 and n.position == 1)
+    ds.pin_sync(ns, summary.id)
+    pinned_msgs = ds.protected_messages(ns)
+    visited = leaves[0]  # the oldest chunk, but visited: it goes after every unvisited one
+    ds.record_visits(ns, [visited.id])
+    ds.flush_visits_sync()
+
+    plan = ds.forget_policy_sync(ns, dry_run=True)
+    assert plan.enabled and plan.l1_before == len(leaves) and plan.l1_after is None
+    assert len(plan.forgotten) == 4 * math.ceil((len(leaves) - 8) / 4)  # steps of ceil(0.25 * chunks)
+    assert all(not set(f.message_ids) & pinned_msgs for f in plan.forgotten)
+    assert visited.id not in {f.node_id for f in plan.forgotten}
+    ends = [f.end_time for f in plan.forgotten]
+    assert ends == sorted(ends)  # never visited: oldest first
+    assert len(ds._source_nodes(ns, "conv")) == len(ds._source_nodes(ns, "conv"))  # a dry run writes nothing
+    assert [n.id for n in ds._source_nodes(ns, "conv") if n.level == 1] == [n.id for n in leaves]
+
+    done = ds.forget_policy_sync(ns, dry_run=False)
+    assert done.l1_after is not None and done.l1_after <= 8 and done.deleted_messages > 0
+    kept = {m.id for m in ds._messages_from(ns, "conv", -1)}
+    assert pinned_msgs <= kept and set(visited.message_ids) & kept
+    gone = {m for f in done.forgotten for m in f.message_ids}
+    assert gone and not gone & kept
+    nodes = ds._source_nodes(ns, "conv")
+    for mid in gone:  # no chunk and no summary keeps a forgotten text
+        note = f"(note {mid.split('-')[1]})"
+        assert not any(note in n.text for n in nodes), mid
+    assert all(not set(n.message_ids) & gone for n in nodes)
+
+
+def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
+    ds = open_store()
+    three_sessions(ds, ns)
+    off = ds.forget_policy_sync(ns, dry_run=False)
+    assert not off.enabled and off.forgotten == [] and off.l1_after == off.l1_before
+    ds = open_store(forget_after_days=1.5)
+    res = ds.forget_policy_sync(ns, dry_run=False, now=T0 + timedelta(days=3, hours=2))
+    assert {f.reason for f in res.forgotten} == {"age"}
+    left = {m.id for m in ds._messages_from(ns, "conv", -1)}
+    assert not left & {f"m-{i}" for i in range(30)}  # day 0: older than 1.5 days
+    assert {f"m-{i}" for i in range(60, 90)} <= left  # day 2: younger

@@ -98,3 +98,23 @@ def test_import_rejects_unknown_files(tmp_path: Path) -> None:
 def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
     r = runner.invoke(app, ["serve"], env={**env(tmp_path), "BEARER_TOKEN": "", "AUTH": "bearer"})
     assert r.exit_code != 0
+
+
+def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"conversation_id": "c", "speaker": "Ann" if i % 2 else "Bob", "id": f"m{i}",
+              "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
+              "created_at": f"2024-01-01T09:{i:02d}:00Z"} for i in range(40)]
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    e = env(tmp_path)
+    assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
+    off = runner.invoke(app, ["forget", "--dry-run"], env=e)
+    assert off.exit_code == 1 and "off" in off.output
+    e["FORGET_MAX_NODES"] = "2"
+    dry = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
+    assert dry.exit_code == 0, dry.output
+    report = json.loads(dry.output)[0]
+    assert report["dry_run"] and report["forgotten"] and report["l1_before"] > 2
+    real = runner.invoke(app, ["forget", "--json"], env=e)
+    assert real.exit_code == 0, real.output
+    assert json.loads(real.output)[0]["l1_after"] <= 2

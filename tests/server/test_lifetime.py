@@ -59,3 +59,30 @@ async def test_pin_unpin_and_foreign_namespace(client, store) -> None:  # type: 
     assert store.protected_messages("default") == set()
     r = await client.post("/memories/nope/pin", headers=AUTH)
     assert r.status_code == 404
+
+
+async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from datastore.providers.local import LocalDataStore
+    from server.app import create_app
+    from services.summarising import ExtractiveSummariser
+    from tests.conftest import make_settings
+
+    settings = make_settings(tmp_path, forget_max_nodes=2, forget_fraction=0.5)
+    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    try:
+        app = create_app(settings, store)
+        async with app.test_app() as test_app:
+            client = test_app.test_client()
+            await seed_sessions(client)
+            before = len(store._source_nodes("default", "c"))
+            r = await client.post("/forget", json={}, headers=AUTH)
+            body = await r.get_json()
+            assert r.status_code == 200 and body["dry_run"] and body["forgotten"] and body["l1_after"] is None
+            assert len(store._source_nodes("default", "c")) == before
+            r = await client.post("/forget", json={"dry_run": False}, headers=AUTH)
+            body = await r.get_json()
+            assert r.status_code == 200 and body["l1_after"] <= 2 and body["deleted_messages"] > 0
+            r = await client.post("/forget", json={"dry_run": "yes"}, headers=AUTH)
+            assert r.status_code == 400
+    finally:
+        store.close()
