@@ -56,15 +56,21 @@ def serve(
 
 @app.command("import")
 def import_(
-    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json or JSONL.")],
-    fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt or jsonl.")] = "auto",
+    path: Annotated[Path, typer.Argument(
+        exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json, JSONL or a dump.")],
+    fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt, jsonl or dump.")] = "auto",
     namespace: Namespace = DEFAULT_NAMESPACE,
 ) -> None:
-    """Remember every conversation in a chat-history file, with a progress bar."""
+    """Remember every conversation in a chat-history file, with a progress bar; or restore a `pyramind export`
+    dump exactly (detected from its first line)."""
+    from local_server.lifetime_cli import import_dump_file, looks_like_dump
     from services.importers import read
 
-    if fmt not in ("auto", "locomo", "chatgpt", "jsonl"):
-        raise typer.BadParameter("--format must be auto, locomo, chatgpt or jsonl")
+    if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
+        raise typer.BadParameter("--format must be auto, locomo, chatgpt, jsonl or dump")
+    if fmt == "dump" or (fmt == "auto" and looks_like_dump(path)):
+        import_dump_file(path, namespace if namespace != DEFAULT_NAMESPACE else None)
+        return
     try:
         batches = list(read(path, fmt))  # type: ignore[arg-type]
     except (ValueError, KeyError, json.JSONDecodeError) as exc:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from quart import Blueprint, current_app, request
+from quart import Blueprint, Response, current_app, request
 from quart_schema import document_response, operation_id, tag, validate_request, validate_response
 
 from datastore.datastore import DataStore
@@ -153,3 +153,23 @@ async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
     namespace (least recently visited, then least visited, then oldest); `dry_run` (default true) only reports.
     """
     return await _store().forget_policy(resolve_namespace(data.namespace), data.dry_run)
+
+
+@lifetime.get("/export")
+@tag(["memory"])
+@operation_id("export_memories")
+@_errors(401, 403, 422, 429)
+async def export_memories() -> Response:
+    """Export the namespace as a JSONL dump.
+
+    Every conversation, document, message, node (level, children, parent, sessions), visit and pin, one JSON
+    object per line with a checksum; `?embeddings=true` adds the vectors. `pyramind import` restores it exactly.
+    """
+    ns = _query_namespace()
+    flag = request.args.get("embeddings", "false").lower()
+    if flag not in ("true", "false"):
+        raise InvalidRequestError("embeddings must be true or false", "embeddings")
+    from datastore.export import export_lines
+
+    lines = await asyncio.to_thread(lambda: [line + "\n" for line in export_lines(_store(), [ns], flag == "true")])
+    return Response("".join(lines), mimetype="application/x-ndjson")

@@ -7,9 +7,11 @@ from __future__ import annotations
 import math
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
 import pytest
 
 from datastore.datastore import DataStore
+from datastore.export import DumpError
 from models.api import Query, QueryFilter, RememberRequest
 from services.errors import NotFoundError
 from tests.datastore.synthetic import conversation
@@ -152,3 +154,66 @@ def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:  # t
     left = {m.id for m in ds._messages_from(ns, "conv", -1)}
     assert not left & {f"m-{i}" for i in range(30)}  # day 0: older than 1.5 days
     assert {f"m-{i}" for i in range(60, 90)} <= left  # day 2: younger
+
+
+# ---------------------------------------------------------------------- export and import
+def snapshot(ds: DataStore, ns: str) -> dict:
+    """Everything a namespace holds, node by node, message by message (comparable across stores)."""
+    out: dict = {"sources": {}, "marks": {}}
+    for sid in ds._list_sources(ns):
+        row = ds._get_source(ns, sid)
+        out["sources"][sid] = (
+            (row.source_type, row.version, row.n_messages, row.n_tokens, row.max_seq, row.metadata),
+            [m.model_dump() for m in ds._messages_from(ns, sid, -1)],
+            [n.model_dump() for n in ds._source_nodes(ns, sid)],
+        )
+    out["marks"] = ds._get_marks(ns, None)
+    return out
+
+
+@pytest.mark.parametrize("embeddings", [False, True])
+def test_export_import_round_trip_is_exact(ds: DataStore, ns: str, embeddings: bool) -> None:
+    from datastore.export import export_lines, import_dump
+    from models.api import Document
+
+    three_sessions(ds, ns)
+    ds.upsert_sync(ns, [Document(id="doc", text="The boiler manual. " * 200)])
+    ds.record_visits(ns, [ds._source_nodes(ns, "conv")[0].id])
+    ds.flush_visits_sync()
+    ds.pin_sync(ns, next(n.id for n in ds._source_nodes(ns, "conv") if n.level == 2))
+    lines = list(export_lines(ds, [ns], embeddings=embeddings))
+    assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
+
+    copy = ns + "-copy"
+    report = import_dump(ds, lines, namespace=copy)
+    assert report["sources"] == 2 and report["marks"] == 2
+    assert snapshot(ds, copy) == snapshot(ds, ns)
+    ids = [n.id for n in ds._source_nodes(ns, "conv")]
+    a, b = ds._get_vectors(ns, ids), ds._get_vectors(copy, ids)
+    assert all(np.allclose(a[i], b[i], atol=1e-5) for i in ids)
+    hits = search(ds, copy, "the garden and the compost heap", "hybrid", top_k=3)
+    assert [h.id for h in hits] == [h.id for h in search(ds, ns, "the garden and the compost heap", "hybrid", top_k=3)]
+    with pytest.raises(DumpError, match="already holds"):
+        import_dump(ds, lines, namespace=copy)  # nothing half-written over an existing copy
+
+
+def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: DataStore, ns: str) -> None:
+    from datastore.export import export_lines, import_dump
+
+    three_sessions(ds, ns)
+    lines = list(export_lines(ds, [ns]))
+    target = ns + "-bad"
+    tampered = list(lines)
+    tampered[5] = tampered[5].replace("About", "Abort", 1)
+    cases = {
+        "cut": (lines[:-3] + [lines[-3][: len(lines[-3]) // 2]], f"line {len(lines) - 2}"),
+        "no end": (lines[:-1], f"line {len(lines) - 1}"),
+        "tampered": (tampered, "line 6"),
+        "missing line": (lines[:7] + lines[8:], f"line {len(lines) - 1}"),
+    }
+    for name, (bad, where) in cases.items():
+        with pytest.raises(DumpError) as err:
+            import_dump(ds, bad, namespace=target)
+        assert where in err.value.message, (name, err.value.message)
+        assert ds._list_sources(target) == [], name
+

@@ -118,3 +118,26 @@ def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
     real = runner.invoke(app, ["forget", "--json"], env=e)
     assert real.exit_code == 0, real.output
     assert json.loads(real.output)[0]["l1_after"] <= 2
+
+
+def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"conversation_id": "c", "speaker": "Ann" if i % 2 else "Bob", "id": f"m{i}",
+              "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
+              "created_at": f"2024-01-01T09:{i:02d}:00Z"} for i in range(30)]
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    e = env(tmp_path)
+    assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
+    dump = runner.invoke(app, ["export"], env=e)
+    assert dump.exit_code == 0, dump.output
+    (tmp_path / "dump.jsonl").write_text(dump.stdout)
+    fresh = {**e, "LOCAL_DB_PATH": str(tmp_path / "fresh.db")}
+    res = runner.invoke(app, ["import", str(tmp_path / "dump.jsonl")], env=fresh)
+    assert res.exit_code == 0 and "restored 1 sources, 30 messages" in res.output, res.output
+    again = runner.invoke(app, ["export"], env=fresh)
+    assert again.stdout == dump.stdout  # the restored store exports the same dump, line by line
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(dump.stdout.splitlines()[:-2]))
+    other = {**e, "LOCAL_DB_PATH": str(tmp_path / "other.db")}
+    res = runner.invoke(app, ["import", str(broken)], env=other)
+    assert res.exit_code == 2 and "cut short" in res.output and "line" in res.output

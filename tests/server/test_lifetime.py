@@ -86,3 +86,18 @@ async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None
             assert r.status_code == 400
     finally:
         store.close()
+
+
+async def test_export_endpoint_is_namespace_scoped(client) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    await seed_sessions(client)
+    r = await client.get("/export", headers=AUTH)
+    assert r.status_code == 200
+    lines = [json.loads(x) for x in (await r.get_data(as_text=True)).splitlines()]
+    assert lines[0]["type"] == "header" and lines[-1] == {**lines[-1], "type": "end", "records": len(lines) - 1}
+    assert {x["namespace"] for x in lines[1:-1]} == {"default"} and not any("embedding" in x for x in lines)
+    r = await client.get("/export?namespace=elsewhere", headers=AUTH)
+    assert [json.loads(x)["type"] for x in (await r.get_data(as_text=True)).splitlines()] == ["header", "end"]
+    r = await client.get("/export?embeddings=maybe", headers=AUTH)
+    assert r.status_code == 422 and is_error(await r.get_json(), field="embeddings")
