@@ -18,6 +18,7 @@ from datastore.read import to_result
 from datastore.forgetting import ForgettingPolicy
 from datastore.remember import Remembering
 from datastore.sessions import SessionListing
+from datastore.shared import SharedReading
 from models.api import (
     DeleteRequest,
     DeleteResponse,
@@ -34,7 +35,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(SessionListing, ForgettingPolicy, Remembering):
+class DataStore(SessionListing, SharedReading, ForgettingPolicy, Remembering):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

@@ -141,6 +141,11 @@ class QueryRequest(BaseModel):
     model_config = Strict
 
     namespace: str | None = namespace_field()
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE_PATTERN)]] | None = Field(
+        default=None, min_length=1, max_length=16,
+        description="Search these namespaces together: your own and those you were granted to read (else 403). "
+        "Each result names its `namespace`.",
+    )
 
     queries: list[Query] = Field(min_length=1)
 

@@ -7,11 +7,12 @@ and pass it down. Secrets are `SecretStr`, so they never appear in a `repr` or a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, SecretStr, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator, model_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from models.api import RetrievalMode
 
@@ -119,6 +120,13 @@ class Settings(BaseSettings):
     jwt_audience: str | None = Field(default=None, description="Required `aud` claim.")
     jwt_issuer: str | None = Field(default=None, description="Required `iss` claim.")
     jwt_namespace_claim: str = Field(default="sub", description="Claim whose value is the caller's namespace.")
+    jwt_read_namespaces_claim: str = Field(
+        default="read_namespaces", description="Claim listing the namespaces a JWT caller may also read (never write)."
+    )
+    read_only_namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Namespaces a static-token (or AUTH=none) caller may read with `namespaces` but never write.",
+    )
     jwt_leeway: int = Field(default=30, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf.")
     pending_retry_seconds: float = Field(
         default=30.0, ge=0, description="Seconds between retries of messages stored while the embedder failed; 0 = off."
@@ -140,6 +148,15 @@ class Settings(BaseSettings):
     max_documents: int = Field(default=100, ge=1, description="Documents per upsert call.")
     max_top_k: int = Field(default=100, ge=1, description="Largest top_k of a query.")
     max_queries: int = Field(default=20, ge=1, description="Queries per query call.")
+
+    @field_validator("read_only_namespaces", mode="before")
+    @classmethod
+    def _list(cls, value: Any) -> Any:
+        """`A,B` or a JSON list."""
+        if isinstance(value, str):
+            text = value.strip()
+            return json.loads(text) if text.startswith("[") else [v.strip() for v in text.split(",") if v.strip()]
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:

@@ -37,6 +37,7 @@ class Principal:
 
     namespace: str | None
     key: str
+    read_namespaces: frozenset[str] = frozenset()  # other namespaces it may read (`namespaces`), never write
 
 
 class ForbiddenError(PyramindError):
@@ -71,9 +72,14 @@ class JWTVerifier:
         self.audience = settings.jwt_audience
         self.issuer = settings.jwt_issuer
         self.claim = settings.jwt_namespace_claim
+        self.read_claim = settings.jwt_read_namespaces_claim
         self.leeway = settings.jwt_leeway
 
     def namespace(self, token: str) -> str:
+        return self.verify(token)[0]
+
+    def verify(self, token: str) -> tuple[str, frozenset[str]]:
+        """(namespace, namespaces it may also read) of a valid token; raises PermissionError."""
         try:
             header = jwt.get_unverified_header(token)
             if header.get("alg") not in self.algorithms:
@@ -90,7 +96,12 @@ class JWTVerifier:
         value = claims.get(self.claim)
         if not isinstance(value, str) or not NAMESPACE_RE.match(value):
             raise PermissionError(f"token has no usable {self.claim!r} claim for the namespace")
-        return value
+        grants = claims.get(self.read_claim, [])
+        if isinstance(grants, str):
+            grants = [g.strip() for g in grants.split(",") if g.strip()]
+        if not isinstance(grants, list) or not all(isinstance(g, str) and NAMESPACE_RE.match(g) for g in grants):
+            raise PermissionError(f"token's {self.read_claim!r} claim must be a list of namespaces")
+        return value, frozenset(grants) - {value}
 
 
 def _safe(message: str) -> str:
@@ -106,13 +117,14 @@ def install_auth(app: Quart, settings: Settings) -> None:
     check_auth_settings(settings)
     verifier = JWTVerifier(settings) if settings.auth == "jwt" else None
     expected = settings.bearer_token.get_secret_value().encode() if settings.bearer_token else b""
+    read_only = frozenset(settings.read_only_namespaces)
 
     @app.before_request
     async def _authenticate() -> Response | None:
         if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path.startswith("/.well-known/"):
             return None
         if settings.auth == "none":
-            g.principal = Principal(None, f"ip:{request.remote_addr}")
+            g.principal = Principal(None, f"ip:{request.remote_addr}", read_only)
             return None
         scheme, _, token = request.headers.get("Authorization", "").partition(" ")
         token = token.strip()
@@ -121,13 +133,13 @@ def install_auth(app: Quart, settings: Settings) -> None:
         if verifier is None:
             if not hmac.compare_digest(token.encode(), expected):
                 return _unauthorized("invalid bearer token")
-            g.principal = Principal(None, "static")
+            g.principal = Principal(None, "static", read_only)
             return None
         try:
-            ns = verifier.namespace(token)
+            ns, grants = verifier.verify(token)
         except PermissionError as exc:
             return _unauthorized(str(exc))
-        g.principal = Principal(ns, "ns:" + hashlib.sha256(ns.encode()).hexdigest()[:16])
+        g.principal = Principal(ns, "ns:" + hashlib.sha256(ns.encode()).hexdigest()[:16], grants)
         return None
 
 
@@ -144,7 +156,30 @@ def resolve_namespace(requested: str | None) -> str:
         if requested is not None and requested != fixed:
             raise ForbiddenError("the namespace is set by the token; omit `namespace`", "namespace")
         return fixed
-    return requested or DEFAULT_NAMESPACE
+    ns = requested or DEFAULT_NAMESPACE
+    if principal is not None and ns in principal.read_namespaces and not is_read_request():
+        raise ForbiddenError(f"namespace {ns!r} is read-only for this caller", "namespace")
+    return ns
+
+
+READ_PATHS = frozenset({"/query", "/context", "/find"})
+
+
+def is_read_request() -> bool:
+    """Whether this request only reads: a GET, or a POST to a search route (READ_PATHS). Anything else counts
+    as a write, so a route added later is guarded by default."""
+    return request.method in ("GET", "HEAD") or request.path in READ_PATHS
+
+
+def readable_namespaces(requested: list[str], own: str) -> list[str]:
+    """`requested` (the `namespaces` of a search) checked against the caller's grants: its own namespace and
+    those granted to read. Raises ForbiddenError (field `namespaces`) naming one not granted."""
+    principal: Principal | None = g.get("principal")
+    grants = principal.read_namespaces if principal else frozenset()
+    for ns in requested:
+        if ns != own and ns not in grants:
+            raise ForbiddenError(f"no read access to namespace {ns!r}", "namespaces")
+    return list(dict.fromkeys(requested))
 
 
 async def rate_limit_key() -> str:

@@ -26,7 +26,7 @@ from models.api import (
     UpsertRequest,
     UpsertResponse,
 )
-from server.auth import resolve_namespace
+from server.auth import readable_namespaces, resolve_namespace
 from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
@@ -85,7 +85,10 @@ async def query(data: QueryRequest) -> QueryResponse:
     `top_k` best per query, each with its text, `score` (higher is closer), `level`, `children`, `parent_id` and
     time range. A chunk's `parent_id` names the summary above it; expand any memory with GET /memories/{id}.
     """
-    return await _store().query(_namespace(data.namespace), data.queries)
+    own = _namespace(data.namespace)
+    if data.namespaces is not None:  # shared read-only memory: only granted namespaces (403 otherwise)
+        return await _store().query_shared(own, readable_namespaces(data.namespaces, own), data.queries)
+    return await _store().query(own, data.queries)
 
 
 @api.post("/upsert")
