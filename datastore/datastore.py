@@ -16,6 +16,7 @@ import asyncio
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.read import to_result
 from datastore.forgetting import ForgettingPolicy
+from datastore.forks import Forking
 from datastore.remember import Remembering
 from datastore.sessions import SessionListing
 from datastore.shared import SharedReading
@@ -35,7 +36,7 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(SessionListing, SharedReading, ForgettingPolicy, Remembering):
+class DataStore(SessionListing, SharedReading, Forking, ForgettingPolicy, Remembering):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

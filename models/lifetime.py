@@ -69,3 +69,22 @@ class ForgetReport(BaseModel):
     forgotten: list[ForgottenLeaf]
     deleted_messages: int
     deleted_nodes: int
+
+
+class ForkRequest(BaseModel):
+    """Branch a conversation after one of its messages."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
+                                  description="Namespace (static-token callers only). Default: `default`.")
+    at_message_id: str = Field(min_length=1, max_length=256,
+                               description="The last message the branch inherits (the parent's or one it inherits).")
+    new_conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
+                                            description="Id of the branch; default: a new one.")
+
+
+class ForkResponse(BaseModel):
+    conversation_id: str = Field(description="The new branch: remember into it like any conversation.")
+    parent_id: str = Field(description="The conversation it branches from (where at_message_id lives).")
+    at_message_id: str

@@ -13,7 +13,7 @@ from quart_schema import document_response, operation_id, tag, validate_request,
 
 from datastore.datastore import DataStore
 from models.api import NAMESPACE_PATTERN, ErrorResponse
-from models.lifetime import ForgetReport, ForgetRequest, PinResponse, SessionsResponse
+from models.lifetime import ForgetReport, ForgetRequest, ForkRequest, ForkResponse, PinResponse, SessionsResponse
 from server.auth import resolve_namespace
 from services.errors import InvalidRequestError
 
@@ -173,3 +173,20 @@ async def export_memories() -> Response:
 
     lines = await asyncio.to_thread(lambda: [line + "\n" for line in export_lines(_store(), [ns], flag == "true")])
     return Response("".join(lines), mimetype="application/x-ndjson")
+
+
+@lifetime.post("/conversations/<string:conversation_id>/fork")
+@tag(["memory"])
+@operation_id("fork_conversation")
+@validate_request(ForkRequest)
+@validate_response(ForkResponse, 201)
+@_errors(400, 401, 403, 404, 409, 413, 429)
+async def fork_conversation(conversation_id: str, data: ForkRequest) -> tuple[ForkResponse, int]:
+    """Branch a conversation.
+
+    The new conversation sees this one's memory up to and including `at_message_id` and its own after; nothing
+    is copied. Queries on it never see the parent's later messages or a sibling branch's. 404 for an unknown
+    conversation or message.
+    """
+    ns = resolve_namespace(data.namespace)
+    return await _store().fork(ns, conversation_id, data.at_message_id, data.new_conversation_id), 201

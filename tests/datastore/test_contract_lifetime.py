@@ -217,3 +217,67 @@ def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: DataStore, 
         assert where in err.value.message, (name, err.value.message)
         assert ds._list_sources(target) == [], name
 
+
+
+# ---------------------------------------------------------------------- forks
+def covered(ds: DataStore, ns: str, node_id: str) -> set[str]:
+    return {m for n in ds.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
+
+
+def index(mid: str) -> int:
+    return int(mid.rsplit("-", 1)[1])
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str) -> None:
+    from models.api import DeleteRequest
+    from services.errors import ConflictError
+
+    ds.remember_sync(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    a = ds.fork_sync(ns, "p", "m-19", "a")
+    b = ds.fork_sync(ns, "p", "m-19", "b")
+    assert (a.parent_id, b.parent_id) == ("p", "p") and ds._messages_from(ns, "a", -1) == []
+    for cid, word in (("a", "alpha"), ("b", "beta")):
+        ds.remember_sync(ns, RememberRequest(conversation_id=cid, messages=conversation(
+            ("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix=cid, marker=word)))
+    own_a = {n.id for n in ds._source_nodes(ns, "a")}
+
+    def seen(cid: str, text: str = "garden travel cooking music work") -> list:
+        return search(ds, ns, text, mode, top_k=100, conversation_id=cid)
+
+    hits = seen("a")
+    assert {h.conversation_id for h in hits} == {"a", "p"}
+    assert own_a & {h.id for h in hits}
+    for h in hits:
+        assert "beta" not in h.text
+        if h.conversation_id == "p":  # only the parent's memory up to and including m-19
+            assert all(index(m) <= 19 for m in covered(ds, ns, h.id)), h.id
+            assert h.parent_id is None or all(index(m) <= 19 for m in covered(ds, ns, h.parent_id))
+    assert any(h.conversation_id == "p" for h in hits)
+    assert {h.conversation_id for h in seen("p")} == {"p"}  # the parent never sees its forks
+    assert {h.conversation_id for h in seen("b")} == {"b", "p"}  # nor a fork its sibling
+
+    # a fork of a fork: a2 sees p up to m-19 and a up to a-9
+    a2 = ds.fork_sync(ns, "a", "a-9", "a2")
+    assert a2.parent_id == "a"
+    hits = seen("a2", "alpha garden travel")
+    assert {h.conversation_id for h in hits} == {"a", "p"}
+    for h in hits:
+        limit = 9 if h.conversation_id == "a" else 19
+        assert all(index(m) <= limit for m in covered(ds, ns, h.id)), h.id
+    # forking at a message the conversation inherits forks the ancestor that owns it
+    assert ds.fork_sync(ns, "a2", "m-3").parent_id == "p"
+
+    # bad input: unknown message, a message the fork does not see, a taken id, a document
+    for cid, mid in (("a", "nope"), ("a", "m-30"), ("a2", "a-20"), ("nope", "m-1")):
+        with pytest.raises(NotFoundError):
+            ds.fork_sync(ns, cid, mid)
+    with pytest.raises(ConflictError):
+        ds.fork_sync(ns, "p", "m-1", "b")
+
+    # deleting an inherited parent message removes it from the parent and every fork
+    ds.delete_sync(ns, DeleteRequest(ids=["m-5"]))
+    for cid in ("p", "a", "a2"):
+        assert all("m-5" not in covered(ds, ns, h.id) for h in seen(cid)), cid
+        assert not any("(note 5)" in h.text for h in seen(cid) if h.conversation_id == "p"), cid
+    assert {h.conversation_id for h in seen("a")} == {"a", "p"}

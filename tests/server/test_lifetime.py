@@ -101,3 +101,30 @@ async def test_export_endpoint_is_namespace_scoped(client) -> None:  # type: ign
     assert [json.loads(x)["type"] for x in (await r.get_data(as_text=True)).splitlines()] == ["header", "end"]
     r = await client.get("/export?embeddings=maybe", headers=AUTH)
     assert r.status_code == 422 and is_error(await r.get_json(), field="embeddings")
+
+
+async def test_fork_over_http(client) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/conversations/c/fork", json={"at_message_id": "a-11", "new_conversation_id": "c2"},
+                          headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 201 and body == {"conversation_id": "c2", "parent_id": "c", "at_message_id": "a-11"}
+    r = await client.post("/remember", json={"conversation_id": "c2", "wait": True, "messages": [
+        {"id": "x-1", "speaker": "Ann", "content": "In this branch we chose to learn the violin instead."}]},
+        headers=AUTH)
+    assert r.status_code == 200
+    r = await client.post("/query", json={"queries": [{"query": "sailing violin gardening", "top_k": 50,
+                                                       "filter": {"conversation_id": "c2"}}]}, headers=AUTH)
+    results = (await r.get_json())["results"][0]["results"]
+    assert {x["conversation_id"] for x in results} == {"c", "c2"}
+    assert all(not m.startswith("b-") for x in results for m in x["message_ids"])  # never the parent's later ones
+    for body, field, status in (
+        ({"at_message_id": "nope"}, "at_message_id", 404),
+        ({"at_message_id": "a-1", "new_conversation_id": "c2"}, "new_conversation_id", 409),
+        ({"at_message_id": ""}, None, 400),
+    ):
+        r = await client.post("/conversations/c/fork", json=body, headers=AUTH)
+        assert r.status_code == status and is_error(await r.get_json(), field=field)
+    r = await client.post("/conversations/c/fork?namespace=x", json={"at_message_id": "a-1", "namespace": "other"},
+                          headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
