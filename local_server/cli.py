@@ -85,6 +85,8 @@ def import_(
                       console=console) as bar:
             task = bar.add_task("remembering", total=total)
             for b in batches:
+                if b.fork is not None and store._get_source(namespace, b.conversation_id) is None:
+                    store.fork_sync(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
                 r = store.remember_sync(namespace, RememberRequest(conversation_id=b.conversation_id, messages=b.messages))
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)
