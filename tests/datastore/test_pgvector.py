@@ -11,6 +11,7 @@ import pytest
 
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
+from datastore.providers.pgvector import MIGRATIONS
 from models.api import RememberRequest
 from services.embedding import LocalEmbedder
 from services.errors import ConflictError, StoreError
@@ -28,7 +29,8 @@ def test_migrations_are_named_recorded_and_run_once(ds: DataStore, open_store: C
     open_store()  # a second open finds everything applied
     url = ds.settings.postgres_url.get_secret_value()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations")] == ["001_initial"]
+        names = [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations ORDER BY name")]
+        assert names == sorted(name for name, _ in MIGRATIONS) and names[:2] == ["001_initial", "003_sessions"]
         indexes = {r[0]: r[1] for r in conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'pyramind_nodes'")}
         dim = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
