@@ -281,3 +281,19 @@ def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str)
         assert all("m-5" not in covered(ds, ns, h.id) for h in seen(cid)), cid
         assert not any("(note 5)" in h.text for h in seen(cid) if h.conversation_id == "p"), cid
     assert {h.conversation_id for h in seen("a")} == {"a", "p"}
+
+
+# ---------------------------------------------------------------------- shared read-only memory
+def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: DataStore, ns: str) -> None:
+    team = ns + "-team"
+    ds.remember_sync(team, RememberRequest(conversation_id="handbook", messages=conversation(
+        ("Ann", "Bob"), 12, topics=["garden"], prefix="t")))
+    ds.remember_sync(ns, RememberRequest(conversation_id="mine", messages=conversation(
+        ("Ann", "Bob"), 12, topics=["music"], prefix="n")))
+    q = [Query(query="the compost heap and the cello", top_k=3, mode="dense")]
+    res = ds.query_shared_sync(ns, [ns, team], q).results[0].results
+    assert {r.namespace for r in res} == {ns, team}
+    assert all(r.conversation_id == ("handbook" if r.namespace == team else "mine") for r in res)
+    assert [r.score for r in res] == sorted((r.score for r in res), reverse=True) and len(res) == 3
+    ds.flush_visits_sync()
+    assert ds._get_marks(team, None) == {} and ds._get_marks(ns, None)
