@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import asyncio
 
-from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
-from datastore.read import to_result
 from datastore.forgetting import ForgettingPolicy
 from datastore.forks import Forking
+from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
+from datastore.read import to_result
 from datastore.remember import Remembering
 from datastore.sessions import SessionListing
 from datastore.shared import SharedReading

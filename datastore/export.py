@@ -227,6 +227,15 @@ class Dump:
                                 f"{d.sources[ns][sid].n_messages}", "line")
         return d
 
+    def rename_namespace(self, namespace: str) -> None:
+        """Put everything of a one-namespace dump into `namespace`."""
+        self.sources = dict.fromkeys([namespace], *self.sources.values()) if self.sources else {}
+        self.marks = dict.fromkeys([namespace], *self.marks.values()) if self.marks else {}
+        self.core_memory = dict.fromkeys([namespace], *self.core_memory.values()) if self.core_memory else {}
+        self.messages = {(namespace, sid): v for (_, sid), v in self.messages.items()}
+        self.nodes = {(namespace, sid): v for (_, sid), v in self.nodes.items()}
+        self.vectors = {(namespace, i): v for (_, i), v in self.vectors.items()}
+
     # the hooks `migrate` reads a source store through
     def _list_namespaces(self) -> list[str]:
         return sorted(self.sources)
@@ -262,12 +271,7 @@ def import_dump(store: DataStore, lines: Iterable[str], namespace: str | None = 
     if namespace is not None:
         if len(dump.sources) > 1:
             raise DumpError(f"the dump holds {len(dump.sources)} namespaces; --namespace needs one", "namespace")
-        for table in (dump.sources, dump.marks, dump.core_memory):
-            for old in list(table):
-                table[namespace] = table.pop(old)  # type: ignore[index]
-        for table2 in (dump.messages, dump.nodes, dump.vectors):
-            for key in list(table2):
-                table2[(namespace, key[1])] = table2.pop(key)  # type: ignore[index]
+        dump.rename_namespace(namespace)
     same_model = (dump.model, dump.dimension) == (store.embedder.model_name, store.embedder.dimension)
     if not (dump.has_embeddings and same_model):
         dump.vectors = {}  # re-embed with the destination's model

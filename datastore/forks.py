@@ -29,7 +29,6 @@ from datastore.retrieval import TextSearch, retrieve
 from models.api import Query, QueryFilter, QueryResponse, QueryResults
 from models.lifetime import ForkResponse
 from models.memory import MemoryNode
-from models.time import utc
 from services.errors import ConflictError, NotFoundError
 
 SEARCH_CAP = 1000  # most nodes drawn from one ancestor per search (top_k plus its nodes past the fork point)
@@ -51,7 +50,7 @@ class Forking(Visiting):
                 return m.tok_offset + m.n_tokens
         at_time = fork.get("at_time")
         if at_time is not None:
-            when = utc(datetime.fromisoformat(at_time))
+            when = datetime.fromisoformat(at_time)
             before = [m for m in messages if m.created_at is not None and m.created_at <= when]
         else:
             before = [m for m in messages if m.seq <= int(fork["at_seq"])]

@@ -24,8 +24,8 @@ class SharedReading(Visiting):
         per_ns = []
         for ns in namespaces:
             res = self.query_sync(ns, queries) if ns == own else Reading.query_sync(self, ns, queries)
-            for q in res.results:
-                for r in q.results:
+            for found in res.results:
+                for r in found.results:
                     r.namespace = ns
             per_ns.append(res)
         out = []

@@ -9,7 +9,7 @@ import asyncio
 import logging
 
 from quart import Blueprint, Response, current_app, request
-from quart_schema import document_response, operation_id, tag, validate_request, validate_response
+from quart_schema import document_response, hide, operation_id, tag, validate_request, validate_response
 
 from datastore.datastore import DataStore
 from models.api import NAMESPACE_PATTERN, ErrorResponse
@@ -156,11 +156,9 @@ async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
 
 
 @lifetime.get("/export")
-@tag(["memory"])
-@operation_id("export_memories")
-@_errors(401, 403, 422, 429)
+@hide  # an NDJSON file for backups, not an operation for GPT Actions; left out of the OpenAPI document
 async def export_memories() -> Response:
-    """Export the namespace as a JSONL dump.
+    """Export the namespace as a JSONL dump (application/x-ndjson).
 
     Every conversation, document, message, node (level, children, parent, sessions), visit and pin, one JSON
     object per line with a checksum; `?embeddings=true` adds the vectors. `pyramind import` restores it exactly.
