@@ -106,12 +106,37 @@ class ForgettingPolicy(Visiting, Forgetting):
             for leaf in plan:
                 by_source[leaf.source_id].update(leaf.message_ids)
             for sid, mids in by_source.items():
+                before = [n for n in leaves if n.source_id == sid]
                 n_msgs, n_nodes = self._forget(ns, sid, mids)
                 report.deleted_messages += n_msgs
                 report.deleted_nodes += n_nodes
+                self._carry_visits(ns, sid, before)
             leaves = self._leaves(ns)
             report.l1_after = len(leaves)
         return report
+
+    def _carry_visits(self, ns: str, source_id: str, before: list[MemoryNode]) -> None:
+        """Give each chunk a rebuild made the visits of the old chunks it shares a message with (the latest
+        visit, the most visits), so the next round still ranks by use, not only by age."""
+        marks = self._get_marks(ns, [n.id for n in before])
+        by_message: dict[str, list[NodeMarks]] = defaultdict(list)
+        for n in before:
+            if n.id in marks and marks[n.id].visit_count:
+                for m in n.message_ids:
+                    by_message[m].append(marks[n.id])
+        if not by_message:
+            return
+        old_ids = {n.id for n in before}
+        carried: dict[str, NodeMarks] = {}
+        for n in self._source_nodes(ns, source_id):
+            if n.level != 1 or n.id in old_ids:
+                continue
+            found = [mk for m in n.message_ids for mk in by_message.get(m, [])]
+            if found:
+                times = [mk.last_visited_at for mk in found if mk.last_visited_at is not None]
+                carried[n.id] = NodeMarks(max(mk.visit_count for mk in found), max(times) if times else None)
+        if carried:
+            self._set_marks(ns, carried)
 
     def forget_policy_all_sync(self, dry_run: bool = True) -> list[ForgetReport]:
         """forget_policy_sync over every namespace of the store."""

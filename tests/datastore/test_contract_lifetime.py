@@ -141,6 +141,10 @@ def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store
         note = f"(note {mid.split('-')[1]})"
         assert not any(note in n.text for n in nodes), mid
     assert all(not set(n.message_ids) & gone for n in nodes)
+    # the rebuilt chunks holding the visited chunk's messages keep its visits
+    holders = [n for n in nodes if n.level == 1 and set(n.message_ids) & set(visited.message_ids)]
+    marks = ds._get_marks(ns, [n.id for n in holders])
+    assert holders and all(marks[n.id].visit_count == 1 for n in holders)
 
 
 def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
