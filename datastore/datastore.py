@@ -15,11 +15,15 @@ import asyncio
 
 from datastore.context import ContextAssembly
 from datastore.forget import Forgetting
+from datastore.forgetting import ForgettingPolicy
+from datastore.forks import Forking
 from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
 from datastore.indexing import Indexing
 from datastore.listing import Listing
 from datastore.read import to_result
 from datastore.remember import Remembering
+from datastore.sessions import SessionListing
+from datastore.shared import SharedReading
 from datastore.stats import Describing
 from models.api import (
     DeleteRequest,
@@ -38,7 +42,8 @@ from services.errors import EmbeddingMismatchError
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 
 
-class DataStore(Remembering, Indexing, Forgetting, ContextAssembly, Describing, Listing):
+class DataStore(SessionListing, SharedReading, Forking, ForgettingPolicy, Remembering, Indexing, Forgetting,
+                ContextAssembly, Describing, Listing):
     """Pyramind's storage and pipeline. Construct with settings, an embedder and a summariser; call `open()`."""
 
     def open(self) -> DataStore:

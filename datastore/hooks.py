@@ -14,6 +14,7 @@ from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -69,6 +70,19 @@ class WriteBatch:
     nodes: list[tuple[MemoryNode, np.ndarray | None]] = field(default_factory=list)
     replace: bool = False
     delete_source: bool = False
+
+
+@dataclass
+class NodeMarks:
+    """What a node records besides its content: visits (returned by a query) and a pin.
+
+    pin_message_ids: the messages under the node when it was pinned (they stay protected from forgetting by
+    policy even when a rebuild gives the node a new id)."""
+
+    visit_count: int = 0
+    last_visited_at: datetime | None = None
+    pinned: bool = False
+    pin_message_ids: list[str] = field(default_factory=list)
 
 
 class StoreBase(ABC):
@@ -194,6 +208,20 @@ class StoreBase(ABC):
         """In one transaction: delete the entries of `scope` with a key in `delete`, then store `put`
         (replacing its key). Returns how many entries were deleted."""
         raise UnsupportedError(f"core memory is not supported by the {self.name} store (use the local or postgres store)")
+
+    # provider hooks for visits and pins (datastore/pins.py); kept apart from the node rows, so recording a
+    # visit never rewrites a node, its text index or its vector
+    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        """{node id: marks} of the given ids (all of the namespace when None) that have any."""
+        raise NotImplementedError(f"the {self.name} store keeps no visits or pins")
+
+    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        """Add `count` to each node's visit_count and raise its last_visited_at to `when` (one transaction)."""
+        raise NotImplementedError(f"the {self.name} store keeps no visits or pins")
+
+    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        """Replace the marks of these node ids (pins and visits as given; used by pin/unpin and import)."""
+        raise NotImplementedError(f"the {self.name} store keeps no visits or pins")
 
     def _source_lock(self, ns: str, source_id: str) -> threading.Lock:
         with self._locks_guard:

@@ -96,4 +96,6 @@ def to_result(node: MemoryNode, score: float) -> QueryResult:
         speakers=list(node.speakers),
         start_time=node.start_time,
         end_time=node.end_time,
+        session_id=node.session_ids[0] if node.session_ids else None,
+        session_ids=list(node.session_ids),
     )

@@ -20,6 +20,7 @@ from models.memory import SourceType, StoredMessage
 from models.time import utc
 from services.chunking import TokenStream, measure, plan_windows
 from services.errors import ConflictError, EmbeddingError, InvalidRequestError, SummaryError
+from services.sessions import assign_sessions
 from services.tree import Frontier, chunk_nodes, roll_up
 
 log = logging.getLogger(__name__)
@@ -49,7 +50,7 @@ class Remembering(StoreBase):
                     f"messages[{i}].content",
                 )
         conversation_id = req.conversation_id or uuid.uuid4().hex
-        incoming, seen, repeated = [], set(), []
+        incoming, seen, repeated, sessions = [], set(), [], {}
         for m in req.messages:
             mid = m.id or uuid.uuid4().hex
             if mid in seen:
@@ -57,7 +58,9 @@ class Remembering(StoreBase):
                 continue
             seen.add(mid)
             incoming.append((mid, m.who, m.content, utc(m.created_at)))
-        done = self._extend(ns, conversation_id, "conversation", incoming, False, index=index)
+            if m.session_id or req.session_id:
+                sessions[mid] = m.session_id or req.session_id
+        done = self._extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions)
         return RememberResponse(
             conversation_id=conversation_id,
             chunk_ids=done.created,
@@ -77,6 +80,7 @@ class Remembering(StoreBase):
         replace: bool = False,
         metadata: dict[str, Any] | None = None,
         index: bool = True,
+        sessions: dict[str, str] | None = None,
     ) -> Extended:
         """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See remember_sync.
 
@@ -113,6 +117,7 @@ class Remembering(StoreBase):
                     for i, (mid, who, content, created_at) in enumerate(fresh)
                 ]
                 last = self._messages_from(ns, source_id, src_state.n_tokens - 1) if src_state.n_tokens else []
+                assign_sessions(stored, last[-1] if last else None, sessions or {}, s.session_gap_hours)
                 offset = measure(stored, last[-1].created_at if last else None, src_state.n_tokens)
                 source = SourceRow(
                     source_id, source_type, version + 1, n_messages=src_state.n_messages + len(stored),

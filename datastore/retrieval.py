@@ -156,6 +156,8 @@ def matches(node: MemoryNode, flt: QueryFilter | None) -> bool:
         return False
     if flt.speaker is not None and flt.speaker not in node.speakers:
         return False
+    if flt.session_id is not None and flt.session_id not in node.session_ids:
+        return False
     if flt.start_date is not None and (node.end_time is None or node.end_time < utc(flt.start_date)):
         return False
     return flt.end_date is None or (node.start_time is not None and node.start_time <= utc(flt.end_date))

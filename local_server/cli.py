@@ -89,16 +89,22 @@ def serve(
 
 @app.command("import")
 def import_(
-    path: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json or JSONL.")],
-    fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt or jsonl.")] = "auto",
+    path: Annotated[Path, typer.Argument(
+        exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json, JSONL or a dump.")],
+    fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt, jsonl or dump.")] = "auto",
     namespace: Namespace = DEFAULT_NAMESPACE,
     db: Db = None,
 ) -> None:
-    """Remember every conversation in a chat-history file, with a progress bar (creates the store if needed)."""
+    """Remember every conversation in a chat-history file, with a progress bar; or restore a `pyramind export`
+    dump exactly (detected from its first line)."""
+    from local_server.lifetime_cli import import_dump_file, looks_like_dump
     from services.importers import read
 
-    if fmt not in ("auto", "locomo", "chatgpt", "jsonl"):
-        raise typer.BadParameter("--format must be auto, locomo, chatgpt or jsonl")
+    if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
+        raise typer.BadParameter("--format must be auto, locomo, chatgpt, jsonl or dump")
+    if fmt == "dump" or (fmt == "auto" and looks_like_dump(path)):
+        import_dump_file(path, namespace if namespace != DEFAULT_NAMESPACE else None)
+        return
     try:
         batches = list(read(path, fmt))  # type: ignore[arg-type]
     except (ValueError, KeyError, json.JSONDecodeError) as exc:
@@ -113,6 +119,8 @@ def import_(
                       console=console) as bar:
             task = bar.add_task("remembering", total=total)
             for b in batches:
+                if b.fork is not None and store._get_source(namespace, b.conversation_id) is None:
+                    store.fork_sync(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
                 r = store.remember_sync(namespace, RememberRequest(conversation_id=b.conversation_id, messages=b.messages))
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)
@@ -289,6 +297,11 @@ def openapi(
         out.write_text(text, encoding="utf-8")
     else:
         typer.echo(text, nl=False)
+
+
+from local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
+
+_register_lifetime(app)
 
 
 def main() -> None:

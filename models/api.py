@@ -92,6 +92,10 @@ class Message(BaseModel):
     role: Name | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
     content: str = Field(min_length=1, description="The message text.")
     created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
+    session_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Session of this message; default the call's session_id, else inferred from time gaps.",
+    )
 
     @model_validator(mode="after")
     def _non_blank(self) -> Message:
@@ -114,6 +118,11 @@ class RememberRequest(BaseModel):
     conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
                                         description="Conversation to append to; omit to start a new one.")
     messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
+    session_id: str | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="Session of the messages without their own; default: inferred (a gap of SESSION_GAP_HOURS "
+        "starts one).",
+    )
     wait: bool = Field(
         default=False, strict=True,
         description="true: answer only once the messages are searchable (read-your-writes); false: answer as soon "
@@ -151,6 +160,7 @@ class QueryFilter(BaseModel):
     max_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
                                   description="Only this level or below.")
     speaker: str | None = Field(default=None, description="Only memories where this speaker speaks.")
+    session_id: str | None = Field(default=None, description="Nodes covering messages of this session.")
     start_date: IsoDateTime | None = Field(default=None, description="Nodes ending at or after this time.")
     end_date: IsoDateTime | None = Field(default=None, description="Nodes starting at or before this time.")
 
@@ -182,6 +192,11 @@ class QueryRequest(BaseModel):
     model_config = Strict
 
     namespace: str | None = namespace_field()
+    namespaces: list[Annotated[str, Field(pattern=NAMESPACE_PATTERN)]] | None = Field(
+        default=None, min_length=1, max_length=16,
+        description="Search these namespaces together: your own and those you were granted to read (else 403). "
+        "Each result names its `namespace`.",
+    )
 
     queries: list[Query] = Field(min_length=1, description="The searches; each is answered on its own.")
 
@@ -203,6 +218,9 @@ class QueryResult(BaseModel):
     speakers: list[str] = Field(description="Who speaks in it.")
     start_time: datetime | None = Field(description="Time of its first message.")
     end_time: datetime | None = Field(description="Time of its last message.")
+    session_id: str | None = Field(default=None, description="Session of the node's first message.")
+    session_ids: list[str] = Field(default_factory=list, description="Every session the node covers.")
+    namespace: str | None = Field(default=None, description="Namespace the memory came from (with `namespaces`).")
 
 
 class QueryResults(BaseModel):
@@ -347,6 +365,10 @@ class NodeView(BaseModel):
     token_count: int = Field(description="Its length in tokens (cl100k_base).")
     summariser: str | None = Field(description="What wrote a summary; null for a chunk.")
 
+    session_ids: list[str] = Field(default_factory=list, description="Sessions the node covers, first one first.")
+    visit_count: int = Field(default=0, description="Times a query returned the node.")
+    last_visited_at: datetime | None = Field(default=None, description="When a query last returned the node.")
+    pinned: bool = Field(default=False, description="Pinned: it and its messages are never forgotten by policy.")
 
 class MemoryQuery(BaseModel):
     """Query string of GET /memories/{id}; the route checks the pattern (422 naming `namespace`)."""
@@ -411,4 +433,5 @@ def node_view(node: Any) -> NodeView:
         end_time=node.end_time,
         token_count=node.token_count,
         summariser=node.summariser,
+        session_ids=list(node.session_ids),
     )

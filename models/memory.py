@@ -28,6 +28,7 @@ class StoredMessage(BaseModel):
     tok_offset: int = 0
     n_tokens: int = 0
     show_time: bool = False
+    session_id: str | None = None
 
 
 class MemoryNode(BaseModel):
@@ -54,3 +55,12 @@ class MemoryNode(BaseModel):
     tok_start: int = 0
     tok_end: int = 0
     summariser: str | None = None
+    session_ids: list[str] = Field(
+        default_factory=list,
+        description="Sessions of the covered messages in order of first appearance; the first is the node's session.",
+    )
+
+    @property
+    def session_id(self) -> str | None:
+        """The node's session: that of its first message (None for documents)."""
+        return self.session_ids[0] if self.session_ids else None

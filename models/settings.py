@@ -47,6 +47,24 @@ class Settings(BaseSettings):
     fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
     max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
     summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")
+    visit_flush_seconds: float = Field(
+        default=5.0, ge=0, description="Seconds between writes of the visits counted by queries; 0 = only at shutdown."
+    )
+    forget_max_nodes: int = Field(
+        default=0, ge=0, description="Conversation L1 chunks a namespace may hold before forgetting; 0 = no limit."
+    )
+    forget_after_days: float = Field(
+        default=0, ge=0, description="Forget unpinned conversation chunks older than this many days; 0 = never."
+    )
+    forget_fraction: float = Field(
+        default=0.1, gt=0, le=1, description="Share of a namespace's chunks forgotten per step when over the limit."
+    )
+    forget_check_seconds: float = Field(
+        default=3600, ge=0, description="Seconds between runs of the forgetting policy in the server; 0 = never."
+    )
+    session_gap_hours: float = Field(
+        default=4.0, ge=0, description="Hours between two messages that start a new inferred session; 0 = never."
+    )
 
     # Retrieval
     retrieval_mode: RetrievalMode = Field(
@@ -119,6 +137,13 @@ class Settings(BaseSettings):
     jwt_audience: str | None = Field(default=None, description="Required `aud` claim.")
     jwt_issuer: str | None = Field(default=None, description="Required `iss` claim.")
     jwt_namespace_claim: str = Field(default="sub", description="Claim whose value is the caller's namespace.")
+    jwt_read_namespaces_claim: str = Field(
+        default="read_namespaces", description="Claim listing the namespaces a JWT caller may also read (never write)."
+    )
+    read_only_namespaces: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Namespaces a static-token (or AUTH=none) caller may read with `namespaces` but never write.",
+    )
     jwt_leeway: int = Field(default=30, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf.")
     pending_retry_seconds: float = Field(
         default=30.0, ge=0,
@@ -171,7 +196,7 @@ class Settings(BaseSettings):
         description="Largest JSON answer of /query and /find in characters (GPT Actions take 100,000); cut to fit.",
     )
 
-    @field_validator("jwt_algorithms", "cors_origins", mode="before")
+    @field_validator("jwt_algorithms", "cors_origins", "read_only_namespaces", mode="before")
     @classmethod
     def _list(cls, value: Any) -> Any:
         """A list setting from the environment: a JSON array (`["HS256","RS256"]`) or comma-separated

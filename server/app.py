@@ -18,6 +18,7 @@ from server.context_routes import context_api
 from server.conversations import conversations
 from server.errors import install_error_handlers
 from server.find_routes import explore
+from server.lifetime import lifetime
 from server.mcp_http import mount_mcp
 from server.openapi import GPTActionsOpenAPI
 from server.routes import api
@@ -71,6 +72,7 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
     mount_mcp(app, settings, authenticator)  # MCP over streamable HTTP at /mcp, same auth and store
     app.register_blueprint(conversations)
     install_ui(app)
+    app.register_blueprint(lifetime)
     if settings.cors_origins:
         from quart_cors import cors
 

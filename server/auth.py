@@ -39,6 +39,7 @@ class Principal:
 
     namespace: str | None
     key: str
+    read_namespaces: frozenset[str] = frozenset()  # other namespaces it may read (`namespaces`), never write
 
 
 class ForbiddenError(PyramindError):
@@ -73,9 +74,15 @@ class JWTVerifier:
         self.audience = settings.jwt_audience
         self.issuer = settings.jwt_issuer
         self.claim = settings.jwt_namespace_claim
+        self.read_claim = settings.jwt_read_namespaces_claim
         self.leeway = settings.jwt_leeway
 
     def namespace(self, token: str) -> str:
+        """The namespace of a valid token; raises PermissionError with a safe message."""
+        return self.verify(token)[0]
+
+    def verify(self, token: str) -> tuple[str, frozenset[str]]:
+        """(namespace, namespaces it may also read) of a valid token; raises PermissionError."""
         try:
             header = jwt.get_unverified_header(token)
             if header.get("alg") not in self.algorithms:
@@ -102,7 +109,12 @@ class JWTVerifier:
         value = claims.get(self.claim)
         if not is_namespace(value):
             raise PermissionError(f"token has no usable {self.claim!r} claim for the namespace")
-        return value
+        grants = claims.get(self.read_claim, [])
+        if isinstance(grants, str):
+            grants = [g.strip() for g in grants.split(",") if g.strip()]
+        if not isinstance(grants, list) or not all(is_namespace(g) for g in grants):
+            raise PermissionError(f"token's {self.read_claim!r} claim must be a list of namespaces")
+        return value, frozenset(grants) - {value}
 
 
 def _finite_number(value: object) -> bool:
@@ -125,11 +137,12 @@ class Authenticator:
         self.mode = settings.auth
         self.verifier = JWTVerifier(settings) if settings.auth == "jwt" else None
         self.expected = settings.bearer_token.get_secret_value().encode() if settings.bearer_token else b""
+        self.read_only = frozenset(settings.read_only_namespaces)  # granted to the static token / no-auth caller
 
     def principal(self, authorization: str | None, remote_addr: str | None) -> Principal:
         """The caller of a request with this `Authorization` header; raises PermissionError with a safe message."""
         if self.mode == "none":
-            return Principal(None, f"ip:{remote_addr}")
+            return Principal(None, f"ip:{remote_addr}", self.read_only)
         scheme, _, token = (authorization or "").partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token:
@@ -137,9 +150,9 @@ class Authenticator:
         if self.verifier is None:
             if not hmac.compare_digest(token.encode(), self.expected):
                 raise PermissionError("invalid bearer token")
-            return Principal(None, "static")
-        ns = self.verifier.namespace(token)
-        return Principal(ns, "ns:" + hashlib.sha256(ns.encode()).hexdigest()[:16])
+            return Principal(None, "static", self.read_only)
+        ns, grants = self.verifier.verify(token)
+        return Principal(ns, "ns:" + hashlib.sha256(ns.encode()).hexdigest()[:16], grants)
 
 
 def install_auth(app: Quart, settings: Settings) -> Authenticator:
@@ -171,17 +184,41 @@ def _unauthorized(message: str) -> Response:
 def resolve_namespace(requested: str | None) -> str:
     """The namespace of this request: the token's (JWT; a different `namespace` in the request is 403), else the
     one the request names, else `default`."""
-    return namespace_for(g.get("principal"), requested)
+    return namespace_for(g.get("principal"), requested, write=not is_read_request())
 
 
-def namespace_for(principal: Principal | None, requested: str | None) -> str:
-    """`resolve_namespace` for a given principal (None: a trusted local caller, e.g. MCP over stdio)."""
+def namespace_for(principal: Principal | None, requested: str | None, write: bool = False) -> str:
+    """`resolve_namespace` for a given principal (None: a trusted local caller, e.g. MCP over stdio). `write`:
+    the call changes memory, so a namespace the caller may only read is a 403."""
     fixed = principal.namespace if principal else None
     if fixed is not None:
         if requested is not None and requested != fixed:
             raise ForbiddenError("the namespace is set by the token; omit `namespace`", "namespace")
         return fixed
-    return requested or DEFAULT_NAMESPACE
+    ns = requested or DEFAULT_NAMESPACE
+    if write and principal is not None and ns in principal.read_namespaces:
+        raise ForbiddenError(f"namespace {ns!r} is read-only for this caller", "namespace")
+    return ns
+
+
+READ_PATHS = frozenset({"/query", "/context", "/find"})
+
+
+def is_read_request() -> bool:
+    """Whether this request only reads: a GET, or a POST to a search route (READ_PATHS). Anything else counts
+    as a write, so a route added later is guarded by default."""
+    return request.method in ("GET", "HEAD") or request.path in READ_PATHS
+
+
+def readable_namespaces(requested: list[str], own: str) -> list[str]:
+    """`requested` (the `namespaces` of a search) checked against the caller's grants: its own namespace and
+    those granted to read. Raises ForbiddenError (field `namespaces`) naming one not granted."""
+    principal: Principal | None = g.get("principal")
+    grants = principal.read_namespaces if principal else frozenset()
+    for ns in requested:
+        if ns != own and ns not in grants:
+            raise ForbiddenError(f"no read access to namespace {ns!r}", "namespaces")
+    return list(dict.fromkeys(requested))
 
 
 async def rate_limit_key() -> str:

@@ -4,7 +4,8 @@ Another door beside the REST routes, with no logic of its own: each tool is a fe
 method its route calls (remember, query, expand, find, describe, delete, context, core memory), with the
 namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio
 caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a
-schema. Store errors become tool errors that name the argument (`ids: unknown ids: ...`); nothing is changed by a call that fails.
+schema. Store errors become tool errors that name the argument (`ids: unknown ids: ...`); nothing is changed by
+a call that fails.
 
 Transports: stdio (`pyramind mcp`, see local_server/cli.py) and streamable HTTP at `/mcp` on the API server
 (`server/mcp_http.py`, behind the REST auth).
@@ -103,12 +104,12 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
                     log_level="WARNING")  # the SDK configures logging; keep the server's INFO chatter off
     cap = settings.max_response_chars
 
-    def ns(ctx: Context, requested: str | None) -> str:
+    def ns(ctx: Context, requested: str | None, write: bool = False) -> str:
         principal = _principal(ctx)
         if principal is None and requested is None and default_namespace is not None:
             return default_namespace
         try:
-            return namespace_for(principal, requested)
+            return namespace_for(principal, requested, write)
         except PyramindError as exc:
             raise ToolError(f"{exc.field}: {exc.message}") from exc
 
@@ -129,7 +130,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> RememberResponse:
         """Save chat messages to long-term memory. They are cut into chunks (level 1) and rolled up into
         summaries (level 2+). Resending a message id changes nothing."""
-        return await _call(lambda: get_store().remember(ns(ctx, namespace), RememberRequest(
+        return await _call(lambda: get_store().remember(ns(ctx, namespace, write=True), RememberRequest(
             conversation_id=conversation_id, messages=messages, wait=wait)))
 
     @mcp.tool(annotations=read)
@@ -225,7 +226,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> DeleteResponse:
         """Permanently forget memories: give exactly one of ids, filter or delete_all. Every summary built
         from a forgotten message is rebuilt without it. Only when the user asks."""
-        return await _call(lambda: get_store().delete(ns(ctx, namespace), DeleteRequest(
+        return await _call(lambda: get_store().delete(ns(ctx, namespace, write=True), DeleteRequest(
             ids=ids, filter=filter, delete_all=True if delete_all else None)))
 
     @mcp.tool(annotations=read)
@@ -261,8 +262,8 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         """List core memory: the short facts always shown first in the context block, most important first."""
         return await _call(lambda: get_store().core_list(ns(ctx, namespace), conversation_id))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=False, idempotentHint=True,
-                                          openWorldHint=False))
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
+                                          open_world_hint=False))
     async def core_set(
         ctx: Context,
         key: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\n]+$",
@@ -279,12 +280,12 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> CorePutResponse:
         """Keep a short fact in core memory (always in the context block). When the core budget is full, the
         least important, oldest facts move to long-term memory (`moved_out`), where recall still finds them."""
-        return await _call(lambda: get_store().core_put(ns(ctx, namespace), CorePutRequest(
+        return await _call(lambda: get_store().core_put(ns(ctx, namespace, write=True), CorePutRequest(
             key=key, value=value, importance=importance, ttl_seconds=ttl_seconds,
             conversation_id=conversation_id)))
 
-    @mcp.tool(annotations=ToolAnnotations(readOnlyHint=False, destructiveHint=True, idempotentHint=True,
-                                          openWorldHint=False))
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
     async def core_delete(
         ctx: Context,
         key: Annotated[str, Field(min_length=1, max_length=128, description="The fact's name.")],
@@ -294,6 +295,6 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         namespace: Namespace = None,
     ) -> CoreDeleteResponse:
         """Remove a core-memory fact everywhere, including its moved-out copy in long-term memory."""
-        return await _call(lambda: get_store().core_delete(ns(ctx, namespace), key, conversation_id))
+        return await _call(lambda: get_store().core_delete(ns(ctx, namespace, write=True), key, conversation_id))
 
     return mcp

@@ -37,7 +37,7 @@ from models.api import (
     UpsertResponse,
     is_namespace,
 )
-from server.auth import resolve_namespace
+from server.auth import readable_namespaces, resolve_namespace
 from server.fit import fit_query
 from services.errors import InvalidRequestError
 
@@ -98,7 +98,12 @@ async def query(data: QueryRequest) -> QueryResponse:
     GET /memories/{id}. Ranking: `mode` (datastore/retrieval.py); cut to MAX_RESPONSE_CHARS.
     """
     settings = current_app.extensions["pyramind.settings"]
-    return fit_query(await _store().query(_namespace(data.namespace), data.queries), settings.max_response_chars)
+    own = _namespace(data.namespace)
+    if data.namespaces is not None:  # shared read-only memory: only granted namespaces (403 otherwise)
+        found = await _store().query_shared(own, readable_namespaces(data.namespaces, own), data.queries)
+    else:
+        found = await _store().query(own, data.queries)
+    return fit_query(found, settings.max_response_chars)
 
 
 @api.post("/upsert")

@@ -21,8 +21,12 @@ BATCH = 200
 
 @dataclass
 class Batch:
+    """Messages to remember together; `fork` (parent conversation id, message id): the conversation is a branch
+    to create with `fork_sync` before its first batch."""
+
     conversation_id: str
     messages: list[Message]
+    fork: tuple[str, str] | None = None
 
 
 def detect_format(path: Path) -> Format:
@@ -77,35 +81,78 @@ def _locomo_time(value: str | None) -> datetime | None:
 
 
 def read_chatgpt(path: Path) -> Iterator[Batch]:
-    """A ChatGPT export: each conversation's main branch (current_node back to the root), user and assistant
-    text only, in slices of BATCH messages."""
+    """A ChatGPT export, following each conversation's `mapping` tree: the path from the root to `current_node`
+    is the conversation; every other branch (an edited or regenerated message) becomes a fork of the conversation
+    it departs from, named `<conversation id>~<first node id>`, at the last message before it departs (its
+    first batch carries `fork`); a branch departing before any message is a conversation of its own. A branch
+    follows its latest child; its other children branch again. User and assistant text only, in slices of
+    BATCH messages. Raises ValueError naming the conversation and node for a malformed or cyclic mapping."""
     for conv in json.loads(path.read_text(encoding="utf-8")):
         cid = conv.get("conversation_id") or conv.get("id")
-        mapping: dict[str, Any] = conv.get("mapping") or {}
+        mapping = conv.get("mapping") or {}
         if not cid or not mapping:
             continue
-        node_id = conv.get("current_node") or next(
-            (k for k, v in mapping.items() if not v.get("children")), None
-        )
-        chain = []
-        while node_id and node_id in mapping:
-            chain.append(mapping[node_id])
-            node_id = mapping[node_id].get("parent")
-        msgs = []
-        for node in reversed(chain):
-            m = node.get("message") or {}
-            role = (m.get("author") or {}).get("role")
-            parts = (m.get("content") or {}).get("parts") or []
-            text = "\n".join(p for p in parts if isinstance(p, str)).strip()
-            if role not in ("user", "assistant") or not text:
-                continue
-            ts = m.get("create_time")
-            msgs.append(
-                Message(id=m.get("id") or node.get("id"), role=role, content=text,
-                        created_at=datetime.fromtimestamp(ts, tz=UTC) if ts else None)
-            )
-        for i in range(0, len(msgs), BATCH):
-            yield Batch(cid, msgs[i : i + BATCH])
+        yield from _chatgpt_branches(path, str(cid), mapping, conv.get("current_node"))
+
+
+def _chatgpt_message(node: dict[str, Any]) -> Message | None:
+    m = node.get("message") or {}
+    role = (m.get("author") or {}).get("role")
+    parts = (m.get("content") or {}).get("parts") or []
+    text = "\n".join(p for p in parts if isinstance(p, str)).strip()
+    if role not in ("user", "assistant") or not text:
+        return None
+    ts = m.get("create_time")
+    return Message(id=m.get("id") or node.get("id"), role=role, content=text,
+                   created_at=datetime.fromtimestamp(ts, tz=UTC) if ts else None)
+
+
+def _chatgpt_branches(path: Path, cid: str, mapping: Any, current: str | None) -> Iterator[Batch]:
+    where = f"{path}: conversation {cid!r}"
+    if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
+        raise ValueError(f"{where}: `mapping` must be an object of node objects")
+    for key, node in mapping.items():
+        if not isinstance(node.get("children") or [], list):
+            raise ValueError(f"{where}: node {key!r} has `children` that is not a list")
+    node_id = current if current in mapping else next((k for k, v in mapping.items() if not v.get("children")), None)
+    chain: list[str] = []
+    while node_id is not None and node_id in mapping:
+        if node_id in chain:
+            raise ValueError(f"{where}: the mapping is cyclic at node {node_id!r}")
+        chain.append(node_id)
+        node_id = mapping[node_id].get("parent")
+    chain.reverse()
+    seen: set[str] = set(chain)
+    # (conversation id, node ids in order, fork: (parent conversation, message id) or None)
+    todo: list[tuple[str, list[str], tuple[str, str] | None]] = [(cid, chain, None)]
+    while todo:
+        conv_id, nodes, fork = todo.pop(0)
+        msgs: list[Message] = []
+        last_msg: list[str | None] = []  # the last message id at or before each node of the path
+        for nid in nodes:
+            msg = _chatgpt_message(mapping[nid])
+            if msg is not None:
+                msgs.append(msg)
+            last_msg.append(msgs[-1].id if msgs else (fork[1] if fork else None))
+        for i, nid in enumerate(nodes):
+            for child in mapping[nid].get("children") or []:
+                if child not in mapping or child in seen:
+                    if child in seen and (i + 1 >= len(nodes) or nodes[i + 1] != child):
+                        raise ValueError(f"{where}: the mapping is cyclic at node {child!r}")
+                    continue
+                branch: list[str] = []
+                cur: str | None = child
+                while cur is not None and cur in mapping:
+                    if cur in seen:
+                        raise ValueError(f"{where}: the mapping is cyclic at node {cur!r}")
+                    seen.add(cur)
+                    branch.append(cur)
+                    kids = [k for k in mapping[cur].get("children") or [] if k in mapping]
+                    cur = kids[-1] if kids else None
+                at = last_msg[i]
+                todo.append((f"{cid}~{child}", branch, (conv_id, at) if at is not None else None))
+        for j in range(0, len(msgs), BATCH):
+            yield Batch(conv_id, msgs[j : j + BATCH], fork if j == 0 else None)
 
 
 def read_jsonl(path: Path) -> Iterator[Batch]:

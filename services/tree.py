@@ -17,6 +17,7 @@ from datetime import datetime
 from models.memory import MemoryNode, SourceType
 from services import tokens as tok
 from services.chunking import TokenStream, Window, window_meta
+from services.sessions import sessions_of
 
 SummariseFn = Callable[[list[str], str | None], tuple[str, str]]
 
@@ -57,6 +58,7 @@ def chunk_nodes(
                 sealed=w.sealed,
                 tok_start=w.start,
                 tok_end=w.end,
+                session_ids=sessions_of(stream.messages_in(w.start, w.end)),
             )
         )
     return nodes
@@ -110,6 +112,7 @@ def summary_node(children: list[MemoryNode], text: str, made_by: str, position: 
         end_time=_merge_times([c.end_time for c in children], max),
         sealed=True,
         summariser=made_by,
+        session_ids=list(dict.fromkeys(s for c in children for s in c.session_ids)),
     )
 
 

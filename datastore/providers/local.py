@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.hooks import NodeMarks
 from datastore.listing import SourceFacts
 from datastore.retrieval import text_terms
 from datastore.text_index import TextIndex
@@ -35,9 +36,11 @@ log = logging.getLogger(__name__)
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
-    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser"
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time"
+_MSG_COLS = (
+    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
+)
 
 
 def _ts(dt: datetime | None) -> float | None:
@@ -57,6 +60,7 @@ def _node(row: sqlite3.Row) -> MemoryNode:
         message_ids=json.loads(row["message_ids"]), speakers=json.loads(row["speakers"]),
         start_time=_dt(row["start_time"]), end_time=_dt(row["end_time"]), sealed=bool(row["sealed"]),
         tok_start=row["tok_start"], tok_end=row["tok_end"], summariser=row["summariser"],
+        session_ids=json.loads(row["session_ids"]),
     )
 
 
@@ -65,6 +69,7 @@ def _message(row: sqlite3.Row) -> StoredMessage:
         id=row["id"], source_id=row["source_id"], source_type=row["source_type"], seq=row["seq"],
         speaker=row["speaker"], content=row["content"], created_at=_dt(row["created_at"]),
         tok_offset=row["tok_offset"], n_tokens=row["n_tokens"], show_time=bool(row["show_time"]),
+        session_id=row["session_id"],
     )
 
 
@@ -120,11 +125,28 @@ def _m004_core_memory(db: sqlite3.Connection) -> None:
     )
 
 
+def _m005_sessions(db: sqlite3.Connection) -> None:
+    """Each message's session, and the sessions a node covers (a JSON list, its first message's first)."""
+    db.execute("ALTER TABLE messages ADD COLUMN session_id TEXT")
+    db.execute("ALTER TABLE nodes ADD COLUMN session_ids TEXT NOT NULL DEFAULT '[]'")
+
+
+def _m006_visits_pins(db: sqlite3.Connection) -> None:
+    """Visits and pins of nodes, apart from the node rows (a visit never rewrites a node or its text index)."""
+    db.execute(
+        "CREATE TABLE node_marks (namespace TEXT NOT NULL, id TEXT NOT NULL, visit_count INTEGER NOT NULL DEFAULT 0, "
+        "last_visited_at REAL, pinned INTEGER NOT NULL DEFAULT 0, pin_message_ids TEXT NOT NULL DEFAULT '[]', "
+        "PRIMARY KEY (namespace, id))"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
     ("003_drop_fts", _m003_drop_fts),
     ("004_core_memory", _m004_core_memory),
+    ("005_sessions", _m005_sessions),
+    ("006_visits_pins", _m006_visits_pins),
 ]
 
 _LOAD_SLICE = 20_000  # rows fetched at a time when a namespace's cache is loaded (caps the loading peak)
@@ -386,9 +408,9 @@ class LocalDataStore(DataStore):
                      json.dumps(src.metadata)),
                 )
                 db.executemany(
-                    "INSERT INTO messages VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(ns, m.source_id, m.id, m.source_type, m.seq, m.speaker, m.content, _ts(m.created_at),
-                      m.tok_offset, m.n_tokens, m.show_time) for m in batch.messages],
+                    f"INSERT INTO messages (namespace, {_MSG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(ns, m.id, m.source_id, m.source_type, m.seq, m.speaker, m.content, _ts(m.created_at),
+                      m.tok_offset, m.n_tokens, m.show_time, m.session_id) for m in batch.messages],
                 )
                 for node, vector in batch.nodes:
                     self._write_node(db, ns, node, vector, removed, added)
@@ -416,10 +438,10 @@ class LocalDataStore(DataStore):
             db.execute("DELETE FROM nodes WHERE rowid = ?", (old[0],))
         cur = db.execute(
             f"INSERT INTO nodes ({_NODE_COLS}, namespace, embedding) VALUES "
-            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, json.dumps(n.children),
              n.parent_id, json.dumps(n.message_ids), json.dumps(n.speakers), _ts(n.start_time), _ts(n.end_time),
-             n.sealed, n.tok_start, n.tok_end, n.summariser, ns,
+             n.sealed, n.tok_start, n.tok_end, n.summariser, json.dumps(n.session_ids), ns,
              np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
         )
         added.append(int(cur.lastrowid or 0))
@@ -511,7 +533,7 @@ class LocalDataStore(DataStore):
         with self._transaction() as db:
             n_msgs = db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0]
             n_nodes = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
-            for table in ("nodes", "messages", "sources", "core_memory"):
+            for table in ("nodes", "messages", "sources", "core_memory", "node_marks"):
                 db.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
             db.execute(
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
@@ -531,6 +553,35 @@ class LocalDataStore(DataStore):
         if busy:
             log.warning("the WAL of %s could not be checkpointed (readers busy); forgotten text stays in %s-wal "
                         "until the next checkpoint", self.path, self.path.name)
+
+    # ------------------------------------------------------------------ visits and pins
+    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        sql = "SELECT id, visit_count, last_visited_at, pinned, pin_message_ids FROM node_marks WHERE namespace = ?"
+        if ids is None:
+            rows = self._reader.execute(sql, (ns,)).fetchall()
+        else:
+            rows = []
+            for i in range(0, len(ids), 500):
+                part = list(ids[i : i + 500])
+                rows += self._reader.execute(f"{sql} AND id IN ({','.join('?' * len(part))})", (ns, *part)).fetchall()
+        return {r[0]: NodeMarks(r[1], _dt(r[2]), bool(r[3]), json.loads(r[4])) for r in rows}
+
+    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT INTO node_marks (namespace, id, visit_count, last_visited_at) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT (namespace, id) DO UPDATE SET visit_count = visit_count + excluded.visit_count, "
+                "last_visited_at = MAX(COALESCE(last_visited_at, 0), excluded.last_visited_at)",
+                [(ns, i, n, _ts(when)) for i, (n, when) in visits.items()],
+            )
+
+    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        with self._transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO node_marks VALUES (?, ?, ?, ?, ?, ?)",
+                [(ns, i, m.visit_count, _ts(m.last_visited_at), m.pinned, json.dumps(m.pin_message_ids))
+                 for i, m in marks.items()],
+            )
 
     # ------------------------------------------------------------------ vector cache
     @staticmethod
@@ -625,6 +676,9 @@ class LocalDataStore(DataStore):
         if flt.speaker is not None:
             where.append("EXISTS (SELECT 1 FROM json_each(nodes.speakers) WHERE value = ?)")
             args.append(flt.speaker)
+        if flt.session_id is not None:
+            where.append("EXISTS (SELECT 1 FROM json_each(nodes.session_ids) WHERE value = ?)")
+            args.append(flt.session_id)
         return where, args
 
     def _candidates(self, ns: str, flt: QueryFilter | None) -> tuple[np.ndarray | None, tuple]:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -24,6 +25,7 @@ from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.hooks import NodeMarks
 from datastore.listing import SourceFacts
 from datastore.retrieval import text_terms
 from models.api import DeleteFilter, QueryFilter
@@ -34,9 +36,11 @@ from services.errors import ConflictError, StoreError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
-    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser"
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time"
+_MSG_COLS = (
+    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
+)
 _MIGRATION_LOCK = 0x5079_7261_6D69  # any constant bigint: serialises migrations across processes
 _HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`; above it search is exact
 
@@ -87,9 +91,26 @@ def _m002_core_memory(conn: psycopg.Connection, dimension: int) -> None:
     )
 
 
+def _m003_sessions(conn: psycopg.Connection, dimension: int) -> None:
+    """Each message's session, and the sessions a node covers (its first message's first)."""
+    conn.execute("ALTER TABLE pyramind_messages ADD COLUMN session_id text")
+    conn.execute("ALTER TABLE pyramind_nodes ADD COLUMN session_ids text[] NOT NULL DEFAULT '{}'")
+
+
+def _m004_visits_pins(conn: psycopg.Connection, dimension: int) -> None:
+    """Visits and pins of nodes, apart from the node rows (a visit never rewrites a node or its index entries)."""
+    conn.execute(
+        """CREATE TABLE pyramind_node_marks (namespace text NOT NULL, id text NOT NULL,
+            visit_count integer NOT NULL DEFAULT 0, last_visited_at timestamptz, pinned boolean NOT NULL DEFAULT false,
+            pin_message_ids text[] NOT NULL DEFAULT '{}', PRIMARY KEY (namespace, id))"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
+    ("003_sessions", _m003_sessions),
+    ("004_visits_pins", _m004_visits_pins),
 ]
 
 
@@ -99,21 +120,22 @@ def _node(r: dict[str, Any]) -> MemoryNode:
         position=r["position"], text=r["text"], token_count=r["token_count"], children=list(r["children"]),
         parent_id=r["parent_id"], message_ids=list(r["message_ids"]), speakers=list(r["speakers"]),
         start_time=r["start_time"], end_time=r["end_time"], sealed=r["sealed"], tok_start=r["tok_start"],
-        tok_end=r["tok_end"], summariser=r["summariser"],
+        tok_end=r["tok_end"], summariser=r["summariser"], session_ids=list(r["session_ids"]),
     )
 
 
 def _node_row(n: MemoryNode) -> tuple[Any, ...]:
     """The node's values in `_NODE_COLS` order."""
     return (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, n.children, n.parent_id,
-            n.message_ids, n.speakers, n.start_time, n.end_time, n.sealed, n.tok_start, n.tok_end, n.summariser)
+            n.message_ids, n.speakers, n.start_time, n.end_time, n.sealed, n.tok_start, n.tok_end, n.summariser,
+            n.session_ids)
 
 
 def _message(r: dict[str, Any]) -> StoredMessage:
     return StoredMessage(
         id=r["id"], source_id=r["source_id"], source_type=r["source_type"], seq=r["seq"], speaker=r["speaker"],
         content=r["content"], created_at=r["created_at"], tok_offset=r["tok_offset"], n_tokens=r["n_tokens"],
-        show_time=r["show_time"],
+        show_time=r["show_time"], session_id=r["session_id"],
     )
 
 
@@ -375,9 +397,9 @@ class PgVectorDataStore(DataStore):
             with conn.cursor() as cur:
                 cur.executemany(
                     f"INSERT INTO pyramind_messages (namespace, {_MSG_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [(ns, m.id, m.source_id, m.source_type, m.seq, m.speaker, m.content, m.created_at, m.tok_offset,
-                      m.n_tokens, m.show_time) for m in batch.messages],
+                      m.n_tokens, m.show_time, m.session_id) for m in batch.messages],
                 )
                 cols = [c.strip() for c in _NODE_COLS.split(",")]
                 cur.executemany(  # a node without a vector: every field but its vector is written
@@ -399,7 +421,35 @@ class PgVectorDataStore(DataStore):
             n_nodes = conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s", (ns,)).rowcount
             conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_core WHERE namespace = %s", (ns,))
+            conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
         return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ visits and pins
+    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        sql = "SELECT * FROM pyramind_node_marks WHERE namespace = %s"
+        rows = self._all(sql, (ns,)) if ids is None else self._all(sql + " AND id = ANY(%s)", (ns, list(ids)))
+        return {r["id"]: NodeMarks(r["visit_count"], r["last_visited_at"], r["pinned"], list(r["pin_message_ids"]))
+                for r in rows}
+
+    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO pyramind_node_marks AS m (namespace, id, visit_count, last_visited_at) "
+                "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE SET "
+                "visit_count = m.visit_count + EXCLUDED.visit_count, "
+                "last_visited_at = GREATEST(m.last_visited_at, EXCLUDED.last_visited_at)",
+                [(ns, i, n, when) for i, (n, when) in sorted(visits.items())],
+            )
+
+    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+            cur.executemany(
+                "INSERT INTO pyramind_node_marks VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) "
+                "DO UPDATE SET visit_count = EXCLUDED.visit_count, last_visited_at = EXCLUDED.last_visited_at, "
+                "pinned = EXCLUDED.pinned, pin_message_ids = EXCLUDED.pin_message_ids",
+                [(ns, i, m.visit_count, m.last_visited_at, m.pinned, m.pin_message_ids)
+                 for i, m in sorted(marks.items())],
+            )
 
     # ------------------------------------------------------------------ search
     @staticmethod
@@ -416,6 +466,7 @@ class PgVectorDataStore(DataStore):
             "lo": ("level >= %(lo)s", lo),
             "hi": ("level <= %(hi)s", hi),
             "speaker": ("%(speaker)s = ANY(speakers)", flt.speaker),
+            "session": ("%(session)s = ANY(session_ids)", flt.session_id),
             "start": ("end_time >= %(start)s", utc(flt.start_date)),  # rows without times never match
             "end": ("start_time <= %(end)s", utc(flt.end_date)),
         }

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Sequence
+from datetime import datetime
 from typing import Any, TypeVar
 
 import numpy as np
@@ -37,6 +38,7 @@ from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from datastore.datastore import DataStore, SourceRow, WriteBatch
+from datastore.hooks import NodeMarks
 from datastore.providers import pinecone_records as rec
 from models.api import DeleteFilter, QueryFilter
 from models.memory import MemoryNode, StoredMessage
@@ -340,6 +342,32 @@ class PineconeDataStore(DataStore):
             self._call(self._index.delete, delete_all=True, namespace=ns)
         return n_msgs, n_nodes
 
+    # ------------------------------------------------------------------ visits and pins (`mark#<node id>` records)
+    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        rids = self._list(ns, "mark#") if ids is None else [f"mark#{i}" for i in ids]
+        return {m["node_id"]: NodeMarks(int(m.get("visit_count", 0)), rec.dt(m.get("last_visited_at")),
+                                        bool(m.get("pinned", False)), list(m.get("pin_message_ids", [])))
+                for m in self._fetch(ns, rids).values()}
+
+    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        """Read, add, write: not atomic across processes (two flushing at once may each miss the other's)."""
+        marks = self._get_marks(ns, list(visits))
+        for i, (n, when) in visits.items():
+            m = marks.setdefault(i, NodeMarks())
+            m.visit_count += n
+            m.last_visited_at = max(m.last_visited_at, when) if m.last_visited_at else when
+        self._set_marks(ns, marks)
+
+    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        records = []
+        for i, m in marks.items():
+            meta: dict[str, Any] = {"kind": "mark", "node_id": i, "visit_count": m.visit_count, "pinned": m.pinned,
+                                    "pin_message_ids": list(m.pin_message_ids)}
+            if m.last_visited_at is not None:
+                meta["last_visited_at"] = rec.ts(m.last_visited_at)
+            records.append((f"mark#{i}", self._dummy, meta))
+        self._upsert(ns, records)
+
     # ------------------------------------------------------------------ search
     def _search(
         self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
@@ -356,6 +384,7 @@ class PineconeDataStore(DataStore):
                 ({"level": {"$gte": lo}}, lo),
                 ({"level": {"$lte": hi}}, hi),
                 ({"speakers": {"$in": [flt.speaker]}}, flt.speaker),
+                ({"session_ids": {"$in": [flt.session_id]}}, flt.session_id),
                 ({"end_time": {"$gte": rec.ts(utc(flt.start_date))}}, flt.start_date),  # no times: never matches
                 ({"start_time": {"$lte": rec.ts(utc(flt.end_date))}}, flt.end_date),
             )

@@ -107,6 +107,7 @@ def node_meta(n: MemoryNode) -> dict[str, Any]:
         "children": list(n.children), "parent_id": n.parent_id or "", "has_parent": n.parent_id is not None,
         "message_ids": list(n.message_ids), "speakers": list(n.speakers), "sealed": n.sealed,
         "tok_start": n.tok_start, "tok_end": n.tok_end, "summariser": n.summariser or "", "parts": 0,
+        "session_ids": list(n.session_ids),
     }
     for key, value in (("start_time", ts(n.start_time)), ("end_time", ts(n.end_time))):
         if value is not None:  # Pinecone metadata has no null
@@ -123,6 +124,7 @@ def to_node(m: dict[str, Any]) -> MemoryNode:
         message_ids=list(m.get("message_ids", [])), speakers=list(m.get("speakers", [])),
         start_time=dt(m.get("start_time")), end_time=dt(m.get("end_time")), sealed=bool(m["sealed"]),
         tok_start=int(m["tok_start"]), tok_end=int(m["tok_end"]), summariser=m.get("summariser") or None,
+        session_ids=list(m.get("session_ids", [])),
     )
 
 
@@ -136,6 +138,8 @@ def message_meta(m: StoredMessage) -> dict[str, Any]:
     }
     if m.created_at is not None:
         meta["created_at"] = m.created_at.timestamp()
+    if m.session_id is not None:
+        meta["session_id"] = m.session_id
     return meta
 
 
@@ -145,6 +149,7 @@ def to_message(m: dict[str, Any]) -> StoredMessage:
         id=m["message_id"], source_id=m["source_id"], source_type=m["source_type"], seq=int(m["seq"]),
         speaker=m["speaker"], content=m["content"], created_at=dt(m.get("created_at")),
         tok_offset=int(m["tok_offset"]), n_tokens=int(m["n_tokens"]), show_time=bool(m["show_time"]),
+        session_id=m.get("session_id"),
     )
 
 

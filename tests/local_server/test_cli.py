@@ -39,10 +39,59 @@ def chatgpt_export(path: Path) -> Path:
 def test_chatgpt_reader_follows_the_current_branch(tmp_path: Path) -> None:
     path = chatgpt_export(tmp_path / "conversations.json")
     assert detect_format(path) == "chatgpt"
-    [batch] = list(read(path))
-    assert batch.conversation_id == "chat-1"
+    batch, branch = list(read(path))
+    assert batch.conversation_id == "chat-1" and batch.fork is None
     assert [m.id for m in batch.messages] == ["u1", "a1b", "u2"]
     assert [m.role for m in batch.messages] == ["user", "assistant", "user"]
+    # the regenerated answer is no longer lost: a fork of chat-1 after u1
+    assert (branch.conversation_id, branch.fork) == ("chat-1~a1", ("chat-1", "u1"))
+    assert [m.id for m in branch.messages] == ["a1"]
+
+
+def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path) -> None:
+    path = chatgpt_export(tmp_path / "conversations.json")
+    data = json.loads(path.read_text())
+    mapping = data[0]["mapping"]
+    mapping["a1"]["children"] = ["u3"]  # the old branch goes on, then branches again
+    mapping["u3"] = {"id": "u3", "parent": "a1", "children": ["a3", "a3b"], "message": {
+        "id": "u3", "author": {"role": "user"}, "create_time": 1700000030,
+        "content": {"content_type": "text", "parts": ["So the passport is fine for my trip to Peru?"]}}}
+    for nid, text in (("a3", "Yes, it is valid for Peru."), ("a3b", "Peru needs six months of validity: fine.")):
+        mapping[nid] = {"id": nid, "parent": "u3", "children": [], "message": {
+            "id": nid, "author": {"role": "assistant"}, "create_time": 1700000040,
+            "content": {"content_type": "text", "parts": [text]}}}
+    path.write_text(json.dumps(data))
+    batches = list(read(path))
+    assert [(b.conversation_id, b.fork, [m.id for m in b.messages]) for b in batches] == [
+        ("chat-1", None, ["u1", "a1b", "u2"]),
+        ("chat-1~a1", ("chat-1", "u1"), ["a1", "u3", "a3b"]),
+        ("chat-1~a3", ("chat-1~a1", "u3"), ["a3"]),
+    ]
+    e = env(tmp_path)
+    res = runner.invoke(app, ["import", str(path)], env=e)
+    assert res.exit_code == 0, res.output
+    from datastore.factory import get_datastore
+    from models.settings import Settings
+
+    store = get_datastore(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))  # type: ignore[call-arg]
+    try:
+        assert store.fork_info("default", "chat-1~a3")["parent_id"] == "chat-1~a1"
+        assert [sid for sid, _ in store.lineage("default", "chat-1~a3")] == ["chat-1~a3", "chat-1~a1", "chat-1"]
+    finally:
+        store.close()
+    assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0  # again: nothing new, no error
+
+    mapping["u1"]["parent"] = "u2"  # a cycle: u1 -> u2 -> a1b -> u1
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="cyclic at node"):
+        list(read(path))
+    other = {**e, "LOCAL_DB_PATH": str(tmp_path / "other.db")}
+    res = runner.invoke(app, ["import", str(path)], env=other)
+    assert res.exit_code == 2 and "cyclic" in res.output
+    data[0]["mapping"] = ["not", "an", "object"]
+    path.write_text(json.dumps(data))
+    with pytest.raises(ValueError, match="mapping"):
+        list(read(path))
 
 
 def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path) -> None:
@@ -121,8 +170,6 @@ def test_commands_print_the_store_and_read_commands_refuse_a_missing_file(tmp_pa
 
 
 @pytest.mark.parametrize("content", [b"this is not a database, only text" * 100, None])
-
-
 def test_a_store_that_cannot_be_opened_is_one_line(tmp_path: Path, content: bytes | None) -> None:
     bad = tmp_path / "bad.db"
     if content is None:
@@ -151,3 +198,46 @@ def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
     r = runner.invoke(app, ["stats", "--db", str(tmp_path / "x.db")], env={"MAX_TOP_K": "lots"})
     assert r.exit_code == 2
     assert r.stderr.strip().startswith("pyramind: bad setting MAX_TOP_K:") and "Traceback" not in r.output
+
+
+def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"conversation_id": "c", "speaker": "Ann" if i % 2 else "Bob", "id": f"m{i}",
+              "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
+              "created_at": f"2024-01-01T09:{i:02d}:00Z"} for i in range(40)]
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    e = env(tmp_path)
+    assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
+    off = runner.invoke(app, ["forget", "--dry-run"], env=e)
+    assert off.exit_code == 1 and "off" in off.output
+    e["FORGET_MAX_NODES"] = "2"
+    dry = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
+    assert dry.exit_code == 0, dry.output
+    report = json.loads(dry.output)[0]
+    assert report["dry_run"] and report["forgotten"] and report["l1_before"] > 2
+    real = runner.invoke(app, ["forget", "--json"], env=e)
+    assert real.exit_code == 0, real.output
+    assert json.loads(real.output)[0]["l1_after"] <= 2
+
+
+def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
+    path = tmp_path / "chat.jsonl"
+    lines = [{"conversation_id": "c", "speaker": "Ann" if i % 2 else "Bob", "id": f"m{i}",
+              "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
+              "created_at": f"2024-01-01T09:{i:02d}:00Z"} for i in range(30)]
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    e = env(tmp_path)
+    assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
+    dump = runner.invoke(app, ["export"], env=e)
+    assert dump.exit_code == 0, dump.output
+    (tmp_path / "dump.jsonl").write_text(dump.stdout)
+    fresh = {**e, "LOCAL_DB_PATH": str(tmp_path / "fresh.db")}
+    res = runner.invoke(app, ["import", str(tmp_path / "dump.jsonl")], env=fresh)
+    assert res.exit_code == 0 and "restored 1 sources, 30 messages" in res.output, res.output
+    again = runner.invoke(app, ["export"], env=fresh)
+    assert again.stdout == dump.stdout  # the restored store exports the same dump, line by line
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("\n".join(dump.stdout.splitlines()[:-2]))
+    other = {**e, "LOCAL_DB_PATH": str(tmp_path / "other.db")}
+    res = runner.invoke(app, ["import", str(broken)], env=other)
+    assert res.exit_code == 2 and "cut short" in res.output and "line" in res.output

@@ -1,0 +1,103 @@
+"""`pyramind forget` and `pyramind export`: thin callers of the store's forgetting policy and export
+(datastore/forgetting.py, datastore/export.py). Registered on the `pyramind` app by local_server/cli.py."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.table import Table
+
+from models.settings import Settings
+
+OneNamespace = Annotated[str | None, typer.Option("--namespace", "-n", help="One namespace (default: all).")]
+
+
+def looks_like_dump(path: Path) -> bool:
+    """Whether the file is a `pyramind export` dump (its first line is the dump header)."""
+    from datastore.export import is_dump
+
+    with path.open(encoding="utf-8", errors="replace") as f:
+        return is_dump(f.readline())
+
+
+def import_dump_file(path: Path, namespace: str | None) -> None:
+    """Restore a dump into the configured store; exits 2 naming the bad line (nothing written)."""
+    from local_server.cli import _store, console
+    from services.errors import PyramindError
+
+    store = _store(Settings())
+    try:
+        from datastore.export import import_dump
+
+        with path.open(encoding="utf-8") as f:
+            report = import_dump(store, f, namespace)
+    except PyramindError as exc:
+        console.print(f"[red]cannot import {path}: {exc.message}[/red]")
+        raise typer.Exit(2) from exc
+    finally:
+        store.close()
+    console.print(f"restored {report['sources']} sources, {report['messages']} messages, {report['nodes']} nodes, "
+                  f"{report['marks']} marks and {report['core_memory']} core memory entries")
+
+
+def register(app: typer.Typer) -> None:
+    """Add the lifetime commands to the `pyramind` CLI."""
+    from local_server.cli import _store, console
+
+    @app.command()
+    def forget(
+        dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would be forgotten.")] = False,
+        namespace: OneNamespace = None,
+        as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+    ) -> None:
+        """Apply the forgetting policy (FORGET_MAX_NODES, FORGET_AFTER_DAYS, FORGET_FRACTION) now."""
+        store = _store(Settings())
+        try:
+            if not store.policy_enabled:
+                console.print("[yellow]the forgetting policy is off: set FORGET_MAX_NODES or "
+                              "FORGET_AFTER_DAYS[/yellow]")
+                raise typer.Exit(1)
+            reports = (
+                [store.forget_policy_sync(namespace, dry_run)] if namespace else store.forget_policy_all_sync(dry_run)
+            )
+        finally:
+            store.close()
+        if as_json:
+            console.print_json(json.dumps([r.model_dump(mode="json") for r in reports]))
+            return
+        for r in reports:
+            verb = "would forget" if dry_run else "forgot"
+            table = Table("chunk", "source", "reason", "visits", "last visited", "ends", "messages",
+                          title=f"{r.namespace}: {r.l1_before} chunks; {verb} {len(r.forgotten)}"
+                          + ("" if dry_run else f", {r.l1_after} left"))
+            for f in r.forgotten:
+                table.add_row(f.node_id, f.source_id, f.reason, str(f.visit_count), str(f.last_visited_at or "never"),
+                              str(f.end_time or ""), str(len(f.message_ids)))
+            console.print(table)
+
+    @app.command()
+    def export(
+        namespace: OneNamespace = None,
+        embeddings: Annotated[bool, typer.Option(help="Include every node's embedding (larger; no re-embedding).")]
+        = False,
+        out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
+    ) -> None:
+        """Write every conversation, document, message, node, visit and pin as a JSONL dump (`pyramind import`
+        restores it into any provider)."""
+        from datastore.export import export_lines
+
+        store = _store(Settings())
+        try:
+            target = out.open("w", encoding="utf-8") if out else sys.stdout
+            try:
+                for line in export_lines(store, [namespace] if namespace else None, embeddings):
+                    target.write(line + "\n")
+            finally:
+                if out:
+                    target.close()
+        finally:
+            store.close()

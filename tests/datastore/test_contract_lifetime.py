@@ -1,0 +1,303 @@
+"""The provider contract for memory over a lifetime (sessions, pins and visits, forgetting, export): every
+provider (local, pgvector, pinecone) behaves the same through the DataStore. Fixtures: tests/datastore/conftest.py.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from datastore.datastore import DataStore
+from datastore.export import DumpError
+from models.api import Query, QueryFilter, RememberRequest
+from services.errors import NotFoundError
+from tests.datastore.synthetic import conversation
+
+T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
+
+
+def search(ds: DataStore, ns: str, text: str, mode: str, top_k: int = 50, **flt: object) -> list:
+    q = Query(query=text, top_k=top_k, filter=QueryFilter(**flt) if flt else None, mode=mode)  # type: ignore[arg-type]
+    return ds.query_sync(ns, [q]).results[0].results
+
+
+def three_sessions(ds: DataStore, ns: str) -> None:
+    """conv: 30 messages in an explicit session 'mon', 30 inferred a day later, 30 after another day."""
+    ds.remember_sync(ns, RememberRequest(conversation_id="conv", session_id="mon",
+                                         messages=conversation(("Ann", "Bob"), 30, start=T0)))
+    for day in (1, 2):
+        ds.remember_sync(ns, RememberRequest(conversation_id="conv", messages=conversation(
+            ("Ann", "Bob"), 30, start=T0 + timedelta(days=day), first=30 * day)))
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid", "text", "tree"])
+def test_sessions_are_stored_listed_and_filtered(ds: DataStore, ns: str, mode: str) -> None:
+    three_sessions(ds, ns)
+    msgs = ds._messages_from(ns, "conv", -1)
+    day1 = "s-2024-01-02T09:30:00Z"
+    assert [m.session_id for m in msgs[:30]] == ["mon"] * 30
+    assert {m.session_id for m in msgs[30:60]} == {day1}
+    nodes = ds._source_nodes(ns, "conv")
+    assert all(n.session_ids for n in nodes)
+    assert any(len(n.session_ids) == 2 for n in nodes if n.level == 1)  # a chunk across the session boundary
+    hits = search(ds, ns, "the garden and the compost heap", mode, session_id=day1)
+    assert hits and all(day1 in h.session_ids for h in hits)
+    assert all(h.session_id == h.session_ids[0] for h in hits)
+    hits = search(ds, ns, "the garden and the compost heap", mode, session_id="no-such-session")
+    assert hits == []
+
+    sessions = ds.sessions_sync(ns, "conv")
+    assert [s.session_id for s in sessions] == ["mon", day1, "s-2024-01-03T10:00:00Z"]
+    assert [s.message_count for s in sessions] == [30, 30, 30]
+    assert sessions[0].first_message_id == "m-0" and sessions[0].last_message_id == "m-29"
+    assert sessions[1].start_time == T0 + timedelta(days=1, minutes=30)
+    by_id = {n.id: n for n in nodes}
+    for s in sessions:
+        assert s.summary_ids and all(s.session_id in by_id[i].session_ids for i in s.summary_ids)
+    with pytest.raises(NotFoundError):
+        ds.sessions_sync(ns, "no-such-conversation")
+
+
+def test_sessions_survive_a_delete_rebuild(ds: DataStore, ns: str) -> None:
+    three_sessions(ds, ns)
+    from models.api import DeleteRequest
+
+    ds.delete_sync(ns, DeleteRequest(ids=["m-3"]))
+    msgs = ds._messages_from(ns, "conv", -1)
+    assert msgs[0].session_id == "mon" and msgs[-1].session_id == "s-2024-01-03T10:00:00Z"
+    assert all(n.session_ids for n in ds._source_nodes(ns, "conv"))
+
+
+# ---------------------------------------------------------------------- visits and pins
+def test_visits_are_buffered_then_flushed(ds: DataStore, ns: str) -> None:
+    three_sessions(ds, ns)
+    hits = search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
+    assert ds._get_marks(ns, [h.id for h in hits]) == {}  # a query writes nothing
+    search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
+    assert ds.flush_visits_sync() == 3
+    marks = ds._get_marks(ns, [h.id for h in hits])
+    assert {i: m.visit_count for i, m in marks.items()} == {h.id: 2 for h in hits}
+    assert all(m.last_visited_at is not None and not m.pinned for m in marks.values())
+    view = ds.expand_sync(ns, hits[0].id).node
+    assert view.visit_count == 2 and view.last_visited_at is not None
+    assert ds.flush_visits_sync() == 0
+
+
+def test_pin_protects_the_messages_under_the_node(ds: DataStore, ns: str, other_ns: str) -> None:
+    three_sessions(ds, ns)
+    summary = next(n for n in ds._source_nodes(ns, "conv") if n.level == 2)
+    res = ds.pin_sync(ns, summary.id)
+    leaves = [n for n in ds.subtree(ns, summary.id) if n.level == 1]
+    under = {m for n in leaves for m in n.message_ids}
+    assert res.pinned and res.protected_message_ids == len(under)
+    assert ds.protected_messages(ns) == under
+    assert ds.expand_sync(ns, summary.id).node.pinned
+    with pytest.raises(NotFoundError):
+        ds.pin_sync(other_ns, summary.id)  # another namespace's node
+    assert ds.protected_messages(other_ns) == set()
+    ds.pin_sync(ns, summary.id, False)
+    assert ds.protected_messages(ns) == set() and not ds.expand_sync(ns, summary.id).node.pinned
+
+
+@pytest.fixture
+def other_ns(ns: str) -> str:
+    return ns + "-other"
+
+
+# ---------------------------------------------------------------------- forgetting policy
+def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
+    ds = open_store(forget_max_nodes=8, forget_fraction=0.25)
+    three_sessions(ds, ns)
+    leaves = [n for n in ds._source_nodes(ns, "conv") if n.level == 1]
+    assert len(leaves) > 12
+    summary = next(n for n in ds._source_nodes(ns, "conv") if n.level == 2 and n.position == 1)
+    ds.pin_sync(ns, summary.id)
+    pinned_msgs = ds.protected_messages(ns)
+    visited = leaves[0]  # the oldest chunk, but visited: it goes after every unvisited one
+    ds.record_visits(ns, [visited.id])
+    ds.flush_visits_sync()
+
+    plan = ds.forget_policy_sync(ns, dry_run=True)
+    assert plan.enabled and plan.l1_before == len(leaves) and plan.l1_after is None
+    assert len(plan.forgotten) == 4 * math.ceil((len(leaves) - 8) / 4)  # steps of ceil(0.25 * chunks)
+    assert all(not set(f.message_ids) & pinned_msgs for f in plan.forgotten)
+    assert visited.id not in {f.node_id for f in plan.forgotten}
+    ends = [f.end_time for f in plan.forgotten]
+    assert ends == sorted(ends)  # never visited: oldest first
+    assert len(ds._source_nodes(ns, "conv")) == len(ds._source_nodes(ns, "conv"))  # a dry run writes nothing
+    assert [n.id for n in ds._source_nodes(ns, "conv") if n.level == 1] == [n.id for n in leaves]
+
+    done = ds.forget_policy_sync(ns, dry_run=False)
+    assert done.l1_after is not None and done.l1_after <= 8 and done.deleted_messages > 0
+    kept = {m.id for m in ds._messages_from(ns, "conv", -1)}
+    assert pinned_msgs <= kept and set(visited.message_ids) & kept
+    gone = {m for f in done.forgotten for m in f.message_ids}
+    assert gone and not gone & kept
+    nodes = ds._source_nodes(ns, "conv")
+    for mid in gone:  # no chunk and no summary keeps a forgotten text
+        note = f"(note {mid.split('-')[1]})"
+        assert not any(note in n.text for n in nodes), mid
+    assert all(not set(n.message_ids) & gone for n in nodes)
+    # the rebuilt chunks holding the visited chunk's messages keep its visits
+    holders = [n for n in nodes if n.level == 1 and set(n.message_ids) & set(visited.message_ids)]
+    marks = ds._get_marks(ns, [n.id for n in holders])
+    assert holders and all(marks[n.id].visit_count == 1 for n in holders)
+
+
+def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
+    ds = open_store()
+    three_sessions(ds, ns)
+    off = ds.forget_policy_sync(ns, dry_run=False)
+    assert not off.enabled and off.forgotten == [] and off.l1_after == off.l1_before
+    ds = open_store(forget_after_days=1.5)
+    res = ds.forget_policy_sync(ns, dry_run=False, now=T0 + timedelta(days=3, hours=2))
+    assert {f.reason for f in res.forgotten} == {"age"}
+    left = {m.id for m in ds._messages_from(ns, "conv", -1)}
+    assert not left & {f"m-{i}" for i in range(30)}  # day 0: older than 1.5 days
+    assert {f"m-{i}" for i in range(60, 90)} <= left  # day 2: younger
+
+
+# ---------------------------------------------------------------------- export and import
+def snapshot(ds: DataStore, ns: str) -> dict:
+    """Everything a namespace holds, node by node, message by message (comparable across stores)."""
+    out: dict = {"sources": {}, "marks": {}}
+    for sid in ds._list_sources(ns):
+        row = ds._get_source(ns, sid)
+        out["sources"][sid] = (
+            (row.source_type, row.version, row.n_messages, row.n_tokens, row.max_seq, row.metadata),
+            [m.model_dump() for m in ds._messages_from(ns, sid, -1)],
+            [n.model_dump() for n in ds._source_nodes(ns, sid)],
+        )
+    out["marks"] = ds._get_marks(ns, None)
+    return out
+
+
+@pytest.mark.parametrize("embeddings", [False, True])
+def test_export_import_round_trip_is_exact(ds: DataStore, ns: str, embeddings: bool) -> None:
+    from datastore.export import export_lines, import_dump
+    from models.api import Document
+
+    three_sessions(ds, ns)
+    ds.upsert_sync(ns, [Document(id="doc", text="The boiler manual. " * 200)])
+    ds.record_visits(ns, [ds._source_nodes(ns, "conv")[0].id])
+    ds.flush_visits_sync()
+    ds.pin_sync(ns, next(n.id for n in ds._source_nodes(ns, "conv") if n.level == 2))
+    lines = list(export_lines(ds, [ns], embeddings=embeddings))
+    assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
+
+    copy = ns + "-copy"
+    report = import_dump(ds, lines, namespace=copy)
+    assert report["sources"] == 2 and report["marks"] == 2
+    assert snapshot(ds, copy) == snapshot(ds, ns)
+    ids = [n.id for n in ds._source_nodes(ns, "conv")]
+    a, b = ds._get_vectors(ns, ids), ds._get_vectors(copy, ids)
+    assert all(np.allclose(a[i], b[i], atol=1e-5) for i in ids)
+    hits = search(ds, copy, "the garden and the compost heap", "hybrid", top_k=3)
+    assert [h.id for h in hits] == [h.id for h in search(ds, ns, "the garden and the compost heap", "hybrid", top_k=3)]
+    with pytest.raises(DumpError, match="already holds"):
+        import_dump(ds, lines, namespace=copy)  # nothing half-written over an existing copy
+
+
+def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: DataStore, ns: str) -> None:
+    from datastore.export import export_lines, import_dump
+
+    three_sessions(ds, ns)
+    lines = list(export_lines(ds, [ns]))
+    target = ns + "-bad"
+    tampered = list(lines)
+    tampered[5] = tampered[5].replace("About", "Abort", 1)
+    cases = {
+        "cut": (lines[:-3] + [lines[-3][: len(lines[-3]) // 2]], f"line {len(lines) - 2}"),
+        "no end": (lines[:-1], f"line {len(lines) - 1}"),
+        "tampered": (tampered, "line 6"),
+        "missing line": (lines[:7] + lines[8:], f"line {len(lines) - 1}"),
+    }
+    for name, (bad, where) in cases.items():
+        with pytest.raises(DumpError) as err:
+            import_dump(ds, bad, namespace=target)
+        assert where in err.value.message, (name, err.value.message)
+        assert ds._list_sources(target) == [], name
+
+
+
+# ---------------------------------------------------------------------- forks
+def covered(ds: DataStore, ns: str, node_id: str) -> set[str]:
+    return {m for n in ds.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
+
+
+def index(mid: str) -> int:
+    return int(mid.rsplit("-", 1)[1])
+
+
+@pytest.mark.parametrize("mode", ["dense", "hybrid"])
+def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str) -> None:
+    from models.api import DeleteRequest
+    from services.errors import ConflictError
+
+    ds.remember_sync(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    a = ds.fork_sync(ns, "p", "m-19", "a")
+    b = ds.fork_sync(ns, "p", "m-19", "b")
+    assert (a.parent_id, b.parent_id) == ("p", "p") and ds._messages_from(ns, "a", -1) == []
+    for cid, word in (("a", "alpha"), ("b", "beta")):
+        ds.remember_sync(ns, RememberRequest(conversation_id=cid, messages=conversation(
+            ("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix=cid, marker=word)))
+    own_a = {n.id for n in ds._source_nodes(ns, "a")}
+
+    def seen(cid: str, text: str = "garden travel cooking music work") -> list:
+        return search(ds, ns, text, mode, top_k=100, conversation_id=cid)
+
+    hits = seen("a")
+    assert {h.conversation_id for h in hits} == {"a", "p"}
+    assert own_a & {h.id for h in hits}
+    for h in hits:
+        assert "beta" not in h.text
+        if h.conversation_id == "p":  # only the parent's memory up to and including m-19
+            assert all(index(m) <= 19 for m in covered(ds, ns, h.id)), h.id
+            assert h.parent_id is None or all(index(m) <= 19 for m in covered(ds, ns, h.parent_id))
+    assert any(h.conversation_id == "p" for h in hits)
+    assert {h.conversation_id for h in seen("p")} == {"p"}  # the parent never sees its forks
+    assert {h.conversation_id for h in seen("b")} == {"b", "p"}  # nor a fork its sibling
+
+    # a fork of a fork: a2 sees p up to m-19 and a up to a-9
+    a2 = ds.fork_sync(ns, "a", "a-9", "a2")
+    assert a2.parent_id == "a"
+    hits = seen("a2", "alpha garden travel")
+    assert {h.conversation_id for h in hits} == {"a", "p"}
+    for h in hits:
+        limit = 9 if h.conversation_id == "a" else 19
+        assert all(index(m) <= limit for m in covered(ds, ns, h.id)), h.id
+    # forking at a message the conversation inherits forks the ancestor that owns it
+    assert ds.fork_sync(ns, "a2", "m-3").parent_id == "p"
+
+    # bad input: unknown message, a message the fork does not see, a taken id, a document
+    for cid, mid in (("a", "nope"), ("a", "m-30"), ("a2", "a-20"), ("nope", "m-1")):
+        with pytest.raises(NotFoundError):
+            ds.fork_sync(ns, cid, mid)
+    with pytest.raises(ConflictError):
+        ds.fork_sync(ns, "p", "m-1", "b")
+
+    # deleting an inherited parent message removes it from the parent and every fork
+    ds.delete_sync(ns, DeleteRequest(ids=["m-5"]))
+    for cid in ("p", "a", "a2"):
+        assert all("m-5" not in covered(ds, ns, h.id) for h in seen(cid)), cid
+        assert not any("(note 5)" in h.text for h in seen(cid) if h.conversation_id == "p"), cid
+    assert {h.conversation_id for h in seen("a")} == {"a", "p"}
+
+
+# ---------------------------------------------------------------------- shared read-only memory
+def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: DataStore, ns: str) -> None:
+    team = ns + "-team"
+    ds.remember_sync(team, RememberRequest(conversation_id="handbook", messages=conversation(
+        ("Ann", "Bob"), 12, topics=["garden"], prefix="t")))
+    ds.remember_sync(ns, RememberRequest(conversation_id="mine", messages=conversation(
+        ("Ann", "Bob"), 12, topics=["music"], prefix="n")))
+    q = [Query(query="the compost heap and the cello", top_k=3, mode="dense")]
+    res = ds.query_shared_sync(ns, [ns, team], q).results[0].results
+    assert {r.namespace for r in res} == {ns, team}
+    assert all(r.conversation_id == ("handbook" if r.namespace == team else "mine") for r in res)
+    assert [r.score for r in res] == sorted((r.score for r in res), reverse=True) and len(res) == 3
+    ds.flush_visits_sync()
+    assert ds._get_marks(team, None) == {} and ds._get_marks(ns, None)

@@ -1,0 +1,130 @@
+"""Memory over a lifetime over HTTP on the real app and local store: sessions, pins and visits, forgetting,
+read-only grants."""
+
+from __future__ import annotations
+
+from tests.conftest import AUTH
+from tests.server.test_api import is_error
+
+
+def turns(prefix: str, n: int, day: int, topic: str) -> list[dict]:
+    return [{"id": f"{prefix}-{i}", "speaker": "Ann" if i % 2 else "Bob",
+             "content": f"On day {day} we talked about {topic}, point {i}: the {topic} matters a lot to us.",
+             "created_at": f"2024-03-{day:02d}T09:{i:02d}:00Z"} for i in range(n)]
+
+
+async def seed_sessions(client) -> None:  # type: ignore[no-untyped-def]
+    r = await client.post("/remember", json={"conversation_id": "c", "session_id": "kickoff", "wait": True,
+                                              "messages": turns("a", 12, 1, "gardening")}, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+    r = await client.post("/remember", json={"conversation_id": "c", "wait": True,
+                                              "messages": turns("b", 12, 5, "sailing")}, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+
+
+async def test_sessions_listed_and_query_filtered(client) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.get("/conversations/c/sessions", headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200, body
+    sessions = body["sessions"]
+    assert [s["session_id"] for s in sessions] == ["kickoff", "s-2024-03-05T09:00:00Z"]
+    assert [s["message_count"] for s in sessions] == [12, 12]
+    assert sessions[1]["start_time"].startswith("2024-03-05T09:00") and all(s["summary_ids"] for s in sessions)
+    r = await client.post("/query", json={"queries": [{"query": "gardening and sailing", "top_k": 20,
+                                                       "filter": {"session_id": "kickoff"}}]}, headers=AUTH)
+    results = (await r.get_json())["results"][0]["results"]
+    assert results and all("kickoff" in x["session_ids"] for x in results)
+    assert all(all(m.startswith("a-") for m in x["message_ids"]) or "kickoff" in x["session_ids"] for x in results)
+    r = await client.get("/conversations/nope/sessions", headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
+
+
+async def test_pin_unpin_and_foreign_namespace(client, store) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/query", json={"queries": [{"query": "sailing", "top_k": 1}]}, headers=AUTH)
+    hit = (await r.get_json())["results"][0]["results"][0]
+    r = await client.post(f"/memories/{hit['id']}/pin", headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and body["pinned"] and body["protected_message_ids"] == len(hit["message_ids"])
+    await store.flush_visits()
+    r = await client.get(f"/memories/{hit['id']}", headers=AUTH)
+    node = (await r.get_json())["node"]
+    assert node["pinned"] and node["visit_count"] == 1 and node["last_visited_at"]
+    r = await client.post(f"/memories/{hit['id']}/pin?namespace=someone-else", headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "id")
+    assert store.protected_messages("someone-else") == set()
+    r = await client.post(f"/memories/{hit['id']}/unpin", headers=AUTH)
+    assert r.status_code == 200 and (await r.get_json())["pinned"] is False
+    assert store.protected_messages("default") == set()
+    r = await client.post("/memories/nope/pin", headers=AUTH)
+    assert r.status_code == 404
+
+
+async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
+    from datastore.providers.local import LocalDataStore
+    from server.app import create_app
+    from services.summarising import ExtractiveSummariser
+    from tests.conftest import make_settings
+
+    settings = make_settings(tmp_path, forget_max_nodes=2, forget_fraction=0.5)
+    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    try:
+        app = create_app(settings, store)
+        async with app.test_app() as test_app:
+            client = test_app.test_client()
+            await seed_sessions(client)
+            before = len(store._source_nodes("default", "c"))
+            r = await client.post("/forget", json={}, headers=AUTH)
+            body = await r.get_json()
+            assert r.status_code == 200 and body["dry_run"] and body["forgotten"] and body["l1_after"] is None
+            assert len(store._source_nodes("default", "c")) == before
+            r = await client.post("/forget", json={"dry_run": False}, headers=AUTH)
+            body = await r.get_json()
+            assert r.status_code == 200 and body["l1_after"] <= 2 and body["deleted_messages"] > 0
+            r = await client.post("/forget", json={"dry_run": "yes"}, headers=AUTH)
+            assert r.status_code == 400
+    finally:
+        store.close()
+
+
+async def test_export_endpoint_is_namespace_scoped(client) -> None:  # type: ignore[no-untyped-def]
+    import json
+
+    await seed_sessions(client)
+    r = await client.get("/export", headers=AUTH)
+    assert r.status_code == 200
+    lines = [json.loads(x) for x in (await r.get_data(as_text=True)).splitlines()]
+    assert lines[0]["type"] == "header" and lines[-1] == {**lines[-1], "type": "end", "records": len(lines) - 1}
+    assert {x["namespace"] for x in lines[1:-1]} == {"default"} and not any("embedding" in x for x in lines)
+    r = await client.get("/export?namespace=elsewhere", headers=AUTH)
+    assert [json.loads(x)["type"] for x in (await r.get_data(as_text=True)).splitlines()] == ["header", "end"]
+    r = await client.get("/export?embeddings=maybe", headers=AUTH)
+    assert r.status_code == 422 and is_error(await r.get_json(), field="embeddings")
+
+
+async def test_fork_over_http(client) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/conversations/c/fork", json={"at_message_id": "a-11", "new_conversation_id": "c2"},
+                          headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 201 and body == {"conversation_id": "c2", "parent_id": "c", "at_message_id": "a-11"}
+    r = await client.post("/remember", json={"conversation_id": "c2", "wait": True, "messages": [
+        {"id": "x-1", "speaker": "Ann", "content": "In this branch we chose to learn the violin instead."}]},
+        headers=AUTH)
+    assert r.status_code == 200
+    r = await client.post("/query", json={"queries": [{"query": "sailing violin gardening", "top_k": 50,
+                                                       "filter": {"conversation_id": "c2"}}]}, headers=AUTH)
+    results = (await r.get_json())["results"][0]["results"]
+    assert {x["conversation_id"] for x in results} == {"c", "c2"}
+    assert all(not m.startswith("b-") for x in results for m in x["message_ids"])  # never the parent's later ones
+    for body, field, status in (
+        ({"at_message_id": "nope"}, "at_message_id", 404),
+        ({"at_message_id": "a-1", "new_conversation_id": "c2"}, "new_conversation_id", 409),
+        ({"at_message_id": ""}, None, 400),
+    ):
+        r = await client.post("/conversations/c/fork", json=body, headers=AUTH)
+        assert r.status_code == status and is_error(await r.get_json(), field=field)
+    r = await client.post("/conversations/c/fork?namespace=x", json={"at_message_id": "a-1", "namespace": "other"},
+                          headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
