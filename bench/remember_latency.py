@@ -42,7 +42,7 @@ def calls_from_locomo(samples: list[dict], conversations: int, calls: int, per_c
         msgs = [m.model_dump(mode="json", exclude_none=True) for s in dataset.sessions(sample) for m in s]
         queues.append([{"conversation_id": sample["sample_id"], "messages": msgs[i:i + per_call]}
                        for i in range(0, len(msgs), per_call)])
-    out = []
+    out: list[dict] = []
     while len(out) < calls and any(queues):
         for q in queues:
             if q and len(out) < calls:

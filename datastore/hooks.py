@@ -53,7 +53,6 @@ class Extended:
     summaries: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
-    backlog_tokens: int = 0  # tokens of the source past its last chunk after the call (unindexed)
 
 
 @dataclass

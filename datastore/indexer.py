@@ -25,7 +25,7 @@ import threading
 import time
 from collections import defaultdict, deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
 
 from werkzeug.exceptions import TooManyRequests
@@ -39,6 +39,7 @@ from services.errors import PyramindError
 log = logging.getLogger(__name__)
 
 Key = tuple[str, str]  # (namespace, source id)
+STOP_GRACE = 5.0  # seconds a stopping server waits for the indexing steps in flight
 T = TypeVar("T")
 
 
@@ -133,6 +134,8 @@ class Indexer:
                                             initializer=_lower_priority, initargs=(settings.index_nice,))
         self._tasks: list[asyncio.Task[Any]] = []
         self._running: set[asyncio.Task[Any]] = set()
+        self._in_flight: set[Future[Any]] = set()
+        self._in_flight_guard = threading.Lock()
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -143,12 +146,21 @@ class Indexer:
             asyncio.create_task(self._scan_loop(), name="pyramind-backlog-scan"),
         ]
 
-    async def stop(self) -> None:
-        """Cancel the lanes and wait for the steps in flight (each commits whole or not at all)."""
+    async def stop(self, grace: float = STOP_GRACE) -> None:
+        """Cancel the lanes and wait up to `grace` seconds for the steps in flight. A step still running then
+        (a low-priority thread on a saturated machine) is abandoned: it commits whole or not at all, and what
+        it did not commit stays backlog in the store for the next start."""
         for task in self._tasks + list(self._running):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._running, return_exceptions=True)
-        await asyncio.to_thread(self._executor.shutdown, True, cancel_futures=True)
+        with self._in_flight_guard:
+            in_flight = [asyncio.wrap_future(f) for f in self._in_flight if not f.done()]
+        if in_flight:
+            _, pending = await asyncio.wait(in_flight, timeout=grace)
+            if pending:
+                log.warning("indexer: abandoning %d step(s) still running after %.0f s (nothing is half-written; "
+                            "the backlog stays in the store)", len(pending), grace)
+        self._executor.shutdown(wait=False, cancel_futures=True)
 
     async def scan(self) -> int:
         """Queue every source the store reports with a backlog or an unsummarised group; returns how many."""
@@ -217,7 +229,15 @@ class Indexer:
             log.error("indexing failed", exc_info=task.exception())
 
     async def _run(self, fn: Callable[..., T], *args: Any) -> T:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+        future = self._executor.submit(fn, *args)
+        with self._in_flight_guard:
+            self._in_flight.add(future)
+        future.add_done_callback(self._done)
+        return await asyncio.wrap_future(future)
+
+    def _done(self, future: Future[Any]) -> None:  # in the worker thread
+        with self._in_flight_guard:
+            self._in_flight.discard(future)
 
     async def _chunk_step(self, key: Key) -> Step:
         t0 = time.monotonic()

@@ -109,7 +109,7 @@ class Remembering(StoreBase):
                 open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
                 chunked_to = last_l1.tok_end if last_l1 else 0
                 if not fresh and (chunked_to >= src_state.n_tokens or not index):
-                    return Extended(skipped=skipped, backlog_tokens=src_state.n_tokens - chunked_to)
+                    return Extended(skipped=skipped)
 
                 stored = [
                     StoredMessage(id=mid, source_id=source_id, source_type=source_type,
@@ -131,7 +131,7 @@ class Remembering(StoreBase):
                     except ConflictError:
                         backoff(attempt)
                         continue
-                    return Extended(skipped=skipped, pending=[m.id for m in stored], backlog_tokens=offset - chunked_to)
+                    return Extended(skipped=skipped, pending=[m.id for m in stored])
                 if open_chunk is not None:
                     start = open_chunk.tok_start
                 elif last_l1 is not None:

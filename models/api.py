@@ -125,8 +125,8 @@ class RememberRequest(BaseModel):
     )
     wait: bool = Field(
         default=False, strict=True,
-        description="true: answer only once the messages are searchable (read-your-writes); false: answer as soon "
-        "as they are stored.",
+        description="true: answer 200 once the messages are searchable and summarised (read-your-writes), or 202 "
+        "with them still pending after the server's wait limit; false: answer 202 as soon as they are stored.",
     )
 
 

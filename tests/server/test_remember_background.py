@@ -42,7 +42,7 @@ async def found(client: Any, word: str, namespace: str | None = None) -> bool:
     return any(word in x["text"] for x in (await r.get_json())["results"][0]["results"])
 
 
-async def until(check: Any, timeout: float = 60) -> float:
+async def until(check: Any, timeout: float = 180) -> float:
     """Seconds until the async `check()` is true; fails after `timeout`."""
     t0 = time.monotonic()
     while not await check():

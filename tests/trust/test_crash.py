@@ -52,6 +52,7 @@ class Ledger:
     acked: dict[str, str] = field(default_factory=dict)  # message id -> conversation id (a 200 or 202)
     unknown: list[tuple[str, list[dict]]] = field(default_factory=list)  # (conversation id, messages)
     other: list[str] = field(default_factory=list)  # unexpected statuses, as "status body"
+    interrupted: int = 0  # rounds whose kill left indexing work in the store (the indexer was cut off)
 
 
 def messages(rnd: int, conv: int, call: int, rng: random.Random) -> list[dict]:
@@ -109,6 +110,7 @@ def check_after_crash(db: Path, embedder: LocalEmbedder, ledger: Ledger, note: s
     try:
         checked = check_store(store, settings, indexed=indexed)
         stored = {m: c for per_ns in checked.values() for m, c in per_ns.items()}
+        ledger.interrupted += bool(store._backlog() or store._unrolled())
     finally:
         store.close()
     lost = {m: c for m, c in ledger.acked.items() if stored.get(m) != c}
@@ -136,6 +138,7 @@ async def test_sigkill_loses_nothing_acknowledged_and_writes_nothing_by_half(  #
         assert not ledger.other, f"{note}: unexpected answers before the kill: {ledger.other}"
         check_after_crash(db, embedder, ledger, f"{note}, round {rnd} (killed after {kill_after:.2f} s)")
     assert sum(answered) >= ROUNDS, f"{note}: too few calls answered before the kills to test anything: {answered}"
+    assert ledger.interrupted, f"{note}: no kill cut off background indexing; nothing of it was tested"
 
     # a fresh server takes the cut-off calls again, and more: each retry is skipped whole or stored whole
     server = servers(ENV)
