@@ -22,6 +22,7 @@ from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
 from datastore.datastore import DataStore
+from datastore.indexer import Indexer
 from models.api import (
     MAX_LEVEL_FILTER,
     DeleteFilter,
@@ -94,9 +95,12 @@ async def _call(make: Callable[[], Awaitable[T]]) -> T:
         raise ToolError(f"{_field(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid value')}") from exc
 
 
-def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_namespace: str | None = None
-              ) -> MCPServer:
+def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_namespace: str | None = None,
+              get_indexer: Callable[[], Indexer | None] | None = None) -> MCPServer:
     """An MCPServer whose tools call the store that `get_store()` returns (the app's, opened at serving start).
+
+    get_indexer: the app's background indexer, through which `remember` stores now and indexes later exactly as
+    POST /remember does (None over stdio: remember indexes in the call).
 
     default_namespace: the namespace of callers without a principal that name none (stdio: `pyramind mcp -n`).
     """
@@ -130,8 +134,14 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> RememberResponse:
         """Save chat messages to long-term memory. They are cut into chunks (level 1) and rolled up into
         summaries (level 2+). Resending a message id changes nothing."""
-        return await _call(lambda: get_store().remember(ns(ctx, namespace, write=True), RememberRequest(
-            conversation_id=conversation_id, messages=messages, wait=wait)))
+        async def run() -> RememberResponse:
+            req = RememberRequest(conversation_id=conversation_id, messages=messages, wait=wait)
+            indexer = get_indexer() if get_indexer else None
+            if indexer is None:  # stdio: no background indexer; index in the call
+                return await get_store().remember(ns(ctx, namespace, write=True), req)
+            return (await indexer.remember(ns(ctx, namespace, write=True), req))[0]
+
+        return await _call(run)
 
     @mcp.tool(annotations=read)
     async def recall(
