@@ -103,7 +103,7 @@ def import_(
     if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
         raise typer.BadParameter("--format must be auto, locomo, chatgpt, jsonl or dump")
     if fmt == "dump" or (fmt == "auto" and looks_like_dump(path)):
-        import_dump_file(path, namespace if namespace != DEFAULT_NAMESPACE else None)
+        import_dump_file(path, namespace if namespace != DEFAULT_NAMESPACE else None, db)
         return
     try:
         batches = list(read(path, fmt))  # type: ignore[arg-type]
@@ -121,7 +121,8 @@ def import_(
             for b in batches:
                 if b.fork is not None and store._get_source(namespace, b.conversation_id) is None:
                     store.fork_sync(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
-                r = store.remember_sync(namespace, RememberRequest(conversation_id=b.conversation_id, messages=b.messages))
+                r = store.remember_sync(namespace, RememberRequest(conversation_id=b.conversation_id,
+                                                                   messages=b.messages))
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)
                 summaries += len(r.summary_ids)
@@ -260,15 +261,17 @@ def migrate(
 def mcp(
     namespace: Annotated[str | None, typer.Option(
         "--namespace", "-n", help="Namespace of tool calls that name none (default: default).")] = None,
+    db: Db = None,
 ) -> None:
     """Serve the memory tools over MCP on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.
 
-    Opens the store configured in the environment (.env); a local process the user starts, so no token is asked.
+    Opens the store configured in the environment (.env), creating it on first use; a local process the user
+    starts, so no token is asked. Its status lines go to stderr: stdout carries only the protocol.
     """
     from server.mcp_tools import build_mcp
 
-    settings = Settings()
-    store = _store(settings)
+    settings = _settings(db)
+    store = _store(settings, create=True)
     try:
         build_mcp(lambda: store, settings, namespace).run("stdio")
     finally:

@@ -11,9 +11,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from models.settings import Settings
-
 OneNamespace = Annotated[str | None, typer.Option("--namespace", "-n", help="One namespace (default: all).")]
+Db = Annotated[  # as local_server.cli.Db (typer reads the annotation from this module's globals)
+    Path | None,
+    typer.Option("--db", help="SQLite file of the local store (sets DATASTORE=local and LOCAL_DB_PATH)."),
+]
 
 
 def looks_like_dump(path: Path) -> bool:
@@ -24,12 +26,13 @@ def looks_like_dump(path: Path) -> bool:
         return is_dump(f.readline())
 
 
-def import_dump_file(path: Path, namespace: str | None) -> None:
-    """Restore a dump into the configured store; exits 2 naming the bad line (nothing written)."""
-    from local_server.cli import _store, console
+def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) -> None:
+    """Restore a dump into the configured store (created when missing); exits 2 naming the bad line (nothing
+    written)."""
+    from local_server.cli import _settings, _store, console
     from services.errors import PyramindError
 
-    store = _store(Settings())
+    store = _store(_settings(db), create=True)
     try:
         from datastore.export import import_dump
 
@@ -46,16 +49,17 @@ def import_dump_file(path: Path, namespace: str | None) -> None:
 
 def register(app: typer.Typer) -> None:
     """Add the lifetime commands to the `pyramind` CLI."""
-    from local_server.cli import _store, console
+    from local_server.cli import _settings, _store, console
 
     @app.command()
     def forget(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would be forgotten.")] = False,
         namespace: OneNamespace = None,
         as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
+        db: Db = None,
     ) -> None:
         """Apply the forgetting policy (FORGET_MAX_NODES, FORGET_AFTER_DAYS, FORGET_FRACTION) now."""
-        store = _store(Settings())
+        store = _store(_settings(db))
         try:
             if not store.policy_enabled:
                 console.print("[yellow]the forgetting policy is off: set FORGET_MAX_NODES or "
@@ -85,12 +89,13 @@ def register(app: typer.Typer) -> None:
         embeddings: Annotated[bool, typer.Option(help="Include every node's embedding (larger; no re-embedding).")]
         = False,
         out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
+        db: Db = None,
     ) -> None:
         """Write every conversation, document, message, node, visit and pin as a JSONL dump (`pyramind import`
         restores it into any provider)."""
         from datastore.export import export_lines
 
-        store = _store(Settings())
+        store = _store(_settings(db))
         try:
             target = out.open("w", encoding="utf-8") if out else sys.stdout
             try:

@@ -117,11 +117,12 @@ def test_import_query_show_stats(tmp_path: Path, locomo: list[dict]) -> None:
     assert f"{n} messages in 1 conversations" in r.output
 
     r = runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=env(tmp_path))
-    assert r.exit_code == 0 and "3 messages in 1 conversations" in r.output
+    # the main path (u1, a1b, u2) and the regenerated answer a1 as a fork of it (services/importers.py)
+    assert r.exit_code == 0 and "4 messages in 2 conversations" in r.output
 
     r = runner.invoke(app, ["stats"], env=env(tmp_path))
     stats = json.loads(r.stdout)
-    assert stats["sources"] == 2 and stats["messages"] == n + 3 and stats["L3"] >= 1
+    assert stats["sources"] == 3 and stats["messages"] == n + 4 and stats["L3"] >= 1
 
     r = runner.invoke(app, ["query", "when does my passport expire", "--json", "-k", "3"], env=env(tmp_path))
     top = json.loads(r.stdout)["results"][0]["results"][0]
@@ -213,11 +214,11 @@ def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
     e["FORGET_MAX_NODES"] = "2"
     dry = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
     assert dry.exit_code == 0, dry.output
-    report = json.loads(dry.output)[0]
+    report = json.loads(dry.stdout)[0]
     assert report["dry_run"] and report["forgotten"] and report["l1_before"] > 2
     real = runner.invoke(app, ["forget", "--json"], env=e)
     assert real.exit_code == 0, real.output
-    assert json.loads(real.output)[0]["l1_after"] <= 2
+    assert json.loads(real.stdout)[0]["l1_after"] <= 2
 
 
 def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
