@@ -42,6 +42,7 @@ IDF_FLOOR = 1e-6  # FTS5's idf for terms in half the rows or more
 _GROW = 1.5
 _STEM_MIN, _STEM_MAX = 3, 64  # bytes; FTS5's porter passes shorter and longer tokens through
 _MERGE_MIN = 1 << 16  # tail postings below which the tail is never merged
+_MERGE_CHUNK = 1 << 22  # postings moved per step of a merge
 
 _TOKEN = re.compile(r"[^\W_]+")
 # ASCII bytes: letters lower-cased, digits kept, the boundary mark 0x01 kept, everything else a space (the token
@@ -247,11 +248,14 @@ class TextIndex:
         post_rows = np.empty(total, dtype=np.int32)
         post_tfs = np.empty(total, dtype=np.uint16)
         n_old = len(self.post_rows)
-        if n_old:  # an old posting moves by how much its term's start moved
+        if n_old:  # an old posting moves by how much its term's start moved; in chunks, to bound the index arrays
             shift = indptr[:-1] - np.concatenate([self.indptr[:-1], np.full(n_terms - len(self.indptr) + 1, n_old)])
-            dest = np.arange(n_old, dtype=np.int64) + np.repeat(shift, old_counts)
-            post_rows[dest] = self.post_rows
-            post_tfs[dest] = self.post_tfs
+            for a in range(0, n_old, _MERGE_CHUNK):
+                b = min(n_old, a + _MERGE_CHUNK)
+                at = np.arange(a, b, dtype=np.int64)
+                dest = at + shift[np.searchsorted(self.indptr, at, side="right") - 1]
+                post_rows[dest] = self.post_rows[a:b]
+                post_tfs[dest] = self.post_tfs[a:b]
         starts = indptr[tids] + old_counts[tids]
         within = np.arange(int(tail_counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(tail_counts) - tail_counts,
                                                                                tail_counts)
@@ -268,10 +272,9 @@ class TextIndex:
         new_pos = np.full(self.size, -1, dtype=np.int64)
         new_pos[keep] = np.arange(len(keep))
         live = self.alive[self.post_rows]
-        term_of = np.repeat(np.arange(len(self.indptr) - 1), np.diff(self.indptr))[live]
-        counts = np.bincount(term_of, minlength=len(self.indptr) - 1)
-        self.indptr = np.zeros(len(counts) + 1, dtype=np.int64)
-        np.cumsum(counts, out=self.indptr[1:])
+        kept = np.zeros(len(live) + 1, dtype=np.int32 if len(live) < 2**31 else np.int64)
+        np.cumsum(live, out=kept[1:])
+        self.indptr = kept[self.indptr].astype(np.int64)  # live postings before each term's start
         self.post_rows = new_pos[self.post_rows[live]].astype(np.int32)
         self.post_tfs = self.post_tfs[live]
         for name in ("rowids", "levels", "starts", "ends", "lengths", "alive"):

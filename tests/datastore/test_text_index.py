@@ -99,7 +99,8 @@ def test_top_k_by_maxscore_equals_scoring_every_row() -> None:
 
 
 def test_incremental_adds_and_removals_equal_a_rebuild(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(text_index, "_MERGE_MIN", 500)  # merge the tail often
+    monkeypatch.setattr(text_index, "_MERGE_MIN", 500)  # merge the tail often,
+    monkeypatch.setattr(text_index, "_MERGE_CHUNK", 1000)  # in many steps
     texts = corpus(6000, seed=3)
     live = TextIndex()
     rng = random.Random(4)
