@@ -28,7 +28,8 @@ def test_migrations_are_named_recorded_and_run_once(ds: DataStore, open_store: C
     open_store()  # a second open finds everything applied
     url = ds.settings.postgres_url.get_secret_value()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
-        assert [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations")] == ["001_initial"]
+        assert [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations ORDER BY name")] == [
+            "001_initial", "002_core_memory"]
         indexes = {r[0]: r[1] for r in conn.execute(
             "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'pyramind_nodes'")}
         dim = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
