@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from datastore.core import CoreMemory
-from datastore.retrieval import retrieve
+from datastore.retrieval import retrieve, text_terms
 from datastore.sequence import Sequence
 from models.api import QueryFilter
 from models.context import (
@@ -64,6 +64,7 @@ HEADINGS = {
 DEFAULT_BUDGET = 2000
 MAX_LEFT_OUT = 50
 MAX_ROOTS = 64  # a tree has few roots (about FAN_OUT per level); a flat store's latest 64 chunks stand in
+LEXICAL = 0.5  # weight of shared words in a timeline node's closeness to the query
 REFINE = 2  # timeline nodes refined one level down (the closest to the query), room permitting
 _STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 
@@ -207,7 +208,7 @@ class ContextAssembly(CoreMemory, Sequence):
                 elif name == "relevant":
                     self._fill_relevant(ns, req, query, vector, sec, render, shown, spans)
                 else:
-                    self._fill_timeline(ns, cid, vector, sec, render, spans, shown)
+                    self._fill_timeline(ns, cid, query, vector, sec, render, spans, shown)
             carry = sec.budget - sec.used
             sections.append(sec)
 
@@ -367,6 +368,7 @@ class ContextAssembly(CoreMemory, Sequence):
         self,
         ns: str,
         cid: str | None,
+        query: str | None,
         vector: np.ndarray | None,
         sec: _Section,  # type: ignore[no-untyped-def]
         render,
@@ -393,7 +395,7 @@ class ContextAssembly(CoreMemory, Sequence):
                 todo.extend(self._get_nodes(ns, n.children))
         if not candidates:
             return
-        cos = self._closeness(ns, candidates, vector)
+        cos = self._closeness(ns, candidates, vector, query)
         by_score = sorted(candidates, key=lambda n: (-cos[n.id], -n.level, n.position))
         # refine the closest summaries one level down where the room allows it
         refined: dict[str, list[MemoryNode]] = {}
@@ -411,7 +413,7 @@ class ContextAssembly(CoreMemory, Sequence):
         for n in by_score:
             if n.id in refined:
                 kids = refined[n.id]
-                kc = self._closeness(ns, kids, vector)
+                kc = self._closeness(ns, kids, vector, query)
                 chosen += [
                     (k, kc[k.id], f"refined from {n.id}, closest part of the timeline to the query") for k in kids
                 ]
@@ -441,13 +443,23 @@ class ContextAssembly(CoreMemory, Sequence):
         )
         sec.items, sec.lines = [a[1] for a in admitted], [a[2] for a in admitted]
 
-    def _closeness(self, ns: str, nodes: list[MemoryNode], vector: np.ndarray | None) -> dict[str, float]:
-        """Cosine of each node to the query (0 without a query: then recency decides, newest first)."""
-        if vector is None:
+    def _closeness(self, ns: str, nodes: list[MemoryNode], vector: np.ndarray | None,
+                   query: str | None) -> dict[str, float]:
+        """How close each node is to the query, in [0, 1]: `(1 - LEXICAL) * max(cosine, 0) + LEXICAL * the share of
+        the query's words the node holds` (words matter on LoCoMo, see bench/RESULTS.md); without a query,
+        recency decides (newest first)."""
+        if vector is None or not query:
             return {n.id: (n.end_time.timestamp() if n.end_time else 0.0) * 1e-12 for n in nodes}
         q = np.asarray(vector, dtype=np.float32)
         vecs = self._get_vectors(ns, [n.id for n in nodes])
-        return {n.id: float(vecs[n.id] @ q) if n.id in vecs else 0.0 for n in nodes}
+        terms = set(text_terms(query))
+        out = {}
+        for n in nodes:
+            words = set(text_terms(n.text)) if terms else set()
+            lexical = len(terms & words) / len(terms) if terms else 0.0
+            cosine = max(float(vecs[n.id] @ q), 0.0) if n.id in vecs else 0.0
+            out[n.id] = (1 - LEXICAL) * cosine + LEXICAL * lexical
+        return out
 
 
 def _cut(text: str, limit: int) -> str:

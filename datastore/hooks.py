@@ -201,12 +201,14 @@ class StoreBase(ABC):
     # provider hooks for core memory (datastore/core.py); a provider without them refuses core memory
     def _core_entries(self, ns: str, scope: str) -> list[CoreEntry]:
         """The stored core entries of a scope (a conversation id, or "" for the namespace), expired ones too."""
-        raise UnsupportedError(f"core memory is not supported by the {self.name} store (use the local or postgres store)")
+        raise UnsupportedError(
+            f"core memory is not supported by the {self.name} store (use the local or postgres store)")
 
     def _core_write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
         """In one transaction: delete the entries of `scope` with a key in `delete`, then store `put`
         (replacing its key). Returns how many entries were deleted."""
-        raise UnsupportedError(f"core memory is not supported by the {self.name} store (use the local or postgres store)")
+        raise UnsupportedError(
+            f"core memory is not supported by the {self.name} store (use the local or postgres store)")
 
     # provider hooks for visits and pins (datastore/pins.py); kept apart from the node rows, so recording a
     # visit never rewrites a node, its text index or its vector

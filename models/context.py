@@ -29,7 +29,8 @@ class ContextRequest(BaseModel):
         default=None,
         min_length=1,
         max_length=256,
-        description="The conversation being answered: its recent turns, core entries and timeline. None: namespace-wide.",
+        description="The conversation being answered: its recent turns, core entries and timeline. "
+        "None: namespace-wide.",
     )
     query: str | None = Field(
         default=None,
@@ -47,7 +48,8 @@ class ContextRequest(BaseModel):
         default=None,
         max_length=4000,
         description=(
-            "Block template: {user_name} {assistant_name} {memories} (all sections) or {core} {recent} {relevant} {timeline}."
+            "Block template: {user_name} {assistant_name} {memories} (all sections) or "
+            "{core} {recent} {relevant} {timeline}."
         ),
     )
     memory_template: str | None = Field(

@@ -67,7 +67,8 @@ def test_default_block_for_a_small_conversation(store: LocalDataStore) -> None:
     store.core_put_sync("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
     store.core_put_sync("ns", CorePutRequest(key="diet", value="vegetarian"))
     store.remember_sync("ns", RememberRequest(conversation_id="c1", messages=[
-        Message(id="m1", speaker="Ann", content="I adopted a grey cat called Miso.", created_at=NOW - timedelta(days=3)),
+        Message(id="m1", speaker="Ann", content="I adopted a grey cat called Miso.",
+                created_at=NOW - timedelta(days=3)),
         Message(id="m2", speaker="Bo", content="Lovely! How old is Miso?", created_at=NOW - timedelta(days=3)),
         Message(id="m3", speaker="Ann", content="Two years old, and she hates the vacuum.",
                 created_at=NOW - timedelta(hours=2)),
@@ -138,7 +139,7 @@ def test_no_span_is_spent_twice(filled: LocalDataStore) -> None:
         nodes = filled._get_nodes("ns", [i.id for s in res.sections[2:] for i in s.items])
         assert len(nodes) == sum(len(s.items) for s in res.sections[2:])
         spans = sorted(l1_span(n, fan) for n in nodes)
-        for (a0, a1), (b0, b1) in zip(spans, spans[1:]):
+        for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
             assert a1 <= b0, f"overlapping spans {(a0, a1)} and {(b0, b1)} at budget {budget}"
         for n in nodes:  # no chunk that only repeats the recent turns
             assert not (n.level == 1 and set(n.message_ids) <= shown)

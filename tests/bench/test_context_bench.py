@@ -1,0 +1,28 @@
+"""bench/context.py's pure parts: what counts as evidence in a block, and the results table."""
+
+from __future__ import annotations
+
+from bench import context
+
+
+def test_evidence_counts_only_verbatim_turn_text() -> None:
+    texts = {"D1:1": "I adopted a cat called Miso.", "D1:2": "We moved to Porto last spring."}
+    block = "## Relevant memories\n- [2023-05-01, 3 days ago] Ann: I adopted a cat\n  called Miso.\n"
+    assert context.found(block, ("D1:1",), texts) == 1.0  # line breaks and indentation are folded
+    assert context.found(block, ("D1:1", "D1:2"), texts) == 0.5
+    assert context.found("Ann moved to Porto in spring.", ("D1:2",), texts) == 0.0  # a paraphrase does not count
+
+
+def test_markdown_lists_every_variant_and_scale() -> None:
+    groups = {"all": {1000: 0.5, 2000: 0.6, 4000: 0.7}, "1": {1000: 0.1, 2000: 0.2, 4000: 0.3}}
+    results = {
+        "evidence": {"n_questions": 2, "store": {"L1": 3}, "n_per_category": {"1": 2}, "elapsed_s": 1.0,
+                     "variants": {"query": {"groups": groups, "mean_section_tokens": {}},
+                                  "context": {"groups": groups, "mean_section_tokens": {
+                                      b: {"relevant": 10} for b in context.BUDGETS}}}},
+        "latency": [{"nodes": 10_000, "build_s": 1.0, "requests": 5,
+                     "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}}],
+    }
+    md = context.markdown(results, "cmd")
+    assert "| query | 0.500 | 0.600 | 0.700 | 0.10 / 0.20 / 0.30 |" in md
+    assert "/context at 10,000 nodes: p50 1.0 ms, p95 2.0 ms" in md
