@@ -306,7 +306,7 @@ def _strict_true(value: Any) -> Any:
 
 
 class DeleteRequest(BaseModel):
-    """Exactly one of: `ids` (memory node ids, message ids, conversation or document ids), `filter`, `delete_all`.
+    """Exactly one of: `ids` (memory node, message, conversation or document ids), `filter`, `delete_all`.
 
     Message ids are unique within their conversation only: a message id held by several conversations (or
     documents) is refused as ambiguous unless `conversation_id` names the one to forget it from.

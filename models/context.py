@@ -42,8 +42,10 @@ class ContextRequest(BaseModel):
         default=None, strict=True, description="Token budget (cl100k) of the whole block; default 2000."
     )
     now: IsoDateTime | None = Field(default=None, description="Time the block is for ('3 days ago'); default: now.")
-    user_name: str = Field(default="the user", max_length=128)
-    assistant_name: str = Field(default="the assistant", max_length=128)
+    user_name: str = Field(default="the user", max_length=128, description="Fills {user_name} of the template.")
+    assistant_name: str = Field(
+        default="the assistant", max_length=128, description="Fills {assistant_name} of the template."
+    )
     template: str | None = Field(
         default=None,
         max_length=4000,
@@ -93,37 +95,54 @@ class ContextItem(BaseModel):
     """One memory in the block."""
 
     id: str = Field(description="Node id (chunk/summary), message id (recent turn) or core key.")
-    kind: Literal["core", "message", "chunk", "summary"]
+    kind: Literal["core", "message", "chunk", "summary"] = Field(
+        description="core: a core-memory entry; message: a recent turn verbatim; chunk: an L1 chunk; summary: L2+."
+    )
     level: int = Field(description="0 core, 0 message, 1 chunk, >=2 summary.")
-    text: str
-    speaker: str | None = None
+    text: str = Field(
+        description="Its text before the memory template and max_memory_chars: `key: value` (core), `speaker: "
+        "content` (message), the node's text (chunk, summary)."
+    )
+    speaker: str | None = Field(default=None, description="Who said it (a node: its speakers, comma-separated).")
     source_id: str | None = Field(default=None, description="Conversation or document id.")
-    start_time: IsoDateTime | None = None
-    end_time: IsoDateTime | None = None
+    start_time: IsoDateTime | None = Field(
+        default=None,
+        description="ISO 8601 UTC start of what it covers: a node's first message, a turn's time, a core entry's "
+        "last update. Null: untimed.",
+    )
+    end_time: IsoDateTime | None = Field(
+        default=None, description="ISO 8601 UTC end of what it covers (same sources as start_time). Null: untimed."
+    )
     score: float | None = Field(default=None, description="Retrieval score (relevant) or query cosine (timeline).")
     why: str = Field(description="Why it is included.")
     tokens: int = Field(description="Tokens of its rendered line.")
 
 
 class ContextSection(BaseModel):
-    name: SectionName
+    """One section of the block, in priority order: core, recent, relevant, timeline."""
+
+    name: SectionName = Field(description="The section: core, recent, relevant or timeline.")
     budget_tokens: int = Field(description="Its share plus what earlier sections left unused.")
-    tokens_used: int
-    items: list[ContextItem]
+    tokens_used: int = Field(description="cl100k tokens its items and heading take in the block.")
+    items: list[ContextItem] = Field(description="The memories included, in the order they appear in the block.")
     left_out: int = Field(description="Candidates that did not fit.")
 
 
 class LeftOut(BaseModel):
-    id: str
-    section: SectionName
-    tokens: int
-    reason: str
+    """A candidate memory that did not fit in the budget."""
+
+    id: str = Field(description="Node id (chunk/summary), message id (recent turn) or core key.")
+    section: SectionName = Field(description="The section it was a candidate for.")
+    tokens: int = Field(description="cl100k tokens it would have taken.")
+    reason: str = Field(description="Why it was left out, e.g. 'no room in the budget'.")
 
 
 class ContextResponse(BaseModel):
+    """The context block: `context` to put in the system prompt, and every section's items and why."""
+
     context: str = Field(description="The rendered block, ready for a system prompt.")
     tokens_used: int = Field(description="cl100k tokens of `context`; never above budget_tokens.")
-    budget_tokens: int
+    budget_tokens: int = Field(description="cl100k token budget the block was assembled within.")
     query: str | None = Field(description="The query the memories were chosen for.")
-    sections: list[ContextSection]
+    sections: list[ContextSection] = Field(description="The four sections in priority order, with their items.")
     left_out: list[LeftOut] = Field(description="Candidates left out for lack of room (at most 50).")

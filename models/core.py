@@ -15,13 +15,17 @@ MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
 class CoreEntry(BaseModel):
     """One core-memory entry as stored and returned. `scope`: the conversation id, or "" for the namespace."""
 
-    key: str
-    value: str
+    key: str = Field(description="Name of the fact, unique within its scope.")
+    value: str = Field(description="The fact.")
     importance: int = Field(description="0-100; the least important entries are moved out first.")
-    conversation_id: str | None = None
-    created_at: datetime
-    updated_at: datetime
-    expires_at: datetime | None = None
+    conversation_id: str | None = Field(
+        default=None, description="The conversation it is scoped to; null: the whole namespace."
+    )
+    created_at: datetime = Field(description="ISO 8601 UTC time the key was first set.")
+    updated_at: datetime = Field(description="ISO 8601 UTC time of its last write.")
+    expires_at: datetime | None = Field(
+        default=None, description="ISO 8601 UTC time it expires (from ttl_seconds); null: never."
+    )
     tokens: int = Field(description="cl100k tokens of the rendered line `key: value`.")
 
     @property
@@ -61,7 +65,9 @@ class CorePutRequest(BaseModel):
 
 
 class CorePutResponse(BaseModel):
-    entry: CoreEntry
+    """The entry as stored, the entries moved out to make room, and the scope's tokens after the write."""
+
+    entry: CoreEntry = Field(description="The entry as stored.")
     moved_out: list[CoreEntry] = Field(
         description="Entries moved to long-term memory (searchable documents `core:...`) to stay within the budget."
     )
@@ -70,11 +76,15 @@ class CorePutResponse(BaseModel):
 
 
 class CoreListResponse(BaseModel):
+    """The scope's unexpired core-memory entries and the tokens they take."""
+
     entries: list[CoreEntry] = Field(description="Unexpired entries, most important first.")
-    tokens_used: int
-    budget_tokens: int
+    tokens_used: int = Field(description="cl100k tokens of the listed entries (sum of their `tokens`).")
+    budget_tokens: int = Field(description="CORE_MAX_TOKENS: most tokens one scope may hold.")
 
 
 class CoreDeleteResponse(BaseModel):
+    """The core-memory entry is forgotten, with its copy in long-term memory."""
+
     deleted: bool = Field(description="Whether the entry, or its moved-out copy, existed.")
     deleted_documents: int = Field(description="Moved-out copies in long-term memory removed (0 or 1).")

@@ -45,23 +45,27 @@ class NamespaceQuery(BaseModel):
 class SourceSummary(BaseModel):
     """A conversation or a document: its time range, message count and nodes per level."""
 
-    id: str
-    source_type: SourceType
+    id: str = Field(description="Conversation or document id (as given to /remember or /upsert).")
+    source_type: SourceType = Field(description="conversation or document.")
     title: str | None = Field(default=None, description="The source's title when it has one.")
     start_time: datetime | None = Field(description="Earliest time its memories cover (None: messages untimed).")
-    end_time: datetime | None
+    end_time: datetime | None = Field(description="Latest time its memories cover (None: messages untimed).")
     message_count: int = Field(description="Messages (a document counts as one).")
     node_counts: dict[str, int] = Field(description="Nodes per level, keyed by level: {'1': 40, '2': 8, '3': 1}.")
     metadata: dict[str, Any] = Field(default_factory=dict, description="A document's metadata (url, author...).")
 
 
 class SourceList(BaseModel):
+    """One page of the namespace's conversations and documents."""
+
     conversations: list[SourceSummary] = Field(description="Conversations and documents, ordered by id.")
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; None on the last page.")
 
 
 class SourceDetail(BaseModel):
-    conversation: SourceSummary
+    """A conversation or document and the roots of its memory tree."""
+
+    conversation: SourceSummary = Field(description="The source: time range, message count, nodes per level.")
     top_nodes: list[NodeView] = Field(
         description="The roots of the source's tree (nodes without a parent) in time order; expand each with "
         "GET /memories/{id}."
@@ -71,15 +75,19 @@ class SourceDetail(BaseModel):
 class MessageView(BaseModel):
     """One stored message (a document is one message)."""
 
-    id: str
+    id: str = Field(description="Message id (as given to /remember, else generated); a document's is its id.")
     conversation_id: str = Field(description="Its conversation or document id.")
-    source_type: SourceType
+    source_type: SourceType = Field(description="conversation or document.")
     seq: int = Field(description="Position in the source, from 0.")
-    speaker: str
-    content: str
-    created_at: datetime | None
+    speaker: str = Field(
+        description="Who said it (speaker, else role, else 'user'); a document's author, else 'document'."
+    )
+    content: str = Field(description="The message text as remembered.")
+    created_at: datetime | None = Field(description="ISO 8601 UTC time it was sent; null: untimed.")
 
 
 class MessageList(BaseModel):
+    """One page of a source's messages."""
+
     messages: list[MessageView] = Field(description="In order (seq).")
     next_cursor: str | None = Field(description="Pass as `cursor` for the next page; None on the last page.")

@@ -29,6 +29,9 @@ SETTING_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
 }
 PARAMETER_DESCRIPTIONS = {
     "memory_id": "Id of a memory (a chunk or a summary), from /query, /find or another memory's children.",
+    "conversation_id": "Id of a conversation (as given to /remember, or from GET /conversations); the browse "
+    "routes also take a document id.",
+    "key": "Key of the core memory entry, as set with PUT /core.",
 }
 
 
