@@ -70,6 +70,7 @@ class ContextRequest(BaseModel):
     )
     min_score: float | None = Field(
         default=None,
+        strict=True,
         ge=0,
         le=1,
         description="Floor of relevant memories' score (hybrid scale 0-1); default CONTEXT_MIN_SCORE.",

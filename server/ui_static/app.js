@@ -510,7 +510,8 @@ async function renderCore() {
   const body = h("tbody");
   const key = h("input", { id: "core-key", required: true });
   const value = h("input", { id: "core-value", required: true, size: 50 });
-  const importance = h("input", { id: "core-importance", type: "number", step: "any" });
+  const importance = h("input", { id: "core-importance", type: "number", min: 0, max: 100, step: 1,
+    placeholder: "0-100" });
   const ttl = h("input", { id: "core-ttl", type: "number", min: 1 });
   const form = h("form", { id: "core-form", class: "card" },
     h("div", { class: "row" }, h("label", {}, "key ", key), h("label", {}, "value ", value)),
@@ -542,7 +543,7 @@ async function renderCore() {
     clearMessages();
     guard(async () => {
       const entry = { key: key.value.trim(), value: value.value };
-      if (importance.value) entry.importance = Number(importance.value);
+      if (importance.value) entry.importance = Number.parseInt(importance.value, 10);
       if (ttl.value) entry.ttl_seconds = Number.parseInt(ttl.value, 10);
       await api("PUT", "/core", { body: entry });
       notify(`Saved core memory ${entry.key}.`);
