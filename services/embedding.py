@@ -93,6 +93,7 @@ class LocalEmbedder(_LocalModel):
 
     model_name = LOCAL_MODEL
     dimension = LOCAL_DIMENSION
+    runtime = "onnx-int8"  # what computes the vectors (the benchmarks' embedding cache keys on it)
 
     def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
         self._threads = threads
@@ -115,6 +116,8 @@ class SentenceTransformersEmbedder(_LocalModel):
     The store records the folder's name (all-MiniLM-L6-v2 for the default); `dimension` comes from
     EMBEDDING_DIMENSION, else from the folder's configs. Same priority scheduling as LocalEmbedder.
     """
+
+    runtime = "torch"
 
     def __init__(self, path: str | None = None, dimension: int | None = None, threads: int = 1,
                  batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
