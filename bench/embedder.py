@@ -137,7 +137,8 @@ def markdown(r: dict, command: str) -> str:
              f"- elapsed: {r['elapsed_s']:.0f} s; load average (1 min) at the end {r['load_avg']:.1f} "
              "(the machine is shared: compare the two columns, taken in alternating rounds, not absolute numbers)",
              f"- {r['n_chunks']} LoCoMo chunks (mean {r['chunk_tokens_mean']:.0f} tokens), {r['n_questions']} "
-             "questions; default settings (1 thread per run, 2 workers, bulk slices of 4)", "",
+             "questions; default settings (1 thread per run, 2 workers, bulk slices of <= 8 texts and ~256 word "
+             "pieces)", "",
              "| embedder | load s | chunks/s (bulk) | query p50 / p95 ms | query during bulk p50 / p95 ms |",
              "| --- | --- | --- | --- | --- |"]
     names = {"onnx": "all-MiniLM-L6-v2, ONNX Runtime int8", "torch": "all-MiniLM-L6-v2, PyTorch (torch extra)"}

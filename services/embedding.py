@@ -95,7 +95,7 @@ class LocalEmbedder(_LocalModel):
     dimension = LOCAL_DIMENSION
     runtime = "onnx-int8"  # what computes the vectors (the benchmarks' embedding cache keys on it)
 
-    def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
+    def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1, bulk_batch: int = 8) -> None:
         self._threads = threads
         self._batch_size = batch_size
         super().__init__(workers, batch_size, bulk_batch)
@@ -120,7 +120,7 @@ class SentenceTransformersEmbedder(_LocalModel):
     runtime = "torch"
 
     def __init__(self, path: str | None = None, dimension: int | None = None, threads: int = 1,
-                 batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
+                 batch_size: int = 32, workers: int = 1, bulk_batch: int = 8) -> None:
         from services.embedders import sentence_transformers as st
 
         self._path = Path(path).expanduser() if path else st.default_model_path()
