@@ -22,6 +22,7 @@ import numpy as np
 from services.errors import EmbeddingError
 
 Encode = Callable[[list[str]], np.ndarray]
+IDLE_EXIT_S = 30.0  # a worker idle this long ends (started again by the next call), so a dropped embedder is freed
 BULK_SLICE_CHARS = 1000  # ~256 word pieces of English: what a waiting query may have to wait for, per worker
 
 
@@ -62,7 +63,7 @@ class PriorityBatcher:
         self._name = name
         self._cv = threading.Condition()
         self._queues: dict[bool, deque[_Call]] = {False: deque(), True: deque()}  # bulk? -> calls with texts left
-        self._threads: list[threading.Thread] = []
+        self._running = 0  # worker threads alive
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """float32 (len(texts), dimension); raises EmbeddingError. bulk: background work that yields to queries."""
@@ -79,10 +80,10 @@ class PriorityBatcher:
         return call.out
 
     def _start(self) -> None:
-        while len(self._threads) < self._workers:
-            t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
-            self._threads.append(t)
-            t.start()
+        """Start workers up to `workers` (under the lock)."""
+        while self._running < self._workers:
+            self._running += 1
+            threading.Thread(target=self._work, name=f"{self._name}-{self._running}", daemon=True).start()
 
     def _take(self) -> list[tuple[_Call, list[int]]]:
         """The next slice (under the lock): interactive texts if any wait, else one bulk slice; [] if idle.
@@ -122,8 +123,13 @@ class PriorityBatcher:
             with self._cv:
                 work = self._take()
                 while not work:
-                    self._cv.wait()
-                    work = self._take()
+                    if not self._cv.wait(IDLE_EXIT_S):
+                        work = self._take()
+                        if not work:  # idle: end; the next call starts a worker again
+                            self._running -= 1
+                            return
+                    else:
+                        work = self._take()
             self._run(work)
 
     def _run(self, work: list[tuple[_Call, list[int]]]) -> None:

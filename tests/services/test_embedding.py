@@ -202,3 +202,16 @@ def test_the_scheduler_puts_a_waiting_query_before_the_next_bulk_slice_and_keeps
     assert batches[1] == ["q1", "q22"]  # the waiting query went before the next bulk slice
     assert batches[2:] == [["y", "y", "x" * 900], ["x" * 900], ["x" * 900]]  # ~1000 characters a slice
     assert got[0][:, 0].tolist() == [2.0, 2.0]
+
+
+def test_idle_workers_end_and_the_next_call_starts_them_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.embedders import priority
+
+    monkeypatch.setattr(priority, "IDLE_EXIT_S", 0.05)
+    batcher = PriorityBatcher(lambda texts: np.ones((len(texts), 2), dtype=np.float32), 2, workers=2)
+    assert batcher.embed(["a", "b", "c"]).shape == (3, 2)
+    deadline = time.monotonic() + 5
+    while batcher._running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert batcher._running == 0  # nothing keeps a dropped embedder's threads (and model) alive
+    assert batcher.embed(["d"], bulk=True).shape == (1, 2)
