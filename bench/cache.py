@@ -23,6 +23,9 @@ class CachingEmbedder:
         self.inner = inner
         self.model_name = inner.model_name
         self.dimension = inner.dimension
+        # the same model on another runtime (ONNX int8 vs PyTorch) gives slightly different vectors: keep them apart
+        runtime = getattr(inner, "runtime", "")
+        self._tag = f"{self.model_name}/{runtime}" if runtime else self.model_name
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
         self._db.execute("CREATE TABLE IF NOT EXISTS vectors (key TEXT PRIMARY KEY, vector BLOB NOT NULL)")
@@ -31,7 +34,7 @@ class CachingEmbedder:
         self.misses = 0
 
     def _key(self, text: str) -> str:
-        return hashlib.sha1(f"{self.model_name}\0{text}".encode()).hexdigest()
+        return hashlib.sha1(f"{self._tag}\0{text}".encode()).hexdigest()
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), L2-normalised, identical to the inner embedder's."""

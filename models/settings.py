@@ -104,8 +104,9 @@ class Settings(BaseSettings):
         default=2, ge=1, le=16, description="Local embedding runs side by side on one loaded model (one per core)."
     )
     embed_bulk_batch: int = Field(
-        default=4, ge=1, le=256,
-        description="Texts per forward pass of background (bulk) embedding; a query waits for at most one.",
+        default=8, ge=1, le=256,
+        description="Most texts per forward pass of background (bulk) embedding (and ~256 word pieces); a query "
+        "waits for at most one such pass.",
     )
     embed_batch_size: int = Field(default=32, ge=1, le=2048, description="Texts per embedding call.")
 

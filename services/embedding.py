@@ -93,8 +93,9 @@ class LocalEmbedder(_LocalModel):
 
     model_name = LOCAL_MODEL
     dimension = LOCAL_DIMENSION
+    runtime = "onnx-int8"  # what computes the vectors (the benchmarks' embedding cache keys on it)
 
-    def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
+    def __init__(self, threads: int = 1, batch_size: int = 32, workers: int = 1, bulk_batch: int = 8) -> None:
         self._threads = threads
         self._batch_size = batch_size
         super().__init__(workers, batch_size, bulk_batch)
@@ -116,8 +117,10 @@ class SentenceTransformersEmbedder(_LocalModel):
     EMBEDDING_DIMENSION, else from the folder's configs. Same priority scheduling as LocalEmbedder.
     """
 
+    runtime = "torch"
+
     def __init__(self, path: str | None = None, dimension: int | None = None, threads: int = 1,
-                 batch_size: int = 32, workers: int = 1, bulk_batch: int = 4) -> None:
+                 batch_size: int = 32, workers: int = 1, bulk_batch: int = 8) -> None:
         from services.embedders import sentence_transformers as st
 
         self._path = Path(path).expanduser() if path else st.default_model_path()

@@ -4,10 +4,11 @@ Callers hand texts to `PriorityBatcher.embed` and block until their vectors are 
 on the first call) run the model; each takes, in this order:
 1. up to `batch_size` texts from interactive calls (queries), oldest first, several calls batched together in
    one forward pass (4 queries cost far less together than one after another);
-2. only when no interactive text waits: one slice of at most `bulk_batch` texts from bulk calls (chunks and
-   summaries being indexed), oldest call first, the call's texts taken shortest first so that a slice pads little.
-So a query that arrives while a large bulk call runs waits for at most one small slice per worker, never for
-the whole bulk call. A failing forward pass fails only the calls whose texts it held.
+2. only when no interactive text waits: one slice of at most `bulk_batch` texts and about 256 word pieces from
+   bulk calls (chunks and summaries being indexed), oldest call first, the call's texts taken shortest first so
+   that a slice pads little.
+So a query that arrives while a large bulk call runs waits for at most one small slice (one 200-token chunk, or a
+few short texts), never for the whole bulk call. A failing forward pass fails only the calls whose texts it held.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import numpy as np
 from services.errors import EmbeddingError
 
 Encode = Callable[[list[str]], np.ndarray]
+IDLE_EXIT_S = 30.0  # a worker idle this long ends (started again by the next call), so a dropped embedder is freed
+BULK_SLICE_CHARS = 1000  # ~256 word pieces of English: what a waiting query may have to wait for, per worker
 
 
 class _Call:
@@ -51,7 +54,7 @@ class PriorityBatcher:
     """
 
     def __init__(self, encode: Encode, dimension: int, *, workers: int = 1, batch_size: int = 32,
-                 bulk_batch: int = 4, name: str = "embedder") -> None:
+                 bulk_batch: int = 8, name: str = "embedder") -> None:
         self._encode = encode
         self._dimension = dimension
         self._workers = workers
@@ -60,7 +63,7 @@ class PriorityBatcher:
         self._name = name
         self._cv = threading.Condition()
         self._queues: dict[bool, deque[_Call]] = {False: deque(), True: deque()}  # bulk? -> calls with texts left
-        self._threads: list[threading.Thread] = []
+        self._running = 0  # worker threads alive
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """float32 (len(texts), dimension); raises EmbeddingError. bulk: background work that yields to queries."""
@@ -77,26 +80,38 @@ class PriorityBatcher:
         return call.out
 
     def _start(self) -> None:
-        while len(self._threads) < self._workers:
-            t = threading.Thread(target=self._work, name=f"{self._name}-{len(self._threads)}", daemon=True)
-            self._threads.append(t)
-            t.start()
+        """Start workers up to `workers` (under the lock)."""
+        while self._running < self._workers:
+            self._running += 1
+            threading.Thread(target=self._work, name=f"{self._name}-{self._running}", daemon=True).start()
 
     def _take(self) -> list[tuple[_Call, list[int]]]:
-        """The next slice (under the lock): interactive texts if any wait, else one bulk slice; [] if idle."""
+        """The next slice (under the lock): interactive texts if any wait, else one bulk slice; [] if idle.
+
+        A bulk slice holds at most `bulk_batch` texts and, past its first text, at most BULK_SLICE_CHARS
+        characters (about 256 word pieces): one 200-token chunk runs alone, short texts run together."""
         for bulk, limit in ((False, self._batch_size), (True, self._bulk_batch)):
             queue = self._queues[bulk]
             taken: list[tuple[_Call, list[int]]] = []
-            room = limit
+            room, chars = limit, 0
             while queue and room:
                 call = queue[0]
                 if call.error is not None:  # a failed call's other texts are not worth running
                     queue.popleft()
                     continue
-                part = call.order[call.next : call.next + room]
-                call.next += len(part)
-                room -= len(part)
-                taken.append((call, part))
+                part: list[int] = []
+                while room and call.next < len(call.order):
+                    i = call.order[call.next]
+                    size = len(call.texts[i]) if isinstance(call.texts[i], str) else 0
+                    if bulk and chars and chars + size > BULK_SLICE_CHARS:
+                        room = 0
+                        break
+                    part.append(i)
+                    call.next += 1
+                    room -= 1
+                    chars += size
+                if part:
+                    taken.append((call, part))
                 if call.next == len(call.order):
                     queue.popleft()
             if taken:
@@ -108,8 +123,13 @@ class PriorityBatcher:
             with self._cv:
                 work = self._take()
                 while not work:
-                    self._cv.wait()
-                    work = self._take()
+                    if not self._cv.wait(IDLE_EXIT_S):
+                        work = self._take()
+                        if not work:  # idle: end; the next call starts a worker again
+                            self._running -= 1
+                            return
+                    else:
+                        work = self._take()
             self._run(work)
 
     def _run(self, work: list[tuple[_Call, list[int]]]) -> None:

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from services.embedders.onnx_minilm import MAX_TOKENS, load_tokenizer
+from services.embedders.priority import PriorityBatcher
 from services.embedding import LocalEmbedder, SentenceTransformersEmbedder
 from services.errors import EmbeddingError
 
@@ -171,3 +172,46 @@ def test_sentence_transformers_without_the_extra_is_a_clear_error(tmp_path) -> N
         pytest.skip("the torch extra is installed")
     with pytest.raises(EmbeddingError, match="torch"):
         SentenceTransformersEmbedder()
+
+
+def test_the_scheduler_puts_a_waiting_query_before_the_next_bulk_slice_and_keeps_slices_small() -> None:
+    batches: list[list[str]] = []
+    gate = threading.Event()
+
+    def encode(texts: list[str]) -> np.ndarray:  # records each forward pass; the first one waits for the gate
+        batches.append(list(texts))
+        if len(batches) == 1:
+            gate.wait(10)
+        return np.full((len(texts), 4), float(len(texts[0])), dtype=np.float32)
+
+    batcher = PriorityBatcher(encode, 4, workers=1, batch_size=32, bulk_batch=8)
+    bulk_texts = ["x" * 900] * 3 + ["y"] * 10
+    bulk = threading.Thread(target=batcher.embed, args=(bulk_texts,), kwargs={"bulk": True})
+    bulk.start()
+    while not batches:
+        time.sleep(0.01)
+    got: list[np.ndarray] = []
+    query = threading.Thread(target=lambda: got.append(batcher.embed(["q1", "q22"])))
+    query.start()
+    while not batcher._queues[False]:  # the query is waiting
+        time.sleep(0.01)
+    gate.set()
+    query.join()
+    bulk.join()
+    assert batches[0] == ["y"] * 8  # shortest first, at most bulk_batch texts
+    assert batches[1] == ["q1", "q22"]  # the waiting query went before the next bulk slice
+    assert batches[2:] == [["y", "y", "x" * 900], ["x" * 900], ["x" * 900]]  # ~1000 characters a slice
+    assert got[0][:, 0].tolist() == [2.0, 2.0]
+
+
+def test_idle_workers_end_and_the_next_call_starts_them_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.embedders import priority
+
+    monkeypatch.setattr(priority, "IDLE_EXIT_S", 0.05)
+    batcher = PriorityBatcher(lambda texts: np.ones((len(texts), 2), dtype=np.float32), 2, workers=2)
+    assert batcher.embed(["a", "b", "c"]).shape == (3, 2)
+    deadline = time.monotonic() + 5
+    while batcher._running and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert batcher._running == 0  # nothing keeps a dropped embedder's threads (and model) alive
+    assert batcher.embed(["d"], bulk=True).shape == (1, 2)
