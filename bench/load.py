@@ -182,7 +182,8 @@ class Load:
         error: str | None = None
         try:
             r = await http.post(f"/{kind}", json=self.body(kind))
-            if r.status_code != 200:
+            # a remember answers 202 once its messages are stored (they are indexed in the background)
+            if r.status_code != 200 and not (kind == "remember" and r.status_code == 202):
                 error = f"http {r.status_code}"
         except httpx.TimeoutException:
             error = "timeout"
