@@ -109,6 +109,8 @@ class Finding(StoreBase):
         found: list[tuple[StoredMessage, list[list[int]]]] = []
         scanned, complete = 0, True
         for m in self._scan_messages(ns, message_filter(req)):
+            if req.session_id is not None and m.session_id != req.session_id:
+                continue  # the session filter is the same for every provider: applied here, over the scan
             spans = _spans(program, m.content, deadline)
             if spans is None:
                 complete = False

@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from datastore.hooks import NodeMarks
 from datastore.read import Reading
 from models.api import ExpandResponse, Query, QueryResponse
+from models.context import ContextRequest, ContextResponse
 from models.lifetime import PinResponse
 
 
@@ -71,6 +72,13 @@ class Visiting(Reading):
         """Reading.query_sync, then each returned node counts one visit (buffered)."""
         res = super().query_sync(ns, queries)
         self.record_visits(ns, [r.id for q in res.results for r in q.results])
+        return res
+
+    def context_sync(self, ns: str, req: ContextRequest) -> ContextResponse:
+        """ContextAssembly.context_sync (after this class in the DataStore's MRO), then each chunk and summary the
+        block includes counts one visit (buffered), as for a query."""
+        res: ContextResponse = super().context_sync(ns, req)  # type: ignore[misc]
+        self.record_visits(ns, [i.id for sec in res.sections for i in sec.items if i.kind in ("chunk", "summary")])
         return res
 
     def expand_sync(self, ns: str, node_id: str) -> ExpandResponse:

@@ -41,8 +41,27 @@ class Reading(StoreBase):
         out = []
         for q, v in zip(queries, vectors, strict=True):
             hits = retrieve(self, ns, q.query, v, q.top_k, q.filter, q.mode or s.retrieval_mode)
-            out.append(QueryResults(query=q.query, results=[to_result(n, score) for n, score in hits]))
+            out.append(QueryResults(query=q.query, results=self._with_neighbours(ns, hits, q.neighbours)))
         return QueryResponse(results=out)
+
+    def _with_neighbours(self, ns: str, hits: list[tuple[MemoryNode, float]], k: int) -> list[QueryResult]:
+        """The hits as results, each L1 hit preceded and followed by up to `k` chunks of its conversation (by
+        position, one `_nodes_at` read per hit) marked `context_of` the hit, with its score. A chunk already
+        returned (as a hit or a neighbour) is not repeated."""
+        if k <= 0:
+            return [to_result(n, score) for n, score in hits]
+        seen = {n.id for n, _ in hits}
+        out: list[QueryResult] = []
+        for node, score in hits:
+            around = (self._nodes_at(ns, node.source_id, 1, max(0, node.position - k), node.position + k)
+                      if node.level == 1 else [])
+            before = [n for n in around if n.position < node.position and n.id not in seen]
+            after = [n for n in around if n.position > node.position and n.id not in seen]
+            seen.update(n.id for n in before + after)
+            out += [to_result(n, score, context_of=node.id) for n in before]
+            out.append(to_result(node, score))
+            out += [to_result(n, score, context_of=node.id) for n in after]
+        return out
 
     def search_vector(
         self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None = None
@@ -63,8 +82,13 @@ class Reading(StoreBase):
         node = self.get_node(ns, node_id)
         parent = self._get_nodes(ns, [node.parent_id]) if node.parent_id else []
         by_id = {c.id: c for c in self._get_nodes(ns, node.children)} if node.children else {}
+        view = node_view(node)
+        if node.level == 1:  # the sequence links: the chunks before and after it in its conversation
+            around = {n.position: n.id for n in self._nodes_at(ns, node.source_id, 1, max(0, node.position - 1),
+                                                                node.position + 1)}
+            view.pre_id, view.next_id = around.get(node.position - 1), around.get(node.position + 1)
         return ExpandResponse(
-            node=node_view(node),
+            node=view,
             parent=node_view(parent[0]) if parent else None,
             children=[node_view(by_id[c]) for c in node.children if c in by_id],
         )
@@ -80,8 +104,8 @@ class Reading(StoreBase):
             out.extend(frontier)
         return out
 
-def to_result(node: MemoryNode, score: float) -> QueryResult:
-    """A search hit as the API returns it."""
+def to_result(node: MemoryNode, score: float, context_of: str | None = None) -> QueryResult:
+    """A search hit as the API returns it (`context_of`: the hit a neighbouring chunk was added for)."""
     return QueryResult(
         id=node.id,
         text=node.text,
@@ -98,4 +122,5 @@ def to_result(node: MemoryNode, score: float) -> QueryResult:
         end_time=node.end_time,
         session_id=node.session_ids[0] if node.session_ids else None,
         session_ids=list(node.session_ids),
+        context_of=context_of,
     )

@@ -87,9 +87,12 @@ class Message(BaseModel):
 
     model_config = Strict
 
-    id: str | None = Field(default=None, min_length=1, max_length=256, description="Stable message id; resending it changes nothing.")
-    speaker: Name | None = Field(default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'.")
-    role: Name | None = Field(default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent.")
+    id: str | None = Field(default=None, min_length=1, max_length=256,
+                           description="Stable message id; resending it changes nothing.")
+    speaker: Name | None = Field(default=None, min_length=1, max_length=128,
+                                 description="Who said it, e.g. 'Caroline'.")
+    role: Name | None = Field(default=None, min_length=1, max_length=64,
+                              description="Chat role, used when speaker is absent.")
     content: str = Field(min_length=1, description="The message text.")
     created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
     session_id: str | None = Field(
@@ -184,6 +187,11 @@ class Query(BaseModel):
         description="dense (cosine, every level), text (BM25, every level), hybrid (BM25 + cosine fused, L1 "
         "chunks) or tree (summaries descended to chunks); default: the server's RETRIEVAL_MODE.",
     )
+    neighbours: int = Field(
+        default=0, ge=0, le=3, strict=True,
+        description="Also return up to this many chunks before and after each chunk hit (its neighbouring turns), "
+        "each marked with `context_of` the hit.",
+    )
 
 
 class QueryRequest(BaseModel):
@@ -221,6 +229,9 @@ class QueryResult(BaseModel):
     session_id: str | None = Field(default=None, description="Session of the node's first message.")
     session_ids: list[str] = Field(default_factory=list, description="Every session the node covers.")
     namespace: str | None = Field(default=None, description="Namespace the memory came from (with `namespaces`).")
+    context_of: str | None = Field(
+        default=None, description="Set on a neighbouring chunk added by `neighbours`: the id of the hit it surrounds."
+    )
 
 
 class QueryResults(BaseModel):
@@ -369,6 +380,8 @@ class NodeView(BaseModel):
     visit_count: int = Field(default=0, description="Times a query returned the node.")
     last_visited_at: datetime | None = Field(default=None, description="When a query last returned the node.")
     pinned: bool = Field(default=False, description="Pinned: it and its messages are never forgotten by policy.")
+    pre_id: str | None = Field(default=None, description="For a chunk: the chunk before it in its conversation.")
+    next_id: str | None = Field(default=None, description="For a chunk: the chunk after it in its conversation.")
 
 class MemoryQuery(BaseModel):
     """Query string of GET /memories/{id}; the route checks the pattern (422 naming `namespace`)."""

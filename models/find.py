@@ -29,6 +29,8 @@ class FindRequest(BaseModel):
                                         description="Only messages of this conversation (or document).")
     speaker: str | None = Field(default=None, min_length=1, max_length=128,
                                 description="Only messages by this speaker.")
+    session_id: str | None = Field(default=None, min_length=1, max_length=256,
+                                   description="Only messages of this session (see GET /conversations/{id}/sessions).")
     start_date: IsoDateTime | None = Field(default=None, description="Only messages sent at or after this time.")
     end_date: IsoDateTime | None = Field(default=None, description="Only messages sent at or before this time.")
     limit: int = Field(default=20, ge=1, strict=True, description="Most matching messages to return.")

@@ -128,3 +128,48 @@ async def test_fork_over_http(client) -> None:  # type: ignore[no-untyped-def]
     r = await client.post("/conversations/c/fork?namespace=x", json={"at_message_id": "a-1", "namespace": "other"},
                           headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
+
+
+async def test_a_context_block_counts_a_visit_of_each_memory_it_includes(client, store) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/context", json={"conversation_id": "c", "query": "sailing", "budget_tokens": 600,
+                                            "recent": False}, headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200, body
+    shown = [i["id"] for s in body["sections"] for i in s["items"] if i["kind"] in ("chunk", "summary")]
+    assert shown
+    await store.flush_visits()
+    for node_id in shown:
+        r = await client.get(f"/memories/{node_id}", headers=AUTH)
+        assert (await r.get_json())["node"]["visit_count"] == 1, node_id
+
+
+async def test_query_neighbours_and_the_sequence_links_of_a_chunk(client) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/query", json={"queries": [{"query": "sailing point 7", "top_k": 1}]}, headers=AUTH)
+    hit = (await r.get_json())["results"][0]["results"][0]
+    assert hit["level"] == 1 and hit["context_of"] is None
+    node = (await (await client.get(f"/memories/{hit['id']}", headers=AUTH)).get_json())["node"]
+    assert node["pre_id"] or node["next_id"]
+    r = await client.post("/query", json={"queries": [{"query": "sailing point 7", "top_k": 1, "neighbours": 1}]},
+                          headers=AUTH)
+    results = (await r.get_json())["results"][0]["results"]
+    ids = [x["id"] for x in results]
+    # the hit between its previous and next chunk, in conversation order, the neighbours marked as context
+    assert ids == [i for i in (node["pre_id"], hit["id"], node["next_id"]) if i]
+    assert [x["context_of"] for x in results if x["id"] != hit["id"]] == [hit["id"]] * (len(ids) - 1)
+    if node["next_id"]:
+        after = (await (await client.get(f"/memories/{node['next_id']}", headers=AUTH)).get_json())["node"]
+        assert after["pre_id"] == hit["id"]
+    r = await client.post("/query", json={"queries": [{"query": "x", "neighbours": 4}]}, headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), field="queries[0].neighbours")
+
+
+async def test_find_filters_by_session(client) -> None:  # type: ignore[no-untyped-def]
+    await seed_sessions(client)
+    r = await client.post("/find", json={"pattern": "point 3", "limit": 10}, headers=AUTH)
+    assert {m["message_id"] for m in (await r.get_json())["matches"]} == {"a-3", "b-3"}
+    r = await client.post("/find", json={"pattern": "point 3", "session_id": "kickoff"}, headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200, body
+    assert [m["message_id"] for m in body["matches"]] == ["a-3"]
