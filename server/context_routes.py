@@ -8,23 +8,17 @@ from __future__ import annotations
 
 import re
 
-from quart import Blueprint, current_app, request
+from quart import Blueprint, request
 from quart_schema import operation_id, tag, validate_request, validate_response
 
-from datastore.datastore import DataStore
-from models.api import NAMESPACE_PATTERN
 from models.context import ContextRequest, ContextResponse
 from models.core import CoreDeleteResponse, CoreListResponse, CorePutRequest, CorePutResponse
 from server.auth import resolve_namespace
-from server.routes import _errors
+from server.common import app_store, errors, query_namespace
 from services.errors import InvalidRequestError
 
 context_api = Blueprint("context_api", __name__)
 
-
-def _store() -> DataStore:
-    store: DataStore = current_app.extensions["pyramind.store"]
-    return store
 
 
 def _arg(name: str, pattern: str | None = None) -> str | None:
@@ -40,7 +34,7 @@ def _arg(name: str, pattern: str | None = None) -> str | None:
 @operation_id("context")
 @validate_request(ContextRequest)
 @validate_response(ContextResponse, 200)
-@_errors(400, 401, 403, 404, 413, 422, 429, 503)
+@errors(400, 401, 403, 404, 413, 422, 429, 503)
 async def context(data: ContextRequest) -> ContextResponse:
     """Get the memory context for the next turn.
 
@@ -48,7 +42,7 @@ async def context(data: ContextRequest) -> ContextResponse:
     `query` (default: the latest message), the rest of the timeline summarised. Put `context` in the system
     prompt; `sections` list every item and why.
     """
-    return await _store().context(resolve_namespace(data.namespace), data)
+    return await app_store().context(resolve_namespace(data.namespace), data)
 
 
 @context_api.put("/core")
@@ -56,7 +50,7 @@ async def context(data: ContextRequest) -> ContextResponse:
 @operation_id("core_put")
 @validate_request(CorePutRequest)
 @validate_response(CorePutResponse, 200)
-@_errors(400, 401, 403, 404, 413, 422, 429, 501)
+@errors(400, 401, 403, 404, 413, 422, 429, 501)
 async def core_put(data: CorePutRequest) -> CorePutResponse:
     """Set a core memory entry.
 
@@ -64,34 +58,34 @@ async def core_put(data: CorePutRequest) -> CorePutResponse:
     (CORE_MAX_TOKENS) would be exceeded, the least important, oldest entries move to long-term memory
     (`moved_out`), still searchable. `ttl_seconds` makes it expire.
     """
-    return await _store().core_put(resolve_namespace(data.namespace), data)
+    return await app_store().core_put(resolve_namespace(data.namespace), data)
 
 
 @context_api.get("/core")
 @tag(["core memory"])
 @operation_id("core_list")
 @validate_response(CoreListResponse, 200)
-@_errors(400, 401, 403, 429, 501)
+@errors(400, 401, 403, 429, 501)
 async def core_list() -> CoreListResponse:
     """List core memory.
 
     The unexpired entries of the namespace, or of one conversation (`?conversation_id=`), most important first,
     with the tokens they take and the budget.
     """
-    ns = resolve_namespace(_arg("namespace", NAMESPACE_PATTERN))
-    return await _store().core_list(ns, _arg("conversation_id"))
+    ns = query_namespace()
+    return await app_store().core_list(ns, _arg("conversation_id"))
 
 
 @context_api.delete("/core/<string:key>")
 @tag(["core memory"])
 @operation_id("core_delete")
 @validate_response(CoreDeleteResponse, 200)
-@_errors(400, 401, 403, 404, 429, 501)
+@errors(400, 401, 403, 404, 429, 501)
 async def core_delete(key: str) -> CoreDeleteResponse:
     """Delete a core memory entry.
 
     Removes the entry (of the namespace, or of `?conversation_id=`) everywhere, including its copy moved out to
     long-term memory. 404 when the key is unknown.
     """
-    ns = resolve_namespace(_arg("namespace", NAMESPACE_PATTERN))
-    return await _store().core_delete(ns, key, _arg("conversation_id"))
+    ns = query_namespace()
+    return await app_store().core_delete(ns, key, _arg("conversation_id"))

@@ -6,29 +6,16 @@ every route: another namespace's id is a 404.
 
 from __future__ import annotations
 
-from quart import Blueprint, current_app
-from quart_schema import document_response, operation_id, tag, validate_querystring, validate_response
+from quart import Blueprint
+from quart_schema import operation_id, tag, validate_querystring, validate_response
 
-from datastore.datastore import DataStore
-from models.api import ErrorResponse
 from models.listing import ListQuery, MessageList, MessagesQuery, NamespaceQuery, SourceDetail, SourceList
 from server.auth import resolve_namespace
+from server.common import app_store, errors
 
 conversations = Blueprint("conversations", __name__)
 
 
-def _store() -> DataStore:
-    store: DataStore = current_app.extensions["pyramind.store"]
-    return store
-
-
-def _errors(*codes: int):  # type: ignore[no-untyped-def]
-    def wrap(fn):  # type: ignore[no-untyped-def]
-        for code in codes:
-            fn = document_response(ErrorResponse, code)(fn)
-        return fn
-
-    return wrap
 
 
 @conversations.get("/conversations")
@@ -36,7 +23,7 @@ def _errors(*codes: int):  # type: ignore[no-untyped-def]
 @operation_id("list_conversations")
 @validate_querystring(ListQuery)
 @validate_response(SourceList, 200)
-@_errors(400, 401, 403, 422, 429)
+@errors(400, 401, 403, 422, 429)
 async def list_conversations(query_args: ListQuery) -> SourceList:
     """List conversations and documents.
 
@@ -44,7 +31,7 @@ async def list_conversations(query_args: ListQuery) -> SourceList:
     count and nodes per level. Pass `next_cursor` as `cursor` for the next page.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await _store().list_sources(ns, query_args.limit, query_args.cursor)
+    return await app_store().list_sources(ns, query_args.limit, query_args.cursor)
 
 
 @conversations.get("/conversations/<string:conversation_id>")
@@ -52,7 +39,7 @@ async def list_conversations(query_args: ListQuery) -> SourceList:
 @operation_id("get_conversation")
 @validate_querystring(NamespaceQuery)
 @validate_response(SourceDetail, 200)
-@_errors(400, 401, 403, 404, 429)
+@errors(400, 401, 403, 404, 429)
 async def get_conversation(conversation_id: str, query_args: NamespaceQuery) -> SourceDetail:
     """Get a conversation or document.
 
@@ -60,7 +47,7 @@ async def get_conversation(conversation_id: str, query_args: NamespaceQuery) -> 
     order. Walk down with GET /memories/{id}. 404 for an unknown id.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await _store().source_detail(ns, conversation_id)
+    return await app_store().source_detail(ns, conversation_id)
 
 
 @conversations.get("/conversations/<string:conversation_id>/messages")
@@ -68,7 +55,7 @@ async def get_conversation(conversation_id: str, query_args: NamespaceQuery) -> 
 @operation_id("list_messages")
 @validate_querystring(MessagesQuery)
 @validate_response(MessageList, 200)
-@_errors(400, 401, 403, 404, 422, 429)
+@errors(400, 401, 403, 404, 422, 429)
 async def list_messages(conversation_id: str, query_args: MessagesQuery) -> MessageList:
     """List a conversation's messages.
 
@@ -76,5 +63,5 @@ async def list_messages(conversation_id: str, query_args: MessagesQuery) -> Mess
     that memory covers (a chunk's, or all under a summary). 404 for an unknown conversation or node.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await _store().source_messages(ns, conversation_id, query_args.limit, query_args.cursor,
+    return await app_store().source_messages(ns, conversation_id, query_args.limit, query_args.cursor,
                                           query_args.node_id)

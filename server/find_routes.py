@@ -9,19 +9,14 @@ from pydantic import BaseModel, ConfigDict, Field
 from quart import Blueprint, current_app
 from quart_schema import operation_id, tag, validate_querystring, validate_request, validate_response
 
-from datastore.datastore import DataStore
 from models.api import namespace_field
 from models.find import FindRequest, FindResponse, StatsResponse
 from server.auth import resolve_namespace
+from server.common import app_store, errors
 from server.fit import fit_find
-from server.routes import _errors
 
 explore = Blueprint("explore", __name__)
 
-
-def _store() -> DataStore:
-    store: DataStore = current_app.extensions["pyramind.store"]
-    return store
 
 
 class StatsQuery(BaseModel):
@@ -38,7 +33,7 @@ class StatsQuery(BaseModel):
 @operation_id("find")
 @validate_request(FindRequest)
 @validate_response(FindResponse, 200)
-@_errors(400, 401, 403, 413, 422, 429)
+@errors(400, 401, 403, 413, 422, 429)
 async def find(data: FindRequest) -> FindResponse:
     """Find messages by exact words or an RE2 regex.
 
@@ -47,7 +42,7 @@ async def find(data: FindRequest) -> FindResponse:
     `pattern` for an invalid regex.
     """
     settings = current_app.extensions["pyramind.settings"]
-    result = await _store().find(resolve_namespace(data.namespace), data)
+    result = await app_store().find(resolve_namespace(data.namespace), data)
     return fit_find(result, settings.max_response_chars)
 
 
@@ -56,11 +51,11 @@ async def find(data: FindRequest) -> FindResponse:
 @operation_id("stats")
 @validate_querystring(StatsQuery)
 @validate_response(StatsResponse, 200)
-@_errors(400, 401, 403, 404, 429)
+@errors(400, 401, 403, 404, 429)
 async def stats(query_args: StatsQuery) -> StatsResponse:
     """Describe what is remembered.
 
     Counts of the namespace, or of one conversation: sources, messages, memory nodes per level, the time of the
     first and last message, and the speakers with their message counts. 404 for an unknown conversation_id.
     """
-    return await _store().describe(resolve_namespace(query_args.namespace), query_args.conversation_id)
+    return await app_store().describe(resolve_namespace(query_args.namespace), query_args.conversation_id)

@@ -9,12 +9,11 @@ import asyncio
 import logging
 
 from quart import Blueprint, Response, current_app, request
-from quart_schema import document_response, hide, operation_id, tag, validate_request, validate_response
+from quart_schema import hide, operation_id, tag, validate_request, validate_response
 
-from datastore.datastore import DataStore
-from models.api import NAMESPACE_PATTERN, ErrorResponse
 from models.lifetime import ForgetReport, ForgetRequest, ForkRequest, ForkResponse, PinResponse, SessionsResponse
 from server.auth import resolve_namespace
+from server.common import app_store, errors, query_namespace
 from services.errors import InvalidRequestError
 
 lifetime = Blueprint("lifetime", __name__)
@@ -73,35 +72,14 @@ async def _stop_background() -> None:
             log.exception("flushing visits at shutdown failed")
 
 
-def _store() -> DataStore:
-    store: DataStore = current_app.extensions["pyramind.store"]
-    return store
 
-
-def _query_namespace() -> str:
-    """The namespace of a request without a body: `?namespace=` (static-token callers), else the token's."""
-    import re
-
-    requested = request.args.get("namespace")
-    if requested is not None and not re.match(NAMESPACE_PATTERN, requested):
-        raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
-    return resolve_namespace(requested)
-
-
-def _errors(*codes: int):  # type: ignore[no-untyped-def]
-    def wrap(fn):  # type: ignore[no-untyped-def]
-        for code in codes:
-            fn = document_response(ErrorResponse, code)(fn)
-        return fn
-
-    return wrap
 
 
 @lifetime.get("/conversations/<string:conversation_id>/sessions")
 @tag(["memory"])
 @operation_id("list_sessions")
 @validate_response(SessionsResponse, 200)
-@_errors(401, 403, 404, 422, 429)
+@errors(401, 403, 404, 422, 429)
 async def list_sessions(conversation_id: str) -> SessionsResponse:
     """List a conversation's sessions.
 
@@ -109,7 +87,7 @@ async def list_sessions(conversation_id: str) -> SessionsResponse:
     range, message count, first and last message ids, and the ids of the nodes that summarise it. 404 for an
     unknown conversation.
     """
-    sessions = await _store().sessions(_query_namespace(), conversation_id)
+    sessions = await app_store().sessions(query_namespace(), conversation_id)
     return SessionsResponse(conversation_id=conversation_id, sessions=sessions)
 
 
@@ -117,27 +95,27 @@ async def list_sessions(conversation_id: str) -> SessionsResponse:
 @tag(["memory"])
 @operation_id("pin_memory")
 @validate_response(PinResponse, 200)
-@_errors(401, 403, 404, 422, 429)
+@errors(401, 403, 404, 422, 429)
 async def pin_memory(memory_id: str) -> PinResponse:
     """Pin a memory.
 
     A pinned node and every message under it are never forgotten by the forgetting policy (an explicit
     DELETE still forgets them). 404 for an unknown id or another namespace's node.
     """
-    return await _store().pin(_query_namespace(), memory_id, True)
+    return await app_store().pin(query_namespace(), memory_id, True)
 
 
 @lifetime.post("/memories/<string:memory_id>/unpin")
 @tag(["memory"])
 @operation_id("unpin_memory")
 @validate_response(PinResponse, 200)
-@_errors(401, 403, 404, 422, 429)
+@errors(401, 403, 404, 422, 429)
 async def unpin_memory(memory_id: str) -> PinResponse:
     """Unpin a memory.
 
     The node and its messages may be forgotten by policy again. 404 for an unknown id or another namespace's node.
     """
-    return await _store().pin(_query_namespace(), memory_id, False)
+    return await app_store().pin(query_namespace(), memory_id, False)
 
 
 @lifetime.post("/forget")
@@ -145,14 +123,14 @@ async def unpin_memory(memory_id: str) -> PinResponse:
 @operation_id("forget_by_policy")
 @validate_request(ForgetRequest)
 @validate_response(ForgetReport, 200)
-@_errors(400, 401, 403, 413, 429, 503)
+@errors(400, 401, 403, 413, 429, 503)
 async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
     """Apply the forgetting policy now.
 
     Off unless FORGET_MAX_NODES or FORGET_AFTER_DAYS is set. Forgets the least important unpinned chunks of the
     namespace (least recently visited, then least visited, then oldest); `dry_run` (default true) only reports.
     """
-    return await _store().forget_policy(resolve_namespace(data.namespace), data.dry_run)
+    return await app_store().forget_policy(resolve_namespace(data.namespace), data.dry_run)
 
 
 @lifetime.get("/export")
@@ -163,13 +141,13 @@ async def export_memories() -> Response:
     Every conversation, document, message, node (level, children, parent, sessions), visit and pin, one JSON
     object per line with a checksum; `?embeddings=true` adds the vectors. `pyramind import` restores it exactly.
     """
-    ns = _query_namespace()
+    ns = query_namespace()
     flag = request.args.get("embeddings", "false").lower()
     if flag not in ("true", "false"):
         raise InvalidRequestError("embeddings must be true or false", "embeddings")
     from datastore.export import export_lines
 
-    lines = await asyncio.to_thread(lambda: [line + "\n" for line in export_lines(_store(), [ns], flag == "true")])
+    lines = await asyncio.to_thread(lambda: [line + "\n" for line in export_lines(app_store(), [ns], flag == "true")])
     return Response("".join(lines), mimetype="application/x-ndjson")
 
 
@@ -178,7 +156,7 @@ async def export_memories() -> Response:
 @operation_id("fork_conversation")
 @validate_request(ForkRequest)
 @validate_response(ForkResponse, 201)
-@_errors(400, 401, 403, 404, 409, 413, 429)
+@errors(400, 401, 403, 404, 409, 413, 429)
 async def fork_conversation(conversation_id: str, data: ForkRequest) -> tuple[ForkResponse, int]:
     """Branch a conversation.
 
@@ -187,4 +165,4 @@ async def fork_conversation(conversation_id: str, data: ForkRequest) -> tuple[Fo
     conversation or message.
     """
     ns = resolve_namespace(data.namespace)
-    return await _store().fork(ns, conversation_id, data.at_message_id, data.new_conversation_id), 201
+    return await app_store().fork(ns, conversation_id, data.at_message_id, data.new_conversation_id), 201

@@ -10,7 +10,6 @@ import asyncio
 
 from quart import Blueprint, current_app
 from quart_schema import (
-    document_response,
     operation_id,
     security_scheme,
     tag,
@@ -19,13 +18,11 @@ from quart_schema import (
     validate_response,
 )
 
-from datastore.datastore import DataStore
 from datastore.indexer import Indexer
 from models.api import (
     NAMESPACE_PATTERN,
     DeleteRequest,
     DeleteResponse,
-    ErrorResponse,
     ExpandResponse,
     Health,
     MemoryQuery,
@@ -38,28 +35,17 @@ from models.api import (
     is_namespace,
 )
 from server.auth import readable_namespaces, resolve_namespace
+from server.common import app_store, errors
 from server.fit import fit_query
 from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
 
 
-def _store() -> DataStore:
-    store: DataStore = current_app.extensions["pyramind.store"]
-    return store
-
 
 def _namespace(requested: str | None) -> str:
     return resolve_namespace(requested)
 
-
-def _errors(*codes: int):  # type: ignore[no-untyped-def]
-    def wrap(fn):  # type: ignore[no-untyped-def]
-        for code in codes:
-            fn = document_response(ErrorResponse, code)(fn)
-        return fn
-
-    return wrap
 
 
 @api.post("/remember")
@@ -68,7 +54,7 @@ def _errors(*codes: int):  # type: ignore[no-untyped-def]
 @validate_request(RememberRequest)
 @validate_response(RememberResponse, 200)
 @validate_response(RememberResponse, 202)
-@_errors(400, 401, 403, 413, 422, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
     """Remember chat messages.
 
@@ -79,7 +65,7 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
     ns = _namespace(data.namespace)
     indexer: Indexer | None = current_app.extensions.get("pyramind.indexer")
     if indexer is None:  # an app serving without background indexing: index inline
-        result = await _store().remember(ns, data)
+        result = await app_store().remember(ns, data)
         return result, 202 if result.pending_message_ids else 200
     return await indexer.remember(ns, data)
 
@@ -89,7 +75,7 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 @operation_id("query")
 @validate_request(QueryRequest)
 @validate_response(QueryResponse, 200)
-@_errors(400, 401, 403, 413, 422, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
@@ -100,9 +86,9 @@ async def query(data: QueryRequest) -> QueryResponse:
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)
     if data.namespaces is not None:  # shared read-only memory: only granted namespaces (403 otherwise)
-        found = await _store().query_shared(own, readable_namespaces(data.namespaces, own), data.queries)
+        found = await app_store().query_shared(own, readable_namespaces(data.namespaces, own), data.queries)
     else:
-        found = await _store().query(own, data.queries)
+        found = await app_store().query(own, data.queries)
     return fit_query(found, settings.max_response_chars)
 
 
@@ -112,7 +98,7 @@ async def query(data: QueryRequest) -> QueryResponse:
 @validate_request(UpsertRequest)
 @validate_response(UpsertResponse, 200)
 @validate_response(UpsertResponse, 202)
-@_errors(400, 401, 403, 413, 422, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
     """Store documents.
 
@@ -120,7 +106,7 @@ async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
     already stored is replaced. Returns the document ids; 202 when some are stored but not yet searchable
     because the embedder is failing (`pending_ids`).
     """
-    result = await _store().upsert(_namespace(data.namespace), data.documents)
+    result = await app_store().upsert(_namespace(data.namespace), data.documents)
     return result, 202 if result.pending_ids else 200
 
 
@@ -129,7 +115,7 @@ async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
 @operation_id("delete")
 @validate_request(DeleteRequest)
 @validate_response(DeleteResponse, 200)
-@_errors(400, 401, 403, 404, 413, 422, 429, 503)
+@errors(400, 401, 403, 404, 413, 422, 429, 503)
 async def delete(data: DeleteRequest) -> DeleteResponse:
     """Forget memories.
 
@@ -137,7 +123,7 @@ async def delete(data: DeleteRequest) -> DeleteResponse:
     namespace). Summaries built from forgotten messages are rebuilt without them, so the text comes back from no
     level. 404 naming unknown ids; nothing is deleted then.
     """
-    return await _store().delete(_namespace(data.namespace), data)
+    return await app_store().delete(_namespace(data.namespace), data)
 
 
 @api.get("/memories/<string:memory_id>")
@@ -145,7 +131,7 @@ async def delete(data: DeleteRequest) -> DeleteResponse:
 @operation_id("get_memory")
 @validate_querystring(MemoryQuery)
 @validate_response(ExpandResponse, 200)
-@_errors(401, 403, 404, 422, 429)
+@errors(401, 403, 404, 422, 429)
 async def get_memory(memory_id: str, query_args: MemoryQuery) -> ExpandResponse:
     """Expand a memory.
 
@@ -155,7 +141,7 @@ async def get_memory(memory_id: str, query_args: MemoryQuery) -> ExpandResponse:
     requested = query_args.namespace
     if requested is not None and not is_namespace(requested):
         raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
-    return await _store().expand(_namespace(requested), memory_id)
+    return await app_store().expand(_namespace(requested), memory_id)
 
 
 @api.get("/health")
@@ -169,7 +155,7 @@ async def health() -> Health:
     Liveness and configuration: the datastore, the embedder (with its dimension), the summariser in use, and the
     count of memory nodes per level. Needs no token.
     """
-    store = _store()
+    store = app_store()
     nodes = await asyncio.to_thread(store.node_counts)
     return Health(
         status="ok",

@@ -1,0 +1,40 @@
+"""What every REST blueprint shares: the app's store, the documented error responses, the query-string namespace."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from quart import current_app, request
+from quart_schema import document_response
+
+from datastore.datastore import DataStore
+from models.api import NAMESPACE_PATTERN, ErrorResponse, is_namespace
+from server.auth import resolve_namespace
+from services.errors import InvalidRequestError
+
+
+def app_store() -> DataStore:
+    """The DataStore the app opened at serving start (or was given)."""
+    store: DataStore = current_app.extensions["pyramind.store"]
+    return store
+
+
+def errors(*codes: int) -> Callable[[Any], Any]:
+    """Decorator: document the one JSON error shape (ErrorResponse) for each status in `codes`."""
+
+    def wrap(fn: Any) -> Any:
+        for code in codes:
+            fn = document_response(ErrorResponse, code)(fn)
+        return fn
+
+    return wrap
+
+
+def query_namespace() -> str:
+    """The namespace of a request without a body: `?namespace=` (static-token callers; matched in full, a 422
+    naming `namespace` otherwise), else the token's or `default`."""
+    requested = request.args.get("namespace")
+    if requested is not None and not is_namespace(requested):
+        raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
+    return resolve_namespace(requested)
