@@ -83,12 +83,7 @@ class Indexing(StoreBase):
             chunked_to = last_l1.tok_end if last_l1 else 0
             if chunked_to >= src.n_tokens:
                 return Step(rollable=_rollable(frontier, s.fan_out, s.max_level))
-            if open_chunk is not None:
-                start = open_chunk.tok_start
-            elif last_l1 is not None:
-                start = last_l1.tok_end - s.chunk_overlap
-            else:
-                start = 0
+            start = frontier.chunk_start(s.chunk_overlap)
             # only the messages the first `limit` windows can reach: each window ends within chunk_size of the
             # previous one's end, so a stream reaching one window further plans those windows as the whole would
             reach = start + (limit + 1) * s.chunk_size

@@ -124,20 +124,15 @@ class Remembering(StoreBase):
                     n_tokens=offset, max_seq=stored[-1].seq if stored else src_state.max_seq,
                     metadata=src_state.metadata,
                 )
+                backlog = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
                 if not index:  # store now, index later: the messages are the backlog of the background indexer
-                    batch = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
                     try:
-                        self._commit(ns, batch, version)
+                        self._commit(ns, backlog, version)
                     except ConflictError:
                         backoff(attempt)
                         continue
                     return Extended(skipped=skipped, pending=[m.id for m in stored])
-                if open_chunk is not None:
-                    start = open_chunk.tok_start
-                elif last_l1 is not None:
-                    start = last_l1.tok_end - s.chunk_overlap
-                else:
-                    start = 0
+                start = frontier.chunk_start(s.chunk_overlap)
                 prior = self._messages_from(ns, source_id, start) if start < src_state.n_tokens else []
                 stream = TokenStream.from_messages(prior + stored)
                 windows = plan_windows(stream, start, s.chunk_size, s.chunk_overlap, final)
@@ -156,9 +151,8 @@ class Remembering(StoreBase):
                     if not stored:
                         raise  # a retry of the backlog failed again: nothing new to keep
                     log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
-                    batch = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
                     try:
-                        self._commit(ns, batch, version)
+                        self._commit(ns, backlog, version)
                     except ConflictError:
                         backoff(attempt)
                         continue

@@ -74,6 +74,14 @@ class Frontier:
     last: dict[int, MemoryNode] = field(default_factory=dict)
     open_chunk: MemoryNode | None = None
 
+    def chunk_start(self, overlap: int) -> int:
+        """Token offset where chunking resumes: the open chunk's start (it is re-cut with what follows), else
+        `overlap` tokens before the last chunk's end, else 0."""
+        last = self.last.get(1)
+        if self.open_chunk is not None:
+            return self.open_chunk.tok_start
+        return last.tok_end - overlap if last is not None else 0
+
     @classmethod
     def from_nodes(cls, nodes: Iterable[MemoryNode]) -> Frontier:
         """From the unparented nodes and the last node of each level (what providers' `_frontier` returns)."""
