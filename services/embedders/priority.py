@@ -7,8 +7,10 @@ on the first call) run the model; each takes, in this order:
 2. only when no interactive text waits: one slice of at most `bulk_batch` texts and about 256 word pieces from
    bulk calls (chunks and summaries being indexed), oldest call first, the call's texts taken shortest first so
    that a slice pads little.
-So a query that arrives while a large bulk call runs waits for at most one small slice (one 200-token chunk, or a
-few short texts), never for the whole bulk call. A failing forward pass fails only the calls whose texts it held.
+With two or more workers, bulk slices never occupy all of them: one is kept for queries (bulk runs on
+`workers - 1` at once), so a query that arrives while a large bulk call runs starts at once; with one worker it
+waits for at most one small slice (one 200-token chunk, or a few short texts), never for the whole bulk call.
+A failing forward pass fails only the calls whose texts it held.
 """
 
 from __future__ import annotations
@@ -64,6 +66,9 @@ class PriorityBatcher:
         self._cv = threading.Condition()
         self._queues: dict[bool, deque[_Call]] = {False: deque(), True: deque()}  # bulk? -> calls with texts left
         self._running = 0  # worker threads alive
+        self._bulk_running = 0  # bulk slices being encoded now
+        # with two or more workers, bulk work never holds them all: one stays free for a query that arrives
+        self._bulk_max = max(1, workers - 1)
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """float32 (len(texts), dimension); raises EmbeddingError. bulk: background work that yields to queries."""
@@ -85,12 +90,15 @@ class PriorityBatcher:
             self._running += 1
             threading.Thread(target=self._work, name=f"{self._name}-{self._running}", daemon=True).start()
 
-    def _take(self) -> list[tuple[_Call, list[int]]]:
-        """The next slice (under the lock): interactive texts if any wait, else one bulk slice; [] if idle.
+    def _take(self) -> tuple[list[tuple[_Call, list[int]]], bool]:
+        """The next slice (under the lock) and whether it is bulk: interactive texts if any wait, else one bulk
+        slice unless `_bulk_max` bulk slices already run (one worker is kept for queries); ([], False) if idle.
 
         A bulk slice holds at most `bulk_batch` texts and, past its first text, at most BULK_SLICE_CHARS
         characters (about 256 word pieces): one 200-token chunk runs alone, short texts run together."""
         for bulk, limit in ((False, self._batch_size), (True, self._bulk_batch)):
+            if bulk and self._bulk_running >= self._bulk_max:
+                break
             queue = self._queues[bulk]
             taken: list[tuple[_Call, list[int]]] = []
             room, chars = limit, 0
@@ -115,22 +123,29 @@ class PriorityBatcher:
                 if call.next == len(call.order):
                     queue.popleft()
             if taken:
-                return taken
-        return []
+                self._bulk_running += bulk
+                return taken, bulk
+        return [], False
 
     def _work(self) -> None:
         while True:
             with self._cv:
-                work = self._take()
+                work, bulk = self._take()
                 while not work:
                     if not self._cv.wait(IDLE_EXIT_S):
-                        work = self._take()
+                        work, bulk = self._take()
                         if not work:  # idle: end; the next call starts a worker again
                             self._running -= 1
                             return
                     else:
-                        work = self._take()
-            self._run(work)
+                        work, bulk = self._take()
+            try:
+                self._run(work)
+            finally:
+                if bulk:
+                    with self._cv:
+                        self._bulk_running -= 1
+                        self._cv.notify()
 
     def _run(self, work: list[tuple[_Call, list[int]]]) -> None:
         live = [(call, part) for call, part in work if call.error is None]

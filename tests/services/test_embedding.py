@@ -204,6 +204,40 @@ def test_the_scheduler_puts_a_waiting_query_before_the_next_bulk_slice_and_keeps
     assert got[0][:, 0].tolist() == [2.0, 2.0]
 
 
+def test_with_two_workers_bulk_keeps_one_free_so_a_query_starts_at_once() -> None:
+    running: list[str] = []  # kinds of the forward passes running now
+    most_bulk = 0
+    lock = threading.Lock()
+    release = threading.Event()
+
+    def encode(texts: list[str]) -> np.ndarray:
+        nonlocal most_bulk
+        kind = "query" if texts[0].startswith("q") else "bulk"
+        with lock:
+            running.append(kind)
+            most_bulk = max(most_bulk, running.count("bulk"))
+        if kind == "bulk":
+            release.wait(10)  # bulk slices hold their worker until released
+        with lock:
+            running.remove(kind)
+        return np.zeros((len(texts), 4), dtype=np.float32)
+
+    batcher = PriorityBatcher(encode, 4, workers=2, batch_size=32, bulk_batch=1)
+    bulk = [threading.Thread(target=batcher.embed, args=([f"b{i}-{j}" for j in range(4)],), kwargs={"bulk": True})
+            for i in range(2)]
+    for t in bulk:
+        t.start()
+    while "bulk" not in running:
+        time.sleep(0.01)
+    started = time.monotonic()
+    batcher.embed(["q?"])  # answered while the bulk slices still hold their worker
+    assert time.monotonic() - started < 5 and not release.is_set()
+    release.set()
+    for t in bulk:
+        t.join()
+    assert most_bulk == 1  # never both workers on bulk
+
+
 def test_idle_workers_end_and_the_next_call_starts_them_again(monkeypatch: pytest.MonkeyPatch) -> None:
     from services.embedders import priority
 
