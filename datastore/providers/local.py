@@ -634,17 +634,23 @@ class LocalDataStore(DataStore):
             cache.version = before + 1
 
     def _index(self, ns: str) -> _NamespaceCache:
-        """The namespace's search indexes, (re)loaded when another process has written since."""
+        """The namespace's search indexes, (re)loaded when another process has written since.
+
+        A cache at or past the version this reader sees is current: this process's own commits keep it up to date
+        (`_apply_to_cache`), and a reader whose snapshot began just before such a commit sees an older version;
+        only a newer version (another process's commit) reloads it, in place, by one thread."""
         db = self._reader
         version = self._ns_version(db, ns)
         with self._caches_guard:
             cache = self._caches.get(ns)
-            if cache is not None and cache.version == version:
-                return cache
-            cache = _NamespaceCache(VectorIndex(self.embedder.dimension, self.settings.ann_min_rows), TextIndex(), -1)
-            self._caches[ns] = cache
+            if cache is None:
+                cache = _NamespaceCache(VectorIndex(self.embedder.dimension, self.settings.ann_min_rows), TextIndex(),
+                                        -1)
+                self._caches[ns] = cache
+        if cache.version >= version:
+            return cache
         with cache.lock:
-            if cache.version != version:
+            if cache.version < version:
                 db.execute("BEGIN")
                 try:
                     version = self._ns_version(db, ns)
