@@ -1,5 +1,6 @@
-"""Real services for the provider tests, on loopback: PostgreSQL 16 + pgvector (from the `pgserver` wheel) and
-the needledb Pinecone emulator. Each starts on a free port in a fresh folder under /tmp and is stopped (and
+"""Real services on loopback, for the provider tests and `bench.speed --postgres` (in bench/ because bench never
+imports from tests): PostgreSQL 16 + pgvector (from the `pgserver` wheel) and the needledb Pinecone emulator.
+Each starts on a free port in a fresh folder under /tmp and is stopped (and
 its folder removed) by `stop()`; nothing is left running.
 """
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from bench.servers import Needle, Postgres
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
 from models.settings import Settings
@@ -22,7 +23,6 @@ from services.embedding import LocalEmbedder
 from services.errors import EmbeddingError
 from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
-from tests.datastore.servers import Needle, Postgres
 
 PROVIDERS = ["local", "pgvector", "pinecone"]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")

@@ -9,6 +9,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from bench.servers import free_port
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
 from datastore.providers.pgvector import MIGRATIONS
@@ -17,7 +18,6 @@ from services.embedding import LocalEmbedder
 from services.errors import ConflictError, StoreError
 from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
-from tests.datastore.servers import free_port
 from tests.datastore.synthetic import conversation
 from tests.invariants import check_tree
 

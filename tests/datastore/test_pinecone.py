@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from pinecone import ApiError
 
+from bench.servers import Needle
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
 from datastore.providers import pinecone as pc_store
@@ -30,7 +31,6 @@ from services.errors import EmbeddingMismatchError, StoreError
 from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.datastore.conftest import OtherEmbedder
-from tests.datastore.servers import Needle
 from tests.datastore.synthetic import conversation
 from tests.invariants import check_tree
 
