@@ -39,6 +39,7 @@ from models.context import (
     DEFAULT_CONTEXT_TEMPLATE,
     DEFAULT_MEMORY_TEMPLATE,
     MEMORY_FIELDS,
+    UNDATED_MEMORY_TEMPLATE,
     ContextItem,
     ContextRequest,
     ContextResponse,
@@ -173,6 +174,8 @@ class ContextAssembly(CoreMemory, Sequence):
                 "text": _cut(item.text, req.max_memory_chars),
                 "level": str(item.level),
             }
+            if item.start_time is None and item.end_time is None and req.memory_template is None:
+                return UNDATED_MEMORY_TEMPLATE.format_map(values)  # not "[undated, at an unknown time]"
             return memory_template.format_map(values)
 
         frame = template.format_map(

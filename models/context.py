@@ -15,6 +15,7 @@ SECTIONS: tuple[str, ...] = ("core", "recent", "relevant", "timeline")
 
 DEFAULT_CONTEXT_TEMPLATE = "Memory of {user_name}'s conversations with {assistant_name}.\n\n{memories}"
 DEFAULT_MEMORY_TEMPLATE = "- [{date}, {time_ago}] {text}"
+UNDATED_MEMORY_TEMPLATE = "- {text}"  # the default for a memory with no time at all
 CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "recent", "relevant", "timeline")
 MEMORY_FIELDS = ("time_ago", "speaker", "text", "date", "level")
 

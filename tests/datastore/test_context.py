@@ -63,6 +63,19 @@ def test_time_ago_reads_like_a_person() -> None:
     assert time_ago(None, NOW) == "at an unknown time"
 
 
+def test_an_undated_memory_is_shown_without_a_date_by_the_default_template(store: LocalDataStore) -> None:
+    store.remember_sync("ns", RememberRequest(conversation_id="c", messages=[
+        Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)),
+        Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
+    ]))
+    block = store.context_sync("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
+    assert "- [2024-05-30, 2 days ago] Ann: We land in Lisbon on 3 June." in block
+    assert "- Bob: Book the tram tour for the 4th, please." in block and "undated" not in block
+    custom = store.context_sync("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300,
+                                                     memory_template="* {date}: {text}")).context
+    assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
+
+
 def test_default_block_for_a_small_conversation(store: LocalDataStore) -> None:
     store.core_put_sync("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
     store.core_put_sync("ns", CorePutRequest(key="diet", value="vegetarian"))
