@@ -36,10 +36,11 @@ from functools import lru_cache
 import numpy as np
 import Stemmer
 
+from datastore.rows import RowTable
+
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's idf for terms in half the rows or more
-_GROW = 1.5
 _STEM_MIN, _STEM_MAX = 3, 64  # bytes; FTS5's porter passes shorter and longer tokens through
 _MERGE_MIN = 1 << 16  # tail postings below which the tail is never merged
 _MERGE_CHUNK = 1 << 22  # postings moved per step of a merge
@@ -102,20 +103,16 @@ class _AsciiWords(dict[bytes, int]):
         return tid
 
 
-class TextIndex:
+class TextIndex(RowTable):
     """BM25 top-k over one namespace's node texts (module doc). Not thread-safe: callers lock."""
 
+    EXTRA = ("lengths",)
+
     def __init__(self) -> None:
+        super().__init__()
         self.vocab = _Vocabulary()
-        self.size = 0  # rows held, dead ones included
-        self.dead = 0
         self.total_tokens = 0  # of the live rows
-        self.rowids = np.zeros(0, dtype=np.int64)
-        self.levels = np.zeros(0, dtype=np.int16)
-        self.starts = np.zeros(0, dtype=np.float64)
-        self.ends = np.zeros(0, dtype=np.float64)
         self.lengths = np.zeros(0, dtype=np.int32)
-        self.alive = np.zeros(0, dtype=bool)
         # postings: CSR block over term ids < len(indptr) - 1, then the tail (term id -> [(positions, tfs)])
         self.indptr = np.zeros(1, dtype=np.int64)
         self.post_rows = np.zeros(0, dtype=np.int32)
@@ -125,46 +122,16 @@ class TextIndex:
         self._norms: np.ndarray | None = None  # k1 * (1 - b + b * |d| / avgdl) per row, float32
 
     # ------------------------------------------------------------------ writes
-    def _reserve(self, extra: int) -> None:
-        need = self.size + extra
-        if need <= len(self.rowids):
-            return
-        cap = max(need, int(len(self.rowids) * _GROW) + 16)
-        for name in ("rowids", "levels", "starts", "ends", "lengths", "alive"):
-            old = getattr(self, name)
-            new = np.zeros(cap, dtype=old.dtype)
-            new[: self.size] = old[: self.size]
-            setattr(self, name, new)
-
-    def reserve(self, rows: int) -> None:
-        """Make room for `rows` more rows at once (a bulk load then grows nothing)."""
-        self._reserve(rows)
-
     def add(self, rowids: Sequence[int] | np.ndarray, texts: Sequence[str], levels: Iterable[int] | np.ndarray,
             starts: Iterable[float] | np.ndarray, ends: Iterable[float] | np.ndarray) -> None:
         """Index rows; rowids must be greater than every id already added (the store's row ids increase).
         starts/ends: POSIX seconds, NaN for none."""
-        n = len(rowids)
-        if n == 0:
+        if len(rowids) == 0:
             return
-        order = np.argsort(np.asarray(rowids, dtype=np.int64), kind="stable")
-        ids = np.asarray(rowids, dtype=np.int64)[order]
-        if self.size and ids[0] <= self.rowids[self.size - 1]:
-            raise ValueError("row ids must increase")
-        if np.any(np.diff(ids) <= 0):
-            raise ValueError("row ids must be distinct")
-        texts = [texts[j] for j in order]
-        rows_of, terms, lengths = self._tokenise(texts)
-        self._reserve(n)
-        first = self.size
-        sl = slice(first, first + n)
-        self.rowids[sl] = ids
-        self.levels[sl] = np.asarray(levels)[order]
-        self.starts[sl] = np.asarray(starts, dtype=np.float64)[order]
-        self.ends[sl] = np.asarray(ends, dtype=np.float64)[order]
+        sl, order = self._append(rowids, levels, starts, ends)
+        first = sl.start
+        rows_of, terms, lengths = self._tokenise([texts[j] for j in order])
         self.lengths[sl] = lengths
-        self.alive[sl] = True
-        self.size += n
         self.total_tokens += int(lengths.sum())
         self._norms = None
         if len(terms) == 0:
@@ -209,25 +176,14 @@ class TextIndex:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64), lengths
         return np.concatenate(rows), np.concatenate(terms), lengths
 
-    def _positions(self, rowids: np.ndarray) -> np.ndarray:
-        """Positions of the live rows among `rowids` (sorted int64; unknown ids dropped)."""
-        if self.size == 0 or len(rowids) == 0:
-            return np.zeros(0, dtype=np.int64)
-        ids = self.rowids[: self.size]
-        pos = np.minimum(np.searchsorted(ids, rowids), self.size - 1)
-        pos = pos[ids[pos] == rowids]
-        return pos[self.alive[pos]]
-
     def remove(self, rowids: Sequence[int] | np.ndarray) -> None:
         """Forget rows (unknown ids are ignored)."""
-        pos = self._positions(np.sort(np.asarray(rowids, dtype=np.int64)))
+        pos = self._mark_dead(rowids)
         if len(pos) == 0:
             return
-        self.alive[pos] = False
-        self.dead += len(pos)
         self.total_tokens -= int(self.lengths[pos].sum())
         self._norms = None
-        if self.dead > 1024 and self.dead * 4 > self.size:
+        if self._needs_compaction():
             self._compact()
 
     def _merge(self) -> None:
@@ -277,15 +233,10 @@ class TextIndex:
         self.indptr = kept[self.indptr].astype(np.int64)  # live postings before each term's start
         self.post_rows = new_pos[self.post_rows[live]].astype(np.int32)
         self.post_tfs = self.post_tfs[live]
-        for name in ("rowids", "levels", "starts", "ends", "lengths", "alive"):
-            setattr(self, name, getattr(self, name)[keep].copy())
-        self.size, self.dead = len(keep), 0
+        self._keep_rows(keep)
         self._norms = None
 
     # ------------------------------------------------------------------ reads
-    def __len__(self) -> int:
-        return self.size - self.dead
-
     @property
     def nbytes(self) -> int:
         """Bytes held in numpy arrays (rows, postings, tail); the vocabulary dicts come on top."""
@@ -368,15 +319,7 @@ class TextIndex:
             mask[self._positions(np.sort(np.asarray(candidates, dtype=np.int64)))] = True
         else:
             mask = np.ones(n, dtype=bool)
-        if min_level is not None:
-            mask &= self.levels[:n] >= min_level
-        if max_level is not None:
-            mask &= self.levels[:n] <= max_level
-        if start is not None:
-            mask &= self.ends[:n] >= start
-        if end is not None:
-            mask &= self.starts[:n] <= end
-        return mask
+        return mask & self._in_bounds(slice(0, n), min_level, max_level, start, end)
 
     def search(
         self,

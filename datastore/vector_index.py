@@ -1,8 +1,7 @@
 """An in-memory vector index for one namespace: float32 rows, cosine by dot product.
 
-Rows are keyed by the store's integer row id, kept in ascending order (the store hands out increasing ids), so a
-set of candidate row ids maps to matrix rows with one `searchsorted`. Removal marks a row dead; the matrix is
-compacted when a quarter of it is dead. Per-row level and time range allow those filters without the database.
+Rows, their level and time range and their removal are kept by `datastore.rows.RowTable` (shared with the BM25
+index); this adds the vector matrix, compacted with the rows when a quarter of them are dead.
 
 Search is exact, except that a namespace of at least `ann_min_rows` live rows is searched through an IVF index
 (`datastore.ann`) whose candidates are re-ranked exactly; filters the candidates cannot satisfy fall back to the
@@ -14,94 +13,41 @@ from __future__ import annotations
 import numpy as np
 
 from datastore.ann import IVFIndex
+from datastore.rows import RowTable
 
-_GROW = 1.5
 _ANN_CANDIDATES = 256  # candidates drawn from the IVF index per query (at least 8 x top_k)
 
 
-class VectorIndex:
+class VectorIndex(RowTable):
     """Exact top-k over L2-normalised float32 vectors of one namespace. Not thread-safe: callers lock."""
+
+    EXTRA = ("matrix",)
 
     def __init__(self, dimension: int, ann_min_rows: int = 0) -> None:
         """ann_min_rows: live rows from which searches go through an IVF index; 0 = always exact."""
+        super().__init__()
         self.dimension = dimension
         self.ann_min_rows = ann_min_rows
         self.ann: IVFIndex | None = None
-        self.size = 0
-        self.dead = 0
-        self.rowids = np.zeros(0, dtype=np.int64)
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
-        self.levels = np.zeros(0, dtype=np.int16)
-        self.starts = np.zeros(0, dtype=np.float64)
-        self.ends = np.zeros(0, dtype=np.float64)
-        self.alive = np.zeros(0, dtype=bool)
-
-    def _reserve(self, extra: int) -> None:
-        need = self.size + extra
-        if need <= len(self.rowids):
-            return
-        cap = max(need, int(len(self.rowids) * _GROW) + 16)
-        for name in ("rowids", "levels", "starts", "ends", "alive"):
-            old = getattr(self, name)
-            new = np.zeros(cap, dtype=old.dtype)
-            new[: self.size] = old[: self.size]
-            setattr(self, name, new)
-        m = np.zeros((cap, self.dimension), dtype=np.float32)
-        m[: self.size] = self.matrix[: self.size]
-        self.matrix = m
-
-    def reserve(self, rows: int) -> None:
-        """Make room for `rows` more rows at once (a bulk load then grows nothing)."""
-        self._reserve(rows)
-
-    def _positions(self, rowids: np.ndarray) -> np.ndarray:
-        """Matrix rows of the live entries among `rowids` (unknown ids are dropped)."""
-        if self.size == 0 or len(rowids) == 0:
-            return np.zeros(0, dtype=np.int64)
-        ids = self.rowids[: self.size]
-        pos = np.minimum(np.searchsorted(ids, rowids), self.size - 1)
-        pos = pos[ids[pos] == rowids]
-        return pos[self.alive[pos]]
 
     def add(self, rowids: np.ndarray, vectors: np.ndarray, levels: np.ndarray, starts: np.ndarray,
             ends: np.ndarray) -> None:
         """Append rows; rowids must be greater than every id already added (the store's row ids increase)."""
-        n = len(rowids)
-        if n == 0:
+        if len(rowids) == 0:
             return
-        order = np.argsort(rowids)
-        rowids = np.asarray(rowids, dtype=np.int64)[order]
-        if self.size and rowids[0] <= self.rowids[self.size - 1]:
-            raise ValueError("row ids must increase")
-        self._reserve(n)
-        sl = slice(self.size, self.size + n)
-        self.rowids[sl] = rowids
+        sl, order = self._append(rowids, levels, starts, ends)
         self.matrix[sl] = np.asarray(vectors, dtype=np.float32)[order]
-        self.levels[sl] = np.asarray(levels)[order]
-        self.starts[sl] = np.asarray(starts, dtype=np.float64)[order]
-        self.ends[sl] = np.asarray(ends, dtype=np.float64)[order]
-        self.alive[sl] = True
-        self.size += n
         if self.ann is not None:
-            self.ann.add(rowids, self.matrix[sl])
+            self.ann.add(self.rowids[sl], self.matrix[sl])
 
     def remove(self, rowids: np.ndarray) -> None:
         """Forget rows (unknown ids are ignored)."""
-        pos = self._positions(np.sort(np.asarray(rowids, dtype=np.int64)))
-        self.alive[pos] = False
-        self.dead += len(pos)
+        pos = self._mark_dead(rowids)
         if self.ann is not None:
             self.ann.remove(self.rowids[pos])
-        if self.dead > 1024 and self.dead * 4 > self.size:
-            keep = np.flatnonzero(self.alive[: self.size])
-            for name in ("rowids", "levels", "starts", "ends", "alive"):
-                arr = getattr(self, name)
-                setattr(self, name, arr[keep].copy())
-            self.matrix = self.matrix[keep].copy()
-            self.size, self.dead = len(keep), 0
-
-    def __len__(self) -> int:
-        return self.size - self.dead
+        if self._needs_compaction():
+            self._keep_rows(np.flatnonzero(self.alive[: self.size]))
 
     def search(
         self,
@@ -135,16 +81,7 @@ class VectorIndex:
     def _keep(self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None,
               end: float | None) -> np.ndarray:
         """The positions among `pos` whose level and time range pass the bounds."""
-        mask = np.ones(len(pos), dtype=bool)
-        if min_level is not None:
-            mask &= self.levels[pos] >= min_level
-        if max_level is not None:
-            mask &= self.levels[pos] <= max_level
-        if start is not None:
-            mask &= self.ends[pos] >= start
-        if end is not None:
-            mask &= self.starts[pos] <= end
-        return pos[mask]
+        return pos[self._in_bounds(pos, min_level, max_level, start, end)]
 
     def _top(self, pos: np.ndarray, scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, scores) of the top_k of `scores` (aligned with positions `pos`), best first."""
