@@ -1,5 +1,8 @@
 """Approximate nearest neighbours for large namespaces: a faiss inverted-file index over 8-bit vectors.
 
+faiss is the optional `ann` extra (`pip install 'pyramind[ann]'`, 66 MB): without it every search is the exact
+scan, which is what a namespace below ANN_MIN_ROWS gets anyway (see `available`).
+
 `VectorIndex` keeps exact float32 rows and answers small namespaces and filtered searches exactly; above
 ANN_MIN_ROWS live rows it asks this index for a few hundred candidates and re-ranks them exactly. The index is
 trained (k-means, `nlist` ~ 4 sqrt(n) lists) on the rows present when built, takes later rows into the trained
@@ -8,10 +11,26 @@ lists, and is rebuilt when the namespace has doubled since.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import logging
+
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 _TRAIN_PER_LIST = 40  # training points per list (faiss warns below 39)
 _NPROBE_SHARE = 1 / 16  # share of the lists scanned per query
+
+
+@functools.cache
+def available() -> bool:
+    """Whether faiss is installed (the `ann` extra); says once in the log when it is not."""
+    if importlib.util.find_spec("faiss") is not None:
+        return True
+    log.warning("a namespace reached ANN_MIN_ROWS nodes but faiss is not installed: searching it exactly "
+                "(pip install 'pyramind[ann]' for the IVF index)")
+    return False
 
 
 class IVFIndex:

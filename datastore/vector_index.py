@@ -4,14 +4,15 @@ Rows, their level and time range and their removal are kept by `datastore.rows.R
 index); this adds the vector matrix, compacted with the rows when a quarter of them are dead.
 
 Search is exact, except that a namespace of at least `ann_min_rows` live rows is searched through an IVF index
-(`datastore.ann`) whose candidates are re-ranked exactly; filters the candidates cannot satisfy fall back to the
-exact scan.
+(`datastore.ann`, when faiss is installed) whose candidates are re-ranked exactly; filters the candidates cannot
+satisfy fall back to the exact scan.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
+from datastore import ann as ann_module
 from datastore.ann import IVFIndex
 from datastore.rows import RowTable
 
@@ -96,7 +97,7 @@ class VectorIndex(RowTable):
         """Whether searches go through the IVF index, (re)building it when the namespace reached the threshold
         or has doubled since it was trained."""
         live = len(self)
-        if not self.ann_min_rows or live < self.ann_min_rows:
+        if not self.ann_min_rows or live < self.ann_min_rows or not ann_module.available():
             self.ann = None
             return False
         if self.ann is None or live > 2 * self.ann.trained_on:

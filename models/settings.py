@@ -85,7 +85,8 @@ class Settings(BaseSettings):
 
     ann_min_rows: int = Field(
         default=50_000, ge=0,
-        description="Nodes in a namespace from which the local store searches an IVF index (faiss); 0 = always exact.",
+        description="Nodes in a namespace from which the local store searches an IVF index (the ann extra: faiss); "
+        "0 = always exact.",
     )
 
     # Embeddings

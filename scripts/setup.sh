@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Sets up Pyramind in .venv. No PyTorch unless asked for: the default embedder runs on ONNX Runtime.
 # Usage: [PYTHON=python3.12] bash scripts/setup.sh [extras]
-#   bash scripts/setup.sh             the server (about 300 MB)
+#   bash scripts/setup.sh             the server (offline default: local embedder, SQLite)
 #   bash scripts/setup.sh dev         + the test tools
+#   bash scripts/setup.sh openai,ann  + the OpenAI client, + faiss for namespaces of 50k+ nodes (see the README)
 #   bash scripts/setup.sh torch       + PyTorch's CPU build and sentence-transformers (EMBEDDER=sentence-transformers)
 # PYTHON picks the interpreter (default python3); Pyramind needs Python 3.11 or 3.12.
 set -euo pipefail

@@ -14,13 +14,11 @@ from typing import Any, Protocol
 import numpy as np
 
 from models.settings import Settings
+from services.embedders.openai_api import OpenAIEmbedder
 from services.embedders.priority import PriorityBatcher
-from services.errors import EmbeddingError
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
-OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
-OPENAI_DEFAULT_DIMENSION = 1536
 
 
 class Embedder(Protocol):
@@ -156,46 +154,6 @@ def _by_length(texts: list[str], bounds: tuple[int, ...] = (200, 600)) -> list[l
     for i, t in enumerate(texts):
         groups[next((k for k, b in enumerate(bounds) if len(t) <= b), len(bounds))].append(i)
     return [g for g in groups if g]
-
-
-class OpenAIEmbedder:
-    """OpenAI embeddings (`text-embedding-3-small` by default) through the official client.
-
-    Works with any OpenAI-compatible server via `OPENAI_BASE_URL`. Retries (the client's own, with backoff) on
-    429/5xx and timeouts; raises EmbeddingError when they are exhausted.
-    """
-
-    def __init__(self, settings: Settings) -> None:
-        from openai import OpenAI
-
-        self.model_name = settings.embedding_model or OPENAI_DEFAULT_MODEL
-        self.dimension = settings.embedding_dimension or OPENAI_DEFAULT_DIMENSION
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unset"
-        self._client = OpenAI(
-            api_key=key,
-            base_url=settings.openai_base_url,
-            timeout=settings.openai_timeout,
-            max_retries=settings.openai_max_retries,
-        )
-        self._batch_size = max(settings.embed_batch_size, 64)
-
-    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
-        """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError on API failure.
-        `bulk` is accepted for the Embedder protocol (a remote API has no local priority)."""
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i in range(0, len(texts), self._batch_size):
-            batch = texts[i : i + self._batch_size]
-            try:
-                resp = self._client.embeddings.create(
-                    model=self.model_name, input=batch, dimensions=self.dimension
-                )
-            except Exception as exc:
-                raise EmbeddingError(f"OpenAI embedding request failed: {type(exc).__name__}") from exc
-            rows = sorted(resp.data, key=lambda d: d.index)
-            if len(rows) != len(batch) or any(len(r.embedding) != self.dimension for r in rows):
-                raise EmbeddingError("OpenAI embedding response has the wrong shape")
-            out[i : i + len(batch)] = [r.embedding for r in rows]
-        return _normalise(out)
 
 
 def make_embedder(settings: Settings) -> Embedder:

@@ -17,6 +17,7 @@ from typing import Protocol
 from models.settings import Settings
 from services import tokens as tok
 from services.chunking import CONTINUATION
+from services.openai_client import openai_client
 
 log = logging.getLogger(__name__)
 
@@ -158,17 +159,9 @@ class OpenAISummariser:
     """
 
     def __init__(self, settings: Settings, fallback: Summariser | None = None) -> None:
-        from openai import OpenAI
-
+        self._client = openai_client(settings, "SUMMARISER=openai (the default when OPENAI_API_KEY is set)")
         self.model = settings.summary_model
         self.name = f"openai:{self.model}"
-        key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unset"
-        self._client = OpenAI(
-            api_key=key,
-            base_url=settings.openai_base_url,
-            timeout=settings.openai_timeout,
-            max_retries=settings.openai_max_retries,
-        )
         self._fallback = fallback or ExtractiveSummariser()
 
     def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:

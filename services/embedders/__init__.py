@@ -1,4 +1,5 @@
-"""The local embedders' parts: the ONNX MiniLM model, the priority scheduler, the optional sentence-transformers model.
+"""The embedders' parts: the ONNX MiniLM model, the priority scheduler, OpenAI's embeddings API (the openai extra),
+the optional sentence-transformers model.
 
-Nothing here imports onnxruntime, tokenizers or torch at import time: models load on first use.
+Nothing here imports onnxruntime, tokenizers, openai or torch at import time: models and clients load on first use.
 """

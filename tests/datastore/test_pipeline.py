@@ -9,7 +9,8 @@ import pytest
 
 from datastore.providers.local import LocalDataStore
 from models.api import DeleteRequest, Document, Message, Query, QueryFilter, RememberRequest
-from services.embedding import LocalEmbedder, OpenAIEmbedder
+from services.embedders.openai_api import OpenAIEmbedder
+from services.embedding import LocalEmbedder
 from services.errors import EmbeddingError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from services.summarising import ExtractiveSummariser
 from tests.conftest import locomo_sessions, make_settings

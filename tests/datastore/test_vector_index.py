@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import sys
+from importlib.util import find_spec
+
 import numpy as np
+import pytest
 
 from datastore.vector_index import VectorIndex
 
@@ -73,3 +77,24 @@ def test_large_namespaces_go_through_ivf_with_high_recall() -> None:
     # a filter the candidates cannot satisfy falls back to the exact scan
     only = approx.search(vectors[0], 3, min_level=2, start=19_990.0)[0].tolist()
     assert only == brute(vectors, rowids, vectors[0], 3, (np.arange(20_000) % 5 == 0) & (np.arange(20_000) + 1 >= 19_990))
+
+
+def test_without_faiss_a_large_namespace_is_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
+    """faiss is the optional `ann` extra: when it cannot be imported, the index past ann_min_rows answers with the
+    exact scan (same ids and scores as brute force) instead of failing."""
+    from datastore import ann
+
+    monkeypatch.setitem(sys.modules, "faiss", None)  # `import faiss` now raises ImportError, as without the extra
+    monkeypatch.setattr(ann.importlib.util, "find_spec", lambda name: None if name == "faiss" else find_spec(name))
+    ann.available.cache_clear()
+    try:
+        vectors = clustered(3_000)
+        index = VectorIndex(64, ann_min_rows=1_000)
+        rowids = fill(index, vectors)
+        for qi in (0, 1234, 2999):
+            got, scores = index.search(vectors[qi], 10)
+            assert got.tolist() == brute(vectors, rowids, vectors[qi], 10)
+            assert np.allclose(scores, vectors[(got // 3) - 1] @ vectors[qi], atol=1e-5)
+        assert index.ann is None
+    finally:
+        ann.available.cache_clear()

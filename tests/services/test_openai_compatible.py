@@ -7,6 +7,7 @@ next N requests with a 500.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,7 +17,7 @@ import pytest
 from bench.openai_loopback import LoopbackOpenAI
 from datastore.providers.local import LocalDataStore
 from models.api import Message, RememberRequest
-from services.embedding import OpenAIEmbedder
+from services.embedders.openai_api import OpenAIEmbedder
 from services.errors import EmbeddingError
 from services.summarising import ExtractiveSummariser, OpenAISummariser
 from tests.conftest import make_settings
@@ -75,3 +76,24 @@ def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_opena
     made_by = {n.summariser for n in ds._source_nodes("default", "c") if n.level > 1}
     assert made_by == {"openai:gpt-4o-mini"}
     ds.close()
+
+
+def test_without_the_openai_extra_start_up_is_one_line_naming_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """openai is the optional `openai` extra: with OPENAI_API_KEY set and the package missing, the embedder and
+    the summariser refuse with the pip line, and the server's start-up check prints it as one line, exit 1."""
+    from server.main import check_store
+    from services.openai_client import OpenAIMissingError
+
+    monkeypatch.setitem(sys.modules, "openai", None)  # `from openai import OpenAI` raises ImportError
+    settings = make_settings(tmp_path, openai_api_key="sk-test")
+    with pytest.raises(OpenAIMissingError, match=r"EMBEDDER=openai .*pip install 'pyramind\[openai\]'"):
+        OpenAIEmbedder(settings)
+    with pytest.raises(OpenAIMissingError, match=r"SUMMARISER=openai .*pyramind\[openai\]"):
+        OpenAISummariser(settings)
+    with pytest.raises(SystemExit) as exit_:
+        check_store(settings)
+    err = capsys.readouterr().err.strip()
+    assert exit_.value.code == 1 and "\n" not in err and "pip install 'pyramind[openai]'" in err
+    assert not settings.local_db_path.exists()  # refused before anything was created
