@@ -122,10 +122,11 @@ def scale_markdown(results: dict, header: str) -> str:
     out = ["## Speed at scale (hybrid search)\n", header,
            f"- elapsed: {results['elapsed_s']} s; load average (1 min) {results['load_before']:.2f} before, "
            f"{results['load_after']:.2f} after (other jobs share this machine: read latencies as upper bounds)\n",
-           "Synthetic nodes in one namespace (bench/synthetic.py). 'hybrid search-only' is `retrieval.hybrid` "
-           "(top 5, the L1 leaves) in-process, with a LoCoMo question and a random unit vector: a default /query "
-           "without the embedder and HTTP. 'text search-only' is the BM25 half of it (top 50). 'cache load' loads "
-           "the vectors and the BM25 index (and trains the IVF index from 50k nodes).\n",
+           "Synthetic L1 nodes in one namespace, rolled up into summaries as remember does (bench/synthetic.py: "
+           "249 per 1,000 chunks, so the server has nothing to index while it is timed). 'hybrid search-only' is "
+           "`retrieval.hybrid` (top 5, the L1 leaves) in-process, with a LoCoMo question and a random unit "
+           "vector: a default /query without the embedder and HTTP. 'text search-only' is the BM25 half of it "
+           "(top 50). 'cache load' loads the vectors and the BM25 index (and trains the IVF index from 50k nodes).\n",
            _scale_table(results["scale"]), "\n### Targets\n"]
     checks = []
     for p in results["scale"]:

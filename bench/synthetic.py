@@ -3,8 +3,12 @@
 Texts are 5 chat lines of words drawn by frequency from LoCoMo's own vocabulary (so full-text posting lists have
 a natural skew); vectors are unit vectors of dimension 384 scattered around 2,000 random centres (like real
 sentence embeddings, which crowd into topics; uniform noise on the sphere would have no near neighbours for an
-ANN index to find). Queries are drawn the same way. Nodes are sealed L1 chunks without summaries,
-1,000 per conversation, each over 5 stored messages. Nothing is embedded: it is fast, about 1,500 nodes/s here.
+ANN index to find). Queries are drawn the same way. Nodes are sealed L1 chunks, 1,000 per conversation, each over
+5 stored messages, rolled up into the tree `remember` would make (`services.tree.roll_up`, FAN_OUT and MAX_LEVEL
+of the default settings: 249 summaries per 1,000 chunks): a summary's text is the first words of each child's
+first line, its vector the normalised mean of its children's. Without the summaries the server's background
+indexer would start rolling the store up while a benchmark times queries. Nothing is embedded: it is fast, about
+1,500 nodes/s here.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ from bench import dataset
 from datastore.datastore import SourceRow, WriteBatch
 from datastore.providers.local import LocalDataStore
 from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from services.tree import Frontier, roll_up
 
 PER_SOURCE = 1000
 CENTRES = 2000
@@ -35,6 +41,27 @@ def unit_vectors(rng: np.random.Generator, count: int) -> np.ndarray:
 LINES = 5
 WORDS_PER_LINE = (8, 40)
 SPEAKERS = ("Alice", "Bob")
+SUMMARY_WORDS = 12  # words taken from each child's first line
+
+
+def _summarise(texts: list[str], context: str | None) -> tuple[str, str]:
+    """A cheap stand-in for the extractive summariser: the first words of each child's first line."""
+    return "\n".join(" ".join(t.split("\n", 1)[0].split()[:SUMMARY_WORDS]) for t in texts) + "\n", "synthetic"
+
+
+def with_summaries(leaves: list[tuple[MemoryNode, np.ndarray]]) -> list[tuple[MemoryNode, np.ndarray]]:
+    """The sealed L1 `leaves` (node, vector) of one conversation followed by their summaries, rolled up as
+    `remember` does; each summary's vector is the normalised mean of its children's. Sets the children's
+    parent_id."""
+    defaults = Settings(_env_file=None)  # type: ignore[call-arg]
+    made = roll_up(Frontier(), [n for n, _ in leaves], _summarise, defaults.fan_out, defaults.max_level)
+    vectors = {n.id: v for n, v in leaves}
+    out = list(leaves)
+    for node in made:  # lowest level first: children's vectors are known
+        mean = np.sum([vectors[c] for c in node.children], axis=0)
+        vectors[node.id] = (mean / np.linalg.norm(mean)).astype(np.float32)
+        out.append((node, vectors[node.id]))
+    return out
 
 
 def vocabulary() -> tuple[list[str], np.ndarray]:
@@ -52,7 +79,7 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
 
 
 def fill(store: LocalDataStore, ns: str, n: int, seed: int = 0) -> None:
-    """Add n sealed L1 nodes (with their messages) to namespace `ns` of an empty store."""
+    """Add n sealed L1 nodes (with their messages) and their summaries to namespace `ns` of an empty store."""
     rng = np.random.default_rng(seed)
     words, p = vocabulary()
     words_arr = np.array(words, dtype=object)
@@ -83,4 +110,4 @@ def fill(store: LocalDataStore, ns: str, n: int, seed: int = 0) -> None:
                                      tok_start=i * 200, tok_end=(i + 1) * 200), vecs[i]))
         src = SourceRow(sid, "conversation", 1, n_messages=len(messages), n_tokens=count * 200,
                         max_seq=len(messages) - 1)
-        store._commit(ns, WriteBatch(source=src, messages=messages, nodes=nodes), 0)
+        store._commit(ns, WriteBatch(source=src, messages=messages, nodes=with_summaries(nodes)), 0)

@@ -26,8 +26,8 @@ is the same from query to query within a mode (so a `min_score` floor means some
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Protocol, get_args, runtime_checkable
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Protocol, TypeVar, get_args, runtime_checkable
 
 import numpy as np
 
@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from datastore.read import Reading as DataStore
 
 Hits = list[tuple[MemoryNode, float]]
+K = TypeVar("K", bound=Hashable)
 
 MODES: tuple[str, ...] = get_args(RetrievalMode)
 POOL = 50  # candidates drawn from each list before fusing (at least top_k)
@@ -64,6 +65,23 @@ class TextSearch(Protocol):
     def search_text(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
         """BM25 search over the namespace's nodes matching `flt`; [(node, score)], best first."""
         ...
+
+
+@runtime_checkable
+class RowSearch(Protocol):
+    """An optional provider capability: both searches answer (row ids, scores) from in-memory indexes without
+    reading a row, so `hybrid` fuses two pools of POOL candidates and reads only the top_k rows it returns (the
+    local store; its `_hits` turns row ids into nodes)."""
+
+    def _vector_rows(self, ns: str, vector: np.ndarray, top_k: int,
+                     flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def _text_rows(self, ns: str, text: str, top_k: int,
+                   flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def _row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]: ...
+
+    def _hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits: ...
 
 
 def text_terms(text: str) -> list[str]:
@@ -107,7 +125,7 @@ def text_strength(bm25: float, half: float | None = None) -> float:
     return bm25 / (bm25 + h) if bm25 > 0 else 0.0
 
 
-def _normalised(scores: dict[str, float]) -> dict[str, float]:
+def _normalised(scores: dict[K, float]) -> dict[K, float]:
     """Min-max scaled to [0, 1] (all 1.0 when the scores are equal)."""
     if not scores:
         return {}
@@ -120,29 +138,46 @@ def hybrid(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int
            weight: float = TEXT_WEIGHT) -> Hits:
     """L1 chunks (unless `flt` names levels) ranked by `weight * bm25 + (1 - weight) * cosine`, each min-max
     normalised over the pool (the top max(POOL, top_k) of each list; a text-only candidate gets its exact
-    cosine, a dense-only one a BM25 of 0). Score, in [0, 1] and comparable across queries: that rank fusion
-    times the pool's best absolute match, `max(weight * text_strength(bm25) + (1 - weight) * max(cosine, 0))`,
-    so an unrelated query scores low while the ranking (and recall) is the min-max fusion's.
-    `dense` over the same levels without a text search."""
+    cosine, a dense-only one a BM25 of 0), scored as `fuse` says. `dense` over the same levels without a text
+    search. A RowSearch provider fuses row ids and reads only the rows returned."""
     leaf = with_levels(flt, level=1)
     pool = max(POOL, top_k)
+    if isinstance(store, RowSearch):
+        rows, cosines = store._vector_rows(ns, vector, pool, leaf)
+        text_rows, bm25s = store._text_rows(ns, query, pool, leaf)
+        cosine = dict(zip(rows.tolist(), cosines.tolist(), strict=True))
+        missing = np.array([r for r in text_rows.tolist() if r not in cosine], dtype=np.int64)
+        found = store._row_cosines(ns, missing, vector)
+        cosine.update((r, found[r]) for r in missing.tolist() if r in found)  # in text order, as below
+        best = fuse(cosine, dict(zip(text_rows.tolist(), bm25s.tolist(), strict=True)), weight, top_k)
+        return store._hits(ns, np.array([r for r, _ in best], dtype=np.int64), np.array([s for _, s in best]))
     dense_hits = dense(store, ns, vector, pool, leaf)
     if not isinstance(store, TextSearch):
         return dense_hits[:top_k]
     text_hits = store.search_text(ns, query, pool, leaf)
     nodes = {n.id: n for n, _ in dense_hits} | {n.id: n for n, _ in text_hits}
     cosine = {n.id: s for n, s in dense_hits}
-    missing = [i for i in nodes if i not in cosine]
-    if missing:
+    missing_ids = [i for i in nodes if i not in cosine]
+    if missing_ids:
         q = np.asarray(vector, dtype=np.float32)
-        cosine.update({i: float(v @ q) for i, v in store._get_vectors(ns, missing).items()})
-    bm25 = {n.id: s for n, s in text_hits}
+        vectors = store._get_vectors(ns, missing_ids)
+        cosine.update((i, float(vectors[i] @ q)) for i in missing_ids if i in vectors)
+    return [(nodes[i], s) for i, s in fuse(cosine, {n.id: s for n, s in text_hits}, weight, top_k)]
+
+
+def fuse(cosine: dict[K, float], bm25: dict[K, float], weight: float, top_k: int) -> list[tuple[K, float]]:
+    """The top_k keys of both pools (cosine's first, then BM25's; ties keep that order) by
+    `weight * minmax(bm25) + (1 - weight) * minmax(cosine)` (a key missing from a pool scores 0 there), each
+    score multiplied by the pool's best absolute match, `max(weight * text_strength(bm25) + (1 - weight) *
+    max(cosine, 0))`: in [0, 1] and comparable across queries, so an unrelated query scores low while the
+    ranking (and recall) is the min-max fusion's."""
+    keys = list(dict.fromkeys([*cosine, *bm25]))
     d, t = _normalised(cosine), _normalised(bm25)
-    fused = {i: weight * t.get(i, 0.0) + (1 - weight) * d.get(i, 0.0) for i in nodes}
-    strength = max((weight * text_strength(bm25.get(i, 0.0)) + (1 - weight) * max(cosine.get(i, 0.0), 0.0)
-                    for i in nodes), default=0.0)
-    best = sorted(fused, key=lambda i: -fused[i])[:top_k]
-    return [(nodes[i], fused[i] * strength) for i in best]
+    fused = {k: weight * t.get(k, 0.0) + (1 - weight) * d.get(k, 0.0) for k in keys}
+    strength = max((weight * text_strength(bm25.get(k, 0.0)) + (1 - weight) * max(cosine.get(k, 0.0), 0.0)
+                    for k in keys), default=0.0)
+    best = sorted(keys, key=lambda k: -fused[k])[:top_k]
+    return [(k, fused[k] * strength) for k in best]
 
 
 def matches(node: MemoryNode, flt: QueryFilter | None) -> bool:

@@ -718,11 +718,7 @@ class LocalDataStore(DataStore):
     def _search(
         self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
     ) -> list[tuple[MemoryNode, float]]:
-        cache = self._index(ns)
-        candidates, bounds = self._candidates(ns, flt)
-        with cache.lock:
-            rowids, scores = cache.index.search(vector, top_k, candidates, *bounds)
-        return self._hits(ns, rowids, scores)
+        return self._hits(ns, *self._vector_rows(ns, vector, top_k, flt))
 
     def search_text(
         self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None
@@ -733,14 +729,36 @@ class LocalDataStore(DataStore):
         The query's words (letters and digits, stop words dropped unless nothing else is left) are OR-ed.
         Returns [(node, bm25)] best first (higher is better); [] when the text has no word.
         """
-        terms = text_terms(text)
-        if not terms:
-            return []
+        return self._hits(ns, *self._text_rows(ns, text, top_k, flt))
+
+    # row-level search (retrieval.RowSearch): scores by row id from the in-memory indexes, no row read
+    def _vector_rows(self, ns: str, vector: np.ndarray, top_k: int,
+                     flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, cosines) of the top_k nodes matching `flt`, best first."""
         cache = self._index(ns)
         candidates, bounds = self._candidates(ns, flt)
         with cache.lock:
-            rowids, scores = cache.text.search(terms, top_k, candidates, *bounds)
-        return self._hits(ns, rowids, scores)
+            return cache.index.search(vector, top_k, candidates, *bounds)
+
+    def _text_rows(self, ns: str, text: str, top_k: int,
+                   flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, BM25 scores) of the top_k nodes matching `flt` that hold a word of `text`, best first."""
+        terms = text_terms(text)
+        if not terms:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        cache = self._index(ns)
+        candidates, bounds = self._candidates(ns, flt)
+        with cache.lock:
+            return cache.text.search(terms, top_k, candidates, *bounds)
+
+    def _row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
+        """{row id: cosine to `vector`} of those rows still live (from the in-memory vectors)."""
+        if len(rowids) == 0:
+            return {}
+        cache = self._index(ns)
+        with cache.lock:
+            found, scores = cache.index.search(vector, len(rowids), np.asarray(rowids, dtype=np.int64))
+        return dict(zip(found.tolist(), scores.tolist(), strict=True))
 
     def node_counts(self) -> dict[str, int]:
         rows = self._reader.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level")

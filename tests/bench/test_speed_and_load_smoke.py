@@ -3,12 +3,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from types import SimpleNamespace
 
-from bench import load
+import numpy as np
+
+from bench import load, synthetic
+from datastore.providers.local import LocalDataStore
 from bench.meters import CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
 from services import tokens
+from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
+from tests.conftest import make_settings
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:
@@ -47,3 +53,23 @@ def test_load_windows_and_summary() -> None:
     assert (s["requests"], s["errors"], s["shed"], s["achieved_rate"]) == (7, 2, 1, round(7 / 20, 1))
     assert s["rss_growth_after_warmup"] == 0.15 and s["rss_grew_over_10pct"] is True
     assert run.errors_by_kind == {"500": 1, "shed": 1}
+
+
+def test_the_synthetic_scale_store_is_a_finished_tree(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    """bench.speed times queries over bench/synthetic.py's store: its chunks must already be rolled up as
+    remember would (else the server's indexer summarises them while queries are timed), and each summary's
+    vector is the normalised mean of its children's."""
+    store = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    try:
+        synthetic.fill(store, "default", 2_000)
+        assert store._unrolled() == []  # nothing left for the background indexer
+        rows = store._reader.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level").fetchall()
+        assert [tuple(r) for r in rows] == [(1, 2_000), (2, 400), (3, 80), (4, 16), (5, 2)]
+        top = store._reader.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]
+        node = store.get_node("default", top)
+        vectors = store._get_vectors("default", [node.id, *node.children])
+        mean = np.sum([vectors[c] for c in node.children], axis=0)
+        assert np.allclose(vectors[node.id], mean / np.linalg.norm(mean), atol=1e-3)
+        assert all(store.get_node("default", c).parent_id == node.id for c in node.children)
+    finally:
+        store.close()

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datastore import text_index
+from datastore import retrieval, text_index
 from datastore.providers.local import LocalDataStore
 from datastore.retrieval import text_terms
 from datastore.text_index import TextIndex
@@ -172,3 +172,40 @@ def test_the_local_store_keeps_its_text_index_in_step_with_its_own_and_other_pro
     finally:
         a.close()
         b.close()
+
+
+class _NodesOnly:
+    """The same local store seen through the generic provider methods only (no RowSearch): hybrid then reads
+    both pools' rows and the text-only candidates' vectors from SQLite, as on PostgreSQL."""
+
+    def __init__(self, store: LocalDataStore) -> None:
+        self.search_vector, self.search_text, self._get_vectors = (
+            store.search_vector, store.search_text, store._get_vectors)
+
+
+def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
+    tmp_path: Path, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local store's hybrid fuses row ids from its in-memory indexes and reads only the top_k rows; the
+    generic path fuses nodes. Same hits, same order, same scores, with and without filters."""
+    monkeypatch.setattr(retrieval, "POOL", 6)  # pools smaller than the namespace: text-only candidates exist
+    store = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    looked_up: list[int] = []
+    row_cosines = store._row_cosines
+    store._row_cosines = lambda ns, rows, v: looked_up.append(len(rows)) or row_cosines(ns, rows, v)  # type: ignore
+    try:
+        for i, pair in enumerate((("Ann", "Ben"), ("Cy", "Dee"), ("Eve", "Fay"))):
+            store.remember_sync("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
+        assert isinstance(store, retrieval.RowSearch) and not isinstance(_NodesOnly(store), retrieval.RowSearch)
+        questions = ["where did they go hiking", "the lake cabin trip", "what did Ben cook for dinner",
+                     "violin lessons", "zzz qqq"]
+        vectors = embedder.embed(questions)
+        for flt in (None, QueryFilter(conversation_id="c1"), QueryFilter(speaker="Eve")):
+            for q, v in zip(questions, vectors, strict=True):
+                rows = retrieval.hybrid(store, "ns", q, v, 4, flt)  # type: ignore[arg-type]
+                nodes = retrieval.hybrid(_NodesOnly(store), "ns", q, v, 4, flt)  # type: ignore[arg-type]
+                assert [n.id for n, _ in rows] == [n.id for n, _ in nodes] and rows, (q, flt)
+                assert np.allclose([s for _, s in rows], [s for _, s in nodes], atol=1e-6)
+        assert max(looked_up) > 0  # some text-only candidates took their cosine from the in-memory vectors
+    finally:
+        store.close()
