@@ -8,6 +8,7 @@ from datetime import timedelta
 
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
+from threadpoolctl import threadpool_limits
 
 from datastore.datastore import DataStore
 from datastore.factory import get_datastore
@@ -85,6 +86,10 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
 
     @app.before_serving
     async def _open_store() -> None:
+        # Requests run side by side in threads: each numpy product (vector search) on one BLAS thread. OpenBLAS's
+        # own threads fought the request threads and the embedder for the 2 cores: bench.load at 100 req/s had
+        # p95 321 ms after 5 minutes with them, 47 ms without (bench/RESULTS.md, Load).
+        threadpool_limits(1, user_api="blas")
         if owns_store:
             app.extensions["pyramind.store"] = await asyncio.to_thread(get_datastore, settings)
             # load the embedding model now, not on the first request

@@ -1,0 +1,38 @@
+"""What the server sets up for itself when it starts serving (the app's before_serving hooks)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+SCRIPT = """
+import asyncio, json, sys
+from threadpoolctl import threadpool_info
+from server.app import create_app
+from tests.conftest import make_settings
+
+def blas():
+    return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]
+
+async def main():
+    before = blas()
+    app = create_app(make_settings(__import__("pathlib").Path(sys.argv[1])))
+    async with app.test_app():
+        during = blas()
+    print(json.dumps({"before": before, "during": during}))
+
+asyncio.run(main())
+"""
+
+
+def test_a_serving_app_runs_numpy_products_on_one_blas_thread(tmp_path: Path) -> None:
+    """Requests run side by side in threads; numpy's BLAS threads on top of them slowed /query ~7x under
+    bench.load. A fresh process (so this test's own limits do not leak) starts numpy with its default pool,
+    one thread per core, and the app brings it to one thread when it starts serving."""
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=root, capture_output=True, text=True,
+                         timeout=300, check=True)
+    threads = json.loads(out.stdout.strip().splitlines()[-1])
+    assert threads["before"] and threads["during"] == [1] * len(threads["before"])
