@@ -72,6 +72,11 @@ def load_session(threads: int = 1) -> Any:
     options.log_severity_level = 3
     # idle pool threads sleep instead of spinning: the cores are shared with the server and the store
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    # inputs come in many shapes (batch x word pieces): a memory pattern cached per shape and a growing arena made
+    # a server's RSS climb for as long as new shapes appeared (2,500 mixed calls: +154 MiB; without both +73 MiB,
+    # embedding 5% slower; bench/RESULTS.md, Load)
+    options.enable_mem_pattern = False
+    options.enable_cpu_mem_arena = False
     return ort.InferenceSession(str(model_path()), sess_options=options, providers=["CPUExecutionProvider"])
 
 
