@@ -12,8 +12,8 @@ the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
    conversation) cut at the same budget (items in rank order until one does not fit, as bench/metrics.py cuts).
    An evidence turn counts as found when its text (whitespace folded) is inside the block, or inside the
    concatenated cut results: a summary holding the sentence verbatim counts, a paraphrase or a cut turn does not.
-2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, no
-   summaries), `POST /context` through the app's in-process test client (request validation, the store and
+2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, rolled
+   up into summaries as remember does), `POST /context` through the app's in-process test client (request validation, the store and
    response serialisation; no network), one LoCoMo question and a random conversation per request, the default
    request (budget 2000, every section), sequential, after a warm-up. Reported p50 / p95 / p99.
 Results: the `context` section of bench/RESULTS.md; every number in bench/out/context.json.
