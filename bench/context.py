@@ -33,11 +33,11 @@ from pathlib import Path
 from bench import common, dataset, synthetic
 from bench.cache import CachingEmbedder
 from bench.meters import percentiles
-from datastore.datastore import DEFAULT_NAMESPACE
-from models.api import Query, QueryFilter
-from models.context import ContextRequest
-from services.embedding import LocalEmbedder
-from services.tokens import count_tokens
+from pyramind.datastore.datastore import DEFAULT_NAMESPACE
+from pyramind.models.api import Query, QueryFilter
+from pyramind.models.context import ContextRequest
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.tokens import count_tokens
 
 BUDGETS = (1000, 2000, 4000)
 TOP_K = 40
@@ -130,7 +130,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
 
 def latency(n: int, questions: list[str], requests: int) -> dict:
     """POST /context latency over a synthetic store of n L1 nodes (see the module doc)."""
-    from server.app import create_app
+    from pyramind.server.app import create_app
 
     db = DIR / f"synthetic-{n}.db"
     embedder = LocalEmbedder()

@@ -41,13 +41,13 @@ import numpy as np
 
 from bench import common, dataset, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
-from datastore import retrieval
-from datastore.datastore import DEFAULT_NAMESPACE
-from datastore.factory import get_datastore
-from models.api import QueryFilter
-from models.settings import Settings
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore import retrieval
+from pyramind.datastore.datastore import DEFAULT_NAMESPACE
+from pyramind.datastore.factory import get_datastore
+from pyramind.models.api import QueryFilter
+from pyramind.models.settings import Settings
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser
 
 DIR = common.OUT / "speed"
 TOKEN = "speed-bench-token"
@@ -192,7 +192,7 @@ def serve_child(db: str, port: int) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    from server.app import create_app
+    from pyramind.server.app import create_app
 
     settings = _settings(db, bearer_token=TOKEN, port=port, pending_retry_seconds=0)
     config = Config()

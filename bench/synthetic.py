@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from bench import dataset
-from datastore.datastore import SourceRow, WriteBatch
-from datastore.providers.local import LocalDataStore
-from models.memory import MemoryNode, StoredMessage
-from models.settings import Settings
-from services.tree import Frontier, roll_up
+from pyramind.datastore.datastore import SourceRow, WriteBatch
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.settings import Settings
+from pyramind.services.tree import Frontier, roll_up
 
 PER_SOURCE = 1000
 CENTRES = 2000

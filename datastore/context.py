@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from datastore.core import CoreMemory
-from datastore.retrieval import retrieve, text_terms
-from datastore.sequence import Sequence
-from models.api import QueryFilter
-from models.context import (
+from pyramind.datastore.core import CoreMemory
+from pyramind.datastore.retrieval import retrieve, text_terms
+from pyramind.datastore.sequence import Sequence
+from pyramind.models.api import QueryFilter
+from pyramind.models.context import (
     CONTEXT_FIELDS,
     DEFAULT_CONTEXT_TEMPLATE,
     DEFAULT_MEMORY_TEMPLATE,
@@ -46,14 +46,14 @@ from models.context import (
     ContextSection,
     LeftOut,
 )
-from models.memory import MemoryNode, StoredMessage
-from models.time import utc
-from services.errors import InvalidRequestError, NotFoundError
-from services.timeago import time_ago
-from services.tokens import count_tokens
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.time import utc
+from pyramind.services.errors import InvalidRequestError, NotFoundError
+from pyramind.services.timeago import time_ago
+from pyramind.services.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from datastore.read import Reading
+    from pyramind.datastore.read import Reading
 
 SHARES = {"core": 0.15, "recent": 0.35, "relevant": 0.3, "timeline": 0.2}
 HEADINGS = {

@@ -15,14 +15,14 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from datastore.hooks import StoreBase
-from models.api import DeleteRequest, Document, DocumentMetadata
-from models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
-from services.errors import InvalidRequestError, NotFoundError, UnsupportedError
-from services.tokens import count_tokens
+from pyramind.datastore.hooks import StoreBase
+from pyramind.models.api import DeleteRequest, Document, DocumentMetadata
+from pyramind.models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
+from pyramind.services.errors import InvalidRequestError, NotFoundError, UnsupportedError
+from pyramind.services.tokens import count_tokens
 
 if TYPE_CHECKING:
-    from models.api import DeleteResponse, UpsertResponse
+    from pyramind.models.api import DeleteResponse, UpsertResponse
 
 
 def core_document_id(key: str, conversation_id: str | None = None) -> str:

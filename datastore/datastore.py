@@ -13,19 +13,19 @@ from __future__ import annotations
 
 import asyncio
 
-from datastore.context import ContextAssembly
-from datastore.forget import Forgetting
-from datastore.forgetting import ForgettingPolicy
-from datastore.forks import Forking
-from datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
-from datastore.indexing import Indexing
-from datastore.listing import Listing
-from datastore.read import to_result
-from datastore.remember import Remembering
-from datastore.sessions import SessionListing
-from datastore.shared import SharedReading
-from datastore.stats import Describing
-from models.api import (
+from pyramind.datastore.context import ContextAssembly
+from pyramind.datastore.forget import Forgetting
+from pyramind.datastore.forgetting import ForgettingPolicy
+from pyramind.datastore.forks import Forking
+from pyramind.datastore.hooks import DEFAULT_NAMESPACE, Extended, SourceRow, StoreBase, WriteBatch
+from pyramind.datastore.indexing import Indexing
+from pyramind.datastore.listing import Listing
+from pyramind.datastore.read import to_result
+from pyramind.datastore.remember import Remembering
+from pyramind.datastore.sessions import SessionListing
+from pyramind.datastore.shared import SharedReading
+from pyramind.datastore.stats import Describing
+from pyramind.models.api import (
     DeleteRequest,
     DeleteResponse,
     Document,
@@ -36,8 +36,8 @@ from models.api import (
     RememberResponse,
     UpsertResponse,
 )
-from models.find import FindRequest, FindResponse, StatsResponse
-from services.errors import EmbeddingMismatchError
+from pyramind.models.find import FindRequest, FindResponse, StatsResponse
+from pyramind.services.errors import EmbeddingMismatchError
 
 __all__ = ["DEFAULT_NAMESPACE", "DataStore", "Extended", "SourceRow", "StoreBase", "WriteBatch", "to_result"]
 

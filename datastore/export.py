@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from datastore.datastore import DataStore
-from datastore.hooks import NodeMarks, SourceRow
-from datastore.migrate import migrate
-from models.memory import MemoryNode, SourceType, StoredMessage
-from services.errors import InvalidRequestError
+from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.hooks import NodeMarks, SourceRow
+from pyramind.datastore.migrate import migrate
+from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
+from pyramind.services.errors import InvalidRequestError
 
 FORMAT = "pyramind-dump"
 VERSION = 1

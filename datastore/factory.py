@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from datastore.datastore import DataStore
-from models.settings import Settings
-from services.embedding import Embedder, make_embedder
-from services.errors import StoreError
-from services.summarising import Summariser, make_summariser
+from pyramind.datastore.datastore import DataStore
+from pyramind.models.settings import Settings
+from pyramind.services.embedding import Embedder, make_embedder
+from pyramind.services.errors import StoreError
+from pyramind.services.summarising import Summariser, make_summariser
 
 
 def get_datastore(
@@ -23,19 +23,19 @@ def get_datastore(
     summariser = summariser or make_summariser(settings)
     choice = settings.resolved_datastore
     if choice == "local":
-        from datastore.providers.local import LocalDataStore
+        from pyramind.datastore.providers.local import LocalDataStore
 
         return LocalDataStore(settings, embedder, summariser).open()
     if choice == "postgres":
         try:
-            from datastore.providers.pgvector import PgVectorDataStore
+            from pyramind.datastore.providers.pgvector import PgVectorDataStore
         except ImportError as exc:
             raise StoreError(f"DATASTORE=postgres needs: pip install 'pyramind[postgres]' ({exc})") from exc
 
         return PgVectorDataStore(settings, embedder, summariser).open()
     if choice == "pinecone":
         try:
-            from datastore.providers.pinecone import PineconeDataStore
+            from pyramind.datastore.providers.pinecone import PineconeDataStore
         except ImportError as exc:
             raise StoreError(f"DATASTORE=pinecone needs: pip install 'pyramind[pinecone]' ({exc})") from exc
 

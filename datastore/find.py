@@ -15,12 +15,12 @@ from datetime import datetime
 
 import re2
 
-from datastore.hooks import StoreBase
-from models.api import DeleteFilter
-from models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
-from models.memory import MemoryNode, StoredMessage
-from models.time import utc
-from services.errors import InvalidRequestError
+from pyramind.datastore.hooks import StoreBase
+from pyramind.models.api import DeleteFilter
+from pyramind.models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.time import utc
+from pyramind.services.errors import InvalidRequestError
 
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
 MAX_SPANS = 50  # matches marked per message

@@ -11,13 +11,13 @@ from collections import defaultdict
 
 import numpy as np
 
-from datastore.hooks import COMMIT_ATTEMPTS, SourceRow, WriteBatch, backoff
-from datastore.read import Reading
-from models.api import DeleteRequest, DeleteResponse
-from models.memory import MemoryNode, StoredMessage
-from services.chunking import TokenStream, measure, plan_windows
-from services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
-from services.tree import Frontier, chunk_nodes, roll_up
+from pyramind.datastore.hooks import COMMIT_ATTEMPTS, SourceRow, WriteBatch, backoff
+from pyramind.datastore.read import Reading
+from pyramind.models.api import DeleteRequest, DeleteResponse
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.services.chunking import TokenStream, measure, plan_windows
+from pyramind.services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
+from pyramind.services.tree import Frontier, chunk_nodes, roll_up
 
 log = logging.getLogger(__name__)
 

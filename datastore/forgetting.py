@@ -17,11 +17,11 @@ import math
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
-from datastore.forget import Forgetting
-from datastore.hooks import NodeMarks
-from datastore.pins import Visiting
-from models.lifetime import ForgetReport, ForgottenLeaf
-from models.memory import MemoryNode
+from pyramind.datastore.forget import Forgetting
+from pyramind.datastore.hooks import NodeMarks
+from pyramind.datastore.pins import Visiting
+from pyramind.models.lifetime import ForgetReport, ForgottenLeaf
+from pyramind.models.memory import MemoryNode
 
 MAX_STEPS = 50  # rounds of forgetting in one run (each recounts the chunks after the rebuild)
 _NEVER = datetime.min.replace(tzinfo=UTC)

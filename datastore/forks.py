@@ -22,14 +22,14 @@ from typing import Any
 
 import numpy as np
 
-from datastore.hooks import SourceRow, WriteBatch
-from datastore.pins import Visiting
-from datastore.read import Reading, to_result
-from datastore.retrieval import TextSearch, retrieve
-from models.api import Query, QueryFilter, QueryResponse, QueryResults
-from models.lifetime import ForkResponse
-from models.memory import MemoryNode
-from services.errors import ConflictError, NotFoundError
+from pyramind.datastore.hooks import SourceRow, WriteBatch
+from pyramind.datastore.pins import Visiting
+from pyramind.datastore.read import Reading, to_result
+from pyramind.datastore.retrieval import TextSearch, retrieve
+from pyramind.models.api import Query, QueryFilter, QueryResponse, QueryResults
+from pyramind.models.lifetime import ForkResponse
+from pyramind.models.memory import MemoryNode
+from pyramind.services.errors import ConflictError, NotFoundError
 
 SEARCH_CAP = 1000  # most nodes drawn from one ancestor per search (top_k plus its nodes past the fork point)
 

@@ -19,13 +19,13 @@ from typing import Any
 
 import numpy as np
 
-from models.api import DeleteFilter, QueryFilter
-from models.core import CoreEntry
-from models.memory import MemoryNode, SourceType, StoredMessage
-from models.settings import Settings
-from services.embedding import Embedder
-from services.errors import UnsupportedError
-from services.summarising import Summariser
+from pyramind.models.api import DeleteFilter, QueryFilter
+from pyramind.models.core import CoreEntry
+from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
+from pyramind.models.settings import Settings
+from pyramind.services.embedding import Embedder
+from pyramind.services.errors import UnsupportedError
+from pyramind.services.summarising import Summariser
 
 DEFAULT_NAMESPACE = "default"
 COMMIT_ATTEMPTS = 12

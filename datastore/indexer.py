@@ -30,11 +30,11 @@ from typing import Any, TypeVar
 
 from werkzeug.exceptions import TooManyRequests
 
-from datastore.datastore import DataStore
-from datastore.indexing import Step
-from models.api import RememberRequest, RememberResponse
-from models.settings import Settings
-from services.errors import PyramindError
+from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.indexing import Step
+from pyramind.models.api import RememberRequest, RememberResponse
+from pyramind.models.settings import Settings
+from pyramind.services.errors import PyramindError
 
 log = logging.getLogger(__name__)
 

@@ -19,11 +19,11 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from datastore.hooks import COMMIT_ATTEMPTS, SourceRow, StoreBase, WriteBatch, backoff
-from models.memory import MemoryNode, StoredMessage
-from services.chunking import TokenStream, plan_windows
-from services.errors import ConflictError
-from services.tree import Frontier, chunk_nodes, roll_up
+from pyramind.datastore.hooks import COMMIT_ATTEMPTS, SourceRow, StoreBase, WriteBatch, backoff
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.services.chunking import TokenStream, plan_windows
+from pyramind.services.errors import ConflictError
+from pyramind.services.tree import Frontier, chunk_nodes, roll_up
 
 log = logging.getLogger(__name__)
 

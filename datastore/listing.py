@@ -16,11 +16,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from datastore.hooks import StoreBase
-from models.api import node_view
-from models.listing import MessageList, MessageView, SourceDetail, SourceList, SourceSummary
-from models.memory import MemoryNode, StoredMessage
-from services.errors import InvalidRequestError, NotFoundError
+from pyramind.datastore.hooks import StoreBase
+from pyramind.models.api import node_view
+from pyramind.models.listing import MessageList, MessageView, SourceDetail, SourceList, SourceSummary
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.services.errors import InvalidRequestError, NotFoundError
 
 MAX_ROOTS = 10_000  # a source has a few roots per level (fewer than FAN_OUT each); this only bounds the read
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from datastore.datastore import DataStore, WriteBatch
-from services.errors import EmbeddingMismatchError, StoreError
+from pyramind.datastore.datastore import DataStore, WriteBatch
+from pyramind.services.errors import EmbeddingMismatchError, StoreError
 
 # progress(namespace, source_id, done, total, action): after each source; done/total count the namespace's
 # sources; action is "copied" or "skipped".

@@ -14,11 +14,11 @@ import threading
 from collections import defaultdict
 from datetime import UTC, datetime
 
-from datastore.hooks import NodeMarks
-from datastore.read import Reading
-from models.api import ExpandResponse, Query, QueryResponse
-from models.context import ContextRequest, ContextResponse
-from models.lifetime import PinResponse
+from pyramind.datastore.hooks import NodeMarks
+from pyramind.datastore.read import Reading
+from pyramind.models.api import ExpandResponse, Query, QueryResponse
+from pyramind.models.context import ContextRequest, ContextResponse
+from pyramind.models.lifetime import PinResponse
 
 
 class Visiting(Reading):

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from datastore.hooks import StoreBase
-from datastore.retrieval import retrieve
-from models.api import (
+from pyramind.datastore.hooks import StoreBase
+from pyramind.datastore.retrieval import retrieve
+from pyramind.models.api import (
     ExpandResponse,
     Query,
     QueryFilter,
@@ -15,8 +15,8 @@ from models.api import (
     QueryResults,
     node_view,
 )
-from models.memory import MemoryNode
-from services.errors import InvalidRequestError, NotFoundError
+from pyramind.models.memory import MemoryNode
+from pyramind.services.errors import InvalidRequestError, NotFoundError
 
 
 class Reading(StoreBase):

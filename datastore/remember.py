@@ -14,14 +14,14 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from datastore.hooks import COMMIT_ATTEMPTS, Extended, SourceRow, StoreBase, WriteBatch, backoff
-from models.api import Document, RememberRequest, RememberResponse, UpsertResponse
-from models.memory import SourceType, StoredMessage
-from models.time import utc
-from services.chunking import TokenStream, measure, plan_windows
-from services.errors import ConflictError, EmbeddingError, InvalidRequestError, SummaryError
-from services.sessions import assign_sessions
-from services.tree import Frontier, chunk_nodes, roll_up
+from pyramind.datastore.hooks import COMMIT_ATTEMPTS, Extended, SourceRow, StoreBase, WriteBatch, backoff
+from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
+from pyramind.models.memory import SourceType, StoredMessage
+from pyramind.models.time import utc
+from pyramind.services.chunking import TokenStream, measure, plan_windows
+from pyramind.services.errors import ConflictError, EmbeddingError, InvalidRequestError, SummaryError
+from pyramind.services.sessions import assign_sessions
+from pyramind.services.tree import Frontier, chunk_nodes, roll_up
 
 log = logging.getLogger(__name__)
 

@@ -31,12 +31,12 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, get_args, runtime_checkable
 
 import numpy as np
 
-from models.api import QueryFilter, RetrievalMode
-from models.memory import MemoryNode
-from models.time import utc
+from pyramind.models.api import QueryFilter, RetrievalMode
+from pyramind.models.memory import MemoryNode
+from pyramind.models.time import utc
 
 if TYPE_CHECKING:
-    from datastore.read import Reading as DataStore
+    from pyramind.datastore.read import Reading as DataStore
 
 Hits = list[tuple[MemoryNode, float]]
 K = TypeVar("K", bound=Hashable)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from datastore.hooks import StoreBase
-from models.memory import MemoryNode
+from pyramind.datastore.hooks import StoreBase
+from pyramind.models.memory import MemoryNode
 
 
 class Sequence(StoreBase):

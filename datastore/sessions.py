@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import asyncio
 
-from datastore.hooks import StoreBase
-from models.lifetime import SessionInfo
-from models.memory import MemoryNode
-from services.errors import NotFoundError
+from pyramind.datastore.hooks import StoreBase
+from pyramind.models.lifetime import SessionInfo
+from pyramind.models.memory import MemoryNode
+from pyramind.services.errors import NotFoundError
 
 
 class SessionListing(StoreBase):

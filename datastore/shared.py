@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 
-from datastore.pins import Visiting
-from datastore.read import Reading
-from models.api import Query, QueryResponse, QueryResults
+from pyramind.datastore.pins import Visiting
+from pyramind.datastore.read import Reading
+from pyramind.models.api import Query, QueryResponse, QueryResults
 
 
 class SharedReading(Visiting):

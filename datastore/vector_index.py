@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from datastore import ann as ann_module
-from datastore.ann import IVFIndex
-from datastore.rows import RowTable
+from pyramind.datastore import ann as ann_module
+from pyramind.datastore.ann import IVFIndex
+from pyramind.datastore.rows import RowTable
 
 _ANN_CANDIDATES = 256  # candidates drawn from the IVF index per query (at least 8 x top_k)
 

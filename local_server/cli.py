@@ -13,10 +13,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.tree import Tree
 
-from datastore.datastore import DEFAULT_NAMESPACE, DataStore
-from models.api import Query, QueryFilter, RememberRequest
-from models.memory import MemoryNode
-from models.settings import Settings
+from pyramind.datastore.datastore import DEFAULT_NAMESPACE, DataStore
+from pyramind.models.api import Query, QueryFilter, RememberRequest
+from pyramind.models.memory import MemoryNode
+from pyramind.models.settings import Settings
 
 app = typer.Typer(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
 console = Console()
@@ -32,7 +32,7 @@ Db = Annotated[
 def _settings(db: Path | None) -> Settings:
     """Settings from the environment (a bad value: one line and exit 2), with `--db` (when given) choosing the
     local store at that file."""
-    from server.main import settings_or_exit
+    from pyramind.server.main import settings_or_exit
 
     settings = settings_or_exit()
     if db is not None:
@@ -44,7 +44,7 @@ def _store(settings: Settings, create: bool = False) -> DataStore:
     """The opened store, after printing where it is (stderr). A read command (`create` False) refuses a local
     file that does not exist rather than creating an empty one; a store that cannot be opened is one line on
     stderr and exit status 1."""
-    from datastore.factory import get_datastore, store_location
+    from pyramind.datastore.factory import get_datastore, store_location
 
     where = store_location(settings)
     if settings.resolved_datastore == "local" and not create and not settings.local_db_path.exists():
@@ -55,7 +55,7 @@ def _store(settings: Settings, create: bool = False) -> DataStore:
     try:
         return get_datastore(settings)
     except Exception as exc:  # any provider, any cause: one line, not a traceback
-        from server.main import open_error
+        from pyramind.server.main import open_error
 
         status.print(f"[red]cannot open the store ({where}):[/red] {open_error(exc)}", highlight=False)
         raise typer.Exit(1) from None
@@ -69,14 +69,14 @@ def serve(
     db: Db = None,
 ) -> None:
     """Run the HTTP server (settings from the environment and .env)."""
-    from local_server.main import local_settings
-    from server.main import serve as run
+    from pyramind.local_server.main import local_settings
+    from pyramind.server.main import serve as run
 
     settings = local_settings(_settings(db)) if local else _settings(db)
     updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
     settings = settings.model_copy(update=updates)
     try:
-        from server.auth import check_auth_settings
+        from pyramind.server.auth import check_auth_settings
 
         check_auth_settings(settings)  # fail fast, before loading any model
     except ValueError as exc:
@@ -97,8 +97,8 @@ def import_(
 ) -> None:
     """Remember every conversation in a chat-history file, with a progress bar; or restore a `pyramind export`
     dump exactly (detected from its first line)."""
-    from local_server.lifetime_cli import import_dump_file, looks_like_dump
-    from services.importers import read
+    from pyramind.local_server.lifetime_cli import import_dump_file, looks_like_dump
+    from pyramind.services.importers import read
 
     if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
         raise typer.BadParameter("--format must be auto, locomo, chatgpt, jsonl or dump")
@@ -146,7 +146,7 @@ def query(
     db: Db = None,
 ) -> None:
     """Search memories and print the best, with their date and conversation."""
-    from datastore.retrieval import MODES
+    from pyramind.datastore.retrieval import MODES
 
     if mode is not None and mode not in MODES:
         raise typer.BadParameter(f"one of {', '.join(MODES)}", param_hint="--mode")
@@ -181,7 +181,7 @@ def show(
     db: Db = None,
 ) -> None:
     """Print a memory and its subtree down to the L1 chunks."""
-    from services.errors import NotFoundError
+    from pyramind.services.errors import NotFoundError
 
     store = _store(_settings(db))
     try:
@@ -228,9 +228,9 @@ def migrate(
     Both providers are configured from the environment (LOCAL_DB_PATH, POSTGRES_URL, PINECONE_*). Resumable:
     run it again after an interruption and finished conversations are skipped.
     """
-    from datastore.factory import get_datastore
-    from datastore.migrate import migrate as copy_store
-    from services.errors import PyramindError
+    from pyramind.datastore.factory import get_datastore
+    from pyramind.datastore.migrate import migrate as copy_store
+    from pyramind.services.errors import PyramindError
 
     providers = ("local", "postgres", "pinecone")
     if source not in providers or target not in providers or source == target:
@@ -268,7 +268,7 @@ def mcp(
     Opens the store configured in the environment (.env), creating it on first use; a local process the user
     starts, so no token is asked. Its status lines go to stderr: stdout carries only the protocol.
     """
-    from server.mcp_tools import build_mcp
+    from pyramind.server.mcp_tools import build_mcp
 
     settings = _settings(db)
     store = _store(settings, create=True)
@@ -286,8 +286,8 @@ def openapi(
     (PUBLIC_URL, when set, is its server)."""
     import asyncio
 
-    from local_server.main import local_settings
-    from server.app import create_app
+    from pyramind.local_server.main import local_settings
+    from pyramind.server.app import create_app
 
     async def fetch() -> str:
         app = create_app(local_settings(Settings(_env_file=None)), open_store=False)  # type: ignore[call-arg]
@@ -302,7 +302,7 @@ def openapi(
         typer.echo(text, nl=False)
 
 
-from local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
+from pyramind.local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
 
 _register_lifetime(app)
 

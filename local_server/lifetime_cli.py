@@ -20,7 +20,7 @@ Db = Annotated[  # as local_server.cli.Db (typer reads the annotation from this 
 
 def looks_like_dump(path: Path) -> bool:
     """Whether the file is a `pyramind export` dump (its first line is the dump header)."""
-    from datastore.export import is_dump
+    from pyramind.datastore.export import is_dump
 
     with path.open(encoding="utf-8", errors="replace") as f:
         return is_dump(f.readline())
@@ -29,12 +29,12 @@ def looks_like_dump(path: Path) -> bool:
 def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) -> None:
     """Restore a dump into the configured store (created when missing); exits 2 naming the bad line (nothing
     written)."""
-    from local_server.cli import _settings, _store, console
-    from services.errors import PyramindError
+    from pyramind.local_server.cli import _settings, _store, console
+    from pyramind.services.errors import PyramindError
 
     store = _store(_settings(db), create=True)
     try:
-        from datastore.export import import_dump
+        from pyramind.datastore.export import import_dump
 
         with path.open(encoding="utf-8") as f:
             report = import_dump(store, f, namespace)
@@ -49,7 +49,7 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
 
 def register(app: typer.Typer) -> None:
     """Add the lifetime commands to the `pyramind` CLI."""
-    from local_server.cli import _settings, _store, console
+    from pyramind.local_server.cli import _settings, _store, console
 
     @app.command()
     def forget(
@@ -93,7 +93,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write every conversation, document, message, node, visit and pin as a JSONL dump (`pyramind import`
         restores it into any provider)."""
-        from datastore.export import export_lines
+        from pyramind.datastore.export import export_lines
 
         store = _store(_settings(db))
         try:

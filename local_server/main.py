@@ -1,12 +1,12 @@
-"""`python -m local_server.main`: the same app as `server`, with local settings (no auth, CORS, port 3333).
+"""`python -m pyramind.local_server.main`: the same app as `server`, with local settings (no auth, CORS, port 3333).
 
 For trying Pyramind as a ChatGPT plugin or GPT Action on your own machine; bind stays on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-from models.settings import Settings
-from server.main import serve
+from pyramind.models.settings import Settings
+from pyramind.server.main import serve
 
 LOCAL_PORT = 3333
 LOCAL_ORIGINS = ["http://localhost:3333", "http://127.0.0.1:3333", "https://chat.openai.com", "https://chatgpt.com"]
@@ -26,7 +26,7 @@ def local_settings(base: Settings | None = None) -> Settings:
 
 
 def start() -> None:
-    from server.main import settings_or_exit
+    from pyramind.server.main import settings_or_exit
 
     serve(local_settings(settings_or_exit()))
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from models.api import RetrievalMode
+from pyramind.models.api import RetrievalMode
 
 
 class Settings(BaseSettings):

@@ -21,11 +21,11 @@ from jose import ExpiredSignatureError, jwt
 from jose.exceptions import JOSEError
 from quart import Quart, Response, g, request
 
-from datastore.datastore import DEFAULT_NAMESPACE
-from models.api import is_namespace
-from models.settings import Settings
-from server.errors import error_response
-from services.errors import PyramindError
+from pyramind.datastore.datastore import DEFAULT_NAMESPACE
+from pyramind.models.api import is_namespace
+from pyramind.models.settings import Settings
+from pyramind.server.errors import error_response
+from pyramind.services.errors import PyramindError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
 NUMERIC_CLAIMS = ("exp", "nbf", "iat")

@@ -8,10 +8,10 @@ from typing import Any
 from quart import current_app, request
 from quart_schema import document_response
 
-from datastore.datastore import DataStore
-from models.api import NAMESPACE_PATTERN, ErrorResponse, is_namespace
-from server.auth import resolve_namespace
-from services.errors import InvalidRequestError
+from pyramind.datastore.datastore import DataStore
+from pyramind.models.api import NAMESPACE_PATTERN, ErrorResponse, is_namespace
+from pyramind.server.auth import resolve_namespace
+from pyramind.services.errors import InvalidRequestError
 
 
 def app_store() -> DataStore:

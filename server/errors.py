@@ -10,7 +10,7 @@ from quart import Quart, Response, jsonify
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import BadRequest, HTTPException
 
-from services.errors import PyramindError
+from pyramind.services.errors import PyramindError
 
 log = logging.getLogger(__name__)
 

@@ -11,10 +11,17 @@ import logging
 from quart import Blueprint, Response, current_app, request
 from quart_schema import hide, operation_id, tag, validate_request, validate_response
 
-from models.lifetime import ForgetReport, ForgetRequest, ForkRequest, ForkResponse, PinResponse, SessionsResponse
-from server.auth import resolve_namespace
-from server.common import app_store, errors, query_namespace
-from services.errors import InvalidRequestError
+from pyramind.models.lifetime import (
+    ForgetReport,
+    ForgetRequest,
+    ForkRequest,
+    ForkResponse,
+    PinResponse,
+    SessionsResponse,
+)
+from pyramind.server.auth import resolve_namespace
+from pyramind.server.common import app_store, errors, query_namespace
+from pyramind.services.errors import InvalidRequestError
 
 lifetime = Blueprint("lifetime", __name__)
 log = logging.getLogger(__name__)
@@ -145,7 +152,7 @@ async def export_memories() -> Response:
     flag = request.args.get("embeddings", "false").lower()
     if flag not in ("true", "false"):
         raise InvalidRequestError("embeddings must be true or false", "embeddings")
-    from datastore.export import export_lines
+    from pyramind.datastore.export import export_lines
 
     lines = await asyncio.to_thread(lambda: [line + "\n" for line in export_lines(app_store(), [ns], flag == "true")])
     return Response("".join(lines), mimetype="application/x-ndjson")

@@ -1,11 +1,11 @@
-"""`python -m server.main`: serve the API with hypercorn, settings from the environment."""
+"""`python -m pyramind.server.main`: serve the API with hypercorn, settings from the environment."""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 
-from models.settings import Settings
+from pyramind.models.settings import Settings
 
 
 def open_error(exc: BaseException) -> str:
@@ -18,7 +18,7 @@ def open_error(exc: BaseException) -> str:
 def check_store(settings: Settings) -> str:
     """Open and close the configured store once, so a store that cannot be opened is one clear line on stderr
     and exit status 1 (not a traceback from inside the server); returns its location (never a secret)."""
-    from datastore.factory import get_datastore, store_location
+    from pyramind.datastore.factory import get_datastore, store_location
 
     where = store_location(settings)
     try:
@@ -34,8 +34,8 @@ def serve(settings: Settings) -> None:
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
-    from server import http_errors
-    from server.app import create_app
+    from pyramind.server import http_errors
+    from pyramind.server.app import create_app
 
     print(f"pyramind: store: {check_store(settings)}", file=sys.stderr, flush=True)
     http_errors.install()

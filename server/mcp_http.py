@@ -15,9 +15,9 @@ from typing import Any
 from mcp.server.transport_security import TransportSecuritySettings
 from quart import Quart
 
-from models.settings import Settings
-from server.auth import Authenticator
-from server.mcp_tools import PRINCIPAL_KEY, build_mcp
+from pyramind.models.settings import Settings
+from pyramind.server.auth import Authenticator
+from pyramind.server.mcp_tools import PRINCIPAL_KEY, build_mcp
 
 MCP_PATH = "/mcp"
 LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]

@@ -21,9 +21,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from datastore.datastore import DataStore
-from datastore.indexer import Indexer
-from models.api import (
+from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.indexer import Indexer
+from pyramind.models.api import (
     MAX_LEVEL_FILTER,
     DeleteFilter,
     DeleteRequest,
@@ -37,19 +37,19 @@ from models.api import (
     RememberResponse,
     RetrievalMode,
 )
-from models.context import ContextRequest, ContextResponse
-from models.core import (
+from pyramind.models.context import ContextRequest, ContextResponse
+from pyramind.models.core import (
     MAX_TTL_SECONDS,
     CoreDeleteResponse,
     CoreListResponse,
     CorePutRequest,
     CorePutResponse,
 )
-from models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
-from models.settings import Settings
-from server.auth import Principal, namespace_for
-from server.fit import fit_find, fit_query
-from services.errors import PyramindError
+from pyramind.models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
+from pyramind.models.settings import Settings
+from pyramind.server.auth import Principal, namespace_for
+from pyramind.server.fit import fit_find, fit_query
+from pyramind.services.errors import PyramindError
 
 T = TypeVar("T")
 PRINCIPAL_KEY = "pyramind.principal"  # where server/mcp_http.py leaves the caller in the ASGI scope

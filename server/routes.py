@@ -18,8 +18,8 @@ from quart_schema import (
     validate_response,
 )
 
-from datastore.indexer import Indexer
-from models.api import (
+from pyramind.datastore.indexer import Indexer
+from pyramind.models.api import (
     NAMESPACE_PATTERN,
     DeleteRequest,
     DeleteResponse,
@@ -34,10 +34,10 @@ from models.api import (
     UpsertResponse,
     is_namespace,
 )
-from server.auth import readable_namespaces, resolve_namespace
-from server.common import app_store, errors
-from server.fit import fit_query
-from services.errors import InvalidRequestError
+from pyramind.server.auth import readable_namespaces, resolve_namespace
+from pyramind.server.common import app_store, errors
+from pyramind.server.fit import fit_query
+from pyramind.services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
 

@@ -14,10 +14,10 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
 
-from models.settings import Settings
-from services import tokens as tok
-from services.chunking import CONTINUATION
-from services.openai_client import openai_client
+from pyramind.models.settings import Settings
+from pyramind.services import tokens as tok
+from pyramind.services.chunking import CONTINUATION
+from pyramind.services.openai_client import openai_client
 
 log = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ from pathlib import Path
 
 import pytest
 
-from datastore.providers.local import LocalDataStore
-from models.api import Message
-from models.settings import Settings
-from services import importers
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.api import Message
+from pyramind.models.settings import Settings
+from pyramind.services import importers
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser
 
 TOKEN = "test-token"
 # LoCoMo (see README, "Tests"): `shared/bench/data/locomo_dev.json` beside the checkout, or PYRAMIND_LOCOMO
@@ -48,7 +48,7 @@ def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[LocalDataStor
 
 @pytest.fixture
 async def client(settings: Settings, store: LocalDataStore) -> AsyncIterator[object]:
-    from server.app import create_app
+    from pyramind.server.app import create_app
 
     app = create_app(settings, store)
     async with app.test_app() as test_app:

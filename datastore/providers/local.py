@@ -20,17 +20,17 @@ from pathlib import Path
 
 import numpy as np
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch
-from datastore.hooks import NodeMarks
-from datastore.listing import SourceFacts
-from datastore.retrieval import text_terms
-from datastore.text_index import TextIndex
-from datastore.vector_index import VectorIndex
-from models.api import DeleteFilter, QueryFilter
-from models.core import CoreEntry
-from models.memory import MemoryNode, StoredMessage
-from models.time import utc
-from services.errors import ConflictError, StoreError
+from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
+from pyramind.datastore.hooks import NodeMarks
+from pyramind.datastore.listing import SourceFacts
+from pyramind.datastore.retrieval import text_terms
+from pyramind.datastore.text_index import TextIndex
+from pyramind.datastore.vector_index import VectorIndex
+from pyramind.models.api import DeleteFilter, QueryFilter
+from pyramind.models.core import CoreEntry
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.time import utc
+from pyramind.services.errors import ConflictError, StoreError
 
 log = logging.getLogger(__name__)
 

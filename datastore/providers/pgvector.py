@@ -24,15 +24,15 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch
-from datastore.hooks import NodeMarks
-from datastore.listing import SourceFacts
-from datastore.retrieval import text_terms
-from models.api import DeleteFilter, QueryFilter
-from models.core import CoreEntry
-from models.memory import MemoryNode, StoredMessage
-from models.time import utc
-from services.errors import ConflictError, StoreError
+from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
+from pyramind.datastore.hooks import NodeMarks
+from pyramind.datastore.listing import SourceFacts
+from pyramind.datastore.retrieval import text_terms
+from pyramind.models.api import DeleteFilter, QueryFilter
+from pyramind.models.core import CoreEntry
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.time import utc
+from pyramind.services.errors import ConflictError, StoreError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "

@@ -37,13 +37,13 @@ from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeou
 from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch
-from datastore.hooks import NodeMarks
-from datastore.providers import pinecone_records as rec
-from models.api import DeleteFilter, QueryFilter
-from models.memory import MemoryNode, StoredMessage
-from models.time import utc
-from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
+from pyramind.datastore.hooks import NodeMarks
+from pyramind.datastore.providers import pinecone_records as rec
+from pyramind.models.api import DeleteFilter, QueryFilter
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.time import utc
+from pyramind.services.errors import ConflictError, EmbeddingMismatchError, StoreError
 
 META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record
 _META_ID = "meta#embedding"

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from services.errors import EmbeddingError
+from pyramind.services.errors import EmbeddingError
 
 MINILM = "all-MiniLM-L6-v2"
 

@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import numpy as np
 
 from bench import load, synthetic
-from datastore.providers.local import LocalDataStore
 from bench.meters import CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
-from services import tokens
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.services import tokens
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from bench.servers import Needle, Postgres
-from datastore.datastore import DataStore
-from datastore.factory import get_datastore
-from models.settings import Settings
-from services.embedding import LocalEmbedder
-from services.errors import EmbeddingError
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.factory import get_datastore
+from pyramind.models.settings import Settings
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.errors import EmbeddingError
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 
 PROVIDERS = ["local", "pgvector", "pinecone"]

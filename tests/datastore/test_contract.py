@@ -11,11 +11,19 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from datastore.datastore import DataStore, SourceRow, WriteBatch
-from models.api import DeleteFilter, DeleteRequest, Document, DocumentMetadata, Query, QueryFilter, RememberRequest
-from models.memory import MemoryNode
-from services.embedding import LocalEmbedder
-from services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
+from pyramind.models.api import (
+    DeleteFilter,
+    DeleteRequest,
+    Document,
+    DocumentMetadata,
+    Query,
+    QueryFilter,
+    RememberRequest,
+)
+from pyramind.models.memory import MemoryNode
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from tests.datastore.conftest import FailingEmbedder, OtherEmbedder
 from tests.datastore.synthetic import conversation, document_text
 from tests.invariants import check_tree
@@ -408,7 +416,7 @@ def test_node_counts_are_per_level_or_none(ds: DataStore, ns: str) -> None:
 
 
 def test_upsert_never_replaces_a_conversation_and_message_ids_are_scoped(ds: DataStore, ns: str) -> None:
-    from services.errors import InvalidRequestError
+    from pyramind.services.errors import InvalidRequestError
 
     remember(ds, ns, "a", conversation(("Alice", "Bob"), 6))
     remember(ds, ns, "b", conversation(("Carol", "Dan"), 6))

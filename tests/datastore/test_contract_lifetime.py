@@ -10,10 +10,10 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from datastore.datastore import DataStore
-from datastore.export import DumpError
-from models.api import Query, QueryFilter, RememberRequest
-from services.errors import NotFoundError
+from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.export import DumpError
+from pyramind.models.api import Query, QueryFilter, RememberRequest
+from pyramind.services.errors import NotFoundError
 from tests.datastore.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
@@ -63,7 +63,7 @@ def test_sessions_are_stored_listed_and_filtered(ds: DataStore, ns: str, mode: s
 
 def test_sessions_survive_a_delete_rebuild(ds: DataStore, ns: str) -> None:
     three_sessions(ds, ns)
-    from models.api import DeleteRequest
+    from pyramind.models.api import DeleteRequest
 
     ds.delete_sync(ns, DeleteRequest(ids=["m-3"]))
     msgs = ds._messages_from(ns, "conv", -1)
@@ -177,8 +177,8 @@ def snapshot(ds: DataStore, ns: str) -> dict:
 
 @pytest.mark.parametrize("embeddings", [False, True])
 def test_export_import_round_trip_is_exact(ds: DataStore, ns: str, embeddings: bool) -> None:
-    from datastore.export import export_lines, import_dump
-    from models.api import Document
+    from pyramind.datastore.export import export_lines, import_dump
+    from pyramind.models.api import Document
 
     three_sessions(ds, ns)
     ds.upsert_sync(ns, [Document(id="doc", text="The boiler manual. " * 200)])
@@ -202,7 +202,7 @@ def test_export_import_round_trip_is_exact(ds: DataStore, ns: str, embeddings: b
 
 
 def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: DataStore, ns: str) -> None:
-    from datastore.export import export_lines, import_dump
+    from pyramind.datastore.export import export_lines, import_dump
 
     three_sessions(ds, ns)
     lines = list(export_lines(ds, [ns]))
@@ -234,8 +234,8 @@ def index(mid: str) -> int:
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
 def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str) -> None:
-    from models.api import DeleteRequest
-    from services.errors import ConflictError
+    from pyramind.models.api import DeleteRequest
+    from pyramind.services.errors import ConflictError
 
     ds.remember_sync(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
     a = ds.fork_sync(ns, "p", "m-19", "a")

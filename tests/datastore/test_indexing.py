@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from datastore.indexer import RoundRobin
-from datastore.providers.local import LocalDataStore
-from models.api import Message, RememberRequest
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.indexer import RoundRobin
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.api import Message, RememberRequest
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.invariants import check_tree
 

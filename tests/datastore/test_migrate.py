@@ -8,13 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datastore.datastore import DataStore, WriteBatch
-from datastore.migrate import migrate
-from datastore.providers.local import LocalDataStore
-from models.api import Document, Query, RememberRequest
-from services.embedding import LocalEmbedder
-from services.errors import EmbeddingMismatchError
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.datastore import DataStore, WriteBatch
+from pyramind.datastore.migrate import migrate
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.api import Document, Query, RememberRequest
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.errors import EmbeddingMismatchError
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.datastore.conftest import OtherEmbedder, unavailable
 from tests.datastore.synthetic import conversation, document_text
@@ -92,8 +92,8 @@ def test_cli_migrates_local_to_postgres(source: DataStore, pg_server, ns: str) -
     """`pyramind migrate --from local --to postgres`, configured from the environment as a user would."""
     from typer.testing import CliRunner
 
-    from datastore.factory import get_datastore
-    from local_server.cli import app
+    from pyramind.datastore.factory import get_datastore
+    from pyramind.local_server.cli import app
 
     if isinstance(pg_server, str):
         unavailable(pg_server)

@@ -10,13 +10,13 @@ import psycopg
 import pytest
 
 from bench.servers import free_port
-from datastore.datastore import DataStore
-from datastore.factory import get_datastore
-from datastore.providers.pgvector import MIGRATIONS
-from models.api import RememberRequest
-from services.embedding import LocalEmbedder
-from services.errors import ConflictError, StoreError
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.factory import get_datastore
+from pyramind.datastore.providers.pgvector import MIGRATIONS
+from pyramind.models.api import RememberRequest
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.errors import ConflictError, StoreError
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.datastore.synthetic import conversation
 from tests.invariants import check_tree

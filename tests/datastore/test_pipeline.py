@@ -7,12 +7,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datastore.providers.local import LocalDataStore
-from models.api import DeleteRequest, Document, Message, Query, QueryFilter, RememberRequest
-from services.embedders.openai_api import OpenAIEmbedder
-from services.embedding import LocalEmbedder
-from services.errors import EmbeddingError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.api import DeleteRequest, Document, Message, Query, QueryFilter, RememberRequest
+from pyramind.services.embedders.openai_api import OpenAIEmbedder
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.errors import EmbeddingError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import locomo_sessions, make_settings
 from tests.invariants import check_tree
 

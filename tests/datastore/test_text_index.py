@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from datastore import retrieval, text_index
-from datastore.providers.local import LocalDataStore
-from datastore.retrieval import text_terms
-from datastore.text_index import TextIndex
-from models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore import retrieval, text_index
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.retrieval import text_terms
+from pyramind.datastore.text_index import TextIndex
+from pyramind.models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.datastore.synthetic import conversation
 

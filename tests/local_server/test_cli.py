@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from local_server.cli import app
-from services.importers import detect_format, read
+from pyramind.local_server.cli import app
+from pyramind.services.importers import detect_format, read
 
 runner = CliRunner()
 
@@ -70,8 +70,8 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     e = env(tmp_path)
     res = runner.invoke(app, ["import", str(path)], env=e)
     assert res.exit_code == 0, res.output
-    from datastore.factory import get_datastore
-    from models.settings import Settings
+    from pyramind.datastore.factory import get_datastore
+    from pyramind.models.settings import Settings
 
     store = get_datastore(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))  # type: ignore[call-arg]
     try:

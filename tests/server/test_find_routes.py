@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from datastore.datastore import DataStore
-from models.api import Message, RememberRequest
-from server.app import create_app
+from pyramind.datastore.datastore import DataStore
+from pyramind.models.api import Message, RememberRequest
+from pyramind.server.app import create_app
 from tests.conftest import AUTH, make_settings
 from tests.server.test_api import is_error
 

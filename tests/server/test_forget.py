@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 
-from models.api import RetrievalMode
+from pyramind.models.api import RetrievalMode
 from tests.conftest import AUTH, locomo_sessions
 
 MODES = list(typing.get_args(RetrievalMode))

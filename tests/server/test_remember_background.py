@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.openai_loopback import LoopbackOpenAI
-from datastore.providers.local import LocalDataStore
-from models.api import Message, RememberRequest
-from models.settings import Settings
-from server.app import create_app
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser, OpenAISummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.api import Message, RememberRequest
+from pyramind.models.settings import Settings
+from pyramind.server.app import create_app
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser, OpenAISummariser
 from tests.conftest import AUTH, make_settings
 
 

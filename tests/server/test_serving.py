@@ -10,7 +10,7 @@ from pathlib import Path
 SCRIPT = """
 import asyncio, json, sys
 from threadpoolctl import threadpool_info
-from server.app import create_app
+from pyramind.server.app import create_app
 from tests.conftest import make_settings
 
 def blas():

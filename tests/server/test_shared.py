@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from datastore.providers.local import LocalDataStore
-from models.api import Message, RememberRequest
-from server.app import create_app
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.api import Message, RememberRequest
+from pyramind.server.app import create_app
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings
 from tests.server.test_api import is_error
 from tests.server.test_auth import SECRET, bearer, hs_token

@@ -1,4 +1,4 @@
-"""What the trust tests share: a real `python -m server.main` process on loopback, and a whole-store check.
+"""What the trust tests share: a real `python -m pyramind.server.main` process on loopback, and a whole-store check.
 
 `ServerProcess` starts the server in its own session with settings from the environment (as an operator would),
 waits for /health, and is always stopped by its owner (`kill` = SIGKILL, `stop` = SIGTERM then SIGKILL).
@@ -18,10 +18,10 @@ from pathlib import Path
 
 import httpx
 
-from datastore.providers.local import LocalDataStore
-from models.settings import Settings
-from services.embedding import Embedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.models.settings import Settings
+from pyramind.services.embedding import Embedder
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import TOKEN
 from tests.invariants import check_tree
 
@@ -37,7 +37,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`python -m server.main` bound to 127.0.0.1 on a free port, over the SQLite file `db`.
+    """`python -m pyramind.server.main` bound to 127.0.0.1 on a free port, over the SQLite file `db`.
 
     env: extra settings (CHUNK_SIZE=..., FAN_OUT=...). The log (hypercorn's access log included) goes to `log`.
     """
@@ -65,7 +65,7 @@ class ServerProcess:
         env.update(self.extra)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "server.main"], cwd=self.db.parent, env={**env, "PYTHONPATH": str(ROOT)},
+                [sys.executable, "-m", "pyramind.server.main"], cwd=self.db.parent, env={**env, "PYTHONPATH": str(ROOT)},
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
         deadline = time.monotonic() + timeout

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from datastore.providers.local import LocalDataStore
+from pyramind.datastore.providers.local import LocalDataStore
 from tests.conftest import AUTH
 from tests.server.test_api import is_error
 

@@ -17,10 +17,10 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from datastore.providers.local import LocalDataStore
-from server.app import create_app
-from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.server.app import create_app
+from pyramind.services.embedding import LocalEmbedder
+from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings
 
 
