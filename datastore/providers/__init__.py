@@ -1,1 +1,1 @@
-"""DataStore providers; each is imported only when the factory chooses it."""
+"""Storage providers (the protocol: datastore/storage.py); each is imported only when the factory chooses it."""

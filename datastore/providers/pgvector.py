@@ -3,12 +3,14 @@
 - Schema by named, idempotent migrations (`pyramind_migrations`), each applied in one transaction under an
   advisory lock, so two processes starting together migrate once. The vector column is `vector(dimension)` of
   the embedder that first opened the database; `pyramind_meta` records the model (a mismatch is refused).
-- `_commit` is one transaction: `pg_advisory_xact_lock` on a hash of (namespace, source_id) serialises writers
+- `commit` is one transaction: `pg_advisory_xact_lock` on a hash of (namespace, source_id) serialises writers
   of one source across processes, then the version check decides (a stale writer gets ConflictError and the
-  DataStore recomputes from the new state, so no children are ever summarised twice in the stored tree).
+  writer recomputes from the new state, so no children are ever summarised twice in the stored tree).
 - Search: HNSW (`vector_cosine_ops`); score = 1 - cosine distance. HNSW filters after its graph walk, so a
   selective filter can starve it: when it returns fewer than top_k rows the query is answered exactly.
-- Full text: a generated `tsvector` column with a GIN index (`search_text`, ranked by `ts_rank`).
+- Full text (the `text` capability): a generated `tsvector` column with a GIN index, ranked by `ts_rank`.
+- Core memory (`core`) and the marks of nodes (`marks`) are tables of their own.
+`PgVectorStorage` implements the Storage protocol (datastore/storage.py).
 """
 
 from __future__ import annotations
@@ -24,15 +26,24 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
-from pyramind.datastore.hooks import NodeMarks
-from pyramind.datastore.listing import SourceFacts
-from pyramind.datastore.retrieval import text_terms
+from pyramind.datastore.storage import (
+    CoreTable,
+    Hits,
+    MarkTable,
+    NodeMarks,
+    RowSearch,
+    SourceFacts,
+    SourceRow,
+    TextSearch,
+    WriteBatch,
+)
 from pyramind.models.api import DeleteFilter, QueryFilter
 from pyramind.models.core import CoreEntry
 from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.settings import Settings
 from pyramind.models.time import utc
 from pyramind.services.errors import ConflictError, StoreError
+from pyramind.services.terms import text_terms
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -139,14 +150,61 @@ def _message(r: dict[str, Any]) -> StoredMessage:
     )
 
 
-class PgVectorDataStore(DataStore):
-    """PostgreSQL + pgvector provider: `POSTGRES_URL` names the database, `PG_POOL_SIZE` caps connections.
+def _message_where(flt: DeleteFilter | None, where: list[str], args: list[Any]) -> None:
+    """Append the SQL conditions (over `pyramind_messages`) of a message filter."""
+    if flt is not None:
+        for sql, value in (
+            ("source_type = 'conversation' AND source_id = %s", flt.conversation_id),
+            ("source_type = 'document' AND source_id = %s", flt.document_id),
+            ("speaker = %s", flt.speaker),
+            ("created_at >= %s", utc(flt.start_date)),
+            ("created_at <= %s", utc(flt.end_date)),
+        ):
+            if value is not None:
+                where.append(sql)
+                args.append(value)
+
+
+def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
+    """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store."""
+    if flt is None:
+        return "", {}
+    lo = flt.level if flt.level is not None else flt.min_level
+    hi = flt.level if flt.level is not None else flt.max_level
+    parts = {
+        "conv": ("source_type = 'conversation' AND source_id = %(conv)s", flt.conversation_id),
+        "doc": ("source_type = 'document' AND source_id = %(doc)s", flt.document_id),
+        "stype": ("source_type = %(stype)s", flt.source_type),
+        "lo": ("level >= %(lo)s", lo),
+        "hi": ("level <= %(hi)s", hi),
+        "speaker": ("%(speaker)s = ANY(speakers)", flt.speaker),
+        "session": ("%(session)s = ANY(session_ids)", flt.session_id),
+        "start": ("end_time >= %(start)s", utc(flt.start_date)),  # rows without times never match
+        "end": ("start_time <= %(end)s", utc(flt.end_date)),
+    }
+    given = {k: (sql, v) for k, (sql, v) in parts.items() if v is not None}
+    return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
+
+
+class PgVectorStorage:
+    """PostgreSQL + pgvector provider. settings: `POSTGRES_URL` names the database, `PG_POOL_SIZE` caps
+    connections, FAN_OUT and MAX_LEVEL (what `unrolled` counts). dimension: the embedder's (the vector column's,
+    fixed by the first opening).
 
     The database needs the `vector` extension available (created by the first migration when the role may).
-    Raises StoreError at `open()` when the database can't be reached or migrated.
+    Raises StoreError when the database can't be reached or migrated.
     """
 
     name = "postgres"
+
+    def __init__(self, settings: Settings, dimension: int) -> None:
+        self.settings = settings
+        self.dimension = dimension
+        self.text: TextSearch | None = PgText(self)
+        self.rows: RowSearch | None = None  # search by row id is the local store's; hybrid fuses nodes here
+        self.core: CoreTable | None = PgCore(self)
+        self.marks: MarkTable | None = PgMarks(self)
+        self._open()
 
     # ------------------------------------------------------------------ lifecycle
     def _open(self) -> None:
@@ -156,11 +214,11 @@ class PgVectorDataStore(DataStore):
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=15) as conn:
                 self._migrate(conn)
-            self._pool: ConnectionPool[Any] = ConnectionPool(  # rows are dicts (row_factory below)
+            self.pool: ConnectionPool[Any] = ConnectionPool(  # rows are dicts (row_factory below)
                 conninfo, min_size=1, max_size=self.settings.pg_pool_size, open=True, timeout=30,
                 kwargs={"options": "-c timezone=UTC", "row_factory": dict_row}, configure=self._configure,
             )
-            self._pool.wait(timeout=30)
+            self.pool.wait(timeout=30)
         except (psycopg.Error, TimeoutError) as exc:
             self.close()
             raise StoreError(f"cannot open the postgres store (POSTGRES_URL): {exc}") from exc
@@ -171,7 +229,8 @@ class PgVectorDataStore(DataStore):
         conn.commit()  # the pool wants connections back idle
 
     def close(self) -> None:
-        pool = getattr(self, "_pool", None)
+        """Close the connection pool."""
+        pool = getattr(self, "pool", None)
         if pool is not None:
             pool.close()
 
@@ -184,11 +243,12 @@ class PgVectorDataStore(DataStore):
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
                 if conn.execute("SELECT 1 FROM pyramind_migrations WHERE name = %s", (name,)).fetchone():
                     continue
-                fn(conn, self.embedder.dimension)
+                fn(conn, self.dimension)
                 conn.execute("INSERT INTO pyramind_migrations VALUES (%s, now())", (name,))
 
-    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
-        with self._pool.connection() as conn, conn.transaction():
+    def record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
+        """The (model, dimension) the database was made with, recording the given ones when it has none yet."""
+        with self.pool.connection() as conn, conn.transaction():
             conn.execute("LOCK TABLE pyramind_meta IN EXCLUSIVE MODE")
             rows = {r["key"]: r["value"] for r in conn.execute(
                 "SELECT key, value FROM pyramind_meta WHERE key IN ('embedding_model', 'embedding_dimension')")}
@@ -200,34 +260,42 @@ class PgVectorDataStore(DataStore):
 
     @property
     def location(self) -> str:
+        """`POSTGRES_URL` (never the URL: it holds the password)."""
         return "POSTGRES_URL"
 
-    def _all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
-        with self._pool.connection() as conn:
+    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+        """Every row of one statement, as dicts, on a pooled connection."""
+        with self.pool.connection() as conn:
             return conn.execute(sql, args).fetchall()  # type: ignore[return-value]
 
     # ------------------------------------------------------------------ reads
-    def _get_source(self, ns: str, source_id: str) -> SourceRow | None:
-        rows = self._all("SELECT * FROM pyramind_sources WHERE namespace = %s AND source_id = %s", (ns, source_id))
+    def get_source(self, ns: str, source_id: str) -> SourceRow | None:
+        """The source's row, or None."""
+        rows = self.all("SELECT * FROM pyramind_sources WHERE namespace = %s AND source_id = %s", (ns, source_id))
         if not rows:
             return None
         r = rows[0]
         return SourceRow(r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"],
                          r["max_seq"], r["metadata"])
 
-    def _known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
-        rows = self._all("SELECT id FROM pyramind_messages WHERE namespace = %s AND source_id = %s AND id = ANY(%s)",
+    def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the source holds."""
+        rows = self.all("SELECT id FROM pyramind_messages WHERE namespace = %s AND source_id = %s AND id = ANY(%s)",
                          (ns, source_id, list(ids)))
         return {r["id"] for r in rows}
 
-    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
-        rows = self._all(
+    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
+                 limit: int | None = None) -> list[StoredMessage]:
+        """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
+        rows = self.all(
             f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %s AND source_id = %s "
-            "AND tok_offset + n_tokens > %s ORDER BY seq", (ns, source_id, tok_offset))
+            "AND tok_offset + n_tokens > %s AND (%s::integer IS NULL OR tok_offset < %s) ORDER BY seq LIMIT %s",
+            (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, tok_to, limit))
         return [_message(r) for r in rows]
 
-    def _frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
-        rows = self._all(
+    def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+        rows = self.all(
             f"""SELECT {_NODE_COLS} FROM pyramind_nodes
                 WHERE namespace = %(ns)s AND source_id = %(sid)s AND parent_id IS NULL
                 UNION
@@ -237,117 +305,93 @@ class PgVectorDataStore(DataStore):
             {"ns": ns, "sid": source_id})
         return [_node(r) for r in rows]
 
-    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]:
-        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                         "ORDER BY level, position", (ns, source_id))
+    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
+                     last: int | None = None) -> list[MemoryNode]:
+        """The source's nodes (of `level`, positions in [first, last], when given), by level then position."""
+        if level is None:
+            rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                            "ORDER BY level, position", (ns, source_id))
+        else:
+            rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                            "AND level = %s AND position >= %s AND (%s::integer IS NULL OR position <= %s) "
+                            "ORDER BY position", (ns, source_id, level, first, last, last))
         return [_node(r) for r in rows]
 
-    def _nodes_at(self, ns: str, source_id: str, level: int, first: int, last: int) -> list[MemoryNode]:
-        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                         "AND level = %s AND position BETWEEN %s AND %s ORDER BY position",
-                         (ns, source_id, level, first, last))
-        return [_node(r) for r in rows]
-
-    def _roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
-        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+    def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
+        rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
                          "AND parent_id IS NULL ORDER BY level DESC, position DESC LIMIT %s", (ns, source_id, limit))
         return [_node(r) for r in rows]
 
-    # ------------------------------------------------------------------ core memory
-    def _core_entries(self, ns: str, scope: str) -> list[CoreEntry]:
-        rows = self._all("SELECT key, value, importance, created_at, updated_at, expires_at, tokens "
-                         "FROM pyramind_core WHERE namespace = %s AND scope = %s", (ns, scope))
-        return [CoreEntry(conversation_id=scope or None, **r) for r in rows]
-
-    def _core_write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
-        with self._pool.connection() as conn, conn.transaction():
-            gone = conn.execute("DELETE FROM pyramind_core WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
-                                (ns, scope, list(delete))).rowcount if delete else 0
-            if put is not None:
-                conn.execute(
-                    "INSERT INTO pyramind_core VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                    "ON CONFLICT (namespace, scope, key) DO UPDATE SET value = EXCLUDED.value, "
-                    "importance = EXCLUDED.importance, created_at = EXCLUDED.created_at, "
-                    "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, tokens = EXCLUDED.tokens",
-                    (ns, scope, put.key, put.value, put.importance, put.created_at, put.updated_at, put.expires_at,
-                     put.tokens),
-                )
-        return gone
-
-    def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
-        rows = self._all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
+    def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        """The namespace's nodes with these ids (unknown ids left out)."""
+        rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
                          (ns, list(ids)))
         return [_node(r) for r in rows]
 
-    def _get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        rows = self._all("SELECT id, embedding FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
+    def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{node id: embedding (float32, (dimension,))} of the ids found."""
+        rows = self.all("SELECT id, embedding FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
                          (ns, list(ids)))
         return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
-    def _find_messages(
-        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
-    ) -> list[tuple[str, str]]:
+    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
+                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+        """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
         where: list[str] = ["namespace = %s"]
         args: list[Any] = [ns]
         if ids is not None:
             where.append("id = ANY(%s)")
             args.append(list(ids))
-        self._message_where(flt, where, args)
-        rows = self._all(f"SELECT source_id, id FROM pyramind_messages WHERE {' AND '.join(where)}", args)
+        _message_where(flt, where, args)
+        rows = self.all(f"SELECT source_id, id FROM pyramind_messages WHERE {' AND '.join(where)}", args)
         return [(r["source_id"], r["id"]) for r in rows]
 
-    def _scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
+    def scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
         """Messages matching `flt` in (source id, seq) order, read in keyset pages of 500."""
         after: tuple[str, int] = ("", -1)
         while True:
             where, args = ["namespace = %s", "(source_id, seq) > (%s, %s)"], [ns, *after]
-            self._message_where(flt, where, args)
-            rows = self._all(f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE {' AND '.join(where)} "
+            _message_where(flt, where, args)
+            rows = self.all(f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE {' AND '.join(where)} "
                              "ORDER BY source_id, seq LIMIT 500", args)
             yield from (_message(r) for r in rows)
             if len(rows) < 500:
                 return
             after = (rows[-1]["source_id"], rows[-1]["seq"])
 
-    @staticmethod
-    def _message_where(flt: DeleteFilter | None, where: list[str], args: list[Any]) -> None:
-        """Append the SQL conditions (over `pyramind_messages`) of a message filter."""
-        if flt is not None:
-            for sql, value in (
-                ("source_type = 'conversation' AND source_id = %s", flt.conversation_id),
-                ("source_type = 'document' AND source_id = %s", flt.document_id),
-                ("speaker = %s", flt.speaker),
-                ("created_at >= %s", utc(flt.start_date)),
-                ("created_at <= %s", utc(flt.end_date)),
-            ):
-                if value is not None:
-                    where.append(sql)
-                    args.append(value)
-
-    def _backlog(self) -> list[tuple[str, str]]:
-        rows = self._all(
+    def backlog(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with messages past its last chunk."""
+        rows = self.all(
             """SELECT s.namespace, s.source_id FROM pyramind_sources s WHERE s.n_tokens > COALESCE(
                    (SELECT MAX(n.tok_end) FROM pyramind_nodes n
                     WHERE n.namespace = s.namespace AND n.source_id = s.source_id AND n.level = 1), 0)""")
         return [(r["namespace"], r["source_id"]) for r in rows]
 
-    def _list_namespaces(self) -> list[str]:
-        return [r["namespace"] for r in self._all("SELECT DISTINCT namespace FROM pyramind_sources ORDER BY 1")]
+    def unrolled(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with a complete group of sealed nodes awaiting its summary."""
+        rows = self.all(
+            """SELECT DISTINCT namespace, source_id FROM (SELECT namespace, source_id FROM pyramind_nodes
+                   WHERE parent_id IS NULL AND sealed AND level < %s GROUP BY namespace, source_id, level
+                   HAVING COUNT(*) >= %s) AS groups""",
+            (self.settings.max_level, self.settings.fan_out))
+        return [(r["namespace"], r["source_id"]) for r in rows]
 
-    def _list_sources(self, ns: str) -> list[str]:
-        rows = self._all("SELECT source_id FROM pyramind_sources WHERE namespace = %s ORDER BY 1", (ns,))
-        return [r["source_id"] for r in rows]
+    def list_namespaces(self) -> list[str]:
+        """Every namespace holding at least one source, sorted."""
+        return [r["namespace"] for r in self.all("SELECT DISTINCT namespace FROM pyramind_sources ORDER BY 1")]
 
-    # listing hooks (datastore/listing.py): one query each; ids compare in code-point order (COLLATE "C")
-    def _source_page(self, ns: str, after: str | None, limit: int) -> list[str]:
-        rows = self._all(
+    def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
+        """Source ids of the namespace greater than `after`, in code-point order (COLLATE "C"), at most `limit`."""
+        rows = self.all(
             'SELECT source_id FROM pyramind_sources WHERE namespace = %s AND source_id COLLATE "C" > %s '
             'ORDER BY source_id COLLATE "C" LIMIT %s', (ns, after if after is not None else "", limit))
         return [r["source_id"] for r in rows]
 
-    def _source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
+    def source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
+        """Node counts per level and time range of each source (one grouped query)."""
         out = {sid: SourceFacts() for sid in source_ids}
-        rows = self._all(
+        rows = self.all(
             "SELECT source_id, level, COUNT(*) AS n, MIN(start_time) AS s, MAX(end_time) AS e FROM pyramind_nodes "
             "WHERE namespace = %s AND source_id = ANY(%s) GROUP BY source_id, level ORDER BY level",
             (ns, list(source_ids)))
@@ -360,19 +404,13 @@ class PgVectorDataStore(DataStore):
                 f.end_time = max(f.end_time, r["e"]) if f.end_time else r["e"]
         return out
 
-    def _message_window(self, ns: str, source_id: str, tok_from: int, tok_to: int | None,
-                        limit: int) -> list[StoredMessage]:
-        rows = self._all(
-            f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %s AND source_id = %s "
-            "AND tok_offset + n_tokens > %s AND (%s::integer IS NULL OR tok_offset < %s) ORDER BY seq LIMIT %s",
-            (ns, source_id, tok_from, tok_to, tok_to, limit))
-        return [_message(r) for r in rows]
-
     # ------------------------------------------------------------------ writes
-    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+    def commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+        """Apply `batch` in one transaction if the source's version is `expected_version` (else ConflictError,
+        nothing changed); writers of one source are serialised by an advisory lock."""
         src = batch.source
         key = (ns, src.source_id)
-        with self._pool.connection() as conn, conn.transaction():
+        with self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (json.dumps(key),))
             row = conn.execute("SELECT version FROM pyramind_sources WHERE namespace = %s AND source_id = %s",
                                key).fetchone()
@@ -415,8 +453,9 @@ class PgVectorDataStore(DataStore):
                     [(ns, *_node_row(n), np.asarray(v, dtype=np.float32)) for n, v in batch.nodes if v is not None],
                 )
 
-    def _delete_namespace(self, ns: str) -> tuple[int, int]:
-        with self._pool.connection() as conn, conn.transaction():
+    def delete_namespace(self, ns: str) -> tuple[int, int]:
+        """Remove everything of the namespace (core entries and marks too); returns (messages, nodes) removed."""
+        with self.pool.connection() as conn, conn.transaction():
             n_msgs = conn.execute("DELETE FROM pyramind_messages WHERE namespace = %s", (ns,)).rowcount
             n_nodes = conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s", (ns,)).rowcount
             conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s", (ns,))
@@ -424,15 +463,107 @@ class PgVectorDataStore(DataStore):
             conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
         return n_msgs, n_nodes
 
-    # ------------------------------------------------------------------ visits and pins
-    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+    # ------------------------------------------------------------------ search
+    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: HNSW, exact when HNSW starves
+        on a selective filter."""
+        where, args = _filter_sql(flt)
+        args.update(ns=ns, q=np.asarray(vector, dtype=np.float32), k=top_k)
+        sql = (f"SELECT {_NODE_COLS}, 1 - (embedding <=> %(q)s) AS score FROM pyramind_nodes "
+               f"WHERE namespace = %(ns)s{where} ORDER BY embedding <=> %(q)s LIMIT %(k)s")
+        with self.pool.connection() as conn, conn.transaction():
+            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * top_k))}")
+            rows = conn.execute(sql, args).fetchall()
+            if len(rows) < top_k:  # HNSW may have starved on the filter: answer exactly (no index scan)
+                conn.execute("SET LOCAL enable_indexscan = off")
+                rows = conn.execute(sql, args).fetchall()
+        return [(_node(r), float(r["score"])) for r in rows]
+
+    def counts(self, ns: str) -> dict[str, int]:
+        """The namespace's `sources`, `messages` and nodes per level (`L1`, `L2`...)."""
+        out = {
+            "sources": self.all("SELECT COUNT(*) AS n FROM pyramind_sources WHERE namespace = %s", (ns,))[0]["n"],
+            "messages": self.all("SELECT COUNT(*) AS n FROM pyramind_messages WHERE namespace = %s", (ns,))[0]["n"],
+        }
+        for r in self.all("SELECT level, COUNT(*) AS n FROM pyramind_nodes WHERE namespace = %s GROUP BY level "
+                          "ORDER BY level", (ns,)):
+            out[f"L{r['level']}"] = r["n"]
+        return out
+
+    def node_counts(self) -> dict[str, int] | None:
+        """Nodes per level over every namespace."""
+        rows = self.all("SELECT level, COUNT(*) AS n FROM pyramind_nodes GROUP BY level ORDER BY level")
+        return {f"L{r['level']}": r["n"] for r in rows}
+
+
+class PgText:
+    """TextSearch: the generated `tsvector` column (English stemming), ranked by `ts_rank`."""
+
+    def __init__(self, store: PgVectorStorage) -> None:
+        self.store = store
+
+    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
+        """The top_k nodes matching `flt` that hold a word of `text` (services.terms.text_terms, OR-ed),
+        [(node, ts_rank)] best first; [] when the text has no word."""
+        terms = text_terms(text)
+        if not terms:
+            return []
+        where, args = _filter_sql(flt)
+        args.update(ns=ns, terms=" | ".join(terms), k=top_k)
+        rows = self.store.all(
+            f"SELECT {_NODE_COLS}, ts_rank(tsv, q) AS score FROM pyramind_nodes, to_tsquery('english', %(terms)s) q "
+            f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s", args)
+        return [(_node(r), float(r["score"])) for r in rows]
+
+
+class PgCore:
+    """CoreTable over pyramind_core."""
+
+    def __init__(self, store: PgVectorStorage) -> None:
+        self.store = store
+
+    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
+        """The stored entries of a scope (every scope when None), expired ones too."""
+        sql = ("SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens "
+               "FROM pyramind_core WHERE namespace = %s")
+        rows = self.store.all(sql, (ns,)) if scope is None else self.store.all(sql + " AND scope = %s", (ns, scope))
+        return [CoreEntry(conversation_id=r.pop("scope") or None, **r) for r in rows]
+
+    def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        """Delete the scope's entries with a key in `delete`, then store `put`, in one transaction; returns how
+        many entries were deleted."""
+        with self.store.pool.connection() as conn, conn.transaction():
+            gone = conn.execute("DELETE FROM pyramind_core WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+                                (ns, scope, list(delete))).rowcount if delete else 0
+            if put is not None:
+                conn.execute(
+                    "INSERT INTO pyramind_core VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
+                    "ON CONFLICT (namespace, scope, key) DO UPDATE SET value = EXCLUDED.value, "
+                    "importance = EXCLUDED.importance, created_at = EXCLUDED.created_at, "
+                    "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, tokens = EXCLUDED.tokens",
+                    (ns, scope, put.key, put.value, put.importance, put.created_at, put.updated_at, put.expires_at,
+                     put.tokens),
+                )
+        return gone
+
+
+class PgMarks:
+    """MarkTable over pyramind_node_marks."""
+
+    def __init__(self, store: PgVectorStorage) -> None:
+        self.store = store
+
+    def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        """{node id: marks} of the given ids (every marked node of the namespace when None) that have any."""
         sql = "SELECT * FROM pyramind_node_marks WHERE namespace = %s"
-        rows = self._all(sql, (ns,)) if ids is None else self._all(sql + " AND id = ANY(%s)", (ns, list(ids)))
+        rows = (self.store.all(sql, (ns,)) if ids is None
+                else self.store.all(sql + " AND id = ANY(%s)", (ns, list(ids))))
         return {r["id"]: NodeMarks(r["visit_count"], r["last_visited_at"], r["pinned"], list(r["pin_message_ids"]))
                 for r in rows}
 
-    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+    def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        """Add each count to its node's visit_count and raise its last_visited_at (one transaction)."""
+        with self.store.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO pyramind_node_marks AS m (namespace, id, visit_count, last_visited_at) "
                 "VALUES (%s, %s, %s, %s) ON CONFLICT (namespace, id) DO UPDATE SET "
@@ -441,8 +572,9 @@ class PgVectorDataStore(DataStore):
                 [(ns, i, n, when) for i, (n, when) in sorted(visits.items())],
             )
 
-    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
+    def set(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        """Replace the marks of these node ids."""
+        with self.store.pool.connection() as conn, conn.transaction(), conn.cursor() as cur:
             cur.executemany(
                 "INSERT INTO pyramind_node_marks VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) "
                 "DO UPDATE SET visit_count = EXCLUDED.visit_count, last_visited_at = EXCLUDED.last_visited_at, "
@@ -450,71 +582,3 @@ class PgVectorDataStore(DataStore):
                 [(ns, i, m.visit_count, m.last_visited_at, m.pinned, m.pin_message_ids)
                  for i, m in sorted(marks.items())],
             )
-
-    # ------------------------------------------------------------------ search
-    @staticmethod
-    def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
-        """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store."""
-        if flt is None:
-            return "", {}
-        lo = flt.level if flt.level is not None else flt.min_level
-        hi = flt.level if flt.level is not None else flt.max_level
-        parts = {
-            "conv": ("source_type = 'conversation' AND source_id = %(conv)s", flt.conversation_id),
-            "doc": ("source_type = 'document' AND source_id = %(doc)s", flt.document_id),
-            "stype": ("source_type = %(stype)s", flt.source_type),
-            "lo": ("level >= %(lo)s", lo),
-            "hi": ("level <= %(hi)s", hi),
-            "speaker": ("%(speaker)s = ANY(speakers)", flt.speaker),
-            "session": ("%(session)s = ANY(session_ids)", flt.session_id),
-            "start": ("end_time >= %(start)s", utc(flt.start_date)),  # rows without times never match
-            "end": ("start_time <= %(end)s", utc(flt.end_date)),
-        }
-        given = {k: (sql, v) for k, (sql, v) in parts.items() if v is not None}
-        return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
-
-    def _search(
-        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
-    ) -> list[tuple[MemoryNode, float]]:
-        where, args = self._filter_sql(flt)
-        args.update(ns=ns, q=np.asarray(vector, dtype=np.float32), k=top_k)
-        sql = (f"SELECT {_NODE_COLS}, 1 - (embedding <=> %(q)s) AS score FROM pyramind_nodes "
-               f"WHERE namespace = %(ns)s{where} ORDER BY embedding <=> %(q)s LIMIT %(k)s")
-        with self._pool.connection() as conn, conn.transaction():
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * top_k))}")
-            rows = conn.execute(sql, args).fetchall()
-            if len(rows) < top_k:  # HNSW may have starved on the filter: answer exactly (no index scan)
-                conn.execute("SET LOCAL enable_indexscan = off")
-                rows = conn.execute(sql, args).fetchall()
-        return [(_node(r), float(r["score"])) for r in rows]
-
-    def search_text(
-        self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None
-    ) -> list[tuple[MemoryNode, float]]:
-        """Full-text search over the namespace's nodes that match `flt` (same rules as `_search`): the query's
-        words (`retrieval.text_terms`) OR-ed, English stemming, ranked by `ts_rank` (higher is better).
-        Returns [(MemoryNode, rank)] best first; [] when the text has no word."""
-        terms = text_terms(text)
-        if not terms:
-            return []
-        where, args = self._filter_sql(flt)
-        args.update(ns=ns, terms=" | ".join(terms), k=top_k)
-        rows = self._all(
-            f"SELECT {_NODE_COLS}, ts_rank(tsv, q) AS score FROM pyramind_nodes, to_tsquery('english', %(terms)s) q "
-            f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s", args)
-        return [(_node(r), float(r["score"])) for r in rows]
-
-    def node_counts(self) -> dict[str, int]:
-        rows = self._all("SELECT level, COUNT(*) AS n FROM pyramind_nodes GROUP BY level ORDER BY level")
-        return {f"L{r['level']}": r["n"] for r in rows}
-
-    def stats(self, ns: str) -> dict[str, int]:
-        """Counts of the namespace: sources, messages, nodes per level (`L1`, `L2`, ...)."""
-        out = {
-            "sources": self._all("SELECT COUNT(*) AS n FROM pyramind_sources WHERE namespace = %s", (ns,))[0]["n"],
-            "messages": self._all("SELECT COUNT(*) AS n FROM pyramind_messages WHERE namespace = %s", (ns,))[0]["n"],
-        }
-        for r in self._all("SELECT level, COUNT(*) AS n FROM pyramind_nodes WHERE namespace = %s GROUP BY level "
-                           "ORDER BY level", (ns,)):
-            out[f"L{r['level']}"] = r["n"]
-        return out

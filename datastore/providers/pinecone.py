@@ -18,17 +18,21 @@ Reads by filter use a filtered query (top_k 1000, Pinecone's cap with metadata);
 answer comes from listing the id prefix and fetching, so results are never truncated. No `fetch_by_metadata`
 (absent from the needledb emulator) and no delete-by-filter (not on every serverless index) are used.
 
-Limits, stated plainly: Pinecone has no transactions. `_commit` checks the version stored on `src#` and then
+Limits, stated plainly: Pinecone has no transactions. `commit` checks the version stored on `src#` and then
 writes messages and nodes, then `src#` last; the check narrows but cannot close the window between two
-processes writing the same source at the same moment (in-process writers are serialised by the DataStore's
-lock). A failure mid-commit deletes the records this commit created (best effort) and raises StoreError.
+processes writing the same source at the same moment (in-process writers are serialised by the writers'
+per-source locks, datastore/locks.py). A failure mid-commit deletes the records this commit created (best
+effort) and raises StoreError.
 Pinecone serverless is eventually consistent: a read straight after a write may not see it yet.
+
+`PineconeStorage` implements the Storage protocol (datastore/storage.py) with the `marks` capability (`mark#<node
+id>` records); it has no full-text search (hybrid ranks by cosine), no row search and no core memory.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
 
@@ -37,11 +41,24 @@ from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeou
 from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
-from pyramind.datastore.hooks import NodeMarks
 from pyramind.datastore.providers import pinecone_records as rec
+from pyramind.datastore.storage import (
+    CoreTable,
+    Hits,
+    MarkTable,
+    NodeMarks,
+    RowSearch,
+    SourceFacts,
+    SourceRow,
+    TextSearch,
+    WriteBatch,
+    facts_of,
+    message_matches,
+    unrolled_of,
+)
 from pyramind.models.api import DeleteFilter, QueryFilter
 from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.settings import Settings
 from pyramind.models.time import utc
 from pyramind.services.errors import ConflictError, EmbeddingMismatchError, StoreError
 
@@ -70,15 +87,25 @@ def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
     return (items[i : i + size] for i in range(0, len(items), size))
 
 
-class PineconeDataStore(DataStore):
-    """Pinecone provider. PINECONE_API_KEY; PINECONE_INDEX (created as a serverless cosine index in
-    PINECONE_CLOUD/PINECONE_REGION when missing) or PINECONE_HOST (the data-plane host, used as given).
+class PineconeStorage:
+    """Pinecone provider. settings: PINECONE_API_KEY; PINECONE_INDEX (created as a serverless cosine index in
+    PINECONE_CLOUD/PINECONE_REGION when missing) or PINECONE_HOST (the data-plane host, used as given); FAN_OUT
+    and MAX_LEVEL (what `unrolled` counts). dimension: the embedder's.
 
-    Raises StoreError at `open()` without a key or when the index is unusable, EmbeddingMismatchError when the
-    index's dimension (from describe_index_stats) or recorded model differs from the embedder's.
+    Raises StoreError without a key or when the index is unusable; `record_embedding` raises
+    EmbeddingMismatchError when the index's dimension (from describe_index_stats) differs from the embedder's.
     """
 
     name = "pinecone"
+    text: TextSearch | None = None  # no full-text search: `text` and `hybrid` rank by cosine
+    rows: RowSearch | None = None
+    core: CoreTable | None = None  # no core memory (/core answers 501)
+
+    def __init__(self, settings: Settings, dimension: int) -> None:
+        self.settings = settings
+        self.dimension = dimension
+        self.marks: MarkTable | None = PineconeMarks(self)
+        self._open()
 
     # ------------------------------------------------------------------ lifecycle
     def _open(self) -> None:
@@ -88,7 +115,7 @@ class PineconeDataStore(DataStore):
         self._pc = Pinecone(api_key=s.pinecone_api_key.get_secret_value())
         host = s.pinecone_host or self._ensure_index()
         self._index = self._pc.Index(host=host)
-        self._dummy = [1.0] + [0.0] * (self.embedder.dimension - 1)  # cosine indexes refuse all-zero vectors
+        self.dummy = [1.0] + [0.0] * (self.dimension - 1)  # cosine indexes refuse all-zero vectors
 
     def _ensure_index(self) -> str:
         """Create PINECONE_INDEX when missing (serverless, cosine, the embedder's dimension); its host.
@@ -101,7 +128,7 @@ class PineconeDataStore(DataStore):
         if not _retry(self._pc.has_index)(s.pinecone_index):
             try:  # the SDK's 9.x-compatible surface; it sends the 2026-07 schema/deployment request
                 self._pc.create_index(
-                    name=s.pinecone_index, dimension=self.embedder.dimension, metric="cosine",
+                    name=s.pinecone_index, dimension=self.dimension, metric="cosine",
                     spec=ServerlessSpec(cloud=s.pinecone_cloud, region=s.pinecone_region), timeout=300,
                 )
             except IndexExists:
@@ -112,12 +139,14 @@ class PineconeDataStore(DataStore):
         return host
 
     def close(self) -> None:
+        """Close the SDK's clients."""
         for client in (getattr(self, "_index", None), getattr(self, "_pc", None)):
             if client is not None:
                 client.close()
 
-    def _record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
-        """Also checks the index itself: its dimension (the most common Pinecone failure) and its metric."""
+    def record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
+        """The (model, dimension) recorded in the index's meta namespace, recording these when none. Also checks
+        the index itself: its dimension (the most common Pinecone failure) and its metric."""
         stats = self._call(self._index.describe_index_stats)
         name = self.settings.pinecone_index
         if stats.dimension is not None and int(stats.dimension) != dimension:
@@ -131,12 +160,13 @@ class PineconeDataStore(DataStore):
         recorded = self._fetch(META_NAMESPACE, [_META_ID]).get(_META_ID)
         if recorded is None:
             meta = {"kind": "meta", "embedding_model": model, "embedding_dimension": dimension}
-            self._upsert(META_NAMESPACE, [(_META_ID, self._dummy, meta)])
+            self._upsert(META_NAMESPACE, [(_META_ID, self.dummy, meta)])
             return model, dimension
         return recorded["embedding_model"], int(recorded.get("embedding_dimension", dimension))
 
     @property
     def location(self) -> str:
+        """`PINECONE_INDEX=<name>`."""
         return f"PINECONE_INDEX={self.settings.pinecone_index}"
 
     # ------------------------------------------------------------------ SDK calls (retried, batched)
@@ -180,7 +210,7 @@ class PineconeDataStore(DataStore):
         A filtered query answers while it returns fewer than its cap; at the cap the prefix is listed, fetched
         and filtered here, so a result is never silently cut at 1000.
         """
-        res = self._call(self._index.query, vector=self._dummy, top_k=_QUERY_CAP, namespace=ns, filter=flt,
+        res = self._call(self._index.query, vector=self.dummy, top_k=_QUERY_CAP, namespace=ns, filter=flt,
                          include_metadata=True, include_values=values)
         if len(res.matches) < _QUERY_CAP:
             recs = {m.id: dict(m.metadata or {}, **({"_values": m.values} if values else {})) for m in res.matches}
@@ -198,23 +228,38 @@ class PineconeDataStore(DataStore):
             self._call(self._index.delete, ids=list(part), namespace=ns)
 
     # ------------------------------------------------------------------ reads
-    def _get_source(self, ns: str, source_id: str) -> SourceRow | None:
+    def get_source(self, ns: str, source_id: str) -> SourceRow | None:
+        """The source's row (its `src#` record), or None."""
         m = self._fetch(ns, [f"src#{rec.h(source_id)}"]).get(f"src#{rec.h(source_id)}")
         if m is None:
             return None
         return SourceRow(m["source_id"], m["source_type"], int(m["version"]), int(m["n_messages"]),
                          int(m["n_tokens"]), int(m["max_seq"]), json.loads(m.get("source_meta") or "{}"))
 
-    def _known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
+    def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the source holds (fetched by record id)."""
         by_rid = {f"msg#{rec.h(source_id)}#{rec.h(i)}": i for i in ids}
         return {by_rid[rid] for rid in self._fetch(ns, list(by_rid))}
 
-    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
-        flt = {"kind": "msg", "source_id": source_id, "tok_end": {"$gt": tok_offset}}
+    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
+                 limit: int | None = None) -> list[StoredMessage]:
+        """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
+        flt = {"kind": "msg", "source_id": source_id, "tok_end": {"$gt": tok_from if tok_from > 0 else -1}}
         recs = self._select(ns, flt, f"msg#{rec.h(source_id)}#")
-        return sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
+        found = sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
+        return [m for m in found if tok_to is None or m.tok_offset < tok_to][:limit]
 
-    def _frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+    def scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
+        """The namespace's messages matching `flt`, in (source id, seq) order, one source at a time."""
+        for source_id in self.list_sources(ns):
+            if flt is not None and flt.conversation_id is not None and source_id != flt.conversation_id:
+                continue
+            for m in self.messages(ns, source_id):
+                if message_matches(m, flt):
+                    yield m
+
+    def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        """The source's nodes without a parent, plus the last node of every level (named on `src#`)."""
         h = rec.h(source_id)
         src = self._fetch(ns, [f"src#{h}"]).get(f"src#{h}")
         last = json.loads(src.get("frontier") or "{}") if src else {}
@@ -222,9 +267,20 @@ class PineconeDataStore(DataStore):
         recs.update(self._select(ns, {"kind": "node", "source_id": source_id, "has_parent": False}, f"node#{h}#"))
         return [rec.to_node(m) for m in recs.values()]
 
-    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]:
+    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
+                     last: int | None = None) -> list[MemoryNode]:
+        """The source's nodes (of `level`, positions in [first, last], when given), by level then position
+        (listed by id prefix, then filtered)."""
         recs = self._fetch(ns, rec.main_ids(self._list(ns, f"node#{rec.h(source_id)}#")))
-        return sorted((rec.to_node(m) for m in recs.values()), key=lambda n: (n.level, n.position))
+        nodes = sorted((rec.to_node(m) for m in recs.values()), key=lambda n: (n.level, n.position))
+        if level is None:
+            return nodes
+        return [n for n in nodes if n.level == level and n.position >= first and (last is None or n.position <= last)]
+
+    def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
+        roots = {n.id: n for n in self.frontier(ns, source_id) if n.parent_id is None}
+        return sorted(roots.values(), key=lambda n: (-n.level, -n.position))[:limit]
 
     def _nodes_by_id(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
@@ -232,16 +288,18 @@ class PineconeDataStore(DataStore):
             out.update(self._select(ns, {"kind": "node", "node_id": {"$in": list(part)}}, "node#", values))
         return out
 
-    def _get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+    def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        """The namespace's nodes with these ids (unknown ids left out)."""
         return [rec.to_node(m) for m in self._nodes_by_id(ns, ids).values()]
 
-    def _get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+    def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{node id: embedding (float32, (dimension,))} of the ids found."""
         return {m["node_id"]: np.asarray(m["_values"], dtype=np.float32)
                 for m in self._nodes_by_id(ns, ids, values=True).values()}
 
-    def _find_messages(
-        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
-    ) -> list[tuple[str, str]]:
+    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
+                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+        """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
         conds: list[dict[str, Any]] = [{"kind": "msg"}]
         if flt is not None:
             if flt.conversation_id is not None:
@@ -262,24 +320,36 @@ class PineconeDataStore(DataStore):
             found.update(self._select(ns, {"$and": g}, "msg#"))
         return [(m["source_id"], m["message_id"]) for m in found.values()]
 
-    def _backlog(self) -> list[tuple[str, str]]:
+    def backlog(self) -> list[tuple[str, str]]:
         """Sources whose messages run past their last chunk (`chunked_to` on `src#`), in every namespace."""
         out = []
-        for ns in self._list_namespaces():
+        for ns in self.list_namespaces():
             for m in self._fetch(ns, self._list(ns, "src#")).values():
                 if int(m["n_tokens"]) > int(m.get("chunked_to", 0)):
                     out.append((ns, m["source_id"]))
         return out
 
-    def _list_namespaces(self) -> list[str]:
+    def unrolled(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with a complete group of sealed nodes awaiting its summary
+        (each source's frontier read in turn: Pinecone has no aggregate query)."""
+        return unrolled_of(self, self.settings.fan_out, self.settings.max_level)
+
+    def list_namespaces(self) -> list[str]:
+        """Every Pinecone namespace of the index but the reserved meta namespace, sorted."""
         stats = self._call(self._index.describe_index_stats)
         return sorted(ns for ns in (stats.namespaces or {}) if ns != META_NAMESPACE)
 
-    def _list_sources(self, ns: str) -> list[str]:
-        return sorted(m["source_id"] for m in self._fetch(ns, self._list(ns, "src#")).values())
+    def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
+        """Source ids of the namespace greater than `after` (code-point order), ascending, at most `limit`."""
+        ids = sorted(m["source_id"] for m in self._fetch(ns, self._list(ns, "src#")).values())
+        return [i for i in ids if after is None or i > after][:limit]
+
+    def source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
+        """Node counts per level and time range of each source, from its nodes."""
+        return {sid: facts_of(self.source_nodes(ns, sid)) for sid in source_ids}
 
     # ------------------------------------------------------------------ writes
-    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+    def commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
         """Version check on `src#`, then: upsert messages and nodes, update re-parented nodes, delete what a
         replace left over, write `src#` (new version, frontier) last. See the module docstring for the limits."""
         src = batch.source
@@ -302,18 +372,18 @@ class PineconeDataStore(DataStore):
         records: list[tuple[str, list[float], dict[str, Any]]] = []
         for m in batch.messages:
             packed = rec.pack(f"msg#{h}#{rec.h(m.id)}", rec.message_meta(m), "content")
-            records += [(rid, self._dummy, meta) for rid, meta in packed]
+            records += [(rid, self.dummy, meta) for rid, meta in packed]
         vectors = [(n, vec) for n, vec in batch.nodes if vec is not None]
         for n, vec in vectors:
             packed = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
             values = np.asarray(vec, dtype=np.float32).tolist()
-            records += [(rid, self._dummy if rec.is_part(rid) else values, meta) for rid, meta in packed]
+            records += [(rid, self.dummy if rec.is_part(rid) else values, meta) for rid, meta in packed]
         updates: list[tuple[str, dict[str, Any]]] = []  # nodes without a vector: all metadata, vector kept
         for n, v in batch.nodes:
             if v is None:
                 (rid, meta), *parts = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
                 updates.append((rid, meta))
-                records += [(part_id, self._dummy, part) for part_id, part in parts]
+                records += [(part_id, self.dummy, part) for part_id, part in parts]
         existing = set(old) | set(self._fetch(ns, [f"node#{h}#{n.id}" for n, _ in vectors])) | {r for r, _ in updates}
         written = {rid for rid, _, _ in records} | {rid for rid, _ in updates}
         source_meta = {
@@ -326,7 +396,7 @@ class PineconeDataStore(DataStore):
             for rid, meta in updates:
                 self._call(self._index.update, id=rid, namespace=ns, set_metadata=meta)
             self._delete(ns, [rid for rid in old if rid not in written])
-            self._upsert(ns, [(f"src#{h}", self._dummy, source_meta)])
+            self._upsert(ns, [(f"src#{h}", self.dummy, source_meta)])
         except Exception as exc:
             created = [rid for rid in written if rid not in existing and rec.base(rid) not in existing]
             try:  # best effort: leave no new message that a retry would skip as already remembered
@@ -334,7 +404,8 @@ class PineconeDataStore(DataStore):
             finally:
                 raise StoreError(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
 
-    def _delete_namespace(self, ns: str) -> tuple[int, int]:
+    def delete_namespace(self, ns: str) -> tuple[int, int]:
+        """Delete every record of the Pinecone namespace (marks too); returns (messages, nodes) removed."""
         ids = rec.main_ids(self._list(ns, ""))
         n_msgs = sum(1 for i in ids if i.startswith("msg#"))
         n_nodes = sum(1 for i in ids if i.startswith("node#"))
@@ -342,36 +413,9 @@ class PineconeDataStore(DataStore):
             self._call(self._index.delete, delete_all=True, namespace=ns)
         return n_msgs, n_nodes
 
-    # ------------------------------------------------------------------ visits and pins (`mark#<node id>` records)
-    def _get_marks(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
-        rids = self._list(ns, "mark#") if ids is None else [f"mark#{i}" for i in ids]
-        return {m["node_id"]: NodeMarks(int(m.get("visit_count", 0)), rec.dt(m.get("last_visited_at")),
-                                        bool(m.get("pinned", False)), list(m.get("pin_message_ids", [])))
-                for m in self._fetch(ns, rids).values()}
-
-    def _add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
-        """Read, add, write: not atomic across processes (two flushing at once may each miss the other's)."""
-        marks = self._get_marks(ns, list(visits))
-        for i, (n, when) in visits.items():
-            m = marks.setdefault(i, NodeMarks())
-            m.visit_count += n
-            m.last_visited_at = max(m.last_visited_at, when) if m.last_visited_at else when
-        self._set_marks(ns, marks)
-
-    def _set_marks(self, ns: str, marks: dict[str, NodeMarks]) -> None:
-        records = []
-        for i, m in marks.items():
-            meta: dict[str, Any] = {"kind": "mark", "node_id": i, "visit_count": m.visit_count, "pinned": m.pinned,
-                                    "pin_message_ids": list(m.pin_message_ids)}
-            if m.last_visited_at is not None:
-                meta["last_visited_at"] = rec.ts(m.last_visited_at)
-            records.append((f"mark#{i}", self._dummy, meta))
-        self._upsert(ns, records)
-
     # ------------------------------------------------------------------ search
-    def _search(
-        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
-    ) -> list[tuple[MemoryNode, float]]:
+    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)] (a filtered query)."""
         conds: list[dict[str, Any]] = [{"kind": "node"}]
         if flt is not None:
             lo = flt.level if flt.level is not None else flt.min_level
@@ -394,8 +438,48 @@ class PineconeDataStore(DataStore):
         recs = self._join_parts(ns, {m.id: dict(m.metadata or {}) for m in res.matches})
         return [(rec.to_node(recs[m.id]), float(m.score)) for m in res.matches]
 
-    def stats(self, ns: str) -> dict[str, int]:
-        """Record counts of the namespace: sources, messages, nodes (listed by id prefix; no per-level split)."""
+    def counts(self, ns: str) -> dict[str, int]:
+        """Record counts of the namespace: `sources`, `messages`, `nodes` (listed by id prefix; no per-level
+        split)."""
         ids = rec.main_ids(self._list(ns, ""))
         return {kind: sum(1 for i in ids if i.startswith(prefix))
                 for kind, prefix in (("sources", "src#"), ("messages", "msg#"), ("nodes", "node#"))}
+
+    def node_counts(self) -> dict[str, int] | None:
+        """None: counting every namespace's nodes would list the whole index."""
+        return None
+
+
+class PineconeMarks:
+    """MarkTable: visits and pins as `mark#<node id>` records of the namespace."""
+
+    def __init__(self, store: PineconeStorage) -> None:
+        self.store = store
+
+    def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        """{node id: marks} of the given ids (every marked node of the namespace when None) that have any."""
+        store = self.store
+        rids = store._list(ns, "mark#") if ids is None else [f"mark#{i}" for i in ids]
+        return {m["node_id"]: NodeMarks(int(m.get("visit_count", 0)), rec.dt(m.get("last_visited_at")),
+                                        bool(m.get("pinned", False)), list(m.get("pin_message_ids", [])))
+                for m in store._fetch(ns, rids).values()}
+
+    def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        """Read, add, write: not atomic across processes (two flushing at once may each miss the other's)."""
+        marks = self.get(ns, list(visits))
+        for i, (n, when) in visits.items():
+            m = marks.setdefault(i, NodeMarks())
+            m.visit_count += n
+            m.last_visited_at = max(m.last_visited_at, when) if m.last_visited_at else when
+        self.set(ns, marks)
+
+    def set(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        """Replace the marks of these node ids."""
+        records = []
+        for i, m in marks.items():
+            meta: dict[str, Any] = {"kind": "mark", "node_id": i, "visit_count": m.visit_count, "pinned": m.pinned,
+                                    "pin_message_ids": list(m.pin_message_ids)}
+            if m.last_visited_at is not None:
+                meta["last_visited_at"] = rec.ts(m.last_visited_at)
+            records.append((f"mark#{i}", self.store.dummy, meta))
+        self.store._upsert(ns, records)

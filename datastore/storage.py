@@ -1,0 +1,346 @@
+"""The storage protocol: what a provider (local SQLite, PostgreSQL, Pinecone) implements, and nothing more.
+
+The pipeline (datastore/write, read, context, lifetime, portability, indexing) holds one `Storage` object and
+calls only the methods below. Every method is synchronous and takes the namespace first: a provider scopes every
+read, write, search and id lookup to it, so one namespace never sees another's memories.
+
+Four capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
+reads them once when it is composed (datastore/memory.py), and a service that needs one says so in its
+constructor:
+
+- `text: TextSearch`  BM25 full-text search over node texts (`text` and `hybrid` ranking; without it they
+  rank by cosine alone);
+- `rows: RowSearch`   search answered by row id from in-memory indexes, the vector index being exact or an ANN
+  (hybrid fuses row ids and reads only the top_k rows it returns);
+- `core: CoreTable`   core memory entries per scope (without it, /core answers 501);
+- `marks: MarkTable`  visits and pins of nodes (without it, nothing is counted and nothing can be pinned).
+
+The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics every provider applies
+(`node_matches`, `message_matches`, the SQL of the local and PostgreSQL stores do the same) live here too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Protocol
+
+import numpy as np
+
+from pyramind.models.api import DeleteFilter, QueryFilter
+from pyramind.models.core import CoreEntry
+from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
+from pyramind.models.time import utc
+
+Hits = list[tuple[MemoryNode, float]]
+"""[(node, score)], best first; the score's scale is the search's own (cosine, BM25...)."""
+
+
+# ---------------------------------------------------------------------- records
+@dataclass
+class SourceRow:
+    """A conversation or document: its counters and a version bumped by every commit."""
+
+    source_id: str
+    source_type: SourceType
+    version: int = 0
+    n_messages: int = 0
+    n_tokens: int = 0
+    max_seq: int = -1
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class WriteBatch:
+    """Everything one call writes for one source, applied atomically by `Storage.commit`.
+
+    replace: delete all of the source's messages and nodes first. delete_source: remove the source entirely
+    (then the other fields are ignored). nodes: (node, vector); a None vector keeps the stored one (a metadata
+    update of an existing node, e.g. its parent or its position).
+    """
+
+    source: SourceRow
+    messages: list[StoredMessage] = field(default_factory=list)
+    nodes: list[tuple[MemoryNode, np.ndarray | None]] = field(default_factory=list)
+    replace: bool = False
+    delete_source: bool = False
+
+
+@dataclass
+class NodeMarks:
+    """What a node records besides its content: visits (returned by a query) and a pin.
+
+    pin_message_ids: the messages under the node when it was pinned (they stay protected from forgetting by
+    policy even when a rebuild gives the node a new id)."""
+
+    visit_count: int = 0
+    last_visited_at: datetime | None = None
+    pinned: bool = False
+    pin_message_ids: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SourceFacts:
+    """What a source's nodes say about it: node counts per level and the time range they cover."""
+
+    level_counts: dict[int, int] = field(default_factory=dict)
+    start_time: datetime | None = None
+    end_time: datetime | None = None
+
+
+def facts_of(nodes: Sequence[MemoryNode]) -> SourceFacts:
+    """SourceFacts computed from a source's nodes (for a provider without an aggregate query)."""
+    counts: dict[int, int] = {}
+    for n in nodes:
+        counts[n.level] = counts.get(n.level, 0) + 1
+    starts = [n.start_time for n in nodes if n.start_time is not None]
+    ends = [n.end_time for n in nodes if n.end_time is not None]
+    return SourceFacts(dict(sorted(counts.items())), min(starts) if starts else None, max(ends) if ends else None)
+
+
+class _Frontiers(Protocol):
+    def list_namespaces(self) -> list[str]: ...
+
+    def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]: ...
+
+    def frontier(self, ns: str, source_id: str) -> list[MemoryNode]: ...
+
+
+def unrolled_of(storage: _Frontiers, fan_out: int, max_level: int) -> list[tuple[str, str]]:
+    """`Storage.unrolled` computed from every source's frontier (for a provider without an aggregate query):
+    (namespace, source id) of the sources with `fan_out` or more sealed, unparented nodes at a level below
+    `max_level`."""
+    out = []
+    for ns in storage.list_namespaces():
+        for sid in storage.list_sources(ns):
+            counts: dict[int, int] = {}
+            for n in {n.id: n for n in storage.frontier(ns, sid)}.values():
+                if n.parent_id is None and n.sealed and n.level < max_level:
+                    counts[n.level] = counts.get(n.level, 0) + 1
+            if any(c >= fan_out for c in counts.values()):
+                out.append((ns, sid))
+    return out
+
+
+# ---------------------------------------------------------------------- filter semantics
+def node_matches(node: MemoryNode, flt: QueryFilter | None) -> bool:
+    """Whether `node` passes `flt`'s source, speaker, session and time fields (levels are not checked): what
+    every provider's search applies. A node without times never matches a date bound."""
+    if flt is None:
+        return True
+    if flt.conversation_id is not None and (node.source_type, node.source_id) != ("conversation", flt.conversation_id):
+        return False
+    if flt.document_id is not None and (node.source_type, node.source_id) != ("document", flt.document_id):
+        return False
+    if flt.source_type is not None and node.source_type != flt.source_type:
+        return False
+    if flt.speaker is not None and flt.speaker not in node.speakers:
+        return False
+    if flt.session_id is not None and flt.session_id not in node.session_ids:
+        return False
+    if flt.start_date is not None and (node.end_time is None or node.end_time < utc(flt.start_date)):
+        return False
+    return flt.end_date is None or (node.start_time is not None and node.start_time <= utc(flt.end_date))
+
+
+def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:
+    """Whether a message passes a message filter (what `find_messages` and `scan_messages` apply). An untimed
+    message never matches a date bound."""
+    if flt is None:
+        return True
+    if flt.conversation_id is not None and m.source_id != flt.conversation_id:
+        return False
+    if flt.document_id is not None and (m.source_type != "document" or m.source_id != flt.document_id):
+        return False
+    if flt.speaker is not None and m.speaker != flt.speaker:
+        return False
+    at = utc(m.created_at)
+    start, end = utc(flt.start_date), utc(flt.end_date)
+    if start is not None and (at is None or at < start):
+        return False
+    return not (end is not None and (at is None or at > end))
+
+
+# ---------------------------------------------------------------------- capabilities
+class TextSearch(Protocol):
+    """BM25 full-text search over a namespace's nodes."""
+
+    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
+        """The top_k nodes matching `flt` (levels included) that hold a word of `text` (services.terms.text_terms,
+        OR-ed, stemmed), [(node, bm25)] best first; [] when the text has no word."""
+        ...
+
+
+class RowSearch(Protocol):
+    """Both searches answered as (row ids, scores) from in-memory indexes without reading a row, so `hybrid`
+    fuses two pools and reads only the top_k rows it returns (`hits`). Row ids are the provider's own."""
+
+    def vector_rows(self, ns: str, vector: np.ndarray, top_k: int,
+                    flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
+        ...
+
+    def text_rows(self, ns: str, text: str, top_k: int,
+                  flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
+        ...
+
+    def row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
+        """{row id: cosine to `vector`} of those rows still live."""
+        ...
+
+    def hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits:
+        """[(node, score)] for the row ids, in their order (rows deleted meanwhile are left out)."""
+        ...
+
+
+class CoreTable(Protocol):
+    """Core memory entries, per namespace and scope (a conversation id, or "" for the whole namespace)."""
+
+    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
+        """The stored entries of a scope (every scope when None), expired ones too."""
+        ...
+
+    def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        """In one transaction: delete the scope's entries with a key in `delete`, then store `put` (replacing its
+        key). Returns how many entries were deleted."""
+        ...
+
+
+class MarkTable(Protocol):
+    """Visits and pins, kept apart from the node rows: recording a visit never rewrites a node or its vector."""
+
+    def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        """{node id: marks} of the given ids (every marked node of the namespace when None) that have any."""
+        ...
+
+    def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        """Add `count` to each node's visit_count and raise its last_visited_at to `when` (one transaction)."""
+        ...
+
+    def set(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        """Replace the marks of these node ids (pins and visits as given; pin/unpin, import, migrate)."""
+        ...
+
+
+# ---------------------------------------------------------------------- the protocol
+class Storage(Protocol):
+    """A provider: sources, messages and nodes with their vectors, per namespace. See the module docstring.
+
+    Construction opens it (raising StoreError naming the setting when it cannot); `close` releases it.
+    """
+
+    name: str  # "local", "postgres", "pinecone"
+    text: TextSearch | None
+    rows: RowSearch | None
+    core: CoreTable | None
+    marks: MarkTable | None
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, for messages (a file, a database, an index); never a secret."""
+        ...
+
+    def close(self) -> None:
+        """Release connections and files; the storage can't be used afterwards."""
+        ...
+
+    def record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
+        """The (model, dimension) the store was made with, recording the given ones when it has none yet."""
+        ...
+
+    # sources
+    def get_source(self, ns: str, source_id: str) -> SourceRow | None:
+        """The source's row, or None."""
+        ...
+
+    def list_namespaces(self) -> list[str]:
+        """Every namespace holding at least one source, sorted."""
+        ...
+
+    def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
+        """Source ids of the namespace greater than `after` (code-point order), ascending, at most `limit`."""
+        ...
+
+    def source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
+        """SourceFacts of each source (an absent one maps to empty facts)."""
+        ...
+
+    # messages
+    def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
+        """Which of `ids` the source holds."""
+        ...
+
+    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
+                 limit: int | None = None) -> list[StoredMessage]:
+        """The source's messages whose rendered tokens overlap [tok_from, tok_to) (to the end when tok_to is
+        None), in seq order, at most `limit`. tok_from 0: from the first message."""
+        ...
+
+    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
+                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+        """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
+        ...
+
+    def scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
+        """The namespace's messages matching `flt`, in (source id, seq) order, streamed (no read transaction
+        held between pages)."""
+        ...
+
+    # nodes
+    def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
+        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+        ...
+
+    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
+                     last: int | None = None) -> list[MemoryNode]:
+        """The source's nodes (of `level` only, with position in [first, last], when given), ordered by level
+        then position."""
+        ...
+
+    def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
+        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
+        ...
+
+    def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        """The nodes of the namespace with these ids (unknown ids left out; any order)."""
+        ...
+
+    def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{node id: embedding (float32, (dimension,), L2-normalised)} of the ids found."""
+        ...
+
+    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+        """The top_k nodes closest to `vector` (float32, (dimension,)) that match `flt`, [(node, cosine)]."""
+        ...
+
+    # writes
+    def commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
+        """Apply `batch` in one transaction if the source's stored version (0 when absent) equals
+        `expected_version`; else raise ConflictError and change nothing."""
+        ...
+
+    def delete_namespace(self, ns: str) -> tuple[int, int]:
+        """Remove everything of the namespace (core entries and marks too); returns (messages, nodes) removed."""
+        ...
+
+    # what the background indexer finds in the store
+    def backlog(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with messages past its last chunk."""
+        ...
+
+    def unrolled(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with FAN_OUT or more sealed, unparented nodes at a level
+        below MAX_LEVEL (a group awaiting its summary)."""
+        ...
+
+    def counts(self, ns: str) -> dict[str, int]:
+        """Counts of a namespace: `sources`, `messages`, and nodes per level (`L1`, `L2`, ...), or `nodes` from a
+        provider that cannot split them by level."""
+        ...
+
+    def node_counts(self) -> dict[str, int] | None:
+        """Nodes per level over every namespace (`{"L1": n, ...}`), or None when the provider cannot count them
+        cheaply (/health)."""
+        ...
