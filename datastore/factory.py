@@ -1,46 +1,57 @@
-"""Picks and opens the DataStore the settings ask for; a provider's SDK is imported only when it is chosen."""
+"""Picks and opens the Storage the settings ask for, and composes the Memory over it; a provider's SDK is
+imported only when it is chosen."""
 
 from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.storage import Storage
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import Embedder, make_embedder
 from pyramind.services.errors import StoreError
 from pyramind.services.summarising import Summariser, make_summariser
 
 
-def get_datastore(
+def open_storage(settings: Settings, dimension: int) -> Storage:
+    """The provider DATASTORE names, else pinecone when PINECONE_API_KEY is set, else the local SQLite store,
+    opened. dimension: the embedder's (a provider sizes its vector column or index by it).
+
+    Raises StoreError for a provider that is not installed or cannot be opened (naming the setting).
+    """
+    choice = settings.resolved_datastore
+    if choice == "local":
+        from pyramind.datastore.providers.local import LocalStorage
+
+        return LocalStorage(settings, dimension)
+    if choice == "postgres":
+        try:
+            from pyramind.datastore.providers.pgvector import PgVectorStorage
+        except ImportError as exc:
+            raise StoreError(f"DATASTORE=postgres needs: pip install 'pyramind[postgres]' ({exc})") from exc
+
+        return PgVectorStorage(settings, dimension)
+    if choice == "pinecone":
+        try:
+            from pyramind.datastore.providers.pinecone import PineconeStorage
+        except ImportError as exc:
+            raise StoreError(f"DATASTORE=pinecone needs: pip install 'pyramind[pinecone]' ({exc})") from exc
+
+        return PineconeStorage(settings, dimension)
+    raise StoreError(f"DATASTORE={choice} is not a known provider; use local, postgres or pinecone")
+
+
+def open_memory(
     settings: Settings, embedder: Embedder | None = None, summariser: Summariser | None = None
-) -> DataStore:
-    """An opened DataStore: DATASTORE, else pinecone when PINECONE_API_KEY is set, else the local SQLite store.
+) -> Memory:
+    """The Memory over the configured, opened Storage (see `open_storage`).
 
     embedder/summariser default to what the settings choose (tests pass shared instances). Raises StoreError
     for a provider that is not available, EmbeddingMismatchError when the store holds another model's vectors.
     """
     embedder = embedder or make_embedder(settings)
     summariser = summariser or make_summariser(settings)
-    choice = settings.resolved_datastore
-    if choice == "local":
-        from pyramind.datastore.providers.local import LocalDataStore
-
-        return LocalDataStore(settings, embedder, summariser).open()
-    if choice == "postgres":
-        try:
-            from pyramind.datastore.providers.pgvector import PgVectorDataStore
-        except ImportError as exc:
-            raise StoreError(f"DATASTORE=postgres needs: pip install 'pyramind[postgres]' ({exc})") from exc
-
-        return PgVectorDataStore(settings, embedder, summariser).open()
-    if choice == "pinecone":
-        try:
-            from pyramind.datastore.providers.pinecone import PineconeDataStore
-        except ImportError as exc:
-            raise StoreError(f"DATASTORE=pinecone needs: pip install 'pyramind[pinecone]' ({exc})") from exc
-
-        return PineconeDataStore(settings, embedder, summariser).open()
-    raise StoreError(f"DATASTORE={choice} is not a known provider; use local, postgres or pinecone")
+    return Memory(settings, open_storage(settings, embedder.dimension), embedder, summariser)
 
 
 def store_location(settings: Settings) -> str:

@@ -67,6 +67,7 @@ RetrievalMode = Literal["dense", "text", "hybrid", "tree"]
 """How a query ranks memories; see datastore/retrieval.py."""
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9._:@|-]{1,128}$"
+DEFAULT_NAMESPACE = "default"  # the namespace of a caller that names none (and of a token without one)
 
 
 def is_namespace(value: object) -> bool:

@@ -3,6 +3,15 @@
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from typing import overload
+
+
+@overload
+def utc(dt: datetime) -> datetime: ...
+
+
+@overload
+def utc(dt: None) -> None: ...
 
 
 def utc(dt: datetime | None) -> datetime | None:

@@ -1,11 +1,11 @@
 """Indexing the backlog in steps: chunks first (searchable soon), summaries after (an LLM may be slow).
 
-`accept_sync` stores messages and builds nothing; the background indexer (`datastore/indexer.py`) then calls,
-per source, `index_chunks_sync` until the source has no backlog and `index_summaries_sync` until every complete
-group of sealed nodes is rolled up. Each step does a bounded amount of work (`INDEX_CHUNK_BATCH` chunks, or the
-summaries over that many chunks) and commits it in one provider transaction, so a crash leaves either the step
-whole or nothing of it; what is left stays in the store as backlog (`_backlog`, `_unrolled`) and is found again
-on restart.
+`Writer.accept` stores messages and builds nothing; the background indexer (datastore/indexing/background.py)
+then calls, per source, `IndexSteps.chunks` until the source has no backlog and `IndexSteps.summaries` until
+every complete group of sealed nodes is rolled up. Each step does a bounded amount of work (`INDEX_CHUNK_BATCH`
+chunks, or the summaries over that many chunks), computed by the same `TreeBuilder` as an inline remember, and
+commits it in one `Storage.commit`, so a crash leaves either the step whole or nothing of it; what is left stays
+in the store as backlog (`Storage.backlog`, `Storage.unrolled`) and is found again on restart.
 
 A step computes without the source lock (embedding and summarising may take seconds; a `remember` to the same
 conversation must not wait for them) and commits under it, after checking that what it built on is unchanged:
@@ -19,11 +19,13 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pyramind.datastore.hooks import COMMIT_ATTEMPTS, SourceRow, StoreBase, WriteBatch, backoff
+from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
+from pyramind.datastore.write.build import TreeBuilder
 from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.services.chunking import TokenStream, plan_windows
+from pyramind.models.settings import Settings
 from pyramind.services.errors import ConflictError
-from pyramind.services.tree import Frontier, chunk_nodes, roll_up
+from pyramind.services.tree import Frontier
 
 log = logging.getLogger(__name__)
 
@@ -45,11 +47,7 @@ class Step:
     backlog_tokens: int = 0
 
 
-def _rollable(frontier: Frontier, fan_out: int, max_level: int) -> bool:
-    return any(len(nodes) >= fan_out for lvl, nodes in frontier.pending.items() if lvl < max_level)
-
-
-def _l1_key(f: Frontier) -> tuple:
+def _l1_key(f: Frontier) -> tuple[object, object]:
     last, open_chunk = f.last.get(1), f.open_chunk
     return (
         (last.id, last.position, last.tok_end) if last else None,
@@ -65,119 +63,117 @@ def _bumped(src: SourceRow) -> SourceRow:
     return replace(src, version=src.version + 1)
 
 
-class Indexing(StoreBase):
-    """index_chunks_sync, index_summaries_sync, indexed_view: the store side of the background indexer."""
+class _Moved(ConflictError):
+    """What a step built on changed before it could commit: recompute."""
 
-    def index_chunks_sync(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
+
+class IndexSteps:
+    """chunks, summaries, backlog: the store side of the background indexer; `indexed_view` and
+    `open_chunk_id` for a `wait: true` remember.
+
+    settings: INDEX_CHUNK_BATCH, FAN_OUT, CHUNK_SIZE. builder: computes chunks, summaries and their embeddings.
+    locks: the writers' per-source locks (a step commits under its source's lock).
+    """
+
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.builder = builder
+        self.locks = locks
+
+    def chunks(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
         """Cut and embed at most `max_chunks` (default INDEX_CHUNK_BATCH) L1 chunks of the source's backlog and
         commit them (no summaries). Returns the Step; nothing to do gives an empty Step. Raises EmbeddingError
         (nothing written; the backlog stays) or ConflictError (the source kept changing; retry later)."""
-        s = self.settings
+        s, storage, builder = self.settings, self.storage, self.builder
         limit = max_chunks or s.index_chunk_batch
-        for attempt in range(COMMIT_ATTEMPTS):
-            src = self._get_source(ns, source_id)
+
+        def attempt() -> Step:
+            src = storage.get_source(ns, source_id)
             if src is None:
                 return Step()
-            frontier = Frontier.from_nodes(self._frontier(ns, source_id))
+            frontier = Frontier.from_nodes(storage.frontier(ns, source_id))
             open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
             chunked_to = last_l1.tok_end if last_l1 else 0
             if chunked_to >= src.n_tokens:
-                return Step(rollable=_rollable(frontier, s.fan_out, s.max_level))
-            start = frontier.chunk_start(s.chunk_overlap)
+                return Step(rollable=builder.rollable(frontier))
+            start = builder.chunk_start(frontier)
             # only the messages the first `limit` windows can reach: each window ends within chunk_size of the
             # previous one's end, so a stream reaching one window further plans those windows as the whole would
             reach = start + (limit + 1) * s.chunk_size
-            messages = [m for m in self._messages_from(ns, source_id, start) if m.tok_offset < reach]
+            messages = [m for m in storage.messages(ns, source_id, start) if m.tok_offset < reach]
             cut = bool(messages) and messages[-1].tok_offset + messages[-1].n_tokens < src.n_tokens
-            stream = TokenStream.from_messages(messages)
-            windows = plan_windows(stream, start, s.chunk_size, s.chunk_overlap, src.source_type == "document")
-            more = cut or len(windows) > limit
-            windows = windows[:limit]
-            chunks = chunk_nodes(
-                stream, windows, src.source_type, source_id,
-                open_chunk.position if open_chunk else frontier.counts.get(1, 0),
-                first_id=open_chunk.id if open_chunk else None,
-            )
-            vectors = self.embedder.embed([c.text for c in chunks], bulk=True)
-            with self._source_lock(ns, source_id):
-                now = self._get_source(ns, source_id)
+            chunks, planned_more = builder.chunks(frontier, messages, src.source_type, source_id,
+                                                  src.source_type == "document", limit)
+            nodes = builder.embed(chunks)
+            with self.locks(ns, source_id):
+                now = storage.get_source(ns, source_id)
                 if now is None or now.source_type != src.source_type:
                     return Step()
                 if now.version != src.version and not self._chunk_base_unchanged(ns, source_id, frontier,
                                                                                   start, messages):
-                    backoff(attempt)
-                    continue
-                batch = WriteBatch(source=_bumped(now), nodes=[(c, vectors[i]) for i, c in enumerate(chunks)])
-                try:
-                    self._commit(ns, batch, now.version)
-                except ConflictError:
-                    backoff(attempt)
-                    continue
+                    raise _Moved(f"{source_id!r} changed while being indexed")
+                storage.commit(ns, WriteBatch(source=_bumped(now), nodes=nodes), now.version)
             sealed = len(frontier.pending.get(1, [])) + sum(1 for c in chunks if c.sealed)
             updated = [open_chunk.id] if open_chunk else []
             return Step(
-                created=[c.id for c in chunks if c.id not in updated], updated=updated, more=more,
-                rollable=sealed >= s.fan_out or _rollable(frontier, s.fan_out, s.max_level),
+                created=[c.id for c in chunks if c.id not in updated], updated=updated, more=cut or planned_more,
+                rollable=sealed >= s.fan_out or builder.rollable(frontier),
                 backlog_tokens=max(0, now.n_tokens - (chunks[-1].tok_end if chunks else chunked_to)),
             )
-        raise ConflictError(f"{source_id!r} kept changing while being indexed; retried later", "conversation_id")
+
+        return retry_conflicts(attempt, f"{source_id!r} kept changing while being indexed; retried later",
+                               "conversation_id")
 
     def _chunk_base_unchanged(self, ns: str, source_id: str, frontier: Frontier, start: int,
                               messages: list[StoredMessage]) -> bool:
         """Whether the L1 end of the tree and the messages a chunk step read are as they were (appends are fine)."""
-        if _l1_key(Frontier.from_nodes(self._frontier(ns, source_id))) != _l1_key(frontier):
+        if _l1_key(Frontier.from_nodes(self.storage.frontier(ns, source_id))) != _l1_key(frontier):
             return False
-        now = self._messages_from(ns, source_id, start)[: len(messages)]
+        now = self.storage.messages(ns, source_id, start)[: len(messages)]
         return _message_key(now) == _message_key(messages)
 
-    def index_summaries_sync(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
+    def summaries(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
         """Roll the source's stored sealed nodes up into summaries (at most the groups over `max_chunks` L1
         chunks, default INDEX_CHUNK_BATCH, and what they complete above) and commit them. Returns the Step.
         Raises SummaryError or EmbeddingError (nothing written) or ConflictError (retry later)."""
-        s = self.settings
+        s, storage, builder = self.settings, self.storage, self.builder
         limit = max(s.fan_out, (max_chunks or s.index_chunk_batch) // s.fan_out * s.fan_out)
-        for attempt in range(COMMIT_ATTEMPTS):
-            src = self._get_source(ns, source_id)
+
+        def attempt() -> Step:
+            src = storage.get_source(ns, source_id)
             if src is None:
                 return Step()
-            frontier = Frontier.from_nodes(self._frontier(ns, source_id))
-            if not _rollable(frontier, s.fan_out, s.max_level):
+            frontier = Frontier.from_nodes(storage.frontier(ns, source_id))
+            if not builder.rollable(frontier):
                 return Step()
             l1 = frontier.pending.get(1, [])
             more = len(l1) - limit >= s.fan_out
             frontier.pending[1] = l1[:limit]
             before = {n.id: (n.position, n.parent_id) for nodes in frontier.pending.values() for n in nodes}
             counts = dict(frontier.counts)
-            summaries = roll_up(frontier, [], self._summarise, s.fan_out, s.max_level)
-            vectors = self.embedder.embed([n.text for n in summaries], bulk=True)
-            reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
-            with self._source_lock(ns, source_id):
-                now = self._get_source(ns, source_id)
+            made, reparented = builder.summaries(frontier, [])
+            nodes = builder.embed(made) + [(n, None) for n in reparented]
+            with self.locks(ns, source_id):
+                now = storage.get_source(ns, source_id)
                 if now is None:
                     return Step()
                 if now.version != src.version and not self._rollup_base_unchanged(
-                    ns, source_id, reparented, summaries, before, counts
+                    ns, source_id, reparented, made, before, counts
                 ):
-                    backoff(attempt)
-                    continue
-                batch = WriteBatch(
-                    source=_bumped(now),
-                    nodes=[(n, vectors[i]) for i, n in enumerate(summaries)] + [(n, None) for n in reparented],
-                )
-                try:
-                    self._commit(ns, batch, now.version)
-                except ConflictError:
-                    backoff(attempt)
-                    continue
-            return Step(summaries=[n.id for n in summaries], more=more)
-        raise ConflictError(f"{source_id!r} kept changing while being summarised; retried later", "conversation_id")
+                    raise _Moved(f"{source_id!r} changed while being summarised")
+                storage.commit(ns, WriteBatch(source=_bumped(now), nodes=nodes), now.version)
+            return Step(summaries=[n.id for n in made], more=more)
+
+        return retry_conflicts(attempt, f"{source_id!r} kept changing while being summarised; retried later",
+                               "conversation_id")
 
     def _rollup_base_unchanged(self, ns: str, source_id: str, reparented: list[MemoryNode],
                                summaries: list[MemoryNode], before: dict[str, tuple[int, str | None]],
                                counts: dict[int, int]) -> bool:
         """Whether the nodes a roll-up grouped are still unsummarised at their positions, and no summary was
         added meanwhile at a level it wrote (chunks appended at L1 are fine)."""
-        now = Frontier.from_nodes(self._frontier(ns, source_id))
+        now = Frontier.from_nodes(self.storage.frontier(ns, source_id))
         free = {n.id: (n.position, n.parent_id) for nodes in now.pending.values() for n in nodes}
         if any(free.get(n.id) != before.get(n.id) for n in reparented if n.id in before):
             return False
@@ -188,7 +184,7 @@ class Indexing(StoreBase):
         """For the messages of one remember call: (chunk ids created, chunk ids extended, summary ids above
         them, message ids not yet in any chunk). `open_chunk_id`: the open chunk before the call."""
         wanted = set(message_ids)
-        nodes = self._source_nodes(ns, source_id)
+        nodes = self.storage.source_nodes(ns, source_id)
         by_id = {n.id: n for n in nodes}
         chunks = sorted((n for n in nodes if n.level == 1 and wanted & set(n.message_ids)), key=lambda n: n.position)
         covered = {m for c in chunks for m in c.message_ids}
@@ -207,17 +203,18 @@ class Indexing(StoreBase):
 
     def open_chunk_id(self, ns: str, source_id: str) -> str | None:
         """The id of the source's open (unsealed) L1 chunk, if any."""
-        open_chunk = Frontier.from_nodes(self._frontier(ns, source_id)).open_chunk
+        open_chunk = Frontier.from_nodes(self.storage.frontier(ns, source_id)).open_chunk
         return open_chunk.id if open_chunk else None
 
-    def index_backlog_sync(self) -> int:
-        """Index everything the store holds unindexed, in this thread: every source's chunks (`_backlog`), then
-        its summaries (`_unrolled`), until none is left. Returns the steps taken. For tools and tests; the server
-        runs the same steps in the background (datastore/indexer.py). Raises what the steps raise."""
+    def backlog(self) -> int:
+        """Index everything the store holds unindexed, in this thread: every source's chunks
+        (`Storage.backlog`), then its summaries (`Storage.unrolled`), until none is left. Returns the steps
+        taken. For tools and tests; the server runs the same steps in the background. Raises what the steps
+        raise."""
         steps = 0
         while True:
-            work = [(self.index_chunks_sync, key) for key in self._backlog()]
-            work += [(self.index_summaries_sync, key) for key in self._unrolled()]
+            work = [(self.chunks, key) for key in self.storage.backlog()]
+            work += [(self.summaries, key) for key in self.storage.unrolled()]
             if not work:
                 return steps
             for step, (ns, source_id) in work:

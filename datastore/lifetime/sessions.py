@@ -3,29 +3,30 @@
 
 from __future__ import annotations
 
-import asyncio
-
-from pyramind.datastore.hooks import StoreBase
+from pyramind.datastore.storage import Storage
 from pyramind.models.lifetime import SessionInfo
 from pyramind.models.memory import MemoryNode
 from pyramind.services.errors import NotFoundError
 
 
-class SessionListing(StoreBase):
-    """sessions_sync: a conversation's sessions with time range, message count and summarising nodes."""
+class Sessions:
+    """list: a conversation's sessions with time range, message count and summarising nodes."""
 
-    def sessions_sync(self, ns: str, conversation_id: str) -> list[SessionInfo]:
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def of_conversation(self, ns: str, conversation_id: str) -> list[SessionInfo]:
         """The conversation's sessions in order of their first message.
 
         `summary_ids` names the highest nodes that cover this session only (a node none of whose ancestors does
         too), in level-then-position order; a session too short to own a chunk gets the chunks holding it.
         Raises NotFoundError (field `conversation_id`) for an unknown conversation or a document id.
         """
-        src = self._get_source(ns, conversation_id)
+        src = self.storage.get_source(ns, conversation_id)
         if src is None or src.source_type != "conversation":
             raise NotFoundError(f"no conversation {conversation_id!r}", "conversation_id")
-        messages = self._messages_from(ns, conversation_id, -1)
-        nodes = self._source_nodes(ns, conversation_id)
+        messages = self.storage.messages(ns, conversation_id)
+        nodes = self.storage.source_nodes(ns, conversation_id)
         by_id = {n.id: n for n in nodes}
         groups: dict[str, list] = {}
         for m in messages:
@@ -39,10 +40,6 @@ class SessionListing(StoreBase):
                 summary_ids=_summarising(sid, nodes, by_id),
             ))
         return out
-
-    async def sessions(self, ns: str, conversation_id: str) -> list[SessionInfo]:
-        """`sessions_sync` in a worker thread."""
-        return await asyncio.to_thread(self.sessions_sync, ns, conversation_id)
 
 
 def _summarising(session: str, nodes: list[MemoryNode], by_id: dict[str, MemoryNode]) -> list[str]:

@@ -2,24 +2,21 @@
 
 Patterns run in RE2 (google-re2), whose matching time is linear in the text, so no pattern can backtrack
 catastrophically; RE2's memory for a compiled pattern is capped, and the scan stops at FIND_TIME_LIMIT seconds
-(the answer then says `complete: false`). Messages come from one provider hook, `_scan_messages`, which streams a
-namespace's messages in (source id, seq) order with the filters applied; the default below works for every
-provider through the existing hooks, and providers with a query language override it.
+(the answer then says `complete: false`). Messages come from `Storage.scan_messages`, which streams a
+namespace's messages in (source id, seq) order with the filters applied.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
-from datetime import datetime
 
 import re2
 
-from pyramind.datastore.hooks import StoreBase
+from pyramind.datastore.storage import Storage
 from pyramind.models.api import DeleteFilter
 from pyramind.models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
 from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.time import utc
+from pyramind.models.settings import Settings
 from pyramind.services.errors import InvalidRequestError
 
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
@@ -49,28 +46,6 @@ def message_filter(req: FindRequest) -> DeleteFilter | None:
                                         start_date=req.start_date, end_date=req.end_date)
 
 
-def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:
-    """Whether a message passes the filter (conversation_id also matches a document's id, as in /delete)."""
-    if flt is None:
-        return True
-    if flt.conversation_id is not None and m.source_id != flt.conversation_id:
-        return False
-    if flt.document_id is not None and (m.source_type != "document" or m.source_id != flt.document_id):
-        return False
-    if flt.speaker is not None and m.speaker != flt.speaker:
-        return False
-    at = utc(m.created_at)
-    if flt.start_date is not None and (at is None or at < _utc(flt.start_date)):
-        return False
-    return not (flt.end_date is not None and (at is None or at > _utc(flt.end_date)))
-
-
-def _utc(dt: datetime) -> datetime:
-    out = utc(dt)
-    assert out is not None
-    return out
-
-
 def mark(text: str, spans: list[list[int]]) -> str:
     """`text` with each [start, end) span wrapped in ** marks."""
     out, at = [], 0
@@ -81,22 +56,14 @@ def mark(text: str, spans: list[list[int]]) -> str:
     return "".join(out)
 
 
-class Finding(StoreBase):
-    """find_sync over the `_scan_messages` hook."""
+class Finder:
+    """find: regex or literal search over the stored messages. settings: FIND_MAX_LIMIT, FIND_TIME_LIMIT."""
 
-    def _scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
-        """The namespace's messages matching `flt`, in (source id, seq) order, streamed.
+    def __init__(self, settings: Settings, storage: Storage) -> None:
+        self.settings = settings
+        self.storage = storage
 
-        Default over the existing hooks (one source at a time); providers override it with one filtered query.
-        """
-        for source_id in self._list_sources(ns):
-            if flt is not None and flt.conversation_id is not None and source_id != flt.conversation_id:
-                continue
-            for m in self._messages_from(ns, source_id, 0):
-                if message_matches(m, flt):
-                    yield m
-
-    def find_sync(self, ns: str, req: FindRequest) -> FindResponse:
+    def find(self, ns: str, req: FindRequest) -> FindResponse:
         """Messages of the namespace matching `req.pattern` and its filters, each with its L1 chunk.
 
         Raises InvalidRequestError naming `pattern` (does not compile) or `limit` (over FIND_MAX_LIMIT).
@@ -108,7 +75,7 @@ class Finding(StoreBase):
         deadline = time.monotonic() + s.find_time_limit
         found: list[tuple[StoredMessage, list[list[int]]]] = []
         scanned, complete = 0, True
-        for m in self._scan_messages(ns, message_filter(req)):
+        for m in self.storage.scan_messages(ns, message_filter(req)):
             if req.session_id is not None and m.session_id != req.session_id:
                 continue  # the session filter is the same for every provider: applied here, over the scan
             spans = _spans(program, m.content, deadline)
@@ -140,9 +107,7 @@ class Finding(StoreBase):
             wanted.setdefault(m.source_id, set()).add(m.id)
         out: dict[tuple[str, str], list[MemoryNode]] = {}
         for source_id, ids in wanted.items():
-            for node in self._source_nodes(ns, source_id):
-                if node.level != 1:
-                    continue
+            for node in self.storage.source_nodes(ns, source_id, level=1):
                 for mid in ids.intersection(node.message_ids):
                     out.setdefault((source_id, mid), []).append(node)
         return out

@@ -1,9 +1,10 @@
-"""Retrieval strategies over a DataStore: which nodes a query returns, best first.
+"""Ranking: which nodes a query returns, best first, by mode, over anything `Searchable` (a Storage, or the
+view of a fork's lineage, datastore/read/lineage.py).
 
 Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
 
 - `dense`: cosine similarity of the query's embedding over every level the filter allows (chunks and summaries).
-- `text`: BM25 over the node texts, every level the filter allows (a provider's optional `search_text`).
+- `text`: BM25 over the node texts, every level the filter allows (the provider's optional `text` capability).
 - `hybrid` (the default): L1 chunks ranked by a fusion of both: each list's scores are min-max normalised over
   the pooled candidates and mixed `TEXT_WEIGHT * bm25 + (1 - TEXT_WEIGHT) * cosine`.
 - `tree`: tree-guided: the best-matching summaries are descended to their closest chunks, and a chunk's cosine
@@ -11,7 +12,7 @@ Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
 
 `hybrid` and `tree` return L1 chunks unless the filter names levels: a summary costs context tokens but holds
 only a selection of what it covers, and every chunk names its summary in `parent_id`. On LoCoMo (bench/RESULTS.md)
-`hybrid` finds the most evidence per token. A provider without `search_text` degrades `text` and `hybrid` to
+`hybrid` finds the most evidence per token. A view without the `text` capability degrades `text` and `hybrid` to
 `dense` over the same levels. Every function returns `[(MemoryNode, score)]`, higher is better, on a scale that
 is the same from query to query within a mode (so a `min_score` floor means something):
 
@@ -25,20 +26,15 @@ is the same from query to query within a mode (so a `min_score` floor means some
 
 from __future__ import annotations
 
-import re
 from collections.abc import Hashable, Sequence
-from typing import TYPE_CHECKING, Protocol, TypeVar, get_args, runtime_checkable
+from typing import Protocol, TypeVar, get_args
 
 import numpy as np
 
+from pyramind.datastore.storage import Hits, RowSearch, TextSearch, node_matches
 from pyramind.models.api import QueryFilter, RetrievalMode
 from pyramind.models.memory import MemoryNode
-from pyramind.models.time import utc
 
-if TYPE_CHECKING:
-    from pyramind.datastore.read import Reading as DataStore
-
-Hits = list[tuple[MemoryNode, float]]
 K = TypeVar("K", bound=Hashable)
 
 MODES: tuple[str, ...] = get_args(RetrievalMode)
@@ -48,48 +44,21 @@ BM25_HALF = 8.0  # the BM25 at which the text strength of a `hybrid` match is 0.
 SUMMARY_BEAM = 5  # summaries `tree` descends from
 ANCESTOR_WEIGHT = 0.25  # weight of the best ancestor's cosine in `tree`
 
-_WORD = re.compile(r"[^\W_]+")
-STOP_WORDS = frozenset(
-    "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
-    "these those i me my we our you your he him his she her they them their what which who whom whose do does "
-    "did done have has had not no so too very just can will would should could about into than then there here "
-    "when where why how all any both each more most other some such only own same also up down out over again "
-    "s t don doesn didn isn wasn am".split()
-)
 
+class Searchable(Protocol):
+    """What ranking reads: a Storage satisfies it, and so does a fork's lineage view."""
 
-@runtime_checkable
-class TextSearch(Protocol):
-    """The optional provider capability behind `text` and `hybrid`."""
+    text: TextSearch | None
+    rows: RowSearch | None
 
-    def search_text(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
-        """BM25 search over the namespace's nodes matching `flt`; [(node, score)], best first."""
-        ...
+    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits: ...
 
+    def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
-@runtime_checkable
-class RowSearch(Protocol):
-    """An optional provider capability: both searches answer (row ids, scores) from in-memory indexes without
-    reading a row, so `hybrid` fuses two pools of POOL candidates and reads only the top_k rows it returns (the
-    local store; its `_hits` turns row ids into nodes)."""
+    def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]: ...
 
-    def _vector_rows(self, ns: str, vector: np.ndarray, top_k: int,
-                     flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def _text_rows(self, ns: str, text: str, top_k: int,
-                   flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]: ...
-
-    def _row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]: ...
-
-    def _hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits: ...
-
-
-def text_terms(text: str) -> list[str]:
-    """The query words for full-text search: lower-cased runs of letters and digits, each once, stop words
-    dropped (all kept when nothing else is left)."""
-    words = list(dict.fromkeys(w.lower() for w in _WORD.findall(text)))
-    content = [w for w in words if w not in STOP_WORDS]
-    return content or words
+    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
+                     last: int | None = None) -> list[MemoryNode]: ...
 
 
 def with_levels(flt: QueryFilter | None, level: int | None = None, min_level: int | None = None) -> QueryFilter:
@@ -105,17 +74,17 @@ def with_levels(flt: QueryFilter | None, level: int | None = None, min_level: in
     return base.model_copy(update={"level": level, "min_level": min_level})
 
 
-def dense(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+def dense(view: Searchable, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
     """Cosine top_k over every level `flt` allows."""
-    return store.search_vector(ns, vector, top_k, flt)
+    return view.search_vector(ns, np.asarray(vector, dtype=np.float32), top_k, flt)
 
 
-def text(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-    """BM25 top_k over every level `flt` allows, scored `text_strength(bm25)`; `dense` when the provider has no
+def text(view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+    """BM25 top_k over every level `flt` allows, scored `text_strength(bm25)`; `dense` when the view has no
     text search."""
-    if not isinstance(store, TextSearch):
-        return dense(store, ns, vector, top_k, flt)
-    return [(n, text_strength(s)) for n, s in store.search_text(ns, query, top_k, flt)]
+    if view.text is None:
+        return dense(view, ns, vector, top_k, flt)
+    return [(n, text_strength(s)) for n, s in view.text.search(ns, query, top_k, flt)]
 
 
 def text_strength(bm25: float, half: float | None = None) -> float:
@@ -134,33 +103,33 @@ def _normalised(scores: dict[K, float]) -> dict[K, float]:
     return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
 
 
-def hybrid(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
+def hybrid(view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
            weight: float = TEXT_WEIGHT) -> Hits:
     """L1 chunks (unless `flt` names levels) ranked by `weight * bm25 + (1 - weight) * cosine`, each min-max
     normalised over the pool (the top max(POOL, top_k) of each list; a text-only candidate gets its exact
     cosine, a dense-only one a BM25 of 0), scored as `fuse` says. `dense` over the same levels without a text
-    search. A RowSearch provider fuses row ids and reads only the rows returned."""
+    search. A view with the `rows` capability fuses row ids and reads only the rows returned."""
     leaf = with_levels(flt, level=1)
     pool = max(POOL, top_k)
-    if isinstance(store, RowSearch):
-        rows, cosines = store._vector_rows(ns, vector, pool, leaf)
-        text_rows, bm25s = store._text_rows(ns, query, pool, leaf)
+    if view.rows is not None:
+        rows, cosines = view.rows.vector_rows(ns, vector, pool, leaf)
+        text_rows, bm25s = view.rows.text_rows(ns, query, pool, leaf)
         cosine = dict(zip(rows.tolist(), cosines.tolist(), strict=True))
         missing = np.array([r for r in text_rows.tolist() if r not in cosine], dtype=np.int64)
-        found = store._row_cosines(ns, missing, vector)
+        found = view.rows.row_cosines(ns, missing, vector)
         cosine.update((r, found[r]) for r in missing.tolist() if r in found)  # in text order, as below
         best = fuse(cosine, dict(zip(text_rows.tolist(), bm25s.tolist(), strict=True)), weight, top_k)
-        return store._hits(ns, np.array([r for r, _ in best], dtype=np.int64), np.array([s for _, s in best]))
-    dense_hits = dense(store, ns, vector, pool, leaf)
-    if not isinstance(store, TextSearch):
+        return view.rows.hits(ns, np.array([r for r, _ in best], dtype=np.int64), np.array([s for _, s in best]))
+    dense_hits = dense(view, ns, vector, pool, leaf)
+    if view.text is None:
         return dense_hits[:top_k]
-    text_hits = store.search_text(ns, query, pool, leaf)
+    text_hits = view.text.search(ns, query, pool, leaf)
     nodes = {n.id: n for n, _ in dense_hits} | {n.id: n for n, _ in text_hits}
     cosine = {n.id: s for n, s in dense_hits}
     missing_ids = [i for i in nodes if i not in cosine]
     if missing_ids:
         q = np.asarray(vector, dtype=np.float32)
-        vectors = store._get_vectors(ns, missing_ids)
+        vectors = view.get_vectors(ns, missing_ids)
         cosine.update((i, float(vectors[i] @ q)) for i in missing_ids if i in vectors)
     return [(nodes[i], s) for i, s in fuse(cosine, {n.id: s for n, s in text_hits}, weight, top_k)]
 
@@ -180,32 +149,13 @@ def fuse(cosine: dict[K, float], bm25: dict[K, float], weight: float, top_k: int
     return [(k, fused[k] * strength) for k in best]
 
 
-def matches(node: MemoryNode, flt: QueryFilter | None) -> bool:
-    """Whether `node` passes `flt`'s source, speaker and time fields (as the providers' searches apply them)."""
-    if flt is None:
-        return True
-    if flt.conversation_id is not None and (node.source_type, node.source_id) != ("conversation", flt.conversation_id):
-        return False
-    if flt.document_id is not None and (node.source_type, node.source_id) != ("document", flt.document_id):
-        return False
-    if flt.source_type is not None and node.source_type != flt.source_type:
-        return False
-    if flt.speaker is not None and flt.speaker not in node.speakers:
-        return False
-    if flt.session_id is not None and flt.session_id not in node.session_ids:
-        return False
-    if flt.start_date is not None and (node.end_time is None or node.end_time < utc(flt.start_date)):
-        return False
-    return flt.end_date is None or (node.start_time is not None and node.start_time <= utc(flt.end_date))
-
-
-def tree(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
+def tree(view: Searchable, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
          beam: int = SUMMARY_BEAM, weight: float = ANCESTOR_WEIGHT) -> Hits:
     """Tree-guided: descend from the `beam` closest summaries to their closest chunks (`beam` per level), pool
     them with the closest chunks, score each `cosine + weight * best ancestor cosine` (its own cosine when it
     has no summary yet). L1 chunks; plain `dense` when `flt` names levels."""
     if flt is not None and (flt.level is not None or flt.min_level is not None or flt.max_level is not None):
-        return dense(store, ns, vector, top_k, flt)
+        return dense(view, ns, vector, top_k, flt)
     q = np.asarray(vector, dtype=np.float32)
     known: dict[str, MemoryNode] = {}
     cos: dict[str, float] = {}
@@ -213,24 +163,24 @@ def tree(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFi
     def score(nodes: Sequence[MemoryNode]) -> None:
         known.update((n.id, n) for n in nodes)
         todo = [n.id for n in nodes if n.id not in cos]
-        cos.update((i, float(v @ q)) for i, v in store._get_vectors(ns, todo).items())
+        cos.update((i, float(v @ q)) for i, v in view.get_vectors(ns, todo).items())
 
-    leaves = [n for n, _ in dense(store, ns, q, max(POOL, top_k), with_levels(flt, level=1))]
+    leaves = [n for n, _ in dense(view, ns, q, max(POOL, top_k), with_levels(flt, level=1))]
     score(leaves)
-    frontier = [n for n, _ in dense(store, ns, q, beam, with_levels(flt, min_level=2))]
+    frontier = [n for n, _ in dense(view, ns, q, beam, with_levels(flt, min_level=2))]
     while frontier:  # descend: the `beam` closest nodes of each level below the closest summaries
         score(frontier)
         child_ids = [c for n in frontier for c in n.children]
-        children = store._get_nodes(ns, child_ids) if child_ids else []
+        children = view.get_nodes(ns, child_ids) if child_ids else []
         score(children)
-        leaves += [c for c in children if c.level == 1 and matches(c, flt)]
+        leaves += [c for c in children if c.level == 1 and node_matches(c, flt)]
         frontier = sorted((c for c in children if c.level > 1), key=lambda c: -cos[c.id])[:beam]
     pool = {n.id: n for n in leaves}
     ancestors: dict[str, list[str]] = {n.id: [] for n in pool.values()}  # leaf id -> ancestor ids
     tips = {n.id: n.parent_id for n in pool.values()}
     while any(tips.values()):  # climb every leaf to its root, one batched read per level
         missing = [p for p in set(tips.values()) if p and p not in known]
-        score(store._get_nodes(ns, missing) if missing else [])
+        score(view.get_nodes(ns, missing) if missing else [])
         for leaf, parent in list(tips.items()):
             if parent is not None and parent in known:
                 ancestors[leaf].append(parent)
@@ -244,15 +194,15 @@ def tree(store: DataStore, ns: str, vector: np.ndarray, top_k: int, flt: QueryFi
     return [(pool[i], scores[i]) for i in best]
 
 
-def retrieve(store: DataStore, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
-             mode: str) -> Hits:
+def rank(view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
+         mode: str) -> Hits:
     """The top_k nodes for one query by `mode` (one of MODES); raises ValueError for another mode."""
     if mode == "dense":
-        return dense(store, ns, vector, top_k, flt)
+        return dense(view, ns, vector, top_k, flt)
     if mode == "text":
-        return text(store, ns, query, vector, top_k, flt)
+        return text(view, ns, query, vector, top_k, flt)
     if mode == "hybrid":
-        return hybrid(store, ns, query, vector, top_k, flt)
+        return hybrid(view, ns, query, vector, top_k, flt)
     if mode == "tree":
-        return tree(store, ns, vector, top_k, flt)
+        return tree(view, ns, vector, top_k, flt)
     raise ValueError(f"unknown retrieval mode {mode!r}; one of {', '.join(MODES)}")

@@ -1,6 +1,7 @@
 """Core memory: short facts per namespace (or per conversation) that every context block starts with.
 
-Entries live in the provider's core table (hooks `_core_entries`, `_core_write`). Each scope (the namespace, or
+Entries live in the storage's core table (the optional `core` capability; without it, core memory is refused
+with UnsupportedError and the context block shows none). Each scope (the namespace, or
 one conversation) holds at most CORE_MAX_TOKENS tokens of `key: value` lines. A write that would exceed it moves
 the least important, oldest entries out to long-term memory: each becomes a document (`core_document_id`),
 chunked and summarised like any other, so `/query` and the context's relevant memories can still recall it.
@@ -10,19 +11,18 @@ by the next write.
 
 from __future__ import annotations
 
-import asyncio
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING
 from urllib.parse import quote
 
-from pyramind.datastore.hooks import StoreBase
+from pyramind.datastore.locks import SourceLocks
+from pyramind.datastore.storage import CoreTable, Storage
+from pyramind.datastore.write.delete import Deleter
+from pyramind.datastore.write.remember import Writer
 from pyramind.models.api import DeleteRequest, Document, DocumentMetadata
 from pyramind.models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
+from pyramind.models.settings import Settings
 from pyramind.services.errors import InvalidRequestError, NotFoundError, UnsupportedError
 from pyramind.services.tokens import count_tokens
-
-if TYPE_CHECKING:
-    from pyramind.models.api import DeleteResponse, UpsertResponse
 
 
 def core_document_id(key: str, conversation_id: str | None = None) -> str:
@@ -46,15 +46,29 @@ def by_importance(entries: list[CoreEntry]) -> list[CoreEntry]:
     return sorted(entries, key=lambda e: (-e.importance, -e.updated_at.timestamp(), e.key))
 
 
-class CoreMemory(StoreBase):
-    """core_put_sync, core_list_sync, core_delete_sync, core_entries (what the context block shows)."""
+class CoreMemory:
+    """put, list, delete, and `entries` (what the context block shows), over the storage's core table.
 
-    if TYPE_CHECKING:  # provided by the Remembering and Forgetting mixins of DataStore
+    settings: CORE_MAX_TOKENS. writer: stores a moved-out entry as a document. deleter: forgets a moved-out
+    entry's document. locks: serialises writers of one scope.
+    """
 
-        def upsert_sync(self, ns: str, documents: list[Document]) -> UpsertResponse: ...
-        def delete_sync(self, ns: str, req: DeleteRequest) -> DeleteResponse: ...
+    def __init__(self, settings: Settings, storage: Storage, writer: Writer, deleter: Deleter,
+                 locks: SourceLocks) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.table: CoreTable | None = storage.core
+        self.writer = writer
+        self.deleter = deleter
+        self.locks = locks
 
-    def core_put_sync(self, ns: str, req: CorePutRequest) -> CorePutResponse:
+    def _table(self) -> CoreTable:
+        if self.table is None:
+            raise UnsupportedError(
+                f"core memory is not supported by the {self.storage.name} store (use the local or postgres store)")
+        return self.table
+
+    def put(self, ns: str, req: CorePutRequest) -> CorePutResponse:
         """Set `req.key` in its scope; move the least important, oldest other entries to long-term memory while
         the scope is over CORE_MAX_TOKENS. Raises InvalidRequestError (`value`) when the entry alone is over the
         budget (nothing changes), UnsupportedError on a provider without core memory."""
@@ -64,12 +78,13 @@ class CoreMemory(StoreBase):
             raise InvalidRequestError(
                 f"the entry is {tokens} tokens, over the core memory budget of {budget} (CORE_MAX_TOKENS)", "value"
             )
+        table = self._table()
         scope = req.conversation_id or ""
-        if req.conversation_id and self._get_source(ns, req.conversation_id) is None:
+        if req.conversation_id and self.storage.get_source(ns, req.conversation_id) is None:
             raise NotFoundError(f"no conversation {req.conversation_id!r}", "conversation_id")
-        with self._source_lock(ns, "\x00core:" + scope):
+        with self.locks(ns, "\x00core:" + scope):
             now = datetime.now(UTC)
-            stored = self._core_entries(ns, scope)
+            stored = table.entries(ns, scope)
             expired = [e.key for e in stored if e.expires_at is not None and e.expires_at <= now]
             old = next((e for e in stored if e.key == req.key), None)
             entry = CoreEntry(
@@ -91,42 +106,43 @@ class CoreMemory(StoreBase):
                 moved.append(e)
                 used -= e.tokens
             if moved:  # archive first: if the core write then fails, nothing is lost (it is only in both places)
-                self.upsert_sync(ns, [self._as_document(e) for e in moved])
+                self.writer.upsert(ns, [self._as_document(e) for e in moved])
             doc_id = core_document_id(req.key, req.conversation_id)
-            if self._get_source(ns, doc_id) is not None:  # it was moved out before: the core entry replaces it
-                self.delete_sync(ns, DeleteRequest(ids=[doc_id]))
-            self._core_write(ns, scope, entry, [*expired, *(e.key for e in moved)])
+            if self.storage.get_source(ns, doc_id) is not None:  # it was moved out before: the entry replaces it
+                self.deleter.delete(ns, DeleteRequest(ids=[doc_id]))
+            table.write(ns, scope, entry, [*expired, *(e.key for e in moved)])
         return CorePutResponse(entry=entry, moved_out=moved, tokens_used=used, budget_tokens=budget)
 
-    def core_list_sync(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
-        """The scope's unexpired entries, most important first, and the tokens they take."""
-        entries = by_importance(_live(self._core_entries(ns, conversation_id or ""), datetime.now(UTC)))
+    def list_entries(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
+        """The scope's unexpired entries, most important first, and the tokens they take. Raises
+        UnsupportedError on a storage without core memory."""
+        entries = by_importance(_live(self._table().entries(ns, conversation_id or ""), datetime.now(UTC)))
         return CoreListResponse(
             entries=entries, tokens_used=sum(e.tokens for e in entries), budget_tokens=self.settings.core_max_tokens
         )
 
-    def core_delete_sync(self, ns: str, key: str, conversation_id: str | None = None) -> CoreDeleteResponse:
+    def delete(self, ns: str, key: str, conversation_id: str | None = None) -> CoreDeleteResponse:
         """Forget `key` of the scope everywhere: the core entry and its moved-out document (with its chunks and
-        summaries). Raises NotFoundError (`key`) when neither exists."""
+        summaries). Raises NotFoundError (`key`) when neither exists, UnsupportedError without core memory."""
+        table = self._table()
         scope = conversation_id or ""
-        with self._source_lock(ns, "\x00core:" + scope):
+        with self.locks(ns, "\x00core:" + scope):
             doc_id = core_document_id(key, conversation_id)
-            had_doc = self._get_source(ns, doc_id) is not None
-            gone = self._core_write(ns, scope, None, [key])
+            had_doc = self.storage.get_source(ns, doc_id) is not None
+            gone = table.write(ns, scope, None, [key])
             if had_doc:
-                self.delete_sync(ns, DeleteRequest(ids=[doc_id]))
+                self.deleter.delete(ns, DeleteRequest(ids=[doc_id]))
         if not gone and not had_doc:
             raise NotFoundError(f"no core memory entry {key!r}", "key")
         return CoreDeleteResponse(deleted=True, deleted_documents=int(had_doc))
 
-    def core_entries(self, ns: str, conversation_id: str | None = None) -> list[CoreEntry]:
+    def entries(self, ns: str, conversation_id: str | None = None) -> list[CoreEntry]:
         """What the context block shows: the namespace's and (when given) the conversation's unexpired entries,
-        most important first. [] on a provider without core memory."""
-        scopes = [""] + ([conversation_id] if conversation_id else [])
-        try:
-            stored = [e for s in scopes for e in self._core_entries(ns, s)]
-        except UnsupportedError:
+        most important first. [] on a storage without core memory."""
+        if self.table is None:
             return []
+        scopes = [""] + ([conversation_id] if conversation_id else [])
+        stored = [e for s in scopes for e in self.table.entries(ns, s)]
         return by_importance(_live(stored, datetime.now(UTC)))
 
     @staticmethod
@@ -136,13 +152,3 @@ class CoreMemory(StoreBase):
             text=core_line(e.key, e.value),
             metadata=DocumentMetadata(source="core", source_id=e.key, author="core memory", created_at=e.updated_at),
         )
-
-    # ------------------------------------------------------------------ async API
-    async def core_put(self, ns: str, req: CorePutRequest) -> CorePutResponse:
-        return await asyncio.to_thread(self.core_put_sync, ns, req)
-
-    async def core_list(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
-        return await asyncio.to_thread(self.core_list_sync, ns, conversation_id)
-
-    async def core_delete(self, ns: str, key: str, conversation_id: str | None = None) -> CoreDeleteResponse:
-        return await asyncio.to_thread(self.core_delete_sync, ns, key, conversation_id)

@@ -15,20 +15,18 @@ The dump, one JSON object per line, each carrying `sha256`, the SHA-256 of the l
     {"type": "end", "records": n}                  (the number of lines before it: a cut dump is named)
 
 Import reads and checks every line first (JSON, checksum, shape, order, the end record) and writes nothing when
-one is wrong, naming the line. It then writes through `datastore.migrate` (the same per-source atomic copy and
-count verification as `pyramind migrate`), with the dump's vectors when it has them and the destination's
-embedder is the dump's model, else re-embedding every node's text with the destination's embedder (same
-chunks, summaries, ids and tree). It refuses a destination that already holds one of the dump's sources.
-
-Core memory: a store that keeps core memory entries provides `export_core_memory(ns) -> list[dict]` and
-`import_core_memory(ns, entries)`; the dump carries them as `core_memory` lines (none today).
+one is wrong, naming the line. It then writes through `portability.migrate.copy` (the same per-source atomic
+copy and count verification as `pyramind migrate`, marks and core memory included), with the dump's vectors
+when it has them and the destination's embedder is the dump's model, else re-embedding every node's text with
+the destination's embedder (same chunks, summaries, ids and tree). It refuses a destination that already holds
+one of the dump's sources, and one that cannot keep the dump's core memory or marks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict
 from datetime import datetime
 from typing import Any
@@ -36,11 +34,13 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.hooks import NodeMarks, SourceRow
-from pyramind.datastore.migrate import migrate
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.portability.migrate import copy
+from pyramind.datastore.storage import CoreTable, MarkTable, NodeMarks, SourceRow
+from pyramind.models.core import CoreEntry
 from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
-from pyramind.services.errors import InvalidRequestError
+from pyramind.services.embedding import Embedder
+from pyramind.services.errors import InvalidRequestError, StoreError
 
 FORMAT = "pyramind-dump"
 VERSION = 1
@@ -67,8 +67,11 @@ def is_dump(head: str) -> bool:
 
 
 # ---------------------------------------------------------------------- export
-def export_lines(store: DataStore, namespaces: list[str] | None = None, embeddings: bool = False) -> Iterator[str]:
-    """The dump of `namespaces` (default: every namespace of the store), one line (no newline) at a time."""
+def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings: bool = False) -> Iterator[str]:
+    """The dump of `namespaces` (default: every namespace of the store), one line (no newline) at a time:
+    sources with their messages and nodes (and vectors with `embeddings`), then the namespace's marks and core
+    memory entries."""
+    storage = memory.storage
     n = 0
 
     def emit(obj: dict[str, Any]) -> str:
@@ -77,33 +80,28 @@ def export_lines(store: DataStore, namespaces: list[str] | None = None, embeddin
         return _line(obj)
 
     yield emit({"type": "header", "format": FORMAT, "version": VERSION, "embeddings": embeddings,
-                "embedding_model": store.embedder.model_name, "embedding_dimension": store.embedder.dimension})
-    for ns in namespaces if namespaces is not None else store._list_namespaces():
-        node_ids: list[str] = []
-        for sid in store._list_sources(ns):
-            row = store._get_source(ns, sid)
+                "embedding_model": memory.embedder.model_name, "embedding_dimension": memory.embedder.dimension})
+    for ns in namespaces if namespaces is not None else storage.list_namespaces():
+        for sid in storage.list_sources(ns):
+            row = storage.get_source(ns, sid)
             if row is None:
                 continue
             yield emit({"type": "source", "namespace": ns, "source": asdict(row)})
-            for m in store._messages_from(ns, sid, -1):
+            for m in storage.messages(ns, sid):
                 yield emit({"type": "message", "namespace": ns, "message": m.model_dump(mode="json")})
-            nodes = store._source_nodes(ns, sid)
-            vectors = store._get_vectors(ns, [x.id for x in nodes]) if embeddings else {}
+            nodes = storage.source_nodes(ns, sid)
+            vectors = storage.get_vectors(ns, [x.id for x in nodes]) if embeddings else {}
             for node in nodes:
                 obj: dict[str, Any] = {"type": "node", "namespace": ns, "node": node.model_dump(mode="json")}
                 if embeddings:
                     obj["embedding"] = [float(v) for v in vectors[node.id]]
                 yield emit(obj)
-            node_ids += [x.id for x in nodes]
-        try:
-            marks = store._get_marks(ns, None)
-        except NotImplementedError:
-            marks = {}
+        marks = storage.marks.get(ns, None) if storage.marks is not None else {}
         for i, mk in sorted(marks.items()):
             yield emit({"type": "marks", "namespace": ns, "id": i, "marks": _marks_json(mk)})
-        exporter = getattr(store, "export_core_memory", None)
-        for entry in exporter(ns) if exporter else []:
-            yield emit({"type": "core_memory", "namespace": ns, "entry": entry})
+        entries = storage.core.entries(ns, None) if storage.core is not None else []
+        for e in sorted(entries, key=lambda e: (e.conversation_id or "", e.key)):
+            yield emit({"type": "core_memory", "namespace": ns, "entry": e.model_dump(mode="json")})
     yield _line({"type": "end", "records": n})
 
 
@@ -131,20 +129,25 @@ class _Marks(BaseModel):
 
 
 class Dump:
-    """A checked dump in memory: what `migrate` reads from a source store (the hooks it calls), plus marks and
-    core memory entries. Build with `Dump.read(lines)`; raises DumpError naming the first bad line."""
+    """A checked dump in memory, readable as `portability.migrate.copy` reads a store (`Readable`): sources,
+    messages, nodes and vectors, marks (`marks`) and core memory (`core`). Build with `Dump.read(lines)`;
+    raises DumpError naming the first bad line."""
+
+    name = "dump"
 
     def __init__(self) -> None:
         self.model = ""
         self.dimension = 0
         self.has_embeddings = False
         self.sources: dict[str, dict[str, SourceRow]] = {}
-        self.messages: dict[tuple[str, str], list[StoredMessage]] = {}
+        self.messages_data: dict[tuple[str, str], list[StoredMessage]] = {}
         self.nodes: dict[tuple[str, str], list[MemoryNode]] = {}
         self.vectors: dict[tuple[str, str], np.ndarray] = {}
-        self.marks: dict[str, dict[str, NodeMarks]] = {}
-        self.core_memory: dict[str, list[dict[str, Any]]] = {}
-        self.embedder: Any = None
+        self.marks_data: dict[str, dict[str, NodeMarks]] = {}
+        self.core_memory: dict[str, list[CoreEntry]] = {}
+        self.embedder: Embedder | None = None
+        self.marks: MarkTable | None = _DumpMarks(self)
+        self.core: CoreTable | None = _DumpCore(self)
 
     @classmethod
     def read(cls, lines: Iterable[str]) -> Dump:
@@ -187,7 +190,7 @@ class Dump:
                         raise DumpError(f"line {n}: source {src.source_id!r} appears twice", f"line {n}")
                     d.sources.setdefault(ns, {})[src.source_id] = SourceRow(**src.model_dump())
                     current = (ns, src.source_id)
-                    d.messages[current], d.nodes[current] = [], []
+                    d.messages_data[current], d.nodes[current] = [], []
                 elif kind in ("message", "node"):
                     ns = str(obj["namespace"])
                     item = (StoredMessage if kind == "message" else MemoryNode).model_validate(obj[kind])
@@ -195,7 +198,7 @@ class Dump:
                         raise DumpError(f"line {n}: a {kind} of {ns}/{item.source_id} outside its source's lines",
                                         f"line {n}")
                     if kind == "message":
-                        d.messages[current].append(item)  # type: ignore[arg-type]
+                        d.messages_data[current].append(item)  # type: ignore[arg-type]
                     else:
                         d.nodes[current].append(item)  # type: ignore[arg-type]
                         if d.has_embeddings:
@@ -206,10 +209,11 @@ class Dump:
                             d.vectors[(ns, item.id)] = vec  # type: ignore[union-attr]
                 elif kind == "marks":
                     mk = _Marks.model_validate(obj["marks"])
-                    d.marks.setdefault(str(obj["namespace"]), {})[str(obj["id"])] = NodeMarks(
+                    d.marks_data.setdefault(str(obj["namespace"]), {})[str(obj["id"])] = NodeMarks(
                         mk.visit_count, mk.last_visited_at, mk.pinned, mk.pin_message_ids)
                 elif kind == "core_memory":
-                    d.core_memory.setdefault(str(obj["namespace"]), []).append(dict(obj["entry"]))
+                    d.core_memory.setdefault(str(obj["namespace"]), []).append(
+                        CoreEntry.model_validate(obj["entry"]))
                 else:
                     raise DumpError(f"line {n}: unknown record type {kind!r}", f"line {n}")
             except (KeyError, TypeError, ValueError, ValidationError) as exc:
@@ -221,7 +225,7 @@ class Dump:
             raise DumpError("line 1: the dump is empty", "line 1")
         if not ended:
             raise DumpError(f"line {n}: the dump ends without its end record: it was cut short", f"line {n}")
-        for (ns, sid), msgs in d.messages.items():
+        for (ns, sid), msgs in d.messages_data.items():
             if len(msgs) != d.sources[ns][sid].n_messages:
                 raise DumpError(f"source {ns}/{sid}: {len(msgs)} messages, its record says "
                                 f"{d.sources[ns][sid].n_messages}", "line")
@@ -230,64 +234,105 @@ class Dump:
     def rename_namespace(self, namespace: str) -> None:
         """Put everything of a one-namespace dump into `namespace`."""
         self.sources = dict.fromkeys([namespace], *self.sources.values()) if self.sources else {}
-        self.marks = dict.fromkeys([namespace], *self.marks.values()) if self.marks else {}
+        self.marks_data = dict.fromkeys([namespace], *self.marks_data.values()) if self.marks_data else {}
         self.core_memory = dict.fromkeys([namespace], *self.core_memory.values()) if self.core_memory else {}
-        self.messages = {(namespace, sid): v for (_, sid), v in self.messages.items()}
+        self.messages_data = {(namespace, sid): v for (_, sid), v in self.messages_data.items()}
         self.nodes = {(namespace, sid): v for (_, sid), v in self.nodes.items()}
         self.vectors = {(namespace, i): v for (_, i), v in self.vectors.items()}
 
-    # the hooks `migrate` reads a source store through
-    def _list_namespaces(self) -> list[str]:
-        return sorted(self.sources)
+    # what `copy` reads (portability.migrate.Readable)
+    def list_namespaces(self) -> list[str]:
+        """Every namespace with a source, a mark or a core entry in the dump, sorted."""
+        return sorted(set(self.sources) | set(self.marks_data) | set(self.core_memory))
 
-    def _list_sources(self, ns: str) -> list[str]:
+    def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
+        """The namespace's source ids, sorted (all of them: a dump is read whole)."""
         return sorted(self.sources.get(ns, {}))
 
-    def _get_source(self, ns: str, source_id: str) -> SourceRow | None:
+    def get_source(self, ns: str, source_id: str) -> SourceRow | None:
+        """The source's row, or None."""
         return self.sources.get(ns, {}).get(source_id)
 
-    def _messages_from(self, ns: str, source_id: str, tok_offset: int) -> list[StoredMessage]:
-        return [m.model_copy() for m in self.messages[(ns, source_id)]]
+    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
+                 limit: int | None = None) -> list[StoredMessage]:
+        """Every message of the source, in seq order (copies)."""
+        return [m.model_copy() for m in self.messages_data[(ns, source_id)]]
 
-    def _source_nodes(self, ns: str, source_id: str) -> list[MemoryNode]:
+    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
+                     last: int | None = None) -> list[MemoryNode]:
+        """Every node of the source (copies)."""
         return [x.model_copy() for x in self.nodes[(ns, source_id)]]
 
-    def _get_vectors(self, ns: str, ids: list[str]) -> dict[str, np.ndarray]:
+    def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """The dump's vectors of these nodes, or (a dump without them, or of another model) their texts
+        embedded with `embedder`. Raises EmbeddingError."""
         if self.vectors:
             return {i: self.vectors[(ns, i)] for i in ids}
+        if not ids:
+            return {}
+        assert self.embedder is not None, "set Dump.embedder to re-embed"
         by_id = {x.id: x for (n, _), nodes in self.nodes.items() if n == ns for x in nodes}
-        texts = [by_id[i].text for i in ids]
-        return dict(zip(ids, self.embedder.embed(texts, bulk=True), strict=True)) if ids else {}
+        return dict(zip(ids, self.embedder.embed([by_id[i].text for i in ids], bulk=True), strict=True))
 
 
-def import_dump(store: DataStore, lines: Iterable[str], namespace: str | None = None) -> dict[str, Any]:
-    """Restore a dump into `store` (any provider). `namespace`: put a one-namespace dump's contents there.
+class _DumpMarks:
+    """The dump's marks as a read-only MarkTable."""
 
-    Returns migrate's report plus "marks" and "core_memory" counts. Raises DumpError naming the line (nothing
-    written) for a cut, changed or malformed dump, a dump of several namespaces with `namespace`, or a
-    destination already holding one of the dump's sources.
+    def __init__(self, dump: Dump) -> None:
+        self.dump = dump
+
+    def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
+        marks = self.dump.marks_data.get(ns, {})
+        return dict(marks) if ids is None else {i: marks[i] for i in ids if i in marks}
+
+    def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
+        raise StoreError("a dump is read-only")
+
+    def set(self, ns: str, marks: dict[str, NodeMarks]) -> None:
+        raise StoreError("a dump is read-only")
+
+
+class _DumpCore:
+    """The dump's core memory entries as a read-only CoreTable."""
+
+    def __init__(self, dump: Dump) -> None:
+        self.dump = dump
+
+    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
+        entries = self.dump.core_memory.get(ns, [])
+        return list(entries) if scope is None else [e for e in entries if (e.conversation_id or "") == scope]
+
+    def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        raise StoreError("a dump is read-only")
+
+
+def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = None) -> dict[str, Any]:
+    """Restore a dump into `memory`'s store (any provider). `namespace`: put a one-namespace dump's contents
+    there.
+
+    Returns the copy's report (`portability.migrate.copy`: sources, messages, nodes, marks and core memory
+    entries). Raises DumpError naming the line (nothing written) for a cut, changed or malformed dump, a dump of
+    several namespaces with `namespace`, a destination already holding one of the dump's sources, or one that
+    cannot keep the dump's core memory or marks.
     """
     dump = Dump.read(lines)
     if namespace is not None:
-        if len(dump.sources) > 1:
-            raise DumpError(f"the dump holds {len(dump.sources)} namespaces; --namespace needs one", "namespace")
+        held = dump.list_namespaces()
+        if len(held) > 1:
+            raise DumpError(f"the dump holds {len(held)} namespaces; --namespace needs one", "namespace")
         dump.rename_namespace(namespace)
-    same_model = (dump.model, dump.dimension) == (store.embedder.model_name, store.embedder.dimension)
+    embedder, storage = memory.embedder, memory.storage
+    same_model = (dump.model, dump.dimension) == (embedder.model_name, embedder.dimension)
     if not (dump.has_embeddings and same_model):
         dump.vectors = {}  # re-embed with the destination's model
-    dump.embedder = store.embedder
+    dump.embedder = embedder
     for ns, sources in dump.sources.items():
-        taken = [sid for sid in sources if store._get_source(ns, sid) is not None]
+        taken = [sid for sid in sources if storage.get_source(ns, sid) is not None]
         if taken:
             raise DumpError(f"the store already holds {len(taken)} of the dump's sources in {ns!r} (first: "
                             f"{taken[0]!r}); import into an empty namespace or delete them first", "namespace")
-    if dump.core_memory and not hasattr(store, "import_core_memory"):
-        raise DumpError("the dump has core memory entries and this store keeps none", "core_memory")
-    report = migrate(dump, store)  # type: ignore[arg-type]
-    for ns, marks in dump.marks.items():
-        store._set_marks(ns, marks)
-    for ns, entries in dump.core_memory.items():
-        store.import_core_memory(ns, entries)  # type: ignore[attr-defined]
-    report["marks"] = sum(len(m) for m in dump.marks.values())
-    report["core_memory"] = sum(len(e) for e in dump.core_memory.values())
-    return report
+    if dump.core_memory and storage.core is None:
+        raise DumpError(f"the dump has core memory entries and the {storage.name} store keeps none", "core_memory")
+    if dump.marks_data and storage.marks is None:
+        raise DumpError(f"the dump has visits and pins and the {storage.name} store keeps none", "marks")
+    return copy(dump, storage)

@@ -11,21 +11,33 @@ from collections import defaultdict
 
 import numpy as np
 
-from pyramind.datastore.hooks import COMMIT_ATTEMPTS, SourceRow, WriteBatch, backoff
-from pyramind.datastore.read import Reading
+from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.read.nodes import subtree
+from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
+from pyramind.datastore.write.build import TreeBuilder
 from pyramind.models.api import DeleteRequest, DeleteResponse
 from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.services.chunking import TokenStream, measure, plan_windows
-from pyramind.services.errors import ConflictError, EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
-from pyramind.services.tree import Frontier, chunk_nodes, roll_up
+from pyramind.models.settings import Settings
+from pyramind.services.chunking import measure
+from pyramind.services.errors import EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
+from pyramind.services.tree import Frontier
 
 log = logging.getLogger(__name__)
 
 
-class Forgetting(Reading):
-    """delete_sync and the rebuild of a source's tree from its remaining messages."""
+class Deleter:
+    """delete (the API's forget), and `forget_messages`, the cascade every removal of messages goes through.
 
-    def delete_sync(self, ns: str, req: DeleteRequest) -> DeleteResponse:
+    settings: MAX_DELETE_IDS. builder: rebuilds a source's tree. locks: the writers' per-source locks.
+    """
+
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.builder = builder
+        self.locks = locks
+
+    def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:
         """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
         ids), `filter` (messages matching), or `delete_all` (the caller's namespace only).
 
@@ -35,18 +47,17 @@ class Forgetting(Reading):
         sources is ambiguous. Raises NotFoundError naming unknown ids, InvalidRequestError for more than
         MAX_DELETE_IDS ids or an ambiguous message id (nothing is deleted then).
         """
+        storage = self.storage
         if req.ids is not None and len(req.ids) > self.settings.max_delete_ids:
-            raise InvalidRequestError(
-                f"at most {self.settings.max_delete_ids} ids per call (MAX_DELETE_IDS)", "ids"
-            )
+            raise InvalidRequestError(f"at most {self.settings.max_delete_ids} ids per call (MAX_DELETE_IDS)", "ids")
         if req.delete_all:
-            n_msgs, n_nodes = self._delete_namespace(ns)
+            n_msgs, n_nodes = storage.delete_namespace(ns)
             return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
         whole: set[str] = set()
         targets: dict[str, set[str]] = defaultdict(set)
         if req.ids is not None:
             unknown = []
-            by_message = {m for m in self._find_messages(ns, ids=req.ids)}
+            by_message = set(storage.find_messages(ns, ids=req.ids))
             if req.conversation_id is not None:
                 by_message = {(sid, mid) for sid, mid in by_message if sid == req.conversation_id}
             holders: dict[str, list[str]] = defaultdict(list)
@@ -62,10 +73,10 @@ class Forgetting(Reading):
                 )
             message_ids = {mid for _, mid in by_message}
             for i in req.ids:
-                if self._get_source(ns, i) is not None:
+                if storage.get_source(ns, i) is not None:
                     whole.add(i)
-                elif (found := self._get_nodes(ns, [i])):
-                    for n in self.subtree(ns, found[0].id):
+                elif storage.get_nodes(ns, [i]):
+                    for n in subtree(storage, ns, i):
                         targets[n.source_id].update(n.message_ids)
                 elif i not in message_ids:
                     unknown.append(i)
@@ -74,80 +85,74 @@ class Forgetting(Reading):
             for sid, mid in by_message:
                 targets[sid].add(mid)
         else:
-            for sid, mid in self._find_messages(ns, flt=req.filter):
+            for sid, mid in storage.find_messages(ns, flt=req.filter):
                 targets[sid].add(mid)
         work: list[tuple[str, set[str] | None]] = [(sid, None) for sid in whole]
         work += [(sid, mids) for sid, mids in targets.items() if sid not in whole]
-        counts = [self._forget(ns, sid, mids) for sid, mids in work]
+        counts = [self.forget_messages(ns, sid, mids) for sid, mids in work]
         return DeleteResponse(success=True, deleted_messages=sum(c[0] for c in counts),
                               deleted_nodes=sum(c[1] for c in counts))
 
-    def _forget(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
-        """Remove messages (all when None) of a source and rebuild its tree, reusing every chunk and summary
-        whose content is unchanged. Returns (messages removed, nodes removed or rebuilt).
+    def forget_messages(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
+        """Remove messages (all of the source, and the source itself, when None) and rebuild the source's tree,
+        reusing every chunk and summary whose content is unchanged. Returns (messages removed, nodes removed
+        or rebuilt). Raises ConflictError when other writers kept committing to the source.
 
         Forgetting never waits on the embedder: if it fails, the source's nodes are all removed now and rebuilt
-        from the remaining messages later (`retry_pending`), so the forgotten text is gone at once either way.
+        from the remaining messages later (the backlog), so the forgotten text is gone at once either way.
         """
-        with self._source_lock(ns, source_id):
-            for attempt in range(COMMIT_ATTEMPTS):
-                src = self._get_source(ns, source_id)
-                if src is None:
-                    return 0, 0
-                messages = self._messages_from(ns, source_id, 0)
-                keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
-                old = self._source_nodes(ns, source_id)
-                if not keep:
-                    batch = WriteBatch(source=src, delete_source=True)
-                    removed = len(old)
-                else:
-                    for seq, m in enumerate(keep):
-                        m.seq = seq
-                    offset = measure(keep, None, 0)
-                    try:
-                        nodes = self._rebuild(ns, src, keep, old)
-                    except (EmbeddingError, SummaryError) as exc:
-                        log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
-                        nodes = []
-                    old_ids = {o.id for o in old}
-                    removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
-                    batch = WriteBatch(
-                        source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset,
-                                         len(keep) - 1, src.metadata),
-                        messages=keep, nodes=nodes, replace=True,
-                    )
-                try:
-                    self._commit(ns, batch, src.version)
-                except ConflictError:
-                    backoff(attempt)
-                    continue
-                return len(messages) - len(keep), removed
-        raise ConflictError(f"{source_id!r} kept changing under concurrent writers; retry", "ids")
+        storage = self.storage
 
-    def _rebuild(
-        self, ns: str, src: SourceRow, keep: list[StoredMessage], old: list[MemoryNode]
-    ) -> list[tuple[MemoryNode, np.ndarray | None]]:
+        def attempt() -> tuple[int, int]:
+            src = storage.get_source(ns, source_id)
+            if src is None:
+                return 0, 0
+            messages = storage.messages(ns, source_id)
+            keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
+            old = storage.source_nodes(ns, source_id)
+            if not keep:
+                batch = WriteBatch(source=src, delete_source=True)
+                removed = len(old)
+            else:
+                for seq, m in enumerate(keep):
+                    m.seq = seq
+                offset = measure(keep, None, 0)
+                try:
+                    nodes = self.rebuild(ns, src, keep, old)
+                except (EmbeddingError, SummaryError) as exc:
+                    log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
+                    nodes = []
+                old_ids = {o.id for o in old}
+                removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
+                batch = WriteBatch(
+                    source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset, len(keep) - 1,
+                                     src.metadata),
+                    messages=keep, nodes=nodes, replace=True,
+                )
+            storage.commit(ns, batch, src.version)
+            return len(messages) - len(keep), removed
+
+        with self.locks(ns, source_id):
+            return retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry", "ids")
+
+    def rebuild(self, ns: str, src: SourceRow, keep: list[StoredMessage],
+                old: list[MemoryNode]) -> list[tuple[MemoryNode, np.ndarray | None]]:
         """Every node of a source rebuilt from `keep` (measured messages), with vectors. A chunk with the same
         text and messages as an old one keeps its id and vector; so does a summary over the same children whose
         preceding summary (its context) is kept too. Raises EmbeddingError/SummaryError."""
-        s = self.settings
-        stream = TokenStream.from_messages(keep)
-        final = src.source_type == "document"
-        windows = plan_windows(stream, 0, s.chunk_size, s.chunk_overlap, final)
-        chunks = chunk_nodes(stream, windows, src.source_type, src.source_id, 0)
+        chunks, _ = self.builder.chunks(Frontier(), keep, src.source_type, src.source_id,
+                                        src.source_type == "document")
         old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
         for c in chunks:
             match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
             if match is not None:
                 c.id = match.id
-        reuse = _SummaryReuse(old)
-        summaries = roll_up(Frontier(), [c for c in chunks if c.sealed], self._summarise, s.fan_out, s.max_level,
-                            reuse)
+        summaries, _ = self.builder.summaries(Frontier(), [c for c in chunks if c.sealed], _SummaryReuse(old))
         nodes = chunks + summaries
         old_ids = {o.id for o in old}
-        fresh = [n for n in nodes if n.id not in old_ids]
-        vectors = dict(zip([n.id for n in fresh], self.embedder.embed([n.text for n in fresh], bulk=True), strict=True))
-        vectors.update(self._get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
+        vectors: dict[str, np.ndarray | None] = {
+            n.id: v for n, v in self.builder.embed([n for n in nodes if n.id not in old_ids])}
+        vectors.update(self.storage.get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
         return [(n, vectors[n.id]) for n in nodes]
 
 

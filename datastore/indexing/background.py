@@ -1,16 +1,17 @@
 """The background indexer: `remember` stores messages and answers; this makes them searchable, then summarised.
 
 Two lanes over the store's backlog, on a thread pool of their own (so request threads stay free):
-- the chunk lane cuts and embeds chunks (`index_chunks_sync`, at most INDEX_CHUNK_BATCH chunks per step, one
+- the chunk lane cuts and embeds chunks (`IndexSteps.chunks`, at most INDEX_CHUNK_BATCH chunks per step, one
   step at a time, `embed(..., bulk=True)`); chunks are searchable as soon as their step commits;
-- the summary lane rolls complete groups up into summaries (`index_summaries_sync`), INDEX_SUMMARY_CONCURRENCY
+- the summary lane rolls complete groups up into summaries (`IndexSteps.summaries`), INDEX_SUMMARY_CONCURRENCY
   sources at once, so a slow LLM summariser does not serialise every conversation.
 Both take sources round-robin across namespaces, then sources: one caller's big backlog is worked on one
 bounded step at a time, between the steps of everyone else's. A namespace whose unindexed backlog exceeds
 MAX_PENDING_TOKENS gets 429 with Retry-After instead of queueing more.
 
 The backlog lives in the store, not in memory: at start (and every PENDING_RETRY_SECONDS) the indexer asks the
-store for sources with messages past their last chunk (`_backlog`) or groups not yet summarised (`_unrolled`),
+store for sources with messages past their last chunk (`Storage.backlog`) or groups not yet summarised
+(`Storage.unrolled`),
 so a restart, a crash or an embedder outage loses nothing. `remember(..., wait=True)` drives the caller's own
 source to the end (chunks and summaries) before answering, within REMEMBER_WAIT_SECONDS.
 """
@@ -30,8 +31,9 @@ from typing import Any, TypeVar
 
 from werkzeug.exceptions import TooManyRequests
 
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.indexing import Step
+from pyramind.datastore.indexing.steps import IndexSteps, Step
+from pyramind.datastore.storage import Storage
+from pyramind.datastore.write.remember import Writer
 from pyramind.models.api import RememberRequest, RememberResponse
 from pyramind.models.settings import Settings
 from pyramind.services.errors import PyramindError
@@ -121,11 +123,18 @@ class _Lane:
 
 class Indexer:
     """Indexes the store's backlog in the background; see the module docstring. `start()` / `stop()` from the
-    app's serving hooks; `remember()` is what the HTTP route calls."""
+    app's serving hooks; `remember()` is what the HTTP route calls.
 
-    def __init__(self, store: DataStore, settings: Settings) -> None:
-        self.store = store
+    settings: INDEX_SUMMARY_CONCURRENCY, INDEX_NICE, MAX_PENDING_TOKENS, REMEMBER_WAIT_SECONDS,
+    PENDING_RETRY_SECONDS. writer: stores accepted messages. steps: the indexing steps. storage: where the
+    backlog is found (`backlog`, `unrolled`).
+    """
+
+    def __init__(self, settings: Settings, writer: Writer, steps: IndexSteps, storage: Storage) -> None:
         self.settings = settings
+        self.writer = writer
+        self.steps = steps
+        self.storage = storage
         self.chunks = _Lane()
         self.summaries = _Lane()
         self.backlog: dict[Key, int] = {}  # unindexed tokens per source (estimated on accept, exact after a step)
@@ -164,8 +173,8 @@ class Indexer:
 
     async def scan(self) -> int:
         """Queue every source the store reports with a backlog or an unsummarised group; returns how many."""
-        backlog = await self._run(self.store._backlog)
-        unrolled = await self._run(self.store._unrolled)
+        backlog = await self._run(self.storage.backlog)
+        unrolled = await self._run(self.storage.unrolled)
         for key in backlog:
             self.chunks.add(key)
         for key in unrolled:
@@ -194,8 +203,8 @@ class Indexer:
         self.check_backlog(ns)
         open_before = None
         if req.wait and req.conversation_id:
-            open_before = await asyncio.to_thread(self.store.open_chunk_id, ns, req.conversation_id)
-        resp = await asyncio.to_thread(self.store.accept_sync, ns, req)
+            open_before = await asyncio.to_thread(self.steps.open_chunk_id, ns, req.conversation_id)
+        resp = await asyncio.to_thread(self.writer.accept, ns, req)
         if not resp.pending_message_ids:
             return resp, 200
         key = (ns, resp.conversation_id)
@@ -216,7 +225,7 @@ class Indexer:
             log.warning("indexing %r failed (%s); its messages stay pending", key, exc.message)
             return resp, 202
         created, updated, summaries, pending = await asyncio.to_thread(
-            self.store.indexed_view, ns, resp.conversation_id, resp.pending_message_ids, open_before
+            self.steps.indexed_view, ns, resp.conversation_id, resp.pending_message_ids, open_before
         )
         resp = resp.model_copy(update={"chunk_ids": created, "updated_chunk_ids": updated,
                                        "summary_ids": summaries, "pending_message_ids": pending})
@@ -242,7 +251,7 @@ class Indexer:
     async def _chunk_step(self, key: Key) -> Step:
         t0 = time.monotonic()
         before = self.backlog.get(key, 0)
-        step = await self._run(self.store.index_chunks_sync, *key)
+        step = await self._run(self.steps.chunks, *key)
         self.backlog[key] = step.backlog_tokens
         if not step.backlog_tokens:
             self.backlog.pop(key, None)
@@ -267,7 +276,7 @@ class Indexer:
             try:
                 more = True
                 while more:
-                    more = (await self._run(self.store.index_summaries_sync, *key)).more
+                    more = (await self._run(self.steps.summaries, *key)).more
             except PyramindError as exc:
                 log.warning("summarising %r failed (%s); retried later", key, exc.message)
             finally:
@@ -300,7 +309,7 @@ class Indexer:
         try:
             async with self.summaries.locks[key]:
                 try:
-                    more = (await self._run(self.store.index_summaries_sync, *key)).more
+                    more = (await self._run(self.steps.summaries, *key)).more
                 except PyramindError as exc:
                     log.warning("summarising %r failed (%s); retried at the next scan", key, exc.message)
                 except Exception:

@@ -3,36 +3,36 @@
 Sections in priority order, each filled within its share of the budget (SHARES; a share left unused passes to
 the next section, the last section takes whatever is left):
 
-1. core: the core-memory entries of the namespace and the conversation (datastore/core.py), most important first.
+1. core: the core-memory entries of the namespace and the conversation (datastore/context/core.py), most
+   important first.
 2. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
    newest kept first.
 3. relevant: the same retrieval as /query (`mode`, default RETRIEVAL_MODE) for the query (default: the latest
    message), over the whole namespace unless `all_conversations` is false, above `min_score`, each optionally
-   with its `neighbours` chunks (datastore/sequence.py).
+   with its `neighbours` chunks (the read path's `Reader.search` and `Reader.neighbours`).
 4. timeline: the rest of the conversation's history, summarised: the highest-level nodes whose span holds nothing
    already included, chosen by closeness to the query, the closest refined one level down while room remains.
 
 A span is never spent twice: a node's span is the range of L1 positions under it (a level-n node at position p
 covers L1 positions [p * F^(n-1), (p + 1) * F^(n-1)), F = FAN_OUT), and no included node's span meets another's;
 a chunk whose messages are all among the recent turns is not repeated. `tokens_used` is the cl100k count of the
-rendered block and never exceeds the budget.
+rendered block and never exceeds the budget. Each chunk and summary a block includes counts one visit.
 """
 
 from __future__ import annotations
 
-import asyncio
 import re
 import string
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from functools import cache
-from typing import TYPE_CHECKING
 
 import numpy as np
 
-from pyramind.datastore.core import CoreMemory
-from pyramind.datastore.retrieval import retrieve, text_terms
-from pyramind.datastore.sequence import Sequence
+from pyramind.datastore.context.core import CoreMemory
+from pyramind.datastore.lifetime.visits import Visits
+from pyramind.datastore.read.query import Reader
+from pyramind.datastore.storage import Storage
 from pyramind.models.api import QueryFilter
 from pyramind.models.context import (
     CONTEXT_FIELDS,
@@ -45,17 +45,18 @@ from pyramind.models.context import (
     ContextResponse,
     ContextSection,
     LeftOut,
+    SectionName,
 )
 from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.models.settings import Settings
 from pyramind.models.time import utc
+from pyramind.services.embedding import Embedder
 from pyramind.services.errors import InvalidRequestError, NotFoundError
+from pyramind.services.terms import text_terms
 from pyramind.services.timeago import time_ago
 from pyramind.services.tokens import count_tokens
 
-if TYPE_CHECKING:
-    from pyramind.datastore.read import Reading
-
-SHARES = {"core": 0.15, "recent": 0.35, "relevant": 0.3, "timeline": 0.2}
+SHARES: dict[SectionName, float] = {"core": 0.15, "recent": 0.35, "relevant": 0.3, "timeline": 0.2}
 HEADINGS = {
     "core": "## Core memory",
     "recent": "## Recent turns",
@@ -113,7 +114,7 @@ class _Spans:
 class _Section:
     """Items of one section as they are admitted against its budget (heading cost included)."""
 
-    def __init__(self, name: str, budget: int) -> None:
+    def __init__(self, name: SectionName, budget: int) -> None:
         self.name, self.budget, self.used = name, budget, 0
         self.items: list[ContextItem] = []
         self.lines: list[str] = []
@@ -138,12 +139,31 @@ class _Section:
         return True
 
 
-class ContextAssembly(CoreMemory, Sequence):
-    """context_sync / context: the token-budgeted context block."""
+class ContextAssembler:
+    """assemble: the token-budgeted context block.
 
-    def context_sync(self, ns: str, req: ContextRequest) -> ContextResponse:
+    settings: CONTEXT_MAX_TOKENS, CONTEXT_MIN_SCORE, MAX_TOP_K, RETRIEVAL_MODE, FAN_OUT. embedder: the query's
+    embedding. reader: the relevant memories (the read path). core: the core section. visits: counts each
+    chunk and summary the block includes.
+    """
+
+    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, reader: Reader,
+                 core: CoreMemory, visits: Visits) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.embedder = embedder
+        self.reader = reader
+        self.core = core
+        self.visits = visits
+
+    def assemble(self, ns: str, req: ContextRequest) -> ContextResponse:
         """Assemble the block (see the module doc). Raises InvalidRequestError (`budget_tokens`, `template`,
         `memory_template`) and NotFoundError (`conversation_id`, also another namespace's) before reading more."""
+        res = self._assemble(ns, req)
+        self.visits.record(ns, [i.id for sec in res.sections for i in sec.items if i.kind in ("chunk", "summary")])
+        return res
+
+    def _assemble(self, ns: str, req: ContextRequest) -> ContextResponse:
         s = self.settings
         budget = DEFAULT_BUDGET if req.budget_tokens is None else req.budget_tokens
         if req.budget_tokens is None:
@@ -157,12 +177,13 @@ class ContextAssembly(CoreMemory, Sequence):
         template_fields(template, CONTEXT_FIELDS, "template")
         template_fields(memory_template, MEMORY_FIELDS, "memory_template")
         cid = req.conversation_id
+        tail: list[StoredMessage] = []
         if cid is not None:
-            src = self._get_source(ns, cid)
+            src = self.storage.get_source(ns, cid)
             if src is None or src.source_type != "conversation":
                 raise NotFoundError(f"no conversation {cid!r}", "conversation_id")
+            tail = self.storage.messages(ns, cid, max(0, src.n_tokens - budget))
         now = utc(req.now) or datetime.now(UTC)
-        tail = self._messages_from(ns, cid, max(0, src.n_tokens - budget)) if cid is not None else []
         query = req.query or (tail[-1].content if tail else None)
         vector = self.embedder.embed([query])[0] if query and (req.relevant or req.timeline) else None
 
@@ -209,6 +230,7 @@ class ContextAssembly(CoreMemory, Sequence):
                 elif name == "recent":
                     self._fill_recent(tail, sec, render, shown)
                 elif name == "relevant":
+                    assert query is not None and vector is not None  # enabled only then
                     self._fill_relevant(ns, req, query, vector, sec, render, shown, spans)
                 else:
                     self._fill_timeline(ns, cid, query, vector, sec, render, spans, shown)
@@ -216,7 +238,7 @@ class ContextAssembly(CoreMemory, Sequence):
             sections.append(sec)
 
         def block() -> str:
-            parts = {x.name: "\n".join(x.lines) for x in sections}
+            parts: dict[str, str] = {x.name: "\n".join(x.lines) for x in sections}
             memories = "\n\n".join(f"{HEADINGS[x.name]}\n{parts[x.name]}" for x in sections if x.lines)
             return template.format_map(
                 {"user_name": req.user_name, "assistant_name": req.assistant_name, "memories": memories, **parts}
@@ -256,12 +278,9 @@ class ContextAssembly(CoreMemory, Sequence):
             left_out=[lo for x in sections for lo in x.left_out][:MAX_LEFT_OUT],
         )
 
-    async def context(self, ns: str, req: ContextRequest) -> ContextResponse:
-        return await asyncio.to_thread(self.context_sync, ns, req)
-
     # ------------------------------------------------------------------ sections
     def _fill_core(self, ns: str, cid: str | None, sec: _Section) -> None:
-        for e in self.core_entries(ns, cid):
+        for e in self.core.entries(ns, cid):
             line = f"- {e.key}: {e.value}"
             item = ContextItem(
                 id=e.key,
@@ -339,17 +358,17 @@ class ContextAssembly(CoreMemory, Sequence):
             else QueryFilter(conversation_id=req.conversation_id)
         )
         top_k = min(s.max_top_k, max(10, sec.budget // 60))
-        store: Reading = self  # type: ignore[assignment]
-        hits = retrieve(store, ns, query, vector, top_k, flt, req.mode or s.retrieval_mode)
+        hits = self.reader.search(ns, query, vector, top_k, flt, req.mode)
         fan = s.fan_out
         for n, score in hits:
             if score < floor:
                 break
             if n.message_ids and set(n.message_ids) <= shown:
                 continue  # all of it is in the recent turns already
-            group = [(n, f"relevant to the query (score {score:.3f})", score)]
+            group: list[tuple[MemoryNode, str, float | None]] = [
+                (n, f"relevant to the query (score {score:.3f})", score)]
             if req.neighbours and n.level == 1:
-                before, after = self.neighbours(ns, n, req.neighbours)
+                before, after = self.reader.neighbours(ns, n, req.neighbours, flt)
                 group = (
                     [(b, f"neighbour of {n.id}", None) for b in before]
                     + group
@@ -384,18 +403,18 @@ class ContextAssembly(CoreMemory, Sequence):
             return n.level == 1 and bool(n.message_ids) and set(n.message_ids) <= shown
 
         if cid is not None:
-            todo = self._roots(ns, cid, MAX_ROOTS)
+            todo = self.storage.roots(ns, cid, MAX_ROOTS)
         else:  # namespace-wide: the summaries closest to the query (or none without one)
             if vector is None:
                 return
-            todo = [n for n, _ in self.search_vector(ns, vector, 20, QueryFilter(min_level=2))]  # type: ignore[attr-defined]
+            todo = [n for n, _ in self.storage.search_vector(ns, vector, 20, QueryFilter(min_level=2))]
         candidates: list[MemoryNode] = []
         while todo:  # the highest nodes whose span is still free, splitting those that hold something spent
             n = todo.pop()
             if spans.free(n.source_id, l1_span(n, fan)) and not covered(n):
                 candidates.append(n)
             elif n.level > 1 and n.children:
-                todo.extend(self._get_nodes(ns, n.children))
+                todo.extend(self.storage.get_nodes(ns, n.children))
         if not candidates:
             return
         cos = self._closeness(ns, candidates, vector, query)
@@ -407,7 +426,7 @@ class ContextAssembly(CoreMemory, Sequence):
         for n in by_score[:REFINE] if vector is not None else []:
             if n.level < 2 or not n.children:
                 continue
-            kids = self._get_nodes(ns, n.children)
+            kids = self.storage.get_nodes(ns, n.children)
             extra = sum(k.token_count + 12 for k in kids) - n.token_count - 12
             if base + extra <= room:
                 refined[n.id] = kids
@@ -454,7 +473,7 @@ class ContextAssembly(CoreMemory, Sequence):
         if vector is None or not query:
             return {n.id: (n.end_time.timestamp() if n.end_time else 0.0) * 1e-12 for n in nodes}
         q = np.asarray(vector, dtype=np.float32)
-        vecs = self._get_vectors(ns, [n.id for n in nodes])
+        vecs = self.storage.get_vectors(ns, [n.id for n in nodes])
         terms = set(text_terms(query))
         out = {}
         for n in nodes:

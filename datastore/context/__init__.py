@@ -1,0 +1,1 @@
+"""The context block (/context) and core memory."""

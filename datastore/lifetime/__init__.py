@@ -1,0 +1,1 @@
+"""What happens to memories over time: visits and pins, forks, sessions, forgetting by policy."""

@@ -1,0 +1,68 @@
+"""Branches: a conversation forked after a message sees its parent's memory up to that message, copy-on-write.
+
+A fork is a conversation of its own (its own messages, chunked and rolled up in it) whose source metadata names
+its parent and fork point; nothing of the parent is copied. What a fork sees, and how a search filtered to it
+reads its lineage, is the read path's business (datastore/read/lineage.py); this room only makes forks.
+
+Deleting a parent message that a fork inherits removes it from both (the fork never had a copy). When the fork
+message itself is deleted, the fork point becomes the parent's last message sent at or before it (by
+`created_at`; by position when untimed).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from pyramind.datastore.read.lineage import fork_info, fork_point, lineage
+from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
+from pyramind.models.lifetime import ForkResponse
+from pyramind.services.errors import ConflictError, NotFoundError
+
+
+class Forks:
+    """fork: branch a conversation after one of its (own or inherited) messages."""
+
+    def __init__(self, storage: Storage) -> None:
+        self.storage = storage
+
+    def fork(self, ns: str, conversation_id: str, at_message_id: str,
+             new_conversation_id: str | None = None) -> ForkResponse:
+        """Branch `conversation_id` after `at_message_id` (one of its messages or one it inherits: the branch then
+        forks the ancestor that owns it). Raises NotFoundError (`conversation_id`: unknown, or a document;
+        `at_message_id`: not a message the conversation sees) or ConflictError (`new_conversation_id` taken)."""
+        storage = self.storage
+        src = storage.get_source(ns, conversation_id)
+        if src is None or src.source_type != "conversation":
+            raise NotFoundError(f"no conversation {conversation_id!r}", "conversation_id")
+        owner = None
+        for sid, _ in lineage(storage, ns, conversation_id):
+            m = next((m for m in storage.messages(ns, sid) if m.id == at_message_id), None)
+            if m is None:
+                continue
+            if sid == conversation_id or self._inherits(ns, conversation_id, sid, m.tok_offset + m.n_tokens):
+                owner = (sid, m)
+            break
+        if owner is None:
+            raise NotFoundError(f"{conversation_id!r} has no message {at_message_id!r} (its own or inherited)",
+                                "at_message_id")
+        sid, m = owner
+        new_id = new_conversation_id or uuid.uuid4().hex
+        if storage.get_source(ns, new_id) is not None:
+            raise ConflictError(f"{new_id!r} already exists", "new_conversation_id")
+        fork = {"parent_id": sid, "at_message_id": m.id, "at_seq": m.seq,
+                "at_time": m.created_at.isoformat() if m.created_at else None}
+        try:
+            storage.commit(ns, WriteBatch(source=SourceRow(new_id, "conversation", 1, metadata={"fork": fork})), 0)
+        except ConflictError as exc:
+            raise ConflictError(f"{new_id!r} already exists", "new_conversation_id") from exc
+        return ForkResponse(conversation_id=new_id, parent_id=sid, at_message_id=m.id)
+
+    def _inherits(self, ns: str, conversation_id: str, ancestor: str, tok_end: int) -> bool:
+        """Whether `conversation_id` sees `ancestor`'s message ending at `tok_end`."""
+        child, fork = conversation_id, fork_info(self.storage, ns, conversation_id)
+        while fork is not None:
+            if fork["parent_id"] == ancestor:
+                return tok_end <= fork_point(self.storage, ns, ancestor, fork)
+            child = fork["parent_id"]
+            fork = fork_info(self.storage, ns, child)
+        return False

@@ -1,0 +1,101 @@
+"""Memory: the pipeline's services composed over one Storage. What the server, MCP and the CLI hold.
+
+Where each operation goes (one path each; a fork, a grant or an option is a parameter of it, never a copy):
+
+    remember, accept, upsert   -> writer      (datastore/write/remember.py: chunk -> embed -> roll up -> commit)
+    forget (/delete)           -> deleter     (datastore/write/delete.py: remove messages, rebuild the tree)
+    query, expand, a node      -> reader      (datastore/read/query.py: validate -> rank -> neighbours -> visits)
+    find                       -> finder      (datastore/read/find.py: exact/regex search of the messages)
+    conversations, messages    -> listing     (datastore/read/listing.py)
+    stats of a namespace       -> describer   (datastore/read/stats.py)
+    /context                   -> context     (datastore/context/assemble.py, through reader and core)
+    core memory                -> core        (datastore/context/core.py)
+    visits and pins            -> visits      (datastore/lifetime/visits.py)
+    forks                      -> forks       (datastore/lifetime/forks.py; reading a fork is the reader's)
+    sessions of a conversation -> sessions    (datastore/lifetime/sessions.py)
+    forgetting by policy       -> policy      (datastore/lifetime/policy.py)
+    background indexing steps  -> steps       (datastore/indexing/steps.py; the lanes: indexing/background.py)
+    export, import, migrate    -> functions of datastore/portability over two Memory objects
+
+Every service is synchronous and receives what it uses in its constructor; the server runs them in worker
+threads. `open_memory` (datastore/factory.py) opens the configured Storage and composes a Memory.
+"""
+
+from __future__ import annotations
+
+from pyramind.datastore.context.assemble import ContextAssembler
+from pyramind.datastore.context.core import CoreMemory
+from pyramind.datastore.indexing.steps import IndexSteps
+from pyramind.datastore.lifetime.forks import Forks
+from pyramind.datastore.lifetime.policy import ForgettingPolicy
+from pyramind.datastore.lifetime.sessions import Sessions
+from pyramind.datastore.lifetime.visits import Visits
+from pyramind.datastore.locks import SourceLocks
+from pyramind.datastore.read.find import Finder
+from pyramind.datastore.read.listing import Listing
+from pyramind.datastore.read.query import Reader
+from pyramind.datastore.read.stats import Describer
+from pyramind.datastore.storage import Storage
+from pyramind.datastore.write.build import TreeBuilder
+from pyramind.datastore.write.delete import Deleter
+from pyramind.datastore.write.remember import Writer
+from pyramind.models.settings import Settings
+from pyramind.services.embedding import Embedder
+from pyramind.services.errors import EmbeddingMismatchError
+from pyramind.services.summarising import Summariser
+
+
+class Memory:
+    """The services of the pipeline over one opened Storage (see the module docstring for which does what).
+
+    settings: the one settings object. storage: an opened provider (its optional capabilities are read here,
+    once, by the services that use them). embedder: chunk and query embeddings. summariser: the roll-up's
+    summaries. Raises EmbeddingMismatchError (closing the storage) when the store holds another model's vectors.
+    """
+
+    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, summariser: Summariser) -> None:
+        model, dimension = embedder.model_name, embedder.dimension
+        recorded = storage.record_embedding(model, dimension)
+        if recorded != (model, dimension):
+            storage.close()
+            raise EmbeddingMismatchError(
+                f"the {storage.name} store ({storage.location}) holds {recorded[0]} vectors of dimension "
+                f"{recorded[1]}, but the embedder is {model} ({dimension}); use another store or the same embedder"
+            )
+        self.settings = settings
+        self.storage = storage
+        self.embedder = embedder
+        self.summariser = summariser
+        locks = SourceLocks()
+        builder = TreeBuilder(settings, embedder, summariser)
+        self.visits = Visits(storage)
+        self.writer = Writer(settings, storage, builder, locks)
+        self.deleter = Deleter(settings, storage, builder, locks)
+        self.reader = Reader(settings, storage, embedder, self.visits)
+        self.finder = Finder(settings, storage)
+        self.listing = Listing(storage)
+        self.describer = Describer(storage)
+        self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks)
+        self.context = ContextAssembler(settings, storage, embedder, self.reader, self.core, self.visits)
+        self.forks = Forks(storage)
+        self.sessions = Sessions(storage)
+        self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)
+        self.steps = IndexSteps(settings, storage, builder, locks)
+
+    @property
+    def name(self) -> str:
+        """The provider's name: "local", "postgres" or "pinecone"."""
+        return self.storage.name
+
+    @property
+    def location(self) -> str:
+        """Where the store lives, for messages (a file, a database, an index); never a secret."""
+        return self.storage.location
+
+    def close(self) -> None:
+        """Write the buffered visits, then release the storage; the Memory can't be used afterwards. Callers stop
+        the background indexer first (server/app.py does), so no step runs on a closed storage."""
+        try:
+            self.visits.flush()
+        finally:
+            self.storage.close()

@@ -1,0 +1,1 @@
+"""Export and import (a JSONL dump) and migrate (store to store), every table."""

@@ -1,0 +1,1 @@
+"""The read path: ranking, a fork's lineage, queries, find, listings, stats."""

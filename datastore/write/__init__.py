@@ -1,0 +1,1 @@
+"""The write path: chunk -> embed -> roll up (build.py), remember and upsert, delete and rebuild."""

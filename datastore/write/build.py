@@ -1,0 +1,83 @@
+"""chunk -> embed -> roll up: the one place new nodes of the tree are computed.
+
+Remembering inline (`Writer`), the background indexer's steps (`IndexSteps`) and the rebuild after a delete
+(`Deleter`) all compute their chunks and summaries here, from the stored frontier of a source and its messages;
+they differ only in how much they take at once and in how they commit. Nothing here reads or writes storage.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
+from pyramind.models.settings import Settings
+from pyramind.services.chunking import TokenStream, plan_windows
+from pyramind.services.embedding import Embedder
+from pyramind.services.summarising import Summariser
+from pyramind.services.tree import Frontier, chunk_nodes, roll_up
+
+Reuse = Callable[[list[MemoryNode], MemoryNode | None], MemoryNode | None]
+
+
+class TreeBuilder:
+    """Chunks, summaries and their embeddings for one source.
+
+    settings: CHUNK_SIZE, CHUNK_OVERLAP, FAN_OUT, MAX_LEVEL, SUMMARY_MAX_TOKENS. embedder: bulk embeddings (raises
+    EmbeddingError). summariser: summaries of FAN_OUT children (raises SummaryError).
+    """
+
+    def __init__(self, settings: Settings, embedder: Embedder, summariser: Summariser) -> None:
+        self.settings = settings
+        self.embedder = embedder
+        self.summariser = summariser
+
+    def chunk_start(self, frontier: Frontier) -> int:
+        """Token offset where chunking resumes (the open chunk's start, or CHUNK_OVERLAP before the last end)."""
+        return frontier.chunk_start(self.settings.chunk_overlap)
+
+    def chunks(self, frontier: Frontier, messages: Sequence[StoredMessage], source_type: SourceType,
+               source_id: str, final: bool, limit: int | None = None) -> tuple[list[MemoryNode], bool]:
+        """The L1 chunks from `chunk_start(frontier)` over `messages` (contiguous, in seq order, starting with the
+        message that holds that offset), and whether more windows were planned than `limit` (then only the first
+        `limit` are returned). The open chunk keeps its id and position; new chunks follow the last position.
+        `final`: the source is complete (a document), so its last chunk is sealed too. No embedding yet."""
+        s = self.settings
+        stream = TokenStream.from_messages(messages)
+        windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final)
+        more = limit is not None and len(windows) > limit
+        if limit is not None:
+            windows = windows[:limit]
+        open_chunk = frontier.open_chunk
+        first = open_chunk.position if open_chunk else frontier.counts.get(1, 0)
+        nodes = chunk_nodes(stream, windows, source_type, source_id, first,
+                            first_id=open_chunk.id if open_chunk else None)
+        return nodes, more
+
+    def summaries(self, frontier: Frontier, new_sealed: list[MemoryNode],
+                  reuse: Reuse | None = None) -> tuple[list[MemoryNode], list[MemoryNode]]:
+        """Roll every complete group of FAN_OUT pending nodes up, level by level to MAX_LEVEL. Returns (the new
+        summaries, lowest level first; the stored nodes of `frontier` that got a parent, to write back). Sets
+        `parent_id` on every grouped child. `reuse(children, context)` may return an existing summary instead
+        of summarising (a rebuild). Raises SummaryError."""
+        s = self.settings
+
+        def summarise(texts: list[str], context: str | None) -> tuple[str, str]:
+            return self.summariser.summarise(texts, context, s.summary_max_tokens)
+
+        made = roll_up(frontier, new_sealed, summarise, s.fan_out, s.max_level, reuse)
+        reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
+        return made, reparented
+
+    def embed(self, nodes: Sequence[MemoryNode]) -> list[tuple[MemoryNode, np.ndarray | None]]:
+        """[(node, its embedding)] in order, one bulk embedding call. Raises EmbeddingError."""
+        if not nodes:
+            return []
+        vectors = self.embedder.embed([n.text for n in nodes], bulk=True)
+        return [(n, vectors[i]) for i, n in enumerate(nodes)]
+
+    def rollable(self, frontier: Frontier) -> bool:
+        """Whether a complete group of sealed nodes awaits its summary below MAX_LEVEL."""
+        s = self.settings
+        return any(len(nodes) >= s.fan_out for lvl, nodes in frontier.pending.items() if lvl < s.max_level)

@@ -1,0 +1,244 @@
+"""Remembering: new messages and documents become L1 chunks and roll up into summaries.
+
+validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> one atomic write. Everything a call
+computes is computed before anything is written (`TreeBuilder`), and written in one `Storage.commit`: an
+embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later).
+`accept` is the store-now-index-later form the HTTP route uses: it stores the messages in one transaction and
+leaves the chunks and summaries to the background indexer (datastore/indexing).
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
+from pyramind.datastore.write.build import TreeBuilder
+from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
+from pyramind.models.memory import SourceType, StoredMessage
+from pyramind.models.settings import Settings
+from pyramind.models.time import utc
+from pyramind.services.chunking import measure
+from pyramind.services.errors import EmbeddingError, InvalidRequestError, SummaryError
+from pyramind.services.sessions import assign_sessions
+from pyramind.services.tree import Frontier
+
+log = logging.getLogger(__name__)
+
+Incoming = tuple[str, str, str, datetime | None]  # (message id, speaker, content, created_at)
+
+
+@dataclass
+class Extended:
+    """What one `extend` did: node ids created/updated, summaries made, message ids skipped or left pending."""
+
+    created: list[str] = field(default_factory=list)
+    updated: list[str] = field(default_factory=list)
+    summaries: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    pending: list[str] = field(default_factory=list)
+
+
+class Writer:
+    """remember, accept, upsert and the retry of backlogs, over one Storage.
+
+    settings: the limits (MAX_MESSAGES, MAX_MESSAGE_CHARS, MAX_DOCUMENTS, MAX_DOCUMENT_CHARS) and
+    SESSION_GAP_HOURS. builder: computes chunks and summaries. locks: serialises this process's writers of a
+    source (other processes are stopped by the version check of `Storage.commit`).
+    """
+
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+        self.settings = settings
+        self.storage = storage
+        self.builder = builder
+        self.locks = locks
+
+    def remember(self, ns: str, req: RememberRequest, index: bool = True) -> RememberResponse:
+        """Add `req.messages` to a conversation and extend its tree.
+
+        index=False (what `accept` does): store the messages in one transaction and build nothing; they are all
+        `pending_message_ids` until the background indexer chunks and embeds them.
+
+        Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
+        summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
+        indexed because the embedder failed (`pending_message_ids`; indexed by the next call or retry_pending).
+        Raises InvalidRequestError (a limit, or the id names a document): nothing is written then.
+        """
+        s = self.settings
+        if len(req.messages) > s.max_messages:
+            raise InvalidRequestError(f"at most {s.max_messages} messages per call (MAX_MESSAGES)", "messages")
+        for i, m in enumerate(req.messages):
+            if len(m.content) > s.max_message_chars:
+                raise InvalidRequestError(
+                    f"message longer than {s.max_message_chars} characters (MAX_MESSAGE_CHARS)",
+                    f"messages[{i}].content",
+                )
+        conversation_id = req.conversation_id or uuid.uuid4().hex
+        incoming: list[Incoming] = []
+        seen: set[str] = set()
+        repeated: list[str] = []
+        sessions: dict[str, str] = {}
+        for m in req.messages:
+            mid = m.id or uuid.uuid4().hex
+            if mid in seen:
+                repeated.append(mid)  # a repeat within the call is skipped, and said so
+                continue
+            seen.add(mid)
+            incoming.append((mid, m.who, m.content, utc(m.created_at)))
+            session = m.session_id or req.session_id
+            if session:
+                sessions[mid] = session
+        done = self.extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions)
+        return RememberResponse(
+            conversation_id=conversation_id,
+            chunk_ids=done.created,
+            updated_chunk_ids=done.updated,
+            summary_ids=done.summaries,
+            skipped_message_ids=done.skipped + repeated,
+            pending_message_ids=done.pending,
+        )
+
+    def accept(self, ns: str, req: RememberRequest) -> RememberResponse:
+        """Store `req.messages` durably (one transaction) and index nothing: store now, index later.
+
+        Same validation, skipping and errors as `remember`; every stored message id is returned in
+        `pending_message_ids` and `chunk_ids`/`summary_ids` are empty. The background indexer
+        (datastore/indexing/background.py) finds the messages in the store (`Storage.backlog`)."""
+        return self.remember(ns, req, index=False)
+
+    def upsert(self, ns: str, documents: list[Document]) -> UpsertResponse:
+        """Store documents (a document with a known id is replaced); each is chunked like a conversation and
+        its chunks rolled up. Returns the document ids.
+
+        Raises InvalidRequestError (a limit: MAX_DOCUMENTS, MAX_DOCUMENT_CHARS; or an id that names a
+        conversation, never replaced by a document): every document is checked before any is written.
+        """
+        s = self.settings
+        if len(documents) > s.max_documents:
+            raise InvalidRequestError(f"at most {s.max_documents} documents per call (MAX_DOCUMENTS)", "documents")
+        for i, doc in enumerate(documents):
+            if len(doc.text) > s.max_document_chars:
+                raise InvalidRequestError(
+                    f"document longer than {s.max_document_chars} characters (MAX_DOCUMENT_CHARS)",
+                    f"documents[{i}].text",
+                )
+        doc_ids = [doc.id or uuid.uuid4().hex for doc in documents]
+        for i, doc in enumerate(documents):
+            src = self.storage.get_source(ns, doc_ids[i]) if doc.id else None
+            if src is not None and src.source_type != "document":
+                raise InvalidRequestError(
+                    f"{doc.id!r} is a {src.source_type}; a document cannot replace it", f"documents[{i}].id"
+                )
+        ids, pending = [], []
+        for doc, doc_id in zip(documents, doc_ids, strict=True):
+            meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
+            author = (doc.metadata.author if doc.metadata else None) or "document"
+            created = utc(doc.metadata.created_at) if doc.metadata else None
+            done = self.extend(ns, doc_id, "document", [(doc_id, author, doc.text, created)], True, True, meta)
+            ids.append(doc_id)
+            pending += done.pending
+        return UpsertResponse(ids=ids, pending_ids=pending)
+
+    def retry_pending(self) -> int:
+        """Build the chunks and summaries of every backlog (messages stored while the embedder failed), inline.
+
+        Returns how many sources were brought up to date; a source whose embedding fails again stays pending.
+        """
+        done = 0
+        for ns, source_id in self.storage.backlog():
+            src = self.storage.get_source(ns, source_id)
+            if src is None:
+                continue
+            try:
+                self.extend(ns, source_id, src.source_type, [], src.source_type == "document")
+                done += 1
+            except (EmbeddingError, SummaryError) as exc:
+                log.warning("backlog of %r still pending: %s", source_id, exc.message)
+        return done
+
+    def extend(
+        self,
+        ns: str,
+        source_id: str,
+        source_type: SourceType,
+        incoming: list[Incoming],
+        final: bool,
+        replace: bool = False,
+        metadata: dict[str, Any] | None = None,
+        index: bool = True,
+        sessions: dict[str, str] | None = None,
+    ) -> Extended:
+        """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See `remember`.
+
+        The tail also holds any backlog: messages stored earlier while the embedder was failing. If embedding
+        fails now, the new messages are still committed (as backlog, `pending`) and the tree is left as it was;
+        the next call on the source, or `retry_pending`, builds their chunks and summaries. index=False: only
+        store the new messages (one transaction), leaving them as backlog for the background indexer.
+        final: the source is complete (a document). replace: the source's messages and nodes are replaced.
+        Raises InvalidRequestError (the id names the other kind of source), ConflictError (other writers kept
+        committing), EmbeddingError/SummaryError (a backlog retry failed again).
+        """
+        storage, builder = self.storage, self.builder
+
+        def attempt() -> Extended:
+            src = storage.get_source(ns, source_id)
+            if src and src.source_type != source_type:
+                field_name = "conversation_id" if source_type == "conversation" else "id"
+                raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", field_name)
+            version = src.version if src else 0
+            if replace or src is None:
+                state = SourceRow(source_id, source_type, metadata=metadata or {})
+                known: set[str] = set()
+            else:
+                state = src
+                known = storage.known_message_ids(ns, source_id, [m[0] for m in incoming])
+            fresh = [m for m in incoming if m[0] not in known]
+            skipped = [m[0] for m in incoming if m[0] in known]
+            frontier = Frontier.from_nodes(storage.frontier(ns, source_id)) if state.version else Frontier()
+            last_l1 = frontier.last.get(1)
+            chunked_to = last_l1.tok_end if last_l1 else 0
+            if not fresh and (chunked_to >= state.n_tokens or not index):
+                return Extended(skipped=skipped)
+
+            stored = [
+                StoredMessage(id=mid, source_id=source_id, source_type=source_type, seq=state.max_seq + 1 + i,
+                              speaker=who, content=content, created_at=created_at)
+                for i, (mid, who, content, created_at) in enumerate(fresh)
+            ]
+            last = storage.messages(ns, source_id, state.n_tokens - 1) if state.n_tokens else []
+            assign_sessions(stored, last[-1] if last else None, sessions or {}, self.settings.session_gap_hours)
+            offset = measure(stored, last[-1].created_at if last else None, state.n_tokens)
+            source = SourceRow(
+                source_id, source_type, version + 1, n_messages=state.n_messages + len(stored), n_tokens=offset,
+                max_seq=stored[-1].seq if stored else state.max_seq, metadata=state.metadata,
+            )
+            backlog = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
+            if not index:  # store now, index later: the messages are the backlog of the background indexer
+                storage.commit(ns, backlog, version)
+                return Extended(skipped=skipped, pending=[m.id for m in stored])
+            start = builder.chunk_start(frontier)
+            prior = storage.messages(ns, source_id, start) if start < state.n_tokens else []
+            open_chunk = frontier.open_chunk
+            try:
+                chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
+                summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
+                nodes = builder.embed(chunks + summaries) + [(n, None) for n in reparented]
+            except (EmbeddingError, SummaryError) as exc:
+                if not stored:
+                    raise  # a retry of the backlog failed again: nothing new to keep
+                log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
+                storage.commit(ns, backlog, version)
+                return Extended(skipped=skipped, pending=[m.id for m in stored])
+            storage.commit(ns, WriteBatch(source=source, messages=stored, nodes=nodes,
+                                          replace=replace and src is not None), version)
+            updated = [open_chunk.id] if open_chunk else []
+            return Extended(created=[c.id for c in chunks if c.id not in updated], updated=updated,
+                            summaries=[n.id for n in summaries], skipped=skipped)
+
+        with self.locks(ns, source_id):
+            return retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry",
+                                   "conversation_id")
