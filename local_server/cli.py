@@ -13,8 +13,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.tree import Tree
 
-from pyramind.datastore.datastore import DEFAULT_NAMESPACE, DataStore
-from pyramind.models.api import Query, QueryFilter, RememberRequest
+from pyramind.datastore.memory import Memory
+from pyramind.models.api import DEFAULT_NAMESPACE, Query, QueryFilter, RememberRequest
 from pyramind.models.memory import MemoryNode
 from pyramind.models.settings import Settings
 
@@ -40,11 +40,11 @@ def _settings(db: Path | None) -> Settings:
     return settings
 
 
-def _store(settings: Settings, create: bool = False) -> DataStore:
+def _store(settings: Settings, create: bool = False) -> Memory:
     """The opened store, after printing where it is (stderr). A read command (`create` False) refuses a local
     file that does not exist rather than creating an empty one; a store that cannot be opened is one line on
     stderr and exit status 1."""
-    from pyramind.datastore.factory import get_datastore, store_location
+    from pyramind.datastore.factory import open_memory, store_location
 
     where = store_location(settings)
     if settings.resolved_datastore == "local" and not create and not settings.local_db_path.exists():
@@ -53,7 +53,7 @@ def _store(settings: Settings, create: bool = False) -> DataStore:
         raise typer.Exit(1)
     status.print(f"store: {where}", highlight=False)
     try:
-        return get_datastore(settings)
+        return open_memory(settings)
     except Exception as exc:  # any provider, any cause: one line, not a traceback
         from pyramind.server.main import open_error
 
@@ -119,9 +119,9 @@ def import_(
                       console=console) as bar:
             task = bar.add_task("remembering", total=total)
             for b in batches:
-                if b.fork is not None and store._get_source(namespace, b.conversation_id) is None:
-                    store.fork_sync(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
-                r = store.remember_sync(namespace, RememberRequest(conversation_id=b.conversation_id,
+                if b.fork is not None and store.storage.get_source(namespace, b.conversation_id) is None:
+                    store.forks.fork(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
+                r = store.writer.remember(namespace, RememberRequest(conversation_id=b.conversation_id,
                                                                    messages=b.messages))
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)
@@ -146,14 +146,14 @@ def query(
     db: Db = None,
 ) -> None:
     """Search memories and print the best, with their date and conversation."""
-    from pyramind.datastore.retrieval import MODES
+    from pyramind.datastore.read.ranking import MODES
 
     if mode is not None and mode not in MODES:
         raise typer.BadParameter(f"one of {', '.join(MODES)}", param_hint="--mode")
     store = _store(_settings(db))
     try:
         flt = QueryFilter(level=level, conversation_id=conversation_id) if (level or conversation_id) else None
-        res = store.query_sync(namespace, [Query(query=text, top_k=top_k, filter=flt, mode=mode)])  # type: ignore[arg-type]
+        res = store.reader.query(namespace, [Query(query=text, top_k=top_k, filter=flt, mode=mode)])  # type: ignore[arg-type]
     finally:
         store.close()
     if as_json:
@@ -185,7 +185,7 @@ def show(
 
     store = _store(_settings(db))
     try:
-        nodes = store.subtree(namespace, node_id)
+        nodes = store.reader.subtree(namespace, node_id)
     except NotFoundError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
@@ -212,7 +212,7 @@ def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
     """Counts of the namespace: sources, messages, nodes per level."""
     store = _store(_settings(db))
     try:
-        console.print_json(json.dumps(store.stats(namespace)))  # type: ignore[attr-defined]
+        console.print_json(json.dumps(store.storage.counts(namespace)))
     finally:
         store.close()
 
@@ -228,16 +228,16 @@ def migrate(
     Both providers are configured from the environment (LOCAL_DB_PATH, POSTGRES_URL, PINECONE_*). Resumable:
     run it again after an interruption and finished conversations are skipped.
     """
-    from pyramind.datastore.factory import get_datastore
-    from pyramind.datastore.migrate import migrate as copy_store
+    from pyramind.datastore.factory import open_memory
+    from pyramind.datastore.portability.migrate import migrate_memory
     from pyramind.services.errors import PyramindError
 
     providers = ("local", "postgres", "pinecone")
     if source not in providers or target not in providers or source == target:
         raise typer.BadParameter("--from and --to must be two different providers of: local, postgres, pinecone")
     settings = Settings()
-    src = get_datastore(settings.model_copy(update={"datastore": source}))
-    dst = get_datastore(settings.model_copy(update={"datastore": target}), src.embedder, src.summariser)
+    src = open_memory(settings.model_copy(update={"datastore": source}))
+    dst = open_memory(settings.model_copy(update={"datastore": target}), src.embedder, src.summariser)
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as bar:
@@ -246,7 +246,7 @@ def migrate(
             def step(ns: str, source_id: str, done: int, total: int, action: str) -> None:
                 bar.update(task, completed=done, total=total, description=f"{ns}: {action} {source_id}")
 
-            report = copy_store(src, dst, namespace or None, step)
+            report = migrate_memory(src, dst, namespace or None, step)
     except PyramindError as exc:
         console.print(f"[red]{exc.message}[/red]")
         raise typer.Exit(1) from exc
@@ -254,7 +254,8 @@ def migrate(
         src.close()
         dst.close()
     console.print(f"{report['copied']} sources copied, {report['skipped']} already there; "
-                  f"{report['messages']} messages and {report['nodes']} nodes verified at the destination")
+                  f"{report['messages']} messages, {report['nodes']} nodes, {report['marks']} marks and "
+                  f"{report['core_memory']} core memory entries verified at the destination")
 
 
 @app.command()

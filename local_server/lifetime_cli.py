@@ -1,5 +1,6 @@
 """`pyramind forget` and `pyramind export`: thin callers of the store's forgetting policy and export
-(datastore/forgetting.py, datastore/export.py). Registered on the `pyramind` app by local_server/cli.py."""
+(datastore/lifetime/policy.py, datastore/portability/dump.py). Registered on the `pyramind` app by
+local_server/cli.py."""
 
 from __future__ import annotations
 
@@ -20,7 +21,7 @@ Db = Annotated[  # as local_server.cli.Db (typer reads the annotation from this 
 
 def looks_like_dump(path: Path) -> bool:
     """Whether the file is a `pyramind export` dump (its first line is the dump header)."""
-    from pyramind.datastore.export import is_dump
+    from pyramind.datastore.portability.dump import is_dump
 
     with path.open(encoding="utf-8", errors="replace") as f:
         return is_dump(f.readline())
@@ -34,7 +35,7 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
 
     store = _store(_settings(db), create=True)
     try:
-        from pyramind.datastore.export import import_dump
+        from pyramind.datastore.portability.dump import import_dump
 
         with path.open(encoding="utf-8") as f:
             report = import_dump(store, f, namespace)
@@ -61,12 +62,12 @@ def register(app: typer.Typer) -> None:
         """Apply the forgetting policy (FORGET_MAX_NODES, FORGET_AFTER_DAYS, FORGET_FRACTION) now."""
         store = _store(_settings(db))
         try:
-            if not store.policy_enabled:
+            if not store.policy.enabled:
                 console.print("[yellow]the forgetting policy is off: set FORGET_MAX_NODES or "
                               "FORGET_AFTER_DAYS[/yellow]")
                 raise typer.Exit(1)
             reports = (
-                [store.forget_policy_sync(namespace, dry_run)] if namespace else store.forget_policy_all_sync(dry_run)
+                [store.policy.run(namespace, dry_run)] if namespace else store.policy.run_all(dry_run)
             )
         finally:
             store.close()
@@ -91,9 +92,9 @@ def register(app: typer.Typer) -> None:
         out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
         db: Db = None,
     ) -> None:
-        """Write every conversation, document, message, node, visit and pin as a JSONL dump (`pyramind import`
-        restores it into any provider)."""
-        from pyramind.datastore.export import export_lines
+        """Write every conversation, document, message, node, visit, pin and core memory entry as a JSONL dump
+        (`pyramind import` restores it into any provider)."""
+        from pyramind.datastore.portability.dump import export_lines
 
         store = _store(_settings(db))
         try:

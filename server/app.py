@@ -8,11 +8,10 @@ from datetime import timedelta
 
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
-from threadpoolctl import threadpool_limits
 
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.factory import get_datastore
-from pyramind.datastore.indexer import Indexer
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.indexing.background import Indexer
+from pyramind.datastore.memory import Memory
 from pyramind.models.settings import Settings
 from pyramind.server.auth import install_auth, rate_limit_key
 from pyramind.server.context_routes import context_api
@@ -35,10 +34,10 @@ DESCRIPTION = (
 )
 
 
-def create_app(settings: Settings | None = None, store: DataStore | None = None, open_store: bool = True) -> Quart:
-    """A Quart app serving the API over the configured DataStore.
+def create_app(settings: Settings | None = None, memory: Memory | None = None, open_store: bool = True) -> Quart:
+    """A Quart app serving the API over the configured store.
 
-    settings: read from the environment when None. store: an opened DataStore to use (tests and the CLI share
+    settings: read from the environment when None. memory: an opened Memory to use (tests and the CLI share
     one); when None the app opens one at serving start and closes it at the end, unless `open_store` is False
     (the app then only serves its schema, e.g. to export it). Raises ValueError (a missing
     BEARER_TOKEN) or pydantic.ValidationError (a bad setting) before serving.
@@ -80,34 +79,31 @@ def create_app(settings: Settings | None = None, store: DataStore | None = None,
         app = cors(app, allow_origin=settings.cors_origins, allow_headers=["Authorization", "Content-Type"],
                    allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"])
     app.extensions["pyramind.settings"] = settings
-    owns_store = store is None and open_store
-    if store is not None:
-        app.extensions["pyramind.store"] = store
+    owns_memory = memory is None and open_store
+    if memory is not None:
+        app.extensions["pyramind.memory"] = memory
 
     @app.before_serving
-    async def _open_store() -> None:
-        # Requests run side by side in threads: each numpy product (vector search) on one BLAS thread. OpenBLAS's
-        # own threads fought the request threads and the embedder for the 2 cores: bench.load at 100 req/s had
-        # p95 321 ms after 5 minutes with them, 47 ms without (bench/RESULTS.md, Load).
-        threadpool_limits(1, user_api="blas")
-        if owns_store:
-            app.extensions["pyramind.store"] = await asyncio.to_thread(get_datastore, settings)
+    async def _open_memory() -> None:
+        if owns_memory:
+            app.extensions["pyramind.memory"] = opened = await asyncio.to_thread(open_memory, settings)
             # load the embedding model now, not on the first request
-            await asyncio.to_thread(app.extensions["pyramind.store"].embedder.embed, ["warm up"])
+            await asyncio.to_thread(opened.embedder.embed, ["warm up"])
 
     @app.before_serving
     async def _start_indexer() -> None:
-        store = app.extensions.get("pyramind.store")
-        if store is not None:  # remember stores and answers; this indexes in the background (datastore/indexer.py)
-            app.extensions["pyramind.indexer"] = indexer = Indexer(store, settings)
+        opened: Memory | None = app.extensions.get("pyramind.memory")
+        if opened is not None:  # remember stores and answers; this indexes in the background
+            app.extensions["pyramind.indexer"] = indexer = Indexer(settings, opened.writer, opened.steps,
+                                                                   opened.storage)
             await indexer.start()
 
     @app.after_serving
-    async def _close_store() -> None:
+    async def _close_memory() -> None:
         indexer = app.extensions.pop("pyramind.indexer", None)
         if indexer is not None:
-            await indexer.stop()
-        if owns_store:
-            app.extensions.pop("pyramind.store").close()
+            await indexer.stop()  # no step runs on a closed store
+        if owns_memory:
+            await asyncio.to_thread(app.extensions.pop("pyramind.memory").close)
 
     return app

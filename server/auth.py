@@ -21,8 +21,7 @@ from jose import ExpiredSignatureError, jwt
 from jose.exceptions import JOSEError
 from quart import Quart, Response, g, request
 
-from pyramind.datastore.datastore import DEFAULT_NAMESPACE
-from pyramind.models.api import is_namespace
+from pyramind.models.api import DEFAULT_NAMESPACE, is_namespace
 from pyramind.models.settings import Settings
 from pyramind.server.errors import error_response
 from pyramind.services.errors import PyramindError

@@ -2,22 +2,32 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ParamSpec, TypeVar
 
 from quart import current_app, request
 from quart_schema import document_response
 
-from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import NAMESPACE_PATTERN, ErrorResponse, is_namespace
 from pyramind.server.auth import resolve_namespace
 from pyramind.services.errors import InvalidRequestError
 
+P = ParamSpec("P")
+T = TypeVar("T")
 
-def app_store() -> DataStore:
-    """The DataStore the app opened at serving start (or was given)."""
-    store: DataStore = current_app.extensions["pyramind.store"]
-    return store
+
+def app_memory() -> Memory:
+    """The Memory the app opened at serving start (or was given)."""
+    memory: Memory = current_app.extensions["pyramind.memory"]
+    return memory
+
+
+async def off_loop(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
+    """`fn(*args, **kwargs)` in a worker thread: the pipeline's services are synchronous (SQLite, embedding), and
+    nothing blocking runs on the event loop."""
+    return await asyncio.to_thread(fn, *args, **kwargs)
 
 
 def errors(*codes: int) -> Callable[[Any], Any]:

@@ -1,7 +1,7 @@
 """Routes of the context block and core memory: POST /context, PUT/GET /core, DELETE /core/{key}.
 
-Each validates its body or arguments (400 naming the field), calls the DataStore (datastore/context.py,
-datastore/core.py) in the caller's namespace and answers.
+Each validates its body or arguments (400 naming the field), calls the Memory's service (context: the block,
+datastore/context/assemble.py; core: datastore/context/core.py) in the caller's namespace and answers.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from quart_schema import operation_id, tag, validate_request, validate_response
 from pyramind.models.context import ContextRequest, ContextResponse
 from pyramind.models.core import CoreDeleteResponse, CoreListResponse, CorePutRequest, CorePutResponse
 from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_store, errors, query_namespace
+from pyramind.server.common import app_memory, errors, off_loop, query_namespace
 from pyramind.services.errors import InvalidRequestError
 
 context_api = Blueprint("context_api", __name__)
@@ -42,7 +42,7 @@ async def context(data: ContextRequest) -> ContextResponse:
     `query` (default: the latest message), the rest of the timeline summarised. Put `context` in the system
     prompt; `sections` list every item and why.
     """
-    return await app_store().context(resolve_namespace(data.namespace), data)
+    return await off_loop(app_memory().context.assemble, resolve_namespace(data.namespace), data)
 
 
 @context_api.put("/core")
@@ -58,7 +58,7 @@ async def core_put(data: CorePutRequest) -> CorePutResponse:
     (CORE_MAX_TOKENS) would be exceeded, the least important, oldest entries move to long-term memory
     (`moved_out`), still searchable. `ttl_seconds` makes it expire.
     """
-    return await app_store().core_put(resolve_namespace(data.namespace), data)
+    return await off_loop(app_memory().core.put, resolve_namespace(data.namespace), data)
 
 
 @context_api.get("/core")
@@ -73,7 +73,7 @@ async def core_list() -> CoreListResponse:
     with the tokens they take and the budget.
     """
     ns = query_namespace()
-    return await app_store().core_list(ns, _arg("conversation_id"))
+    return await off_loop(app_memory().core.list_entries, ns, _arg("conversation_id"))
 
 
 @context_api.delete("/core/<string:key>")
@@ -88,4 +88,4 @@ async def core_delete(key: str) -> CoreDeleteResponse:
     long-term memory. 404 when the key is unknown.
     """
     ns = query_namespace()
-    return await app_store().core_delete(ns, key, _arg("conversation_id"))
+    return await off_loop(app_memory().core.delete, ns, key, _arg("conversation_id"))

@@ -1,6 +1,6 @@
 """The listing routes: the namespace's conversations and documents, one source with its tree's roots, its messages.
 
-Read-only; the logic lives in `datastore/listing.py`, the shapes in `models/listing.py`. Namespace-scoped like
+Read-only; the logic lives in `datastore/read/listing.py`, the shapes in `models/listing.py`. Namespace-scoped like
 every route: another namespace's id is a 404.
 """
 
@@ -11,7 +11,7 @@ from quart_schema import operation_id, tag, validate_querystring, validate_respo
 
 from pyramind.models.listing import ListQuery, MessageList, MessagesQuery, NamespaceQuery, SourceDetail, SourceList
 from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_store, errors
+from pyramind.server.common import app_memory, errors, off_loop
 
 conversations = Blueprint("conversations", __name__)
 
@@ -31,7 +31,7 @@ async def list_conversations(query_args: ListQuery) -> SourceList:
     count and nodes per level. Pass `next_cursor` as `cursor` for the next page.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await app_store().list_sources(ns, query_args.limit, query_args.cursor)
+    return await off_loop(app_memory().listing.sources, ns, query_args.limit, query_args.cursor)
 
 
 @conversations.get("/conversations/<string:conversation_id>")
@@ -47,7 +47,7 @@ async def get_conversation(conversation_id: str, query_args: NamespaceQuery) -> 
     order. Walk down with GET /memories/{id}. 404 for an unknown id.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await app_store().source_detail(ns, conversation_id)
+    return await off_loop(app_memory().listing.detail, ns, conversation_id)
 
 
 @conversations.get("/conversations/<string:conversation_id>/messages")
@@ -63,5 +63,5 @@ async def list_messages(conversation_id: str, query_args: MessagesQuery) -> Mess
     that memory covers (a chunk's, or all under a summary). 404 for an unknown conversation or node.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await app_store().source_messages(ns, conversation_id, query_args.limit, query_args.cursor,
-                                          query_args.node_id)
+    return await off_loop(app_memory().listing.messages, ns, conversation_id, query_args.limit,
+                          query_args.cursor, query_args.node_id)

@@ -1,6 +1,6 @@
 """`POST /find` (phrase or regex search over what was said) and `GET /stats` (what a namespace holds).
 
-Thin callers of the DataStore (`find`, `describe`), like every route in `server/routes.py`.
+Thin callers of the Memory's services (`finder`, `describer`), like every route in `server/routes.py`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from quart_schema import operation_id, tag, validate_querystring, validate_reque
 from pyramind.models.api import namespace_field
 from pyramind.models.find import FindRequest, FindResponse, StatsResponse
 from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_store, errors
+from pyramind.server.common import app_memory, errors, off_loop
 from pyramind.server.fit import fit_find
 
 explore = Blueprint("explore", __name__)
@@ -42,7 +42,7 @@ async def find(data: FindRequest) -> FindResponse:
     `pattern` for an invalid regex.
     """
     settings = current_app.extensions["pyramind.settings"]
-    result = await app_store().find(resolve_namespace(data.namespace), data)
+    result = await off_loop(app_memory().finder.find, resolve_namespace(data.namespace), data)
     return fit_find(result, settings.max_response_chars)
 
 
@@ -58,4 +58,5 @@ async def stats(query_args: StatsQuery) -> StatsResponse:
     Counts of the namespace, or of one conversation: sources, messages, memory nodes per level, the time of the
     first and last message, and the speakers with their message counts. 404 for an unknown conversation_id.
     """
-    return await app_store().describe(resolve_namespace(query_args.namespace), query_args.conversation_id)
+    return await off_loop(app_memory().describer.describe, resolve_namespace(query_args.namespace),
+                          query_args.conversation_id)

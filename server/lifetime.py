@@ -1,6 +1,7 @@
 """Routes of memory over a lifetime: a conversation's sessions, pins, forks and read-only grants.
 
-Each calls one store method (datastore/sessions.py, pins.py, forks.py ...); shapes are in models/lifetime.py.
+Each calls one of the Memory's services (datastore/lifetime/: sessions, visits, forks, policy; portability for
+the export); shapes are in models/lifetime.py.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import logging
 from quart import Blueprint, Response, current_app, request
 from quart_schema import hide, operation_id, tag, validate_request, validate_response
 
+from pyramind.datastore.memory import Memory
 from pyramind.models.lifetime import (
     ForgetReport,
     ForgetRequest,
@@ -20,7 +22,7 @@ from pyramind.models.lifetime import (
     SessionsResponse,
 )
 from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_store, errors, query_namespace
+from pyramind.server.common import app_memory, errors, off_loop, query_namespace
 from pyramind.services.errors import InvalidRequestError
 
 lifetime = Blueprint("lifetime", __name__)
@@ -31,11 +33,11 @@ async def _flush_visits_every(every: float) -> None:
     """Write the visits buffered by queries every `every` seconds (off the request path)."""
     while True:
         await asyncio.sleep(every)
-        store = current_app.extensions.get("pyramind.store")
-        if store is None:
+        memory: Memory | None = current_app.extensions.get("pyramind.memory")
+        if memory is None:
             continue
         try:
-            await store.flush_visits()
+            await off_loop(memory.visits.flush)
         except Exception:  # visits rank forgetting; a failed flush is retried with the next one
             log.exception("flushing visits failed")
 
@@ -44,11 +46,11 @@ async def _forget_every(every: float) -> None:
     """Apply the forgetting policy to every namespace every `every` seconds."""
     while True:
         await asyncio.sleep(every)
-        store = current_app.extensions.get("pyramind.store")
-        if store is None or not store.policy_enabled:
+        memory: Memory | None = current_app.extensions.get("pyramind.memory")
+        if memory is None or not memory.policy.enabled:
             continue
         try:
-            for report in await asyncio.to_thread(store.forget_policy_all_sync, False):
+            for report in await off_loop(memory.policy.run_all, False):
                 if report.forgotten:
                     log.info("forgot %d chunks of namespace %r", len(report.forgotten), report.namespace)
         except Exception:
@@ -71,10 +73,10 @@ async def _stop_background() -> None:
         task = current_app.extensions.pop(key, None)
         if task is not None:
             task.cancel()
-    store = current_app.extensions.get("pyramind.store")
-    if store is not None:
+    memory: Memory | None = current_app.extensions.get("pyramind.memory")
+    if memory is not None:
         try:
-            await store.flush_visits()
+            await off_loop(memory.visits.flush)
         except Exception:
             log.exception("flushing visits at shutdown failed")
 
@@ -94,7 +96,7 @@ async def list_sessions(conversation_id: str) -> SessionsResponse:
     range, message count, first and last message ids, and the ids of the nodes that summarise it. 404 for an
     unknown conversation.
     """
-    sessions = await app_store().sessions(query_namespace(), conversation_id)
+    sessions = await off_loop(app_memory().sessions.of_conversation, query_namespace(), conversation_id)
     return SessionsResponse(conversation_id=conversation_id, sessions=sessions)
 
 
@@ -109,7 +111,7 @@ async def pin_memory(memory_id: str) -> PinResponse:
     A pinned node and every message under it are never forgotten by the forgetting policy (an explicit
     DELETE still forgets them). 404 for an unknown id or another namespace's node.
     """
-    return await app_store().pin(query_namespace(), memory_id, True)
+    return await off_loop(app_memory().visits.pin, query_namespace(), memory_id, True)
 
 
 @lifetime.post("/memories/<string:memory_id>/unpin")
@@ -122,7 +124,7 @@ async def unpin_memory(memory_id: str) -> PinResponse:
 
     The node and its messages may be forgotten by policy again. 404 for an unknown id or another namespace's node.
     """
-    return await app_store().pin(query_namespace(), memory_id, False)
+    return await off_loop(app_memory().visits.pin, query_namespace(), memory_id, False)
 
 
 @lifetime.post("/forget")
@@ -137,7 +139,7 @@ async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
     Off unless FORGET_MAX_NODES or FORGET_AFTER_DAYS is set. Forgets the least important unpinned chunks of the
     namespace (least recently visited, then least visited, then oldest); `dry_run` (default true) only reports.
     """
-    return await app_store().forget_policy(resolve_namespace(data.namespace), data.dry_run)
+    return await off_loop(app_memory().policy.run, resolve_namespace(data.namespace), data.dry_run)
 
 
 @lifetime.get("/export")
@@ -145,16 +147,18 @@ async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
 async def export_memories() -> Response:
     """Export the namespace as a JSONL dump (application/x-ndjson).
 
-    Every conversation, document, message, node (level, children, parent, sessions), visit and pin, one JSON
+    Every conversation, document, message, node (level, children, parent, sessions), visit, pin and core memory
+    entry, one JSON
     object per line with a checksum; `?embeddings=true` adds the vectors. `pyramind import` restores it exactly.
     """
     ns = query_namespace()
     flag = request.args.get("embeddings", "false").lower()
     if flag not in ("true", "false"):
         raise InvalidRequestError("embeddings must be true or false", "embeddings")
-    from pyramind.datastore.export import export_lines
+    from pyramind.datastore.portability.dump import export_lines
 
-    lines = await asyncio.to_thread(lambda: [line + "\n" for line in export_lines(app_store(), [ns], flag == "true")])
+    memory = app_memory()
+    lines = await off_loop(lambda: [line + "\n" for line in export_lines(memory, [ns], flag == "true")])
     return Response("".join(lines), mimetype="application/x-ndjson")
 
 
@@ -172,4 +176,5 @@ async def fork_conversation(conversation_id: str, data: ForkRequest) -> tuple[Fo
     conversation or message.
     """
     ns = resolve_namespace(data.namespace)
-    return await app_store().fork(ns, conversation_id, data.at_message_id, data.new_conversation_id), 201
+    return await off_loop(app_memory().forks.fork, ns, conversation_id, data.at_message_id,
+                          data.new_conversation_id), 201

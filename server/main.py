@@ -18,15 +18,25 @@ def open_error(exc: BaseException) -> str:
 def check_store(settings: Settings) -> str:
     """Open and close the configured store once, so a store that cannot be opened is one clear line on stderr
     and exit status 1 (not a traceback from inside the server); returns its location (never a secret)."""
-    from pyramind.datastore.factory import get_datastore, store_location
+    from pyramind.datastore.factory import open_memory, store_location
 
     where = store_location(settings)
     try:
-        get_datastore(settings).close()
+        open_memory(settings).close()
     except Exception as exc:  # any provider, any cause: the operator needs one line, not a traceback
         print(f"pyramind: cannot open the store ({where}): {open_error(exc)}", file=sys.stderr)
         raise SystemExit(1) from None
     return where
+
+
+def one_blas_thread() -> None:
+    """Run every numpy product of this process on one BLAS thread: requests run side by side in threads, and
+    OpenBLAS's own threads fought the request threads and the embedder for the cores (bench.load at 100 req/s
+    had p95 321 ms after 5 minutes with them, 47 ms without: bench/RESULTS.md, Load). A process-wide setting,
+    so it is the serving process's entry point that makes it, never the app factory a library user calls."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(1, user_api="blas")
 
 
 def serve(settings: Settings) -> None:
@@ -39,6 +49,7 @@ def serve(settings: Settings) -> None:
 
     print(f"pyramind: store: {check_store(settings)}", file=sys.stderr, flush=True)
     http_errors.install()
+    one_blas_thread()
     app = create_app(settings)
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]

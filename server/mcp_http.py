@@ -41,8 +41,8 @@ async def _unauthorized(send: Any, message: str) -> None:
 
 
 def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator) -> None:
-    """Serve MCP over streamable HTTP at /mcp beside the app's routes (same auth, same store)."""
-    mcp = build_mcp(lambda: app.extensions["pyramind.store"], settings,
+    """Serve MCP over streamable HTTP at /mcp beside the app's routes (same auth, same Memory)."""
+    mcp = build_mcp(lambda: app.extensions["pyramind.memory"], settings,
                     get_indexer=lambda: app.extensions.get("pyramind.indexer"))
     mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
                                       transport_security=_security(settings),

@@ -1,7 +1,7 @@
 """The MCP front door: Pyramind's memory tools over the Model Context Protocol (the official `mcp` SDK).
 
-Another door beside the REST routes, with no logic of its own: each tool is a few lines over the DataStore
-method its route calls (remember, query, expand, find, describe, delete, context, core memory), with the
+Another door beside the REST routes, with no logic of its own: each tool is a few lines over the Memory
+service its route calls (remember, query, expand, find, describe, delete, context, core memory), with the
 namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio
 caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a
 schema. Store errors become tool errors that name the argument (`ids: unknown ids: ...`); nothing is changed by
@@ -21,8 +21,8 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import ToolAnnotations
 from pydantic import Field, ValidationError
 
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.indexer import Indexer
+from pyramind.datastore.indexing.background import Indexer
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import (
     MAX_LEVEL_FILTER,
     DeleteFilter,
@@ -48,6 +48,7 @@ from pyramind.models.core import (
 from pyramind.models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
 from pyramind.models.settings import Settings
 from pyramind.server.auth import Principal, namespace_for
+from pyramind.server.common import off_loop
 from pyramind.server.fit import fit_find, fit_query
 from pyramind.services.errors import PyramindError
 
@@ -95,9 +96,9 @@ async def _call(make: Callable[[], Awaitable[T]]) -> T:
         raise ToolError(f"{_field(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid value')}") from exc
 
 
-def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_namespace: str | None = None,
+def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_namespace: str | None = None,
               get_indexer: Callable[[], Indexer | None] | None = None) -> MCPServer:
-    """An MCPServer whose tools call the store that `get_store()` returns (the app's, opened at serving start).
+    """An MCPServer whose tools call the Memory that `get_memory()` returns (the app's, opened at serving start).
 
     get_indexer: the app's background indexer, through which `remember` stores now and indexes later exactly as
     POST /remember does (None over stdio: remember indexes in the call).
@@ -138,7 +139,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
             req = RememberRequest(conversation_id=conversation_id, messages=messages, wait=wait)
             indexer = get_indexer() if get_indexer else None
             if indexer is None:  # stdio: no background indexer; index in the call
-                return await get_store().remember(ns(ctx, namespace, write=True), req)
+                return await off_loop(get_memory().writer.remember, ns(ctx, namespace, write=True), req)
             return (await indexer.remember(ns(ctx, namespace, write=True), req))[0]
 
         return await _call(run)
@@ -169,7 +170,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
             flt = QueryFilter(conversation_id=conversation_id, speaker=speaker, level=level, start_date=start_date,
                               end_date=end_date) if any(v is not None for v in given) else None
             q = Query(query=query, top_k=top_k, mode=mode, filter=flt)
-            return fit_query(await get_store().query(ns(ctx, namespace), [q]), cap)
+            return fit_query(await off_loop(get_memory().reader.query, ns(ctx, namespace), [q]), cap)
 
         return await _call(run)
 
@@ -181,7 +182,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> ExpandResponse:
         """Open a memory: the node with its parent (the summary above it) and its children (what a summary
         covers, one level down, in order). Use it to zoom in on a summary or out from a chunk."""
-        return await _call(lambda: get_store().expand(ns(ctx, namespace), id))
+        return await _call(lambda: off_loop(get_memory().reader.expand, ns(ctx, namespace), id))
 
     @mcp.tool(annotations=read)
     async def find(
@@ -205,7 +206,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
             req = FindRequest(pattern=pattern, regex=regex, case_sensitive=case_sensitive, limit=limit,
                               conversation_id=conversation_id, speaker=speaker, start_date=start_date,
                               end_date=end_date)
-            return fit_find(await get_store().find(ns(ctx, namespace), req), cap)
+            return fit_find(await off_loop(get_memory().finder.find, ns(ctx, namespace), req), cap)
 
         return await _call(run)
 
@@ -219,7 +220,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> StatsResponse:
         """Overview of what is remembered: conversations, messages, memory nodes per level, the first and last
         message time, and who spoke how often."""
-        return await _call(lambda: get_store().describe(ns(ctx, namespace), conversation_id))
+        return await _call(lambda: off_loop(get_memory().describer.describe, ns(ctx, namespace), conversation_id))
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                           open_world_hint=False))
@@ -236,7 +237,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> DeleteResponse:
         """Permanently forget memories: give exactly one of ids, filter or delete_all. Every summary built
         from a forgotten message is rebuilt without it. Only when the user asks."""
-        return await _call(lambda: get_store().delete(ns(ctx, namespace, write=True), DeleteRequest(
+        return await _call(lambda: off_loop(get_memory().deleter.delete, ns(ctx, namespace, write=True), DeleteRequest(
             ids=ids, filter=filter, delete_all=True if delete_all else None)))
 
     @mcp.tool(annotations=read)
@@ -258,7 +259,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         """Get one block of memory for the next answer, within a token budget: core facts, recent turns, the
         memories most relevant to the query, and summaries of the rest of the history. Put `context` in your
         prompt."""
-        return await _call(lambda: get_store().context(ns(ctx, namespace), ContextRequest(
+        return await _call(lambda: off_loop(get_memory().context.assemble, ns(ctx, namespace), ContextRequest(
             conversation_id=conversation_id, query=query, budget_tokens=budget_tokens, recent=recent)))
 
     @mcp.tool(annotations=read)
@@ -270,7 +271,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         namespace: Namespace = None,
     ) -> CoreListResponse:
         """List core memory: the short facts always shown first in the context block, most important first."""
-        return await _call(lambda: get_store().core_list(ns(ctx, namespace), conversation_id))
+        return await _call(lambda: off_loop(get_memory().core.list_entries, ns(ctx, namespace), conversation_id))
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
@@ -290,7 +291,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
     ) -> CorePutResponse:
         """Keep a short fact in core memory (always in the context block). When the core budget is full, the
         least important, oldest facts move to long-term memory (`moved_out`), where recall still finds them."""
-        return await _call(lambda: get_store().core_put(ns(ctx, namespace, write=True), CorePutRequest(
+        return await _call(lambda: off_loop(get_memory().core.put, ns(ctx, namespace, write=True), CorePutRequest(
             key=key, value=value, importance=importance, ttl_seconds=ttl_seconds,
             conversation_id=conversation_id)))
 
@@ -305,6 +306,7 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         namespace: Namespace = None,
     ) -> CoreDeleteResponse:
         """Remove a core-memory fact everywhere, including its moved-out copy in long-term memory."""
-        return await _call(lambda: get_store().core_delete(ns(ctx, namespace, write=True), key, conversation_id))
+        return await _call(lambda: off_loop(get_memory().core.delete, ns(ctx, namespace, write=True), key,
+                                           conversation_id))
 
     return mcp

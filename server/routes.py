@@ -1,12 +1,10 @@
-"""The API routes. Each validates its body (quart-schema, 400 naming the field), calls the DataStore, answers.
+"""The API routes. Each validates its body (quart-schema, 400 naming the field), calls the Memory's service, answers.
 
 Shapes are in `models.api`; the OpenAPI document (/openapi.json, and /.well-known/openapi.yaml alike) is generated
 from these decorators and the settings (server/openapi.py).
 """
 
 from __future__ import annotations
-
-import asyncio
 
 from quart import Blueprint, current_app
 from quart_schema import (
@@ -18,7 +16,7 @@ from quart_schema import (
     validate_response,
 )
 
-from pyramind.datastore.indexer import Indexer
+from pyramind.datastore.indexing.background import Indexer
 from pyramind.models.api import (
     NAMESPACE_PATTERN,
     DeleteRequest,
@@ -35,7 +33,7 @@ from pyramind.models.api import (
     is_namespace,
 )
 from pyramind.server.auth import readable_namespaces, resolve_namespace
-from pyramind.server.common import app_store, errors
+from pyramind.server.common import app_memory, errors, off_loop
 from pyramind.server.fit import fit_query
 from pyramind.services.errors import InvalidRequestError
 
@@ -65,7 +63,7 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
     ns = _namespace(data.namespace)
     indexer: Indexer | None = current_app.extensions.get("pyramind.indexer")
     if indexer is None:  # an app serving without background indexing: index inline
-        result = await app_store().remember(ns, data)
+        result = await off_loop(app_memory().writer.remember, ns, data)
         return result, 202 if result.pending_message_ids else 200
     return await indexer.remember(ns, data)
 
@@ -85,10 +83,9 @@ async def query(data: QueryRequest) -> QueryResponse:
     """
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)
-    if data.namespaces is not None:  # shared read-only memory: only granted namespaces (403 otherwise)
-        found = await app_store().query_shared(own, readable_namespaces(data.namespaces, own), data.queries)
-    else:
-        found = await app_store().query(own, data.queries)
+    # shared read-only memory: only granted namespaces (403 otherwise), searched as the caller's own
+    granted = readable_namespaces(data.namespaces, own) if data.namespaces is not None else None
+    found = await off_loop(app_memory().reader.query, own, data.queries, granted)
     return fit_query(found, settings.max_response_chars)
 
 
@@ -106,7 +103,7 @@ async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
     already stored is replaced. Returns the document ids; 202 when some are stored but not yet searchable
     because the embedder is failing (`pending_ids`).
     """
-    result = await app_store().upsert(_namespace(data.namespace), data.documents)
+    result = await off_loop(app_memory().writer.upsert, _namespace(data.namespace), data.documents)
     return result, 202 if result.pending_ids else 200
 
 
@@ -123,7 +120,7 @@ async def delete(data: DeleteRequest) -> DeleteResponse:
     namespace). Summaries built from forgotten messages are rebuilt without them, so the text comes back from no
     level. 404 naming unknown ids; nothing is deleted then.
     """
-    return await app_store().delete(_namespace(data.namespace), data)
+    return await off_loop(app_memory().deleter.delete, _namespace(data.namespace), data)
 
 
 @api.get("/memories/<string:memory_id>")
@@ -141,7 +138,7 @@ async def get_memory(memory_id: str, query_args: MemoryQuery) -> ExpandResponse:
     requested = query_args.namespace
     if requested is not None and not is_namespace(requested):
         raise InvalidRequestError(f"namespace must match {NAMESPACE_PATTERN}", "namespace")
-    return await app_store().expand(_namespace(requested), memory_id)
+    return await off_loop(app_memory().reader.expand, _namespace(requested), memory_id)
 
 
 @api.get("/health")
@@ -155,13 +152,13 @@ async def health() -> Health:
     Liveness and configuration: the datastore, the embedder (with its dimension), the summariser in use, and the
     count of memory nodes per level. Needs no token.
     """
-    store = app_store()
-    nodes = await asyncio.to_thread(store.node_counts)
+    memory = app_memory()
+    nodes = await off_loop(memory.storage.node_counts)
     return Health(
         status="ok",
-        datastore=store.name,
-        embedder=store.embedder.model_name,
-        embedding_dimension=store.embedder.dimension,
-        summariser=getattr(store.summariser, "name", "unknown"),
+        datastore=memory.name,
+        embedder=memory.embedder.model_name,
+        embedding_dimension=memory.embedder.dimension,
+        summariser=getattr(memory.summariser, "name", "unknown"),
         nodes=nodes,
     )
