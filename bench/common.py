@@ -10,7 +10,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import dataset
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import RememberRequest
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import Embedder
@@ -26,14 +27,14 @@ def bench_settings(db: Path, **overrides: object) -> Settings:
     return Settings(_env_file=None, local_db_path=db, **overrides)  # type: ignore[arg-type]
 
 
-def open_store(settings: Settings, embedder: Embedder, summariser: Summariser | None = None) -> LocalDataStore:
+def open_store(settings: Settings, embedder: Embedder, summariser: Summariser | None = None) -> Memory:
     """A fresh local store: the file at settings.local_db_path (and its WAL files) is removed first."""
     for suffix in ("", "-wal", "-shm"):
         Path(f"{settings.local_db_path}{suffix}").unlink(missing_ok=True)
-    return LocalDataStore(settings, embedder, summariser or ExtractiveSummariser()).open()
+    return open_memory(settings, embedder, summariser or ExtractiveSummariser())
 
 
-def ingest(store: LocalDataStore, samples: list[dict], ns: str = "bench", captions: bool = False) -> int:
+def ingest(store: Memory, samples: list[dict], ns: str = "bench", captions: bool = False) -> int:
     """Remember each sample as its own conversation (id = sample_id), one session per call, in time order.
 
     captions: image captions in the content (see dataset.turn_text). Returns the number of messages remembered.
@@ -41,7 +42,7 @@ def ingest(store: LocalDataStore, samples: list[dict], ns: str = "bench", captio
     n = 0
     for sample in samples:
         for session in dataset.sessions(sample, captions):
-            store.remember_sync(ns, RememberRequest(conversation_id=sample["sample_id"], messages=session))
+            store.writer.remember(ns, RememberRequest(conversation_id=sample["sample_id"], messages=session))
             n += len(session)
     return n
 

@@ -13,7 +13,8 @@ the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
    An evidence turn counts as found when its text (whitespace folded) is inside the block, or inside the
    concatenated cut results: a summary holding the sentence verbatim counts, a paraphrase or a cut turn does not.
 2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, rolled
-   up into summaries as remember does), `POST /context` through the app's in-process test client (request validation, the store and
+   up into summaries as remember does), `POST /context` through the app's in-process test client (request
+   validation, the store and
    response serialisation; no network), one LoCoMo question and a random conversation per request, the default
    request (budget 2000, every section), sequential, after a warm-up. Reported p50 / p95 / p99.
 Results: the `context` section of bench/RESULTS.md; every number in bench/out/context.json.
@@ -33,8 +34,7 @@ from pathlib import Path
 from bench import common, dataset, synthetic
 from bench.cache import CachingEmbedder
 from bench.meters import percentiles
-from pyramind.datastore.datastore import DEFAULT_NAMESPACE
-from pyramind.models.api import Query, QueryFilter
+from pyramind.models.api import DEFAULT_NAMESPACE, Query, QueryFilter
 from pyramind.models.context import ContextRequest
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.tokens import count_tokens
@@ -73,7 +73,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
     """Evidence share per budget and variant, overall and per category (see the module doc)."""
     store = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
     common.ingest(store, samples, NS)
-    counts = store.stats(NS)
+    counts = store.storage.counts(NS)
     texts = {s["sample_id"]: turns(s) for s in samples}
     ends = {s["sample_id"]: last_time(s) for s in samples}
     questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])]
@@ -84,7 +84,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
     t0 = time.perf_counter()
     for i, q in enumerate(questions):
         tx = texts[q.conversation_id]
-        res = store.query_sync(NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(
+        res = store.reader.query(NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(
             conversation_id=q.conversation_id))]).results[0].results
         for r in res:
             token_cache.setdefault(r.id, count_tokens(r.text))
@@ -97,7 +97,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
                 used += token_cache[r.id]
             scores["query"][b].append(found("\n".join(kept), q.evidence, tx))
             for variant, recent in (("context", False), ("context+recent", True)):
-                ctx = store.context_sync(NS, ContextRequest(
+                ctx = store.context.assemble(NS, ContextRequest(
                     conversation_id=q.conversation_id, query=q.text, budget_tokens=b, now=ends[q.conversation_id],
                     all_conversations=False, recent=recent))
                 assert ctx.tokens_used <= b
@@ -139,7 +139,7 @@ def latency(n: int, questions: list[str], requests: int) -> dict:
     store = common.open_store(settings, embedder)
     synthetic.fill(store, DEFAULT_NAMESPACE, n)  # type: ignore[arg-type]
     build = time.perf_counter() - t
-    sources = store._list_sources(DEFAULT_NAMESPACE)
+    sources = store.storage.list_sources(DEFAULT_NAMESPACE)
     rng = random.Random(7)
 
     async def run() -> list[float]:

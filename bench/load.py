@@ -47,7 +47,8 @@ GROWTH_LIMIT = 0.10
 WORDS = ("garden lake cabin violin bakery report sister cat train museum recipe budget concert hiking doctor "
          "birthday holiday piano painting football camera kitchen library market river island project").split()
 USAGE = """Open-loop mix of remember (`--remember-share`, two messages each) and query (top 5) against a real
-`python -m pyramind.server.main` on 127.0.0.1 over a fresh local store; every 10 s: error rate, latency p50/p95/p99 and the
+`python -m pyramind.server.main` on 127.0.0.1 over a fresh local store; every 10 s: error rate, latency
+p50/p95/p99 and the
 server's RSS. Run on a quiet machine (10 minutes):
 
     .venv/bin/python -m bench.load --duration 600 --rate 100 --remember-share 0.1 --write-results
@@ -108,7 +109,8 @@ class Server:
         env.update(extra or {})  # more settings (the remember-latency and fairness benchmarks)
         self.log_path = folder / "server.log"
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pyramind.server.main"], cwd=folder, env=env, stdout=log,
+            self.proc = subprocess.Popen([sys.executable, "-m", "pyramind.server.main"], cwd=folder, env=env,
+                                         stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
     @property

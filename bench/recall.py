@@ -21,7 +21,7 @@ from pathlib import Path
 
 from bench import common, dataset, metrics, report
 from bench.cache import CachingEmbedder
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Query, QueryFilter
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import LocalEmbedder
@@ -65,7 +65,7 @@ VARIANTS = [
 ]
 
 
-def build(key: str, embedder: CachingEmbedder, samples: list[dict], captions: bool) -> LocalDataStore:
+def build(key: str, embedder: CachingEmbedder, samples: list[dict], captions: bool) -> Memory:
     """A fresh store under bench/out/recall/ with the variant's settings and every conversation remembered."""
     db = common.OUT / "recall" / f"{key}{'-captions' if captions else ''}.db"
     store = common.open_store(common.bench_settings(db, **STORES[key]), embedder)
@@ -73,7 +73,7 @@ def build(key: str, embedder: CachingEmbedder, samples: list[dict], captions: bo
     return store
 
 
-def answers(store: LocalDataStore, questions: list[dataset.Question], mode: str) -> list[list[metrics.Item]]:
+def answers(store: Memory, questions: list[dataset.Question], mode: str) -> list[list[metrics.Item]]:
     """Each question's results (top TOP_K, any level, best first) as metric items, through `query_sync`."""
     out: list[list[metrics.Item]] = []
     tokens: dict[str, int] = {}
@@ -82,7 +82,7 @@ def answers(store: LocalDataStore, questions: list[dataset.Question], mode: str)
         part = questions[i : i + batch]
         queries = [Query(query=q.text, top_k=TOP_K, mode=mode,  # type: ignore[arg-type]
                          filter=QueryFilter(conversation_id=q.conversation_id)) for q in part]
-        for res in store.query_sync(NS, queries).results:
+        for res in store.reader.query(NS, queries).results:
             items = []
             for r in res.results:
                 if r.id not in tokens:
@@ -104,7 +104,7 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
     for key in STORES:
         t0 = time.perf_counter()
         store = build(key, embedder, samples, captions)
-        results["stores"][key] = {"settings": STORES[key], "counts": store.stats(NS),
+        results["stores"][key] = {"settings": STORES[key], "counts": store.storage.counts(NS),
                                   "ingest_s": round(time.perf_counter() - t0, 1)}
         print(f"store {key}: {results['stores'][key]}", flush=True)
         for v in (v for v in VARIANTS if v.store == key):

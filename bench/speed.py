@@ -15,7 +15,7 @@ Run: `.venv/bin/python -m bench.speed` (about 6-10 minutes on 2 cores); `--scale
    retrieval mode and then mode dense) over httpx against `create_app(settings)` served by hypercorn in a child
    process on 127.0.0.1, sequential requests after a warm-up; the server's peak RSS is its VmHWM.
    Search-only figures also time full-text search (`store.search_text`, top 50 over L1, one LoCoMo question
-   each) and hybrid retrieval (`retrieval.hybrid`, top 5, the question's text with a random unit vector: the
+   each) and hybrid retrieval (`ranking.hybrid`, top 5, the question's text with a random unit vector: the
    search work of a default /query without the embedder and HTTP), and report the BM25 index's size.
 Results: the `speed` section of bench/RESULTS.md; every number in bench/out/speed.json.
 `--scale-only --sizes 100000,1000000 --keep` runs only the scale points (section `speed-scale`), keeping each built
@@ -35,16 +35,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx
 import numpy as np
 
 from bench import common, dataset, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
-from pyramind.datastore import retrieval
-from pyramind.datastore.datastore import DEFAULT_NAMESPACE
-from pyramind.datastore.factory import get_datastore
-from pyramind.models.api import QueryFilter
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.read import ranking
+from pyramind.models.api import DEFAULT_NAMESPACE, QueryFilter
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.summarising import ExtractiveSummariser
@@ -69,8 +69,8 @@ def ingest(samples: list[dict], overlap: int | None) -> dict:
     t = time.perf_counter()
     n_messages = common.ingest(store, samples, DEFAULT_NAMESPACE)
     wall = time.perf_counter() - t
-    counts = store.stats(DEFAULT_NAMESPACE)
-    chunks = [n.text for s in samples for n in store._source_nodes(DEFAULT_NAMESPACE, s["sample_id"])
+    counts = store.storage.counts(DEFAULT_NAMESPACE)
+    chunks = [n.text for s in samples for n in store.storage.source_nodes(DEFAULT_NAMESPACE, s["sample_id"])
               if n.level == 1]
     store.close()
     t = time.perf_counter()
@@ -115,7 +115,7 @@ def _settings(db: str, **overrides: object) -> Settings:
 def build_child(db: str, n: int) -> dict:
     """(child) A synthetic store of n nodes at `db` (file or PostgreSQL URL): build time, peak RSS, size."""
     if db.startswith("postgresql://"):
-        store = get_datastore(_settings(db), LocalEmbedder(), ExtractiveSummariser())
+        store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     else:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
@@ -124,10 +124,10 @@ def build_child(db: str, n: int) -> dict:
     synthetic.fill(store, DEFAULT_NAMESPACE, n)  # type: ignore[arg-type]
     build = time.perf_counter() - t
     if db.startswith("postgresql://"):
-        with store._pool.connection() as conn:  # type: ignore[attr-defined]
+        with store.storage.pool.connection() as conn:  # type: ignore[attr-defined]
             size = conn.execute("SELECT pg_database_size(current_database())").fetchone()["pg_database_size"]
     else:
-        store._writer.execute("PRAGMA wal_checkpoint(TRUNCATE)")  # type: ignore[attr-defined]
+        store.storage.db.scrub()  # type: ignore[attr-defined]  # checkpoint the WAL into the file
         size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
     store.close()
     return {"build_s": round(build, 1), "build_peak_rss_mib": round(peak_rss_mib()), "disk_mib": round(size / 2**20, 1),
@@ -138,15 +138,15 @@ def search_child(db: str) -> dict:
     """(child) Search-only latency over the store at `db`, and this process's peak RSS; for the local store also
     recall@5 of its search against an exact scan of the same rows."""
     base_rss = peak_rss_mib()
-    store = get_datastore(_settings(db), LocalEmbedder(), ExtractiveSummariser())
+    store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
     t = time.perf_counter()
-    store.search_vector(DEFAULT_NAMESPACE, queries[0], 5)  # loads the vector cache (and trains the IVF index)
+    store.storage.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the vector cache (and the IVF)
     load = time.perf_counter() - t
     ms, found = [], []
     for q in queries[1:]:
         t = time.perf_counter()
-        hits = store.search_vector(DEFAULT_NAMESPACE, q, 5)
+        hits = store.storage.search_vector(DEFAULT_NAMESPACE, q, 5, None)
         ms.append((time.perf_counter() - t) * 1000)
         found.append({n.id for n, _ in hits})
     extra = _text_figures(store, queries[1:])
@@ -155,13 +155,15 @@ def search_child(db: str) -> dict:
         return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
                 "python_baseline_rss_mib": round(base_rss), "ann": "HNSW", "recall_at_5_vs_exact": "not measured",
                 **extra}
-    index = store._caches[DEFAULT_NAMESPACE].index  # type: ignore[attr-defined]  # exact top 5, same rows
+    local = store.storage
+    cache = local.caches.get(local.db.reader, DEFAULT_NAMESPACE)  # type: ignore[attr-defined]
+    index = cache.index  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
-    ids = dict(store._reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
+    ids = dict(local.db.reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
     recall = np.mean([len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
                       for f, q in zip(found[:50], queries[1:51], strict=True)])
     store.close()
-    text_index = store._caches[DEFAULT_NAMESPACE].text  # type: ignore[attr-defined]
+    text_index = cache.text
     extra["text_index_mib"] = round(text_index.nbytes / 2**20, 1)
     extra["text_terms"] = len(text_index.vocab.terms)
     return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
@@ -179,10 +181,10 @@ def _text_figures(store: object, vectors: np.ndarray) -> dict:
     leaf = QueryFilter(level=1)
     for q, v in zip(questions[:SEARCHES], vectors, strict=False):
         t = time.perf_counter()
-        store.search_text(DEFAULT_NAMESPACE, q, retrieval.POOL, leaf)  # type: ignore[attr-defined]
+        store.storage.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
         text_ms.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        retrieval.hybrid(store, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[arg-type]
+        ranking.hybrid(store.storage, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
         hybrid_ms.append((time.perf_counter() - t) * 1000)
     return {"text_latency_ms": percentiles(text_ms), "hybrid_latency_ms": percentiles(hybrid_ms)}
 
@@ -193,7 +195,9 @@ def serve_child(db: str, port: int) -> None:
     from hypercorn.config import Config
 
     from pyramind.server.app import create_app
+    from pyramind.server.main import one_blas_thread
 
+    one_blas_thread()  # as `pyramind serve` does
     settings = _settings(db, bearer_token=TOKEN, port=port, pending_retry_seconds=0)
     config = Config()
     config.bind = [f"127.0.0.1:{port}"]
@@ -229,7 +233,7 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
                 time.sleep(0.2)
             # the first query loads the namespace's vectors (and trains the IVF index from 50k nodes): minutes at 1M
             client.post("/query", json={"queries": [{"query": questions[0], "top_k": 5}]}, timeout=1200)
-            out = {}
+            out: dict[str, Any] = {}
             for mode, count in ((None, REQUESTS), ("dense", DENSE_REQUESTS)):
                 ms = []
                 for i in range(WARMUP + count):
@@ -244,7 +248,7 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
                     if i >= WARMUP:
                         ms.append(elapsed)
                 out[mode or "default"] = percentiles(ms)
-            out["server_peak_rss_mib"] = round(proc_peak_rss_mib(proc.pid) or 0)
+            out["server_peak_rss_mib"] = round(proc_peak_rss_mib(proc.pid) or 0.0)
             return out
     finally:
         proc.terminate()

@@ -20,8 +20,8 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from bench import dataset
-from pyramind.datastore.datastore import SourceRow, WriteBatch
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.storage import SourceRow, WriteBatch
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.services.tree import Frontier, roll_up
@@ -49,14 +49,14 @@ def _summarise(texts: list[str], context: str | None) -> tuple[str, str]:
     return "\n".join(" ".join(t.split("\n", 1)[0].split()[:SUMMARY_WORDS]) for t in texts) + "\n", "synthetic"
 
 
-def with_summaries(leaves: list[tuple[MemoryNode, np.ndarray]]) -> list[tuple[MemoryNode, np.ndarray]]:
+def with_summaries(leaves: list[tuple[MemoryNode, np.ndarray]]) -> list[tuple[MemoryNode, np.ndarray | None]]:
     """The sealed L1 `leaves` (node, vector) of one conversation followed by their summaries, rolled up as
     `remember` does; each summary's vector is the normalised mean of its children's. Sets the children's
     parent_id."""
     defaults = Settings(_env_file=None)  # type: ignore[call-arg]
     made = roll_up(Frontier(), [n for n, _ in leaves], _summarise, defaults.fan_out, defaults.max_level)
     vectors = {n.id: v for n, v in leaves}
-    out = list(leaves)
+    out: list[tuple[MemoryNode, np.ndarray | None]] = list(leaves)
     for node in made:  # lowest level first: children's vectors are known
         mean = np.sum([vectors[c] for c in node.children], axis=0)
         vectors[node.id] = (mean / np.linalg.norm(mean)).astype(np.float32)
@@ -78,7 +78,7 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
     return words, freq / freq.sum()
 
 
-def fill(store: LocalDataStore, ns: str, n: int, seed: int = 0) -> None:
+def fill(store: Memory, ns: str, n: int, seed: int = 0) -> None:
     """Add n sealed L1 nodes (with their messages) and their summaries to namespace `ns` of an empty store."""
     rng = np.random.default_rng(seed)
     words, p = vocabulary()
@@ -110,4 +110,4 @@ def fill(store: LocalDataStore, ns: str, n: int, seed: int = 0) -> None:
                                      tok_start=i * 200, tok_end=(i + 1) * 200), vecs[i]))
         src = SourceRow(sid, "conversation", 1, n_messages=len(messages), n_tokens=count * 200,
                         max_seq=len(messages) - 1)
-        store._commit(ns, WriteBatch(source=src, messages=messages, nodes=with_summaries(nodes)), 0)
+        store.storage.commit(ns, WriteBatch(source=src, messages=messages, nodes=with_summaries(nodes)), 0)

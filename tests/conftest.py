@@ -9,7 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.providers.local import LocalStorage
+from pyramind.datastore.storage import MarkTable, TextSearch
 from pyramind.models.api import Message
 from pyramind.models.settings import Settings
 from pyramind.services import importers
@@ -20,6 +23,33 @@ TOKEN = "test-token"
 # LoCoMo (see README, "Tests"): `shared/bench/data/locomo_dev.json` beside the checkout, or PYRAMIND_LOCOMO
 LOCOMO = Path(os.environ.get("PYRAMIND_LOCOMO")
               or Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json")
+
+
+def local_storage(memory: Memory) -> LocalStorage:
+    """The memory's storage as the local SQLite provider (for tests that read its file, caches or connections)."""
+    assert isinstance(memory.storage, LocalStorage), memory.storage.name
+    return memory.storage
+
+
+def text_search(memory: Memory) -> TextSearch:
+    """The storage's full-text search (every provider of these tests but Pinecone offers one)."""
+    assert memory.storage.text is not None, f"the {memory.storage.name} store has no text search"
+    return memory.storage.text
+
+
+def mark_table(memory: Memory) -> MarkTable:
+    """The storage's table of visits and pins (every provider keeps one)."""
+    assert memory.storage.marks is not None, f"the {memory.storage.name} store keeps no marks"
+    return memory.storage.marks
+
+
+def recompose(memory: Memory, *, settings: Settings | None = None, embedder: object | None = None,
+              summariser: object | None = None) -> Memory:
+    """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed or
+    summarise with another `embedder` / `summariser` (an injected fault, or one that acts mid-call); close only
+    the first."""
+    return Memory(settings or memory.settings, memory.storage, embedder or memory.embedder,  # type: ignore[arg-type]
+                  summariser or memory.summariser)  # type: ignore[arg-type]
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:
@@ -40,14 +70,14 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[LocalDataStore]:
-    ds = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[Memory]:
+    ds = open_memory(settings, embedder, ExtractiveSummariser())
     yield ds
     ds.close()
 
 
 @pytest.fixture
-async def client(settings: Settings, store: LocalDataStore) -> AsyncIterator[object]:
+async def client(settings: Settings, store: Memory) -> AsyncIterator[object]:
     from pyramind.server.app import create_app
 
     app = create_app(settings, store)

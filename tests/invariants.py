@@ -45,7 +45,7 @@ def check_tree(nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: 
     for c in chunks:
         assert c.tok_end - c.tok_start <= chunk_size
         assert tokens.count_tokens(c.text) <= chunk_size + 2  # re-encoding a cut text may merge differently
-    for a, b in zip(chunks, chunks[1:]):
+    for a, b in zip(chunks, chunks[1:], strict=False):
         assert a.sealed
         assert b.tok_start == a.tok_end - overlap
     # every group of fan_out sealed nodes below the top has been rolled up

@@ -28,6 +28,7 @@ def test_ci_runs_the_readme_test_command() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     command = "bash scripts/setup.sh dev && .venv/bin/python -m pytest"
     assert command in readme and command in ci
+    assert "bash scripts/check.sh" in ci and "bash scripts/check.sh" in readme  # ruff and mypy, documented
 
 
 def test_bad_setting_fails_naming_the_key(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ def test_the_bare_names_are_not_importable_as_the_project(tmp_path: Path) -> Non
     import subprocess
     import sys
 
-    code = "import importlib.util as u; print(u.find_spec('server') is None, u.find_spec('pyramind.server') is not None)"
+    code = ("import importlib.util as u; "
+            "print(u.find_spec('server') is None, u.find_spec('pyramind.server') is not None)")
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["True", "True"]

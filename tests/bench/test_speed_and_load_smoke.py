@@ -10,11 +10,11 @@ import numpy as np
 
 from bench import load, synthetic
 from bench.meters import CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
 from pyramind.services import tokens
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
+from tests.conftest import local_storage, make_settings
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:
@@ -59,17 +59,18 @@ def test_the_synthetic_scale_store_is_a_finished_tree(tmp_path: Path, embedder: 
     """bench.speed times queries over bench/synthetic.py's store: its chunks must already be rolled up as
     remember would (else the server's indexer summarises them while queries are timed), and each summary's
     vector is the normalised mean of its children's."""
-    store = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    store = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
     try:
         synthetic.fill(store, "default", 2_000)
-        assert store._unrolled() == []  # nothing left for the background indexer
-        rows = store._reader.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level").fetchall()
+        assert store.storage.unrolled() == []  # nothing left for the background indexer
+        db = local_storage(store).db.reader  # type: ignore[attr-defined]
+        rows = db.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level").fetchall()
         assert [tuple(r) for r in rows] == [(1, 2_000), (2, 400), (3, 80), (4, 16), (5, 2)]
-        top = store._reader.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]
-        node = store.get_node("default", top)
-        vectors = store._get_vectors("default", [node.id, *node.children])
+        top = local_storage(store).db.reader.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]
+        node = store.reader.get_node("default", top)
+        vectors = store.storage.get_vectors("default", [node.id, *node.children])
         mean = np.sum([vectors[c] for c in node.children], axis=0)
         assert np.allclose(vectors[node.id], mean / np.linalg.norm(mean), atol=1e-3)
-        assert all(store.get_node("default", c).parent_id == node.id for c in node.children)
+        assert all(store.reader.get_node("default", c).parent_id == node.id for c in node.children)
     finally:
         store.close()

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from bench.servers import Needle, Postgres
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.factory import get_datastore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.errors import EmbeddingError
@@ -103,14 +103,14 @@ def provider_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
 
 
 @pytest.fixture
-def open_store(provider_settings: Settings, embedder: LocalEmbedder) -> Iterator[Callable[..., DataStore]]:
+def open_store(provider_settings: Settings, embedder: LocalEmbedder) -> Iterator[Callable[..., Memory]]:
     """open_store(embedder=None, **setting overrides) -> an opened store on the test's backend (closed at the
     end); through the factory, so its provider branch is exercised too."""
-    opened: list[DataStore] = []
+    opened: list[Memory] = []
 
-    def _open(embedder_: object | None = None, **overrides: object) -> DataStore:
+    def _open(embedder_: object | None = None, **overrides: object) -> Memory:
         settings = provider_settings.model_copy(update=overrides)
-        ds = get_datastore(settings, embedder_ or embedder, ExtractiveSummariser())  # type: ignore[arg-type]
+        ds = open_memory(settings, embedder_ or embedder, ExtractiveSummariser())  # type: ignore[arg-type]
         opened.append(ds)
         return ds
 
@@ -120,7 +120,7 @@ def open_store(provider_settings: Settings, embedder: LocalEmbedder) -> Iterator
 
 
 @pytest.fixture
-def ds(open_store: Callable[..., DataStore]) -> DataStore:
+def ds(open_store: Callable[..., Memory]) -> Memory:
     """An opened store of the parametrised provider with the real MiniLM embedder and extractive summariser."""
     return open_store()
 

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from pyramind.datastore.context import l1_span
-from pyramind.datastore.core import core_document_id
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.context.assemble import l1_span
+from pyramind.datastore.context.core import core_document_id
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, Query, QueryFilter, RememberRequest
 from pyramind.models.context import ContextRequest
 from pyramind.models.core import CorePutRequest
@@ -45,8 +47,8 @@ def long_conversation(n_days: int = 24) -> list[Message]:
 
 
 @pytest.fixture
-def filled(store: LocalDataStore) -> LocalDataStore:
-    store.remember_sync("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+def filled(store: Memory) -> Memory:
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
     return store
 
 
@@ -63,30 +65,30 @@ def test_time_ago_reads_like_a_person() -> None:
     assert time_ago(None, NOW) == "at an unknown time"
 
 
-def test_an_undated_memory_is_shown_without_a_date_by_the_default_template(store: LocalDataStore) -> None:
-    store.remember_sync("ns", RememberRequest(conversation_id="c", messages=[
+def test_an_undated_memory_is_shown_without_a_date_by_the_default_template(store: Memory) -> None:
+    store.writer.remember("ns", RememberRequest(conversation_id="c", messages=[
         Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)),
         Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
     ]))
-    block = store.context_sync("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
+    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
     assert "- [2024-05-30, 2 days ago] Ann: We land in Lisbon on 3 June." in block
     assert "- Bob: Book the tram tour for the 4th, please." in block and "undated" not in block
-    custom = store.context_sync("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300,
+    custom = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300,
                                                      memory_template="* {date}: {text}")).context
     assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
 
 
-def test_default_block_for_a_small_conversation(store: LocalDataStore) -> None:
-    store.core_put_sync("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
-    store.core_put_sync("ns", CorePutRequest(key="diet", value="vegetarian"))
-    store.remember_sync("ns", RememberRequest(conversation_id="c1", messages=[
+def test_default_block_for_a_small_conversation(store: Memory) -> None:
+    store.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
+    store.core.put("ns", CorePutRequest(key="diet", value="vegetarian"))
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[
         Message(id="m1", speaker="Ann", content="I adopted a grey cat called Miso.",
                 created_at=NOW - timedelta(days=3)),
         Message(id="m2", speaker="Bo", content="Lovely! How old is Miso?", created_at=NOW - timedelta(days=3)),
         Message(id="m3", speaker="Ann", content="Two years old, and she hates the vacuum.",
                 created_at=NOW - timedelta(hours=2)),
     ]))
-    res = store.context_sync("ns", ContextRequest(conversation_id="c1", now=NOW, user_name="Ann",
+    res = store.context.assemble("ns", ContextRequest(conversation_id="c1", now=NOW, user_name="Ann",
                                                   assistant_name="Bo"))
     assert res.context == (
         "Memory of Ann's conversations with Bo.\n"
@@ -108,8 +110,8 @@ def test_default_block_for_a_small_conversation(store: LocalDataStore) -> None:
 
 
 @pytest.mark.parametrize("budget", [40, 120, 400, 900, 2500])
-def test_the_budget_is_never_exceeded(filled: LocalDataStore, budget: int) -> None:
-    res = filled.context_sync("ns", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?",
+def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?",
                                                    budget_tokens=budget, neighbours=1, now=NOW))
     assert res.tokens_used == count_tokens(res.context) <= budget
     assert sum(s.tokens_used for s in res.sections) <= budget
@@ -117,9 +119,10 @@ def test_the_budget_is_never_exceeded(filled: LocalDataStore, budget: int) -> No
         assert res.left_out  # the conversation is bigger than the budget: something was left out, and said so
 
 
-def test_sections_in_priority_order_and_unused_shares_pass_on(filled: LocalDataStore) -> None:
-    filled.core_put_sync("ns", CorePutRequest(key="home", value="Ann lives in Porto"))
-    res = filled.context_sync("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=1500,
+def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) -> None:
+    filled.core.put("ns", CorePutRequest(key="home", value="Ann lives in Porto"))
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto",
+                                                       budget_tokens=1500,
                                                    min_score=0.0, now=NOW))
     positions = [res.context.index(h) for h in ("## Core memory", "## Recent turns", "## Relevant memories",
                                                 "## Earlier, summarised")]
@@ -130,26 +133,26 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: LocalDataS
     assert recent.budget_tokens > int(0.35 * 1500) and core.tokens_used < core.budget_tokens
     assert "Kyoto" in relevant.items[0].text and relevant.items[0].score is not None
     assert all(i.kind == "message" for i in recent.items)
-    times = [i.end_time for i in recent.items]
+    times = [i.end_time.timestamp() if i.end_time else 0.0 for i in recent.items]
     assert times == sorted(times) and recent.items[-1].id == "d23c"  # newest kept, shown oldest first
 
 
-def test_without_recent_turns_the_budget_goes_to_memories(filled: LocalDataStore) -> None:
-    res = filled.context_sync("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False,
+def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> None:
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False,
                                                    budget_tokens=1000, now=NOW))
     names = {s.name: s for s in res.sections}
     assert not names["recent"].items
     assert names["relevant"].budget_tokens >= int(0.8 * 1000) - 30
 
 
-def test_no_span_is_spent_twice(filled: LocalDataStore) -> None:
+def test_no_span_is_spent_twice(filled: Memory) -> None:
     fan = filled.settings.fan_out
     for budget, recent in ((700, False), (800, True), (2500, True), (2500, False)):
-        res = filled.context_sync("ns", ContextRequest(conversation_id="c1", query="bouldering in Oslo",
+        res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="bouldering in Oslo",
                                                        budget_tokens=budget, neighbours=1, recent=recent,
                                                        min_score=0.0, now=NOW))
         shown = {i.id for i in res.sections[1].items}
-        nodes = filled._get_nodes("ns", [i.id for s in res.sections[2:] for i in s.items])
+        nodes = filled.storage.get_nodes("ns", [i.id for s in res.sections[2:] for i in s.items])
         assert len(nodes) == sum(len(s.items) for s in res.sections[2:])
         spans = sorted(l1_span(n, fan) for n in nodes)
         for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
@@ -160,18 +163,18 @@ def test_no_span_is_spent_twice(filled: LocalDataStore) -> None:
             assert {n.level for n in nodes} == {1, 2}
 
 
-def test_timeline_is_refined_where_the_query_points(filled: LocalDataStore) -> None:
-    res = filled.context_sync("ns", ContextRequest(conversation_id="c1", query="bouldering in Oslo", relevant=False,
+def test_timeline_is_refined_where_the_query_points(filled: Memory) -> None:
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="bouldering in Oslo", relevant=False,
                                                    recent=False, budget_tokens=3000, now=NOW))
     items = res.sections[3].items
     assert items and all(i.kind in ("summary", "chunk") for i in items)
     assert any(i.why.startswith("refined from") for i in items)
-    starts = [i.start_time for i in items]
+    starts = [i.start_time.timestamp() if i.start_time else 0.0 for i in items]
     assert starts == sorted(starts)  # the timeline reads in time order
 
 
-def test_templates_and_their_fields(filled: LocalDataStore) -> None:
-    res = filled.context_sync("ns", ContextRequest(
+def test_templates_and_their_fields(filled: Memory) -> None:
+    res = filled.context.assemble("ns", ContextRequest(
         conversation_id="c1", query="violin", budget_tokens=600, now=NOW, user_name="Ann", assistant_name="Bo",
         template="{assistant_name} remembers {user_name}:\n{recent}\n--\n{relevant}",
         memory_template="* {speaker} ({time_ago}, {date}, L{level}): {text}", max_memory_chars=40))
@@ -184,103 +187,103 @@ def test_templates_and_their_fields(filled: LocalDataStore) -> None:
     for field, bad in (("template", "{memories} {secret}"), ("memory_template", "{text} {user}"),
                        ("template", "{memories")):
         with pytest.raises(InvalidRequestError) as err:
-            filled.context_sync("ns", ContextRequest(conversation_id="c1", **{field: bad}))
+            filled.context.assemble("ns", ContextRequest.model_validate({"conversation_id": "c1", field: bad}))
         assert err.value.field == field
 
 
-def test_bad_budgets_and_unknown_conversations(filled: LocalDataStore) -> None:
+def test_bad_budgets_and_unknown_conversations(filled: Memory) -> None:
     for budget in (0, -5, filled.settings.context_max_tokens + 1):
         with pytest.raises(InvalidRequestError) as err:
-            filled.context_sync("ns", ContextRequest(conversation_id="c1", budget_tokens=budget))
+            filled.context.assemble("ns", ContextRequest(conversation_id="c1", budget_tokens=budget))
         assert err.value.field == "budget_tokens"
     for ns, cid in (("ns", "nope"), ("other", "c1")):  # another namespace's conversation does not exist here
         with pytest.raises(NotFoundError) as nf:
-            filled.context_sync(ns, ContextRequest(conversation_id=cid))
+            filled.context.assemble(ns, ContextRequest(conversation_id=cid))
         assert nf.value.field == "conversation_id"
 
 
-def test_namespace_wide_context_without_a_conversation(filled: LocalDataStore) -> None:
-    res = filled.context_sync("ns", ContextRequest(query="sourdough baking in Lima", budget_tokens=800, now=NOW))
+def test_namespace_wide_context_without_a_conversation(filled: Memory) -> None:
+    res = filled.context.assemble("ns", ContextRequest(query="sourdough baking in Lima", budget_tokens=800, now=NOW))
     assert not res.sections[1].items and res.sections[2].items
-    assert filled.context_sync("other", ContextRequest(query="sourdough baking in Lima")).sections[2].items == []
+    assert filled.context.assemble("other", ContextRequest(query="sourdough baking in Lima")).sections[2].items == []
 
 
-def test_neighbours_are_the_chunks_around_a_node(filled: LocalDataStore) -> None:
-    chunks = [n for n in filled._source_nodes("ns", "c1") if n.level == 1]
-    before, after = filled.neighbours("ns", chunks[3], 2)
+def test_neighbours_are_the_chunks_around_a_node(filled: Memory) -> None:
+    chunks = [n for n in filled.storage.source_nodes("ns", "c1") if n.level == 1]
+    before, after = filled.reader.neighbours("ns", chunks[3], 2)
     assert [n.id for n in before] == [c.id for c in chunks[1:3]]
     assert [n.id for n in after] == [c.id for c in chunks[4:6]]
-    assert filled.neighbours("ns", chunks[0], 1) == ([], [chunks[1]])
-    assert filled.neighbours("other", chunks[3], 1) == ([], [])
+    assert filled.reader.neighbours("ns", chunks[0], 1) == ([], [chunks[1]])
+    assert filled.reader.neighbours("other", chunks[3], 1) == ([], [])
 
 
-def test_hybrid_scores_mean_the_same_from_query_to_query(filled: LocalDataStore) -> None:
-    res = filled.query_sync("ns", [Query(query="Who joins Ann in Kyoto for pottery?", top_k=3),
+def test_hybrid_scores_mean_the_same_from_query_to_query(filled: Memory) -> None:
+    res = filled.reader.query("ns", [Query(query="Who joins Ann in Kyoto for pottery?", top_k=3),
                                    Query(query="quarterly tax filing deadlines for corporations", top_k=3)])
     related, unrelated = ([r.score for r in q.results] for q in res.results)
     assert all(0 <= s <= 1 for s in related + unrelated)
     assert related == sorted(related, reverse=True)
     assert related[0] > 0.3 > 0.15 > unrelated[0]  # the top hit of an unrelated query is no longer 1.0
-    ctx = filled.context_sync("ns", ContextRequest(conversation_id="c1", recent=False, timeline=False,
+    ctx = filled.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, timeline=False,
                                                    query="quarterly tax filing deadlines for corporations"))
     assert ctx.sections[2].items == []  # nothing above the floor: nothing included just to fill the budget
 
 
 # ---------------------------------------------------------------------------------------------- core memory
 @pytest.fixture
-def small_core(tmp_path: Path, embedder) -> LocalDataStore:  # type: ignore[no-untyped-def]
-    ds = LocalDataStore(make_settings(tmp_path, core_max_tokens=20), embedder, ExtractiveSummariser()).open()
+def small_core(tmp_path: Path, embedder) -> Iterator[Memory]:  # type: ignore[no-untyped-def]
+    ds = open_memory(make_settings(tmp_path, core_max_tokens=20), embedder, ExtractiveSummariser())
     yield ds
     ds.close()
 
 
-def test_core_overflow_moves_the_least_important_oldest_entries_to_long_term(small_core: LocalDataStore) -> None:
+def test_core_overflow_moves_the_least_important_oldest_entries_to_long_term(small_core: Memory) -> None:
     ds = small_core
-    ds.core_put_sync("ns", CorePutRequest(key="pet", value="a grey cat called Miso", importance=20))
-    ds.core_put_sync("ns", CorePutRequest(key="car", value="an old red Volvo", importance=20))
-    ds.core_put_sync("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
-    res = ds.core_put_sync("ns", CorePutRequest(key="job", value="nurse in Porto", importance=50))
+    ds.core.put("ns", CorePutRequest(key="pet", value="a grey cat called Miso", importance=20))
+    ds.core.put("ns", CorePutRequest(key="car", value="an old red Volvo", importance=20))
+    ds.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
+    res = ds.core.put("ns", CorePutRequest(key="job", value="nurse in Porto", importance=50))
     assert [e.key for e in res.moved_out] == ["pet"]  # least important, and the older of the two
-    assert res.tokens_used <= 20 and [e.key for e in ds.core_list_sync("ns").entries] == ["name", "job", "car"]
+    assert res.tokens_used <= 20 and [e.key for e in ds.core.list_entries("ns").entries] == ["name", "job", "car"]
     # moved out, still recallable: a document in long-term memory
-    hits = ds.query_sync("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])
+    hits = ds.reader.query("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])
     assert hits.results[0].results[0].document_id == core_document_id("pet")
     assert "pet: a grey cat called Miso" in hits.results[0].results[0].text
-    ctx = ds.context_sync("ns", ContextRequest(query="what pet does Ann have?", min_score=0.0))
+    ctx = ds.context.assemble("ns", ContextRequest(query="what pet does Ann have?", min_score=0.0))
     assert "Miso" in ctx.sections[2].items[0].text and "pet" not in {i.id for i in ctx.sections[0].items}
     # deleting the key removes it everywhere, the moved-out copy included
-    assert ds.core_delete_sync("ns", "pet").deleted_documents == 1
-    hits = ds.query_sync("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])
+    assert ds.core.delete("ns", "pet").deleted_documents == 1
+    hits = ds.reader.query("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])
     assert all("Miso" not in r.text for r in hits.results[0].results)
     with pytest.raises(NotFoundError):
-        ds.core_delete_sync("ns", "pet")
+        ds.core.delete("ns", "pet")
 
 
-def test_core_value_over_the_budget_alone_is_refused_and_changes_nothing(small_core: LocalDataStore) -> None:
-    small_core.core_put_sync("ns", CorePutRequest(key="name", value="Ann"))
+def test_core_value_over_the_budget_alone_is_refused_and_changes_nothing(small_core: Memory) -> None:
+    small_core.core.put("ns", CorePutRequest(key="name", value="Ann"))
     with pytest.raises(InvalidRequestError) as err:
-        small_core.core_put_sync("ns", CorePutRequest(key="bio", value="word " * 40))
+        small_core.core.put("ns", CorePutRequest(key="bio", value="word " * 40))
     assert err.value.field == "value"
-    assert [e.key for e in small_core.core_list_sync("ns").entries] == ["name"]
+    assert [e.key for e in small_core.core.list_entries("ns").entries] == ["name"]
 
 
-def test_core_entries_expire_and_are_scoped(store: LocalDataStore) -> None:
-    store.remember_sync("ns", RememberRequest(conversation_id="c1", messages=[Message(speaker="Ann", content="hi")]))
-    store.core_put_sync("ns", CorePutRequest(key="mood", value="tired today", ttl_seconds=1))
-    store.core_put_sync("ns", CorePutRequest(key="topic", value="planning the move", conversation_id="c1"))
-    store.core_put_sync("ns", CorePutRequest(key="name", value="Ann"))
-    ctx = store.context_sync("ns", ContextRequest(conversation_id="c1"))
+def test_core_entries_expire_and_are_scoped(store: Memory) -> None:
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[Message(speaker="Ann", content="hi")]))
+    store.core.put("ns", CorePutRequest(key="mood", value="tired today", ttl_seconds=1))
+    store.core.put("ns", CorePutRequest(key="topic", value="planning the move", conversation_id="c1"))
+    store.core.put("ns", CorePutRequest(key="name", value="Ann"))
+    ctx = store.context.assemble("ns", ContextRequest(conversation_id="c1"))
     assert {i.id for i in ctx.sections[0].items} == {"mood", "topic", "name"}
-    assert [e.key for e in store.core_list_sync("ns").entries] == ["name", "mood"]  # the namespace's own
-    assert [e.key for e in store.core_list_sync("ns", "c1").entries] == ["topic"]
+    assert [e.key for e in store.core.list_entries("ns").entries] == ["name", "mood"]  # the namespace's own
+    assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]
     time.sleep(1.2)
-    ctx = store.context_sync("ns", ContextRequest(conversation_id="c1"))
+    ctx = store.context.assemble("ns", ContextRequest(conversation_id="c1"))
     assert {i.id for i in ctx.sections[0].items} == {"topic", "name"}
     assert "tired" not in ctx.context
-    assert [e.key for e in store.core_list_sync("ns").entries] == ["name"]
+    assert [e.key for e in store.core.list_entries("ns").entries] == ["name"]
     # another namespace sees none of it
-    assert store.core_list_sync("other").entries == [] and store.core_entries("other", "c1") == []
+    assert store.core.list_entries("other").entries == [] and store.core.entries("other", "c1") == []
     with pytest.raises(NotFoundError):
-        store.core_delete_sync("other", "name")
+        store.core.delete("other", "name")
     with pytest.raises(NotFoundError):  # a conversation scope must name a conversation of the namespace
-        store.core_put_sync("other", CorePutRequest(key="x", value="y", conversation_id="c1"))
+        store.core.put("other", CorePutRequest(key="x", value="y", conversation_id="c1"))

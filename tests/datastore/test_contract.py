@@ -1,5 +1,5 @@
-"""The provider contract: every DataStore provider (local, pgvector, pinecone) behaves the same through the
-DataStore pipeline, with the real MiniLM embedder and the extractive summariser on real (or, for Pinecone,
+"""The provider contract: every Memory provider (local, pgvector, pinecone) behaves the same through the
+Memory pipeline, with the real MiniLM embedder and the extractive summariser on real (or, for Pinecone,
 emulated) services. Fixtures are in conftest.py: `ds` is a fresh store, `ns` a fresh namespace.
 """
 
@@ -11,7 +11,8 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from pyramind.datastore.datastore import DataStore, SourceRow, WriteBatch
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.storage import SourceRow, WriteBatch
 from pyramind.models.api import (
     DeleteFilter,
     DeleteRequest,
@@ -24,72 +25,73 @@ from pyramind.models.api import (
 from pyramind.models.memory import MemoryNode
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from tests.conftest import recompose, text_search
 from tests.datastore.conftest import FailingEmbedder, OtherEmbedder
 from tests.datastore.synthetic import conversation, document_text
 from tests.invariants import check_tree
 
 
-def remember(ds: DataStore, ns: str, cid: str, messages: list, step: int | None = None) -> None:
+def remember(ds: Memory, ns: str, cid: str, messages: list, step: int | None = None) -> None:
     step = step or len(messages)
     for i in range(0, len(messages), step):
-        ds.remember_sync(ns, RememberRequest(conversation_id=cid, messages=messages[i : i + step]))
+        ds.writer.remember(ns, RememberRequest(conversation_id=cid, messages=messages[i : i + step]))
 
 
-def all_nodes(ds: DataStore, ns: str, sources: list[str]) -> list[MemoryNode]:
-    return [n for s in sources for n in ds._source_nodes(ns, s)]
+def all_nodes(ds: Memory, ns: str, sources: list[str]) -> list[MemoryNode]:
+    return [n for s in sources for n in ds.storage.source_nodes(ns, s)]
 
 
-def search(ds: DataStore, ns: str, text: str, top_k: int = 5, mode: str = "dense", **flt: object) -> list:
+def search(ds: Memory, ns: str, text: str, top_k: int = 5, mode: str = "dense", **flt: object) -> list:
     """Query results; `dense` (the default here) ranks by the provider's own vector search over every level."""
     q = Query(query=text, top_k=top_k, filter=QueryFilter(**flt) if flt else None, mode=mode)  # type: ignore[arg-type]
-    return ds.query_sync(ns, [q]).results[0].results
+    return ds.reader.query(ns, [q]).results[0].results
 
 
-def check(ds: DataStore, ns: str, cid: str) -> dict[int, int]:
+def check(ds: Memory, ns: str, cid: str) -> dict[int, int]:
     s = ds.settings
-    return check_tree(ds._source_nodes(ns, cid), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+    return check_tree(ds.storage.source_nodes(ns, cid), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
 
 
 # ---------------------------------------------------------------------- upsert / fetch / query / delete
 
 
-def test_upsert_fetch_query_replace_delete(ds: DataStore, ns: str) -> None:
+def test_upsert_fetch_query_replace_delete(ds: Memory, ns: str) -> None:
     when = datetime(2024, 5, 1, tzinfo=UTC)
-    ds.upsert_sync(ns, [
+    ds.writer.upsert(ns, [
         Document(id="doc-garden", text=document_text(40, "garden"), metadata=DocumentMetadata(created_at=when)),
         Document(id="doc-music", text=document_text(3, "music")),
     ])
     hits = search(ds, ns, "slugs ate the lettuce in the garden")
     assert hits and hits[0].document_id == "doc-garden" and hits[0].source_type == "document"
-    node = ds.get_node(ns, hits[0].id)
+    node = ds.reader.get_node(ns, hits[0].id)
     assert node.text == hits[0].text and node.start_time == when
-    nodes = ds._source_nodes(ns, "doc-garden")
+    nodes = ds.storage.source_nodes(ns, "doc-garden")
     counts = check(ds, ns, "doc-garden")
     assert counts[1] >= 5 and counts.get(2, 0) >= 1 and all(n.sealed for n in nodes)
     top = max(nodes, key=lambda n: n.level)
-    expanded = ds.expand_sync(ns, top.id)
+    expanded = ds.reader.expand(ns, top.id)
     assert [c.id for c in expanded.children] == top.children and expanded.parent is None
 
-    ds.upsert_sync(ns, [Document(id="doc-garden", text=document_text(2, "cooking"))])  # replace
-    assert all("garden" not in n.text.lower() for n in ds._source_nodes(ns, "doc-garden"))
+    ds.writer.upsert(ns, [Document(id="doc-garden", text=document_text(2, "cooking"))])  # replace
+    assert all("garden" not in n.text.lower() for n in ds.storage.source_nodes(ns, "doc-garden"))
     assert all(h.document_id != "doc-garden" or "garden" not in h.text for h in search(ds, ns, "garden slugs"))
 
-    res = ds.delete_sync(ns, DeleteRequest(ids=["doc-music"]))
+    res = ds.deleter.delete(ns, DeleteRequest(ids=["doc-music"]))
     assert res.deleted_messages == 1 and res.deleted_nodes >= 1
-    assert ds._get_source(ns, "doc-music") is None
+    assert ds.storage.get_source(ns, "doc-music") is None
     assert search(ds, ns, "cello string", document_id="doc-music") == []
     with pytest.raises(NotFoundError):
-        ds.delete_sync(ns, DeleteRequest(ids=["no-such-id"]))
+        ds.deleter.delete(ns, DeleteRequest(ids=["no-such-id"]))
 
 
-def test_scores_are_cosine_similarities_best_first(ds: DataStore, ns: str, embedder: LocalEmbedder) -> None:
+def test_scores_are_cosine_similarities_best_first(ds: Memory, ns: str, embedder: LocalEmbedder) -> None:
     remember(ds, ns, "c", conversation(("Alice", "Bob"), 40))
     text = "the night train to Vienna was delayed"
     hits = search(ds, ns, text, top_k=8)
     assert len(hits) == 8
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
     q = embedder.embed([text])[0]
-    vectors = ds._get_vectors(ns, [h.id for h in hits])
+    vectors = ds.storage.get_vectors(ns, [h.id for h in hits])
     for h in hits:
         assert h.score == pytest.approx(float(np.dot(q, vectors[h.id])), abs=2e-3)
 
@@ -114,11 +116,11 @@ def _expected(nodes: list[MemoryNode], f: QueryFilter) -> set[str]:
     return {n.id for n in nodes if ok(n)}
 
 
-def test_every_filter_selects_exactly_the_matching_nodes(ds: DataStore, ns: str) -> None:
+def test_every_filter_selects_exactly_the_matching_nodes(ds: Memory, ns: str) -> None:
     jan, jun = datetime(2024, 1, 1, 9, tzinfo=UTC), datetime(2024, 6, 1, 9, tzinfo=UTC)
     remember(ds, ns, "conv-a", conversation(("Alice", "Bob"), 70, start=jan, prefix="a"))
     remember(ds, ns, "conv-b", conversation(("Carol", "Dan"), 20, start=jun, prefix="b", topics=["music"]))
-    ds.upsert_sync(ns, [Document(id="doc", text=document_text(6, "work"))])  # no time: never matches dates
+    ds.writer.upsert(ns, [Document(id="doc", text=document_text(6, "work"))])  # no time: never matches dates
     nodes = all_nodes(ds, ns, ["conv-a", "conv-b", "doc"])
     assert max(n.level for n in nodes) >= 2
     mid = jan.replace(minute=30)
@@ -143,135 +145,134 @@ def test_every_filter_selects_exactly_the_matching_nodes(ds: DataStore, ns: str)
 # ---------------------------------------------------------------------- namespaces
 
 
-def test_namespaces_are_isolated(ds: DataStore, ns: str) -> None:
+def test_namespaces_are_isolated(ds: Memory, ns: str) -> None:
     other = f"{ns}-b"
     remember(ds, ns, "c1", conversation(("Alice", "Bob"), 30, marker="aurora"))
     remember(ds, other, "c1", conversation(("Alice", "Bob"), 30, topics=["work"], marker="zeppelin"))  # same ids
-    mine, theirs = ds._source_nodes(ns, "c1"), ds._source_nodes(other, "c1")
+    mine, theirs = ds.storage.source_nodes(ns, "c1"), ds.storage.source_nodes(other, "c1")
     assert mine and theirs and not {n.id for n in mine} & {n.id for n in theirs}
     assert all("zeppelin" not in h.text for h in search(ds, ns, "zeppelin quarterly report", top_k=50))
     for node_id in (theirs[0].id, theirs[-1].id):
         with pytest.raises(NotFoundError):
-            ds.get_node(ns, node_id)
+            ds.reader.get_node(ns, node_id)
         with pytest.raises(NotFoundError):
-            ds.expand_sync(ns, node_id)
+            ds.reader.expand(ns, node_id)
         with pytest.raises(NotFoundError):
-            ds.delete_sync(ns, DeleteRequest(ids=[node_id]))
-    assert len(ds._find_messages(ns, ids=["m-3"])) == 1
+            ds.deleter.delete(ns, DeleteRequest(ids=[node_id]))
+    assert len(ds.storage.find_messages(ns, ids=["m-3"])) == 1
 
-    ds.delete_sync(ns, DeleteRequest(ids=["c1"]))
-    assert ds._source_nodes(ns, "c1") == [] and len(ds._source_nodes(other, "c1")) == len(theirs)
+    ds.deleter.delete(ns, DeleteRequest(ids=["c1"]))
+    assert ds.storage.source_nodes(ns, "c1") == [] and len(ds.storage.source_nodes(other, "c1")) == len(theirs)
     remember(ds, ns, "c1", conversation(("Alice", "Bob"), 30, marker="aurora"))
-    ds.delete_sync(ns, DeleteRequest(filter=DeleteFilter(speaker="Alice")))
-    assert ds._known_message_ids(other, "c1", ["m-0", "m-2"]) == {"m-0", "m-2"}
-    res = ds.delete_sync(ns, DeleteRequest(delete_all=True))
-    assert res.deleted_messages == 15 and ds._get_source(ns, "c1") is None
-    assert [n.id for n in ds._source_nodes(other, "c1")] == [n.id for n in theirs]
-    assert ds._messages_from(other, "c1", -1)[-1].id == "m-29"
+    ds.deleter.delete(ns, DeleteRequest(filter=DeleteFilter(speaker="Alice")))
+    assert ds.storage.known_message_ids(other, "c1", ["m-0", "m-2"]) == {"m-0", "m-2"}
+    res = ds.deleter.delete(ns, DeleteRequest(delete_all=True))
+    assert res.deleted_messages == 15 and ds.storage.get_source(ns, "c1") is None
+    assert [n.id for n in ds.storage.source_nodes(other, "c1")] == [n.id for n in theirs]
+    assert ds.storage.messages(other, "c1", -1)[-1].id == "m-29"
 
 
 # ---------------------------------------------------------------------- the tree
 
 
-def test_incremental_remembers_keep_the_tree_invariants(ds: DataStore, ns: str) -> None:
+def test_incremental_remembers_keep_the_tree_invariants(ds: Memory, ns: str) -> None:
     messages = conversation(("Alice", "Bob"), 170)  # enough for 26+ chunks, so 5 L2 and one L3
     remember(ds, ns, "c", messages, step=11)
     counts = check(ds, ns, "c")
     assert counts[1] >= 25 and counts[2] >= 5 and counts[3] >= 1
     s = ds.settings
-    chunks = [n for n in ds._source_nodes(ns, "c") if n.level == 1]
+    chunks = [n for n in ds.storage.source_nodes(ns, "c") if n.level == 1]
     assert all(c.token_count <= s.chunk_size for c in chunks) and s.chunk_size == 200
     assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chunks, chunks[1:], strict=False))
     assert {m for c in chunks for m in c.message_ids} == {m.id for m in messages}
-    src = ds._get_source(ns, "c")
+    src = ds.storage.get_source(ns, "c")
     assert src is not None and src.n_messages == len(messages) and src.max_seq == len(messages) - 1
 
 
-def test_resending_the_same_messages_changes_nothing(ds: DataStore, ns: str) -> None:
+def test_resending_the_same_messages_changes_nothing(ds: Memory, ns: str) -> None:
     messages = conversation(("Alice", "Bob"), 45)
     remember(ds, ns, "c", messages, step=20)
 
     def snapshot() -> tuple:
-        nodes = ds._source_nodes(ns, "c")
-        msgs = ds._messages_from(ns, "c", -1)
-        return (ds._get_source(ns, "c"), [n.model_dump() for n in nodes], [m.model_dump() for m in msgs])
+        nodes = ds.storage.source_nodes(ns, "c")
+        msgs = ds.storage.messages(ns, "c", -1)
+        return (ds.storage.get_source(ns, "c"), [n.model_dump() for n in nodes], [m.model_dump() for m in msgs])
 
     before = snapshot()
-    res = ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages))
+    res = ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages))
     assert (res.chunk_ids, res.updated_chunk_ids, res.summary_ids) == ([], [], [])
     assert res.skipped_message_ids == [m.id for m in messages]
     assert snapshot() == before
     more = conversation(("Alice", "Bob"), 3, first=45)
-    res = ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages[-2:] + more))
+    res = ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages[-2:] + more))
     assert res.skipped_message_ids == [m.id for m in messages[-2:]]
-    assert ds._get_source(ns, "c").n_messages == 48  # type: ignore[union-attr]
+    assert ds.storage.get_source(ns, "c").n_messages == 48  # type: ignore[union-attr]
     check(ds, ns, "c")
 
 
-def test_a_stale_commit_is_refused_and_changes_nothing(ds: DataStore, ns: str) -> None:
+def test_a_stale_commit_is_refused_and_changes_nothing(ds: Memory, ns: str) -> None:
     with pytest.raises(ConflictError):
-        ds._commit(ns, WriteBatch(source=SourceRow("x", "conversation", version=1)), expected_version=3)
-    assert ds._get_source(ns, "x") is None
+        ds.storage.commit(ns, WriteBatch(source=SourceRow("x", "conversation", version=1)), expected_version=3)
+    assert ds.storage.get_source(ns, "x") is None
     remember(ds, ns, "c", conversation(("Alice", "Bob"), 5))
-    src = ds._get_source(ns, "c")
+    src = ds.storage.get_source(ns, "c")
     with pytest.raises(ConflictError):
-        ds._commit(ns, WriteBatch(source=src, delete_source=True),  # type: ignore[arg-type]
+        ds.storage.commit(ns, WriteBatch(source=src, delete_source=True),  # type: ignore[arg-type]
                    expected_version=src.version - 1)  # type: ignore[union-attr]
-    assert ds._get_source(ns, "c") == src
+    assert ds.storage.get_source(ns, "c") == src
 
 
 def test_an_embedder_failure_leaves_a_backlog_that_retry_pending_indexes(
-    ds: DataStore, ns: str, embedder: LocalEmbedder
+    ds: Memory, ns: str, embedder: LocalEmbedder
 ) -> None:
     messages = conversation(("Alice", "Bob"), 50)
     remember(ds, ns, "c", messages[:30])
-    before = [n.model_dump() for n in ds._source_nodes(ns, "c")]
-    ds.embedder = FailingEmbedder(embedder)  # type: ignore[assignment]
-    res = ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages[30:]))
+    before = [n.model_dump() for n in ds.storage.source_nodes(ns, "c")]
+    failing = recompose(ds, embedder=FailingEmbedder(embedder))
+    res = failing.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages[30:]))
     assert res.pending_message_ids == [m.id for m in messages[30:]] and not res.chunk_ids
-    assert [n.model_dump() for n in ds._source_nodes(ns, "c")] == before
-    assert (ns, "c") in ds._backlog()
-    ds.embedder = embedder
-    assert ds.retry_pending_sync() >= 1 and (ns, "c") not in ds._backlog()
-    assert {m for n in ds._source_nodes(ns, "c") if n.level == 1 for m in n.message_ids} == {m.id for m in messages}
+    assert [n.model_dump() for n in ds.storage.source_nodes(ns, "c")] == before
+    assert (ns, "c") in ds.storage.backlog()
+    assert ds.writer.retry_pending() >= 1 and (ns, "c") not in ds.storage.backlog()
+    chunks = [n for n in ds.storage.source_nodes(ns, "c") if n.level == 1]
+    assert {m for n in chunks for m in n.message_ids} == {m.id for m in messages}
     check(ds, ns, "c")
 
-    ds.embedder = FailingEmbedder(embedder)  # type: ignore[assignment]
-    ds.delete_sync(ns, DeleteRequest(ids=["m-7"]))  # forgetting does not wait for the embedder
-    assert not any("(note 7)" in t for t in _texts(ds, ns, "c")) and (ns, "c") in ds._backlog()
-    ds.embedder = embedder
-    ds.retry_pending_sync()
-    assert not any("(note 7)" in t or "m-7" in n.message_ids for n in ds._source_nodes(ns, "c") for t in [n.text])
+    failing.deleter.delete(ns, DeleteRequest(ids=["m-7"]))  # forgetting does not wait for the embedder
+    assert not any("(note 7)" in t for t in _texts(ds, ns, "c")) and (ns, "c") in ds.storage.backlog()
+    ds.writer.retry_pending()
+    assert not any("(note 7)" in n.text or "m-7" in n.message_ids for n in ds.storage.source_nodes(ns, "c"))
     check(ds, ns, "c")
 
 
-def test_accepted_messages_are_found_in_the_backlog_and_indexed_in_steps(ds: DataStore, ns: str) -> None:
+def test_accepted_messages_are_found_in_the_backlog_and_indexed_in_steps(ds: Memory, ns: str) -> None:
     """Store now, index later (what the server's background indexer does): the provider reports the backlog
     (`_backlog`) and then the groups awaiting a summary (`_unrolled`); the steps build a whole tree."""
     messages = conversation(("Alice", "Bob"), 60)
     for i in range(0, 60, 20):
-        res = ds.accept_sync(ns, RememberRequest(conversation_id="c", messages=messages[i:i + 20]))
+        res = ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=messages[i:i + 20]))
         assert len(res.pending_message_ids) == 20 and not res.chunk_ids
-    assert ds._source_nodes(ns, "c") == [] and (ns, "c") in ds._backlog()
-    while ds.index_chunks_sync(ns, "c", max_chunks=3).more:
+    assert ds.storage.source_nodes(ns, "c") == [] and (ns, "c") in ds.storage.backlog()
+    while ds.steps.chunks(ns, "c", max_chunks=3).more:
         pass
-    assert (ns, "c") not in ds._backlog() and (ns, "c") in ds._unrolled()
-    assert not any(n.level > 1 for n in ds._source_nodes(ns, "c"))
-    while ds.index_summaries_sync(ns, "c").more:
+    assert (ns, "c") not in ds.storage.backlog() and (ns, "c") in ds.storage.unrolled()
+    assert not any(n.level > 1 for n in ds.storage.source_nodes(ns, "c"))
+    while ds.steps.summaries(ns, "c").more:
         pass
-    assert (ns, "c") not in ds._unrolled()
+    assert (ns, "c") not in ds.storage.unrolled()
     counts = check(ds, ns, "c")
     assert counts.get(2, 0) >= 1
-    assert {m for n in ds._source_nodes(ns, "c") if n.level == 1 for m in n.message_ids} == {m.id for m in messages}
+    chunks = [n for n in ds.storage.source_nodes(ns, "c") if n.level == 1]
+    assert {m for n in chunks for m in n.message_ids} == {m.id for m in messages}
     assert search(ds, ns, messages[41].content, top_k=3)
 
 
 # ---------------------------------------------------------------------- forgetting
-def _texts(ds: DataStore, ns: str, cid: str) -> list[str]:
-    return [n.text for n in ds._source_nodes(ns, cid)]
+def _texts(ds: Memory, ns: str, cid: str) -> list[str]:
+    return [n.text for n in ds.storage.source_nodes(ns, cid)]
 
 
-def test_deleted_text_is_gone_from_every_level_and_every_query(ds: DataStore, ns: str) -> None:
+def test_deleted_text_is_gone_from_every_level_and_every_query(ds: Memory, ns: str) -> None:
     messages = conversation(("Alice", "Bob"), 70)
     messages[3].content = "The vault combination is quixotrellis, keep it secret. " + messages[3].content
     messages[40].speaker = "Mallory"
@@ -281,23 +282,23 @@ def test_deleted_text_is_gone_from_every_level_and_every_query(ds: DataStore, ns
     assert any("brontavex" in t for t in _texts(ds, ns, "c"))
     assert check(ds, ns, "c").get(2, 0) >= 2
 
-    ds.delete_sync(ns, DeleteRequest(ids=["m-3"]))
-    ds.delete_sync(ns, DeleteRequest(filter=DeleteFilter(speaker="Mallory")))
+    ds.deleter.delete(ns, DeleteRequest(ids=["m-3"]))
+    ds.deleter.delete(ns, DeleteRequest(filter=DeleteFilter(speaker="Mallory")))
     for secret in ("quixotrellis", "brontavex"):
         assert not any(secret in t for t in _texts(ds, ns, "c"))
         for level in (1, 2, 3):
             assert not any(secret in h.text for h in search(ds, ns, f"vault password {secret}", 100, level=level))
         if hasattr(ds, "search_text"):
-            assert ds.search_text(ns, secret, 10) == []
-    assert {m.id for m in ds._messages_from(ns, "c", -1)} == {m.id for m in messages} - {"m-3", "m-40"}
+            assert text_search(ds).search(ns, secret, 10) == []
+    assert {m.id for m in ds.storage.messages(ns, "c", -1)} == {m.id for m in messages} - {"m-3", "m-40"}
     check(ds, ns, "c")
 
-    l2 = next(n for n in ds._source_nodes(ns, "c") if n.level == 2)
-    covered = {m for n in ds.subtree(ns, l2.id) for m in n.message_ids}
-    ds.delete_sync(ns, DeleteRequest(ids=[l2.id]))
-    assert not covered & {m.id for m in ds._messages_from(ns, "c", -1)}
+    l2 = next(n for n in ds.storage.source_nodes(ns, "c") if n.level == 2)
+    covered = {m for n in ds.reader.subtree(ns, l2.id) for m in n.message_ids}
+    ds.deleter.delete(ns, DeleteRequest(ids=[l2.id]))
+    assert not covered & {m.id for m in ds.storage.messages(ns, "c", -1)}
     with pytest.raises(NotFoundError):
-        ds.get_node(ns, l2.id)
+        ds.reader.get_node(ns, l2.id)
     check(ds, ns, "c")
 
 
@@ -305,7 +306,7 @@ def test_deleted_text_is_gone_from_every_level_and_every_query(ds: DataStore, ns
 
 
 def test_opening_with_another_embedding_dimension_is_refused(
-    ds: DataStore, open_store: Callable[..., DataStore]
+    ds: Memory, open_store: Callable[..., Memory]
 ) -> None:
     with pytest.raises(EmbeddingMismatchError) as err:
         open_store(OtherEmbedder())
@@ -323,22 +324,22 @@ def _page_all(fetch: Callable[[str | None], tuple[list, str | None]]) -> list:
             return out
 
 
-def test_listing_pages_sources_with_counts_and_time_ranges(ds: DataStore, ns: str) -> None:
+def test_listing_pages_sources_with_counts_and_time_ranges(ds: Memory, ns: str) -> None:
     start = datetime(2024, 3, 1, 8, 0, tzinfo=UTC)
     msgs = conversation(("Ann", "Bob"), 60, start=start)
     remember(ds, ns, "c-a", msgs, step=25)
     remember(ds, ns, "c-b", conversation(("Cy", "Di"), 3, prefix="b"))
-    ds.upsert_sync(ns, [Document(id="doc-x", text=document_text(4, "garden"))])
+    ds.writer.upsert(ns, [Document(id="doc-x", text=document_text(4, "garden"))])
     remember(ds, ns + "-other", "c-hidden", conversation(("Eve", "Fay"), 3, prefix="h"))
 
-    first = ds.list_sources_sync(ns, limit=2)
+    first = ds.listing.sources(ns, limit=2)
     assert [s.id for s in first.conversations] == ["c-a", "c-b"] and first.next_cursor
-    second = ds.list_sources_sync(ns, limit=2, cursor=first.next_cursor)
+    second = ds.listing.sources(ns, limit=2, cursor=first.next_cursor)
     assert [s.id for s in second.conversations] == ["doc-x"] and second.next_cursor is None
-    assert [s.id for s in ds.list_sources_sync(ns, limit=100).conversations] == ["c-a", "c-b", "doc-x"]
+    assert [s.id for s in ds.listing.sources(ns, limit=100).conversations] == ["c-a", "c-b", "doc-x"]
 
     a, b = first.conversations
-    nodes = ds._source_nodes(ns, "c-a")
+    nodes = ds.storage.source_nodes(ns, "c-a")
     per_level: dict[str, int] = {}
     for n in nodes:
         per_level[str(n.level)] = per_level.get(str(n.level), 0) + 1
@@ -349,18 +350,18 @@ def test_listing_pages_sources_with_counts_and_time_ranges(ds: DataStore, ns: st
     assert doc.source_type == "document" and doc.message_count == 1 and doc.node_counts["1"] >= 1
 
     with pytest.raises(InvalidRequestError):
-        ds.list_sources_sync(ns, cursor="not-a-cursor")
-    assert [s.id for s in ds.list_sources_sync(ns + "-other").conversations] == ["c-hidden"]
+        ds.listing.sources(ns, cursor="not-a-cursor")
+    assert [s.id for s in ds.listing.sources(ns + "-other").conversations] == ["c-hidden"]
     with pytest.raises(NotFoundError):
-        ds.source_detail_sync(ns, "c-hidden")
+        ds.listing.detail(ns, "c-hidden")
 
 
-def test_listing_roots_walk_down_to_every_chunk_and_message(ds: DataStore, ns: str) -> None:
+def test_listing_roots_walk_down_to_every_chunk_and_message(ds: Memory, ns: str) -> None:
     msgs = conversation(("Ann", "Bob"), 60)
     remember(ds, ns, "c", msgs, step=20)
     remember(ds, ns, "c2", conversation(("Cy", "Di"), 3, prefix="x"))
-    detail = ds.source_detail_sync(ns, "c")
-    nodes = ds._source_nodes(ns, "c")
+    detail = ds.listing.detail(ns, "c")
+    nodes = ds.storage.source_nodes(ns, "c")
     roots = [n for n in nodes if n.parent_id is None]
     assert [r.id for r in detail.top_nodes] == [n.id for n in sorted(roots, key=lambda n: (-n.level, n.position))]
     assert detail.top_nodes[0].level == max(n.level for n in nodes)
@@ -369,7 +370,7 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: DataStore, ns: s
     leaves: list[str] = []
 
     def walk(node_id: str) -> None:
-        exp = ds.expand_sync(ns, node_id)
+        exp = ds.reader.expand(ns, node_id)
         if exp.node.level == 1:
             leaves.append(exp.node.id)
         for child in exp.children:
@@ -380,55 +381,55 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: DataStore, ns: s
     assert leaves == [n.id for n in nodes if n.level == 1]
 
     every = _page_all(lambda c: (lambda p: (p.messages, p.next_cursor))(
-        ds.source_messages_sync(ns, "c", limit=7, cursor=c)))
+        ds.listing.messages(ns, "c", limit=7, cursor=c)))
     assert [m.id for m in every] == [m.id for m in msgs]
     assert every[0].speaker == "Ann" and every[0].content == msgs[0].content
     assert every[0].created_at == msgs[0].created_at
 
     chunk = next(n for n in nodes if n.level == 1 and n.position == 3)
-    got = ds.source_messages_sync(ns, "c", limit=100, node_id=chunk.id).messages
+    got = ds.listing.messages(ns, "c", limit=100, node_id=chunk.id).messages
     assert [m.id for m in got] == chunk.message_ids
     l2 = next(n for n in nodes if n.level == 2)
-    under = {m for n in ds.subtree(ns, l2.id) for m in n.message_ids}
+    under = {m for n in ds.reader.subtree(ns, l2.id) for m in n.message_ids}
     paged = _page_all(lambda c: (lambda p: (p.messages, p.next_cursor))(
-        ds.source_messages_sync(ns, "c", limit=4, cursor=c, node_id=l2.id)))
+        ds.listing.messages(ns, "c", limit=4, cursor=c, node_id=l2.id)))
     assert [m.id for m in paged] == [m.id for m in msgs if m.id in under]
 
     with pytest.raises(NotFoundError):
-        ds.source_messages_sync(ns, "c2", node_id=chunk.id)  # a node of another source
+        ds.listing.messages(ns, "c2", node_id=chunk.id)  # a node of another source
     with pytest.raises(NotFoundError):
-        ds.source_messages_sync(ns + "-other", "c")
+        ds.listing.messages(ns + "-other", "c")
     with pytest.raises(InvalidRequestError):
-        ds.source_messages_sync(ns, "c", cursor="bad")
+        ds.listing.messages(ns, "c", cursor="bad")
 # ---------------------------------------------------------------------- issue 13 and 10: rules above the providers
 
 
-def test_node_counts_are_per_level_or_none(ds: DataStore, ns: str) -> None:
+def test_node_counts_are_per_level_or_none(ds: Memory, ns: str) -> None:
     remember(ds, ns, "c", conversation(("Alice", "Bob"), 40))
-    counts = ds.node_counts()
+    counts = ds.storage.node_counts()
     if ds.name == "pinecone":
         assert counts is None  # not counted cheaply
         return
     by_level: dict[str, int] = {}
-    for n in ds._source_nodes(ns, "c"):
+    for n in ds.storage.source_nodes(ns, "c"):
         by_level[f"L{n.level}"] = by_level.get(f"L{n.level}", 0) + 1
     assert counts == by_level and by_level.get("L2", 0) >= 1
 
 
-def test_upsert_never_replaces_a_conversation_and_message_ids_are_scoped(ds: DataStore, ns: str) -> None:
+def test_upsert_never_replaces_a_conversation_and_message_ids_are_scoped(ds: Memory, ns: str) -> None:
     from pyramind.services.errors import InvalidRequestError
 
     remember(ds, ns, "a", conversation(("Alice", "Bob"), 6))
     remember(ds, ns, "b", conversation(("Carol", "Dan"), 6))
-    before = {m.id for m in ds._messages_from(ns, "a", -1)}
+    before = {m.id for m in ds.storage.messages(ns, "a", -1)}
     with pytest.raises(InvalidRequestError) as err:
-        ds.upsert_sync(ns, [Document(id="d1", text="fine"), Document(id="a", text="would replace the chat")])
+        ds.writer.upsert(ns, [Document(id="d1", text="fine"), Document(id="a", text="would replace the chat")])
     assert err.value.field == "documents[1].id"
-    assert ds._get_source(ns, "d1") is None and {m.id for m in ds._messages_from(ns, "a", -1)} == before
+    assert ds.storage.get_source(ns, "d1") is None and {m.id for m in ds.storage.messages(ns, "a", -1)} == before
     with pytest.raises(InvalidRequestError) as err:  # m-1 is in both conversations
-        ds.delete_sync(ns, DeleteRequest(ids=["m-1"]))
+        ds.deleter.delete(ns, DeleteRequest(ids=["m-1"]))
     assert err.value.field == "ids"
-    out = ds.delete_sync(ns, DeleteRequest(ids=["m-1"], conversation_id="b"))
+    out = ds.deleter.delete(ns, DeleteRequest(ids=["m-1"], conversation_id="b"))
     assert out.deleted_messages == 1
-    assert "m-1" in {m.id for m in ds._messages_from(ns, "a", -1)}
-    assert "m-1" not in {m.id for m in ds._messages_from(ns, "b", -1)}
+    assert "m-1" in {m.id for m in ds.storage.messages(ns, "a", -1)}
+    assert "m-1" not in {m.id for m in ds.storage.messages(ns, "b", -1)}

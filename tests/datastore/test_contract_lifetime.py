@@ -1,5 +1,5 @@
 """The provider contract for memory over a lifetime (sessions, pins and visits, forgetting, export): every
-provider (local, pgvector, pinecone) behaves the same through the DataStore. Fixtures: tests/datastore/conftest.py.
+provider (local, pgvector, pinecone) behaves the same through the Memory. Fixtures: tests/datastore/conftest.py.
 """
 
 from __future__ import annotations
@@ -10,37 +10,39 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.export import DumpError
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.portability.dump import DumpError
 from pyramind.models.api import Query, QueryFilter, RememberRequest
-from pyramind.services.errors import NotFoundError
+from pyramind.models.core import CorePutRequest
+from pyramind.services.errors import InvalidRequestError, NotFoundError
+from tests.conftest import mark_table
 from tests.datastore.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
 
-def search(ds: DataStore, ns: str, text: str, mode: str, top_k: int = 50, **flt: object) -> list:
+def search(ds: Memory, ns: str, text: str, mode: str, top_k: int = 50, **flt: object) -> list:
     q = Query(query=text, top_k=top_k, filter=QueryFilter(**flt) if flt else None, mode=mode)  # type: ignore[arg-type]
-    return ds.query_sync(ns, [q]).results[0].results
+    return ds.reader.query(ns, [q]).results[0].results
 
 
-def three_sessions(ds: DataStore, ns: str) -> None:
+def three_sessions(ds: Memory, ns: str) -> None:
     """conv: 30 messages in an explicit session 'mon', 30 inferred a day later, 30 after another day."""
-    ds.remember_sync(ns, RememberRequest(conversation_id="conv", session_id="mon",
+    ds.writer.remember(ns, RememberRequest(conversation_id="conv", session_id="mon",
                                          messages=conversation(("Ann", "Bob"), 30, start=T0)))
     for day in (1, 2):
-        ds.remember_sync(ns, RememberRequest(conversation_id="conv", messages=conversation(
+        ds.writer.remember(ns, RememberRequest(conversation_id="conv", messages=conversation(
             ("Ann", "Bob"), 30, start=T0 + timedelta(days=day), first=30 * day)))
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid", "text", "tree"])
-def test_sessions_are_stored_listed_and_filtered(ds: DataStore, ns: str, mode: str) -> None:
+def test_sessions_are_stored_listed_and_filtered(ds: Memory, ns: str, mode: str) -> None:
     three_sessions(ds, ns)
-    msgs = ds._messages_from(ns, "conv", -1)
+    msgs = ds.storage.messages(ns, "conv", -1)
     day1 = "s-2024-01-02T09:30:00Z"
     assert [m.session_id for m in msgs[:30]] == ["mon"] * 30
     assert {m.session_id for m in msgs[30:60]} == {day1}
-    nodes = ds._source_nodes(ns, "conv")
+    nodes = ds.storage.source_nodes(ns, "conv")
     assert all(n.session_ids for n in nodes)
     assert any(len(n.session_ids) == 2 for n in nodes if n.level == 1)  # a chunk across the session boundary
     hits = search(ds, ns, "the garden and the compost heap", mode, session_id=day1)
@@ -49,7 +51,7 @@ def test_sessions_are_stored_listed_and_filtered(ds: DataStore, ns: str, mode: s
     hits = search(ds, ns, "the garden and the compost heap", mode, session_id="no-such-session")
     assert hits == []
 
-    sessions = ds.sessions_sync(ns, "conv")
+    sessions = ds.sessions.of_conversation(ns, "conv")
     assert [s.session_id for s in sessions] == ["mon", day1, "s-2024-01-03T10:00:00Z"]
     assert [s.message_count for s in sessions] == [30, 30, 30]
     assert sessions[0].first_message_id == "m-0" and sessions[0].last_message_id == "m-29"
@@ -58,48 +60,48 @@ def test_sessions_are_stored_listed_and_filtered(ds: DataStore, ns: str, mode: s
     for s in sessions:
         assert s.summary_ids and all(s.session_id in by_id[i].session_ids for i in s.summary_ids)
     with pytest.raises(NotFoundError):
-        ds.sessions_sync(ns, "no-such-conversation")
+        ds.sessions.of_conversation(ns, "no-such-conversation")
 
 
-def test_sessions_survive_a_delete_rebuild(ds: DataStore, ns: str) -> None:
+def test_sessions_survive_a_delete_rebuild(ds: Memory, ns: str) -> None:
     three_sessions(ds, ns)
     from pyramind.models.api import DeleteRequest
 
-    ds.delete_sync(ns, DeleteRequest(ids=["m-3"]))
-    msgs = ds._messages_from(ns, "conv", -1)
+    ds.deleter.delete(ns, DeleteRequest(ids=["m-3"]))
+    msgs = ds.storage.messages(ns, "conv", -1)
     assert msgs[0].session_id == "mon" and msgs[-1].session_id == "s-2024-01-03T10:00:00Z"
-    assert all(n.session_ids for n in ds._source_nodes(ns, "conv"))
+    assert all(n.session_ids for n in ds.storage.source_nodes(ns, "conv"))
 
 
 # ---------------------------------------------------------------------- visits and pins
-def test_visits_are_buffered_then_flushed(ds: DataStore, ns: str) -> None:
+def test_visits_are_buffered_then_flushed(ds: Memory, ns: str) -> None:
     three_sessions(ds, ns)
     hits = search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
-    assert ds._get_marks(ns, [h.id for h in hits]) == {}  # a query writes nothing
+    assert mark_table(ds).get(ns, [h.id for h in hits]) == {}  # a query writes nothing
     search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
-    assert ds.flush_visits_sync() == 3
-    marks = ds._get_marks(ns, [h.id for h in hits])
+    assert ds.visits.flush() == 3
+    marks = mark_table(ds).get(ns, [h.id for h in hits])
     assert {i: m.visit_count for i, m in marks.items()} == {h.id: 2 for h in hits}
     assert all(m.last_visited_at is not None and not m.pinned for m in marks.values())
-    view = ds.expand_sync(ns, hits[0].id).node
+    view = ds.reader.expand(ns, hits[0].id).node
     assert view.visit_count == 2 and view.last_visited_at is not None
-    assert ds.flush_visits_sync() == 0
+    assert ds.visits.flush() == 0
 
 
-def test_pin_protects_the_messages_under_the_node(ds: DataStore, ns: str, other_ns: str) -> None:
+def test_pin_protects_the_messages_under_the_node(ds: Memory, ns: str, other_ns: str) -> None:
     three_sessions(ds, ns)
-    summary = next(n for n in ds._source_nodes(ns, "conv") if n.level == 2)
-    res = ds.pin_sync(ns, summary.id)
-    leaves = [n for n in ds.subtree(ns, summary.id) if n.level == 1]
+    summary = next(n for n in ds.storage.source_nodes(ns, "conv") if n.level == 2)
+    res = ds.visits.pin(ns, summary.id)
+    leaves = [n for n in ds.reader.subtree(ns, summary.id) if n.level == 1]
     under = {m for n in leaves for m in n.message_ids}
     assert res.pinned and res.protected_message_ids == len(under)
-    assert ds.protected_messages(ns) == under
-    assert ds.expand_sync(ns, summary.id).node.pinned
+    assert ds.visits.protected_messages(ns) == under
+    assert ds.reader.expand(ns, summary.id).node.pinned
     with pytest.raises(NotFoundError):
-        ds.pin_sync(other_ns, summary.id)  # another namespace's node
-    assert ds.protected_messages(other_ns) == set()
-    ds.pin_sync(ns, summary.id, False)
-    assert ds.protected_messages(ns) == set() and not ds.expand_sync(ns, summary.id).node.pinned
+        ds.visits.pin(other_ns, summary.id)  # another namespace's node
+    assert ds.visits.protected_messages(other_ns) == set()
+    ds.visits.pin(ns, summary.id, False)
+    assert ds.visits.protected_messages(ns) == set() and not ds.reader.expand(ns, summary.id).node.pinned
 
 
 @pytest.fixture
@@ -111,89 +113,96 @@ def other_ns(ns: str) -> str:
 def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
     ds = open_store(forget_max_nodes=8, forget_fraction=0.25)
     three_sessions(ds, ns)
-    leaves = [n for n in ds._source_nodes(ns, "conv") if n.level == 1]
+    leaves = [n for n in ds.storage.source_nodes(ns, "conv") if n.level == 1]
     assert len(leaves) > 12
-    summary = next(n for n in ds._source_nodes(ns, "conv") if n.level == 2 and n.position == 1)
-    ds.pin_sync(ns, summary.id)
-    pinned_msgs = ds.protected_messages(ns)
+    summary = next(n for n in ds.storage.source_nodes(ns, "conv") if n.level == 2 and n.position == 1)
+    ds.visits.pin(ns, summary.id)
+    pinned_msgs = ds.visits.protected_messages(ns)
     visited = leaves[0]  # the oldest chunk, but visited: it goes after every unvisited one
-    ds.record_visits(ns, [visited.id])
-    ds.flush_visits_sync()
+    ds.visits.record(ns, [visited.id])
+    ds.visits.flush()
 
-    plan = ds.forget_policy_sync(ns, dry_run=True)
+    plan = ds.policy.run(ns, dry_run=True)
     assert plan.enabled and plan.l1_before == len(leaves) and plan.l1_after is None
     assert len(plan.forgotten) == 4 * math.ceil((len(leaves) - 8) / 4)  # steps of ceil(0.25 * chunks)
     assert all(not set(f.message_ids) & pinned_msgs for f in plan.forgotten)
     assert visited.id not in {f.node_id for f in plan.forgotten}
     ends = [f.end_time for f in plan.forgotten]
     assert ends == sorted(ends)  # never visited: oldest first
-    assert len(ds._source_nodes(ns, "conv")) == len(ds._source_nodes(ns, "conv"))  # a dry run writes nothing
-    assert [n.id for n in ds._source_nodes(ns, "conv") if n.level == 1] == [n.id for n in leaves]
+    assert [n.id for n in ds.storage.source_nodes(ns, "conv") if n.level == 1] == [n.id for n in leaves]
 
-    done = ds.forget_policy_sync(ns, dry_run=False)
+    done = ds.policy.run(ns, dry_run=False)
     assert done.l1_after is not None and done.l1_after <= 8 and done.deleted_messages > 0
-    kept = {m.id for m in ds._messages_from(ns, "conv", -1)}
+    kept = {m.id for m in ds.storage.messages(ns, "conv", -1)}
     assert pinned_msgs <= kept and set(visited.message_ids) & kept
     gone = {m for f in done.forgotten for m in f.message_ids}
     assert gone and not gone & kept
-    nodes = ds._source_nodes(ns, "conv")
+    nodes = ds.storage.source_nodes(ns, "conv")
     for mid in gone:  # no chunk and no summary keeps a forgotten text
         note = f"(note {mid.split('-')[1]})"
         assert not any(note in n.text for n in nodes), mid
     assert all(not set(n.message_ids) & gone for n in nodes)
     # the rebuilt chunks holding the visited chunk's messages keep its visits
     holders = [n for n in nodes if n.level == 1 and set(n.message_ids) & set(visited.message_ids)]
-    marks = ds._get_marks(ns, [n.id for n in holders])
+    marks = mark_table(ds).get(ns, [n.id for n in holders])
     assert holders and all(marks[n.id].visit_count == 1 for n in holders)
 
 
 def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
     ds = open_store()
     three_sessions(ds, ns)
-    off = ds.forget_policy_sync(ns, dry_run=False)
+    off = ds.policy.run(ns, dry_run=False)
     assert not off.enabled and off.forgotten == [] and off.l1_after == off.l1_before
     ds = open_store(forget_after_days=1.5)
-    res = ds.forget_policy_sync(ns, dry_run=False, now=T0 + timedelta(days=3, hours=2))
+    res = ds.policy.run(ns, dry_run=False, now=T0 + timedelta(days=3, hours=2))
     assert {f.reason for f in res.forgotten} == {"age"}
-    left = {m.id for m in ds._messages_from(ns, "conv", -1)}
+    left = {m.id for m in ds.storage.messages(ns, "conv", -1)}
     assert not left & {f"m-{i}" for i in range(30)}  # day 0: older than 1.5 days
     assert {f"m-{i}" for i in range(60, 90)} <= left  # day 2: younger
 
 
 # ---------------------------------------------------------------------- export and import
-def snapshot(ds: DataStore, ns: str) -> dict:
+def snapshot(ds: Memory, ns: str) -> dict:
     """Everything a namespace holds, node by node, message by message (comparable across stores)."""
     out: dict = {"sources": {}, "marks": {}}
-    for sid in ds._list_sources(ns):
-        row = ds._get_source(ns, sid)
+    for sid in ds.storage.list_sources(ns):
+        row = ds.storage.get_source(ns, sid)
+        assert row is not None
         out["sources"][sid] = (
             (row.source_type, row.version, row.n_messages, row.n_tokens, row.max_seq, row.metadata),
-            [m.model_dump() for m in ds._messages_from(ns, sid, -1)],
-            [n.model_dump() for n in ds._source_nodes(ns, sid)],
+            [m.model_dump() for m in ds.storage.messages(ns, sid, -1)],
+            [n.model_dump() for n in ds.storage.source_nodes(ns, sid)],
         )
-    out["marks"] = ds._get_marks(ns, None)
+    out["marks"] = mark_table(ds).get(ns, None)
+    core = ds.storage.core.entries(ns, None) if ds.storage.core is not None else []
+    out["core"] = sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core)
     return out
 
 
 @pytest.mark.parametrize("embeddings", [False, True])
-def test_export_import_round_trip_is_exact(ds: DataStore, ns: str, embeddings: bool) -> None:
-    from pyramind.datastore.export import export_lines, import_dump
+def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool) -> None:
+    from pyramind.datastore.portability.dump import export_lines, import_dump
     from pyramind.models.api import Document
 
     three_sessions(ds, ns)
-    ds.upsert_sync(ns, [Document(id="doc", text="The boiler manual. " * 200)])
-    ds.record_visits(ns, [ds._source_nodes(ns, "conv")[0].id])
-    ds.flush_visits_sync()
-    ds.pin_sync(ns, next(n.id for n in ds._source_nodes(ns, "conv") if n.level == 2))
+    ds.writer.upsert(ns, [Document(id="doc", text="The boiler manual. " * 200)])
+    ds.visits.record(ns, [ds.storage.source_nodes(ns, "conv")[0].id])
+    ds.visits.flush()
+    ds.visits.pin(ns, next(n.id for n in ds.storage.source_nodes(ns, "conv") if n.level == 2))
+    keeps_core = ds.storage.core is not None
+    if keeps_core:  # every kind of record: core memory of the namespace and of a conversation too
+        ds.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=80))
+        ds.core.put(ns, CorePutRequest(key="goal", value="a greener garden", conversation_id="conv"))
     lines = list(export_lines(ds, [ns], embeddings=embeddings))
     assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
+    assert sum('"type": "core_memory"' in line for line in lines) == (2 if keeps_core else 0)
 
     copy = ns + "-copy"
     report = import_dump(ds, lines, namespace=copy)
-    assert report["sources"] == 2 and report["marks"] == 2
+    assert report["sources"] == 2 and report["marks"] == 2 and report["core_memory"] == (2 if keeps_core else 0)
     assert snapshot(ds, copy) == snapshot(ds, ns)
-    ids = [n.id for n in ds._source_nodes(ns, "conv")]
-    a, b = ds._get_vectors(ns, ids), ds._get_vectors(copy, ids)
+    ids = [n.id for n in ds.storage.source_nodes(ns, "conv")]
+    a, b = ds.storage.get_vectors(ns, ids), ds.storage.get_vectors(copy, ids)
     assert all(np.allclose(a[i], b[i], atol=1e-5) for i in ids)
     hits = search(ds, copy, "the garden and the compost heap", "hybrid", top_k=3)
     assert [h.id for h in hits] == [h.id for h in search(ds, ns, "the garden and the compost heap", "hybrid", top_k=3)]
@@ -201,8 +210,8 @@ def test_export_import_round_trip_is_exact(ds: DataStore, ns: str, embeddings: b
         import_dump(ds, lines, namespace=copy)  # nothing half-written over an existing copy
 
 
-def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: DataStore, ns: str) -> None:
-    from pyramind.datastore.export import export_lines, import_dump
+def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: Memory, ns: str) -> None:
+    from pyramind.datastore.portability.dump import export_lines, import_dump
 
     three_sessions(ds, ns)
     lines = list(export_lines(ds, [ns]))
@@ -219,13 +228,13 @@ def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: DataStore, 
         with pytest.raises(DumpError) as err:
             import_dump(ds, bad, namespace=target)
         assert where in err.value.message, (name, err.value.message)
-        assert ds._list_sources(target) == [], name
+        assert ds.storage.list_sources(target) == [], name
 
 
 
 # ---------------------------------------------------------------------- forks
-def covered(ds: DataStore, ns: str, node_id: str) -> set[str]:
-    return {m for n in ds.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
+def covered(ds: Memory, ns: str, node_id: str) -> set[str]:
+    return {m for n in ds.reader.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
 
 
 def index(mid: str) -> int:
@@ -233,18 +242,18 @@ def index(mid: str) -> int:
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
-def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str) -> None:
+def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) -> None:
     from pyramind.models.api import DeleteRequest
     from pyramind.services.errors import ConflictError
 
-    ds.remember_sync(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
-    a = ds.fork_sync(ns, "p", "m-19", "a")
-    b = ds.fork_sync(ns, "p", "m-19", "b")
-    assert (a.parent_id, b.parent_id) == ("p", "p") and ds._messages_from(ns, "a", -1) == []
+    ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    a = ds.forks.fork(ns, "p", "m-19", "a")
+    b = ds.forks.fork(ns, "p", "m-19", "b")
+    assert (a.parent_id, b.parent_id) == ("p", "p") and ds.storage.messages(ns, "a", -1) == []
     for cid, word in (("a", "alpha"), ("b", "beta")):
-        ds.remember_sync(ns, RememberRequest(conversation_id=cid, messages=conversation(
+        ds.writer.remember(ns, RememberRequest(conversation_id=cid, messages=conversation(
             ("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix=cid, marker=word)))
-    own_a = {n.id for n in ds._source_nodes(ns, "a")}
+    own_a = {n.id for n in ds.storage.source_nodes(ns, "a")}
 
     def seen(cid: str, text: str = "garden travel cooking music work") -> list:
         return search(ds, ns, text, mode, top_k=100, conversation_id=cid)
@@ -262,7 +271,7 @@ def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str)
     assert {h.conversation_id for h in seen("b")} == {"b", "p"}  # nor a fork its sibling
 
     # a fork of a fork: a2 sees p up to m-19 and a up to a-9
-    a2 = ds.fork_sync(ns, "a", "a-9", "a2")
+    a2 = ds.forks.fork(ns, "a", "a-9", "a2")
     assert a2.parent_id == "a"
     hits = seen("a2", "alpha garden travel")
     assert {h.conversation_id for h in hits} == {"a", "p"}
@@ -270,34 +279,61 @@ def test_forks_are_copy_on_write_and_isolated(ds: DataStore, ns: str, mode: str)
         limit = 9 if h.conversation_id == "a" else 19
         assert all(index(m) <= limit for m in covered(ds, ns, h.id)), h.id
     # forking at a message the conversation inherits forks the ancestor that owns it
-    assert ds.fork_sync(ns, "a2", "m-3").parent_id == "p"
+    assert ds.forks.fork(ns, "a2", "m-3").parent_id == "p"
 
     # bad input: unknown message, a message the fork does not see, a taken id, a document
     for cid, mid in (("a", "nope"), ("a", "m-30"), ("a2", "a-20"), ("nope", "m-1")):
         with pytest.raises(NotFoundError):
-            ds.fork_sync(ns, cid, mid)
+            ds.forks.fork(ns, cid, mid)
     with pytest.raises(ConflictError):
-        ds.fork_sync(ns, "p", "m-1", "b")
+        ds.forks.fork(ns, "p", "m-1", "b")
 
     # deleting an inherited parent message removes it from the parent and every fork
-    ds.delete_sync(ns, DeleteRequest(ids=["m-5"]))
+    ds.deleter.delete(ns, DeleteRequest(ids=["m-5"]))
     for cid in ("p", "a", "a2"):
         assert all("m-5" not in covered(ds, ns, h.id) for h in seen(cid)), cid
         assert not any("(note 5)" in h.text for h in seen(cid) if h.conversation_id == "p"), cid
     assert {h.conversation_id for h in seen("a")} == {"a", "p"}
 
 
-# ---------------------------------------------------------------------- shared read-only memory
-def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: DataStore, ns: str) -> None:
+def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_with_neighbours(
+    ds: Memory, ns: str
+) -> None:
+    """One read path for every caller (issue 18): a query filtered to a fork goes through the same validation,
+    lineage and neighbours whether the caller owns the namespace or reads it through a grant."""
     team = ns + "-team"
-    ds.remember_sync(team, RememberRequest(conversation_id="handbook", messages=conversation(
+    ds.writer.remember(team, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    ds.forks.fork(team, "p", "m-19", "f")
+    q = Query(query="garden travel cooking music work", top_k=10, filter=QueryFilter(conversation_id="f"),
+              mode="dense")
+    own = ds.reader.query(team, [q]).results[0].results
+    assert own and {r.conversation_id for r in own} == {"p"}  # the fork inherits the parent's first half
+    granted = ds.reader.query(ns, [q], [team]).results[0].results  # read-only, through a grant
+    assert [(r.id, r.namespace) for r in granted] == [(r.id, team) for r in own]
+    assert all(index(m) <= 19 for r in granted for m in covered(ds, team, r.id))
+    for bad, field in ((q.model_copy(update={"top_k": ds.settings.max_top_k + 1}), "queries[0].top_k"),
+                       (q.model_copy(update={"query": "x" * (ds.settings.max_query_chars + 1)}), "queries[0].query")):
+        for namespaces in (None, [team]):
+            with pytest.raises(InvalidRequestError) as err:
+                ds.reader.query(team if namespaces is None else ns, [bad], namespaces)
+            assert err.value.field == field
+    near = ds.reader.query(team, [q.model_copy(update={"top_k": 2, "neighbours": 1})]).results[0].results
+    hits = [r for r in near if r.context_of is None]
+    assert len(hits) == 2 and any(r.context_of in {h.id for h in hits} for r in near)  # neighbours were added
+    assert all(r.conversation_id == "p" and all(index(m) <= 19 for m in covered(ds, team, r.id)) for r in near)
+
+
+# ---------------------------------------------------------------------- shared read-only memory
+def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: Memory, ns: str) -> None:
+    team = ns + "-team"
+    ds.writer.remember(team, RememberRequest(conversation_id="handbook", messages=conversation(
         ("Ann", "Bob"), 12, topics=["garden"], prefix="t")))
-    ds.remember_sync(ns, RememberRequest(conversation_id="mine", messages=conversation(
+    ds.writer.remember(ns, RememberRequest(conversation_id="mine", messages=conversation(
         ("Ann", "Bob"), 12, topics=["music"], prefix="n")))
     q = [Query(query="the compost heap and the cello", top_k=3, mode="dense")]
-    res = ds.query_shared_sync(ns, [ns, team], q).results[0].results
+    res = ds.reader.query(ns, q, [ns, team]).results[0].results
     assert {r.namespace for r in res} == {ns, team}
     assert all(r.conversation_id == ("handbook" if r.namespace == team else "mine") for r in res)
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True) and len(res) == 3
-    ds.flush_visits_sync()
-    assert ds._get_marks(team, None) == {} and ds._get_marks(ns, None)
+    ds.visits.flush()
+    assert mark_table(ds).get(team, None) == {} and mark_table(ds).get(ns, None)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.models.find import FindRequest
 from pyramind.services.errors import InvalidRequestError, NotFoundError
@@ -16,9 +16,9 @@ from tests.datastore.synthetic import conversation
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
 
-def fill(ds: DataStore, ns: str) -> None:
-    ds.remember_sync(ns, RememberRequest(conversation_id="c-a", messages=conversation(("Alice", "Bob"), 30)))
-    ds.remember_sync(ns, RememberRequest(conversation_id="c-b", messages=[
+def fill(ds: Memory, ns: str) -> None:
+    ds.writer.remember(ns, RememberRequest(conversation_id="c-a", messages=conversation(("Alice", "Bob"), 30)))
+    ds.writer.remember(ns, RememberRequest(conversation_id="c-b", messages=[
         Message(id="b-1", speaker="Carol", content="My passport number is X1234567, keep it safe.",
                 created_at=T0 + timedelta(days=3)),
         Message(id="b-2", speaker="Dan", content="The Vienna trip: call +43 1 234 5678 before noon.",
@@ -26,63 +26,64 @@ def fill(ds: DataStore, ns: str) -> None:
     ]))
 
 
-def test_find_phrase_and_regex_with_filters(ds: DataStore, ns: str) -> None:
+def test_find_phrase_and_regex_with_filters(ds: Memory, ns: str) -> None:
     fill(ds, ns)
-    res = ds.find_sync(ns, FindRequest(pattern="night train to vienna", limit=100))
+    res = ds.finder.find(ns, FindRequest(pattern="night train to vienna", limit=100))
     assert res.complete and res.matches and res.scanned == 32
     assert {m.conversation_id for m in res.matches} == {"c-a"}
     first = res.matches[0]
     assert "**night train to Vienna**" in first.text  # case-insensitive, original case kept inside the marks
     start, end = first.spans[0]
-    assert ds._get_nodes(ns, [first.chunk_id])[0].level == 1 and first.message_id in ds.get_node(
-        ns, first.chunk_id).message_ids
+    assert first.chunk_id is not None
+    chunk = ds.reader.get_node(ns, first.chunk_id)
+    assert chunk.level == 1 and first.message_id in chunk.message_ids
     assert [m.message_id for m in res.matches] == sorted(
         (m.message_id for m in res.matches), key=lambda i: int(i.split("-")[1]))  # conversation order
 
     # a regex, and the same text taken literally
-    res = ds.find_sync(ns, FindRequest(pattern=r"[A-Z]\d{7}", regex=True, case_sensitive=True))
+    res = ds.finder.find(ns, FindRequest(pattern=r"[A-Z]\d{7}", regex=True, case_sensitive=True))
     assert [(m.message_id, m.speaker, m.text) for m in res.matches] == [
         ("b-1", "Carol", "My passport number is **X1234567**, keep it safe.")]
-    assert ds.find_sync(ns, FindRequest(pattern=r"[A-Z]\d{7}")).matches == []
+    assert ds.finder.find(ns, FindRequest(pattern=r"[A-Z]\d{7}")).matches == []
     # filters: speaker, conversation, time range
-    assert {m.speaker for m in ds.find_sync(ns, FindRequest(pattern="about", speaker="Bob", limit=100)).matches} == {
+    assert {m.speaker for m in ds.finder.find(ns, FindRequest(pattern="about", speaker="Bob", limit=100)).matches} == {
         "Bob"}
-    assert ds.find_sync(ns, FindRequest(pattern="vienna", conversation_id="c-b")).matches[0].message_id == "b-2"
-    late = ds.find_sync(ns, FindRequest(pattern="e", start_date=T0 + timedelta(days=2), limit=100))
+    assert ds.finder.find(ns, FindRequest(pattern="vienna", conversation_id="c-b")).matches[0].message_id == "b-2"
+    late = ds.finder.find(ns, FindRequest(pattern="e", start_date=T0 + timedelta(days=2), limit=100))
     assert [m.message_id for m in late.matches] == ["b-1", "b-2"]
-    early = ds.find_sync(ns, FindRequest(pattern="Vienna", end_date=T0 + timedelta(days=1), limit=100))
+    early = ds.finder.find(ns, FindRequest(pattern="Vienna", end_date=T0 + timedelta(days=1), limit=100))
     assert early.matches and all(m.conversation_id == "c-a" for m in early.matches)
     # limit
-    assert len(ds.find_sync(ns, FindRequest(pattern="about", limit=3)).matches) == 3
+    assert len(ds.finder.find(ns, FindRequest(pattern="about", limit=3)).matches) == 3
     # another namespace sees nothing
-    assert ds.find_sync(ns + "-other", FindRequest(pattern="passport")).matches == []
+    assert ds.finder.find(ns + "-other", FindRequest(pattern="passport")).matches == []
 
 
-def test_find_bad_patterns_are_errors_naming_pattern(ds: DataStore, ns: str) -> None:
+def test_find_bad_patterns_are_errors_naming_pattern(ds: Memory, ns: str) -> None:
     fill(ds, ns)
     with pytest.raises(InvalidRequestError) as err:
-        ds.find_sync(ns, FindRequest(pattern="(unclosed", regex=True))
+        ds.finder.find(ns, FindRequest(pattern="(unclosed", regex=True))
     assert err.value.field == "pattern"
     with pytest.raises(InvalidRequestError) as err:
-        ds.find_sync(ns, FindRequest(pattern=r"(?<=look)behind", regex=True))  # RE2 has no lookbehind
+        ds.finder.find(ns, FindRequest(pattern=r"(?<=look)behind", regex=True))  # RE2 has no lookbehind
     assert err.value.field == "pattern"
     with pytest.raises(InvalidRequestError) as err:
-        ds.find_sync(ns, FindRequest(pattern="x", limit=ds.settings.find_max_limit + 1))
+        ds.finder.find(ns, FindRequest(pattern="x", limit=ds.settings.find_max_limit + 1))
     assert err.value.field == "limit"
 
 
-def test_stats_of_namespace_and_conversation(ds: DataStore, ns: str) -> None:
+def test_stats_of_namespace_and_conversation(ds: Memory, ns: str) -> None:
     fill(ds, ns)
-    whole = ds.describe_sync(ns)
+    whole = ds.describer.describe(ns)
     assert whole.sources == 2 and whole.messages == 32
     assert whole.levels[0].level == 1 and whole.levels[0].nodes >= 2
     assert {s.speaker: s.messages for s in whole.speakers} == {"Alice": 15, "Bob": 15, "Carol": 1, "Dan": 1}
     assert whole.start_time == T0 and whole.end_time == T0 + timedelta(days=4)
-    one = ds.describe_sync(ns, "c-b")
+    one = ds.describer.describe(ns, "c-b")
     assert (one.sources, one.messages, one.conversation_id) == (1, 2, "c-b")
     assert [s.speaker for s in one.speakers] == ["Carol", "Dan"] and [lc.level for lc in one.levels] == [1]
     with pytest.raises(NotFoundError) as err:
-        ds.describe_sync(ns, "no-such-conversation")
+        ds.describer.describe(ns, "no-such-conversation")
     assert err.value.field == "conversation_id"
-    empty = ds.describe_sync(ns + "-empty")
+    empty = ds.describer.describe(ns + "-empty")
     assert (empty.sources, empty.messages, empty.levels, empty.start_time) == (0, 0, [], None)

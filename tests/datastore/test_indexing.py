@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyramind.datastore.indexer import RoundRobin
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.indexing.background import RoundRobin
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
+from tests.conftest import make_settings, recompose
 from tests.invariants import check_tree
 
 NS = "default"
@@ -23,24 +24,24 @@ def messages(n: int, prefix: str = "m") -> list[Message]:
             for i in range(n)]
 
 
-def open_store(tmp_path: Path, embedder: LocalEmbedder, name: str) -> LocalDataStore:
+def open_store(tmp_path: Path, embedder: LocalEmbedder, name: str) -> Memory:
     settings = make_settings(tmp_path, local_db_path=tmp_path / f"{name}.db", chunk_size=48, chunk_overlap=8)
-    return LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    return open_memory(settings, embedder, ExtractiveSummariser())
 
 
-def tree(ds: LocalDataStore, sid: str) -> list[tuple[int, int, str, bool]]:
-    return sorted((n.level, n.position, n.text, n.sealed) for n in ds._source_nodes(NS, sid))
+def tree(ds: Memory, sid: str) -> list[tuple[int, int, str, bool]]:
+    return sorted((n.level, n.position, n.text, n.sealed) for n in ds.storage.source_nodes(NS, sid))
 
 
 def test_accept_stores_the_messages_and_builds_nothing(tmp_path: Path, embedder: LocalEmbedder) -> None:
     ds = open_store(tmp_path, embedder, "a")
     try:
-        r = ds.accept_sync(NS, RememberRequest(conversation_id="c", messages=messages(12)))
+        r = ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(12)))
         assert r.pending_message_ids == [f"m{i}" for i in range(12)]
         assert (r.chunk_ids, r.updated_chunk_ids, r.summary_ids) == ([], [], [])
-        assert ds._source_nodes(NS, "c") == [] and len(ds._messages_from(NS, "c", 0)) == 12
-        assert ds._backlog() == [(NS, "c")]
-        again = ds.accept_sync(NS, RememberRequest(conversation_id="c", messages=messages(3)))
+        assert ds.storage.source_nodes(NS, "c") == [] and len(ds.storage.messages(NS, "c", 0)) == 12
+        assert ds.storage.backlog() == [(NS, "c")]
+        again = ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(3)))
         assert again.skipped_message_ids == ["m0", "m1", "m2"] and not again.pending_message_ids
     finally:
         ds.close()
@@ -52,25 +53,25 @@ def test_bounded_steps_build_the_tree_an_inline_remember_builds(tmp_path: Path, 
     try:
         batches = [messages(40)[i:i + 10] for i in range(0, 40, 10)]
         for b in batches:
-            inline.remember_sync(NS, RememberRequest(conversation_id="c", messages=b))
-            stepped.accept_sync(NS, RememberRequest(conversation_id="c", messages=b))
+            inline.writer.remember(NS, RememberRequest(conversation_id="c", messages=b))
+            stepped.writer.accept(NS, RememberRequest(conversation_id="c", messages=b))
         steps = 0
         while True:
-            step = stepped.index_chunks_sync(NS, "c", max_chunks=2)
+            step = stepped.steps.chunks(NS, "c", max_chunks=2)
             assert len(step.created) + len(step.updated) <= 2
             steps += 1
             if not step.more:
                 break
-        assert steps > 3 and stepped._backlog() == [] and step.rollable
-        assert not any(n.level > 1 for n in stepped._source_nodes(NS, "c"))  # chunks only: summaries come after
-        assert stepped._unrolled() == [(NS, "c")]
+        assert steps > 3 and stepped.storage.backlog() == [] and step.rollable
+        assert not any(n.level > 1 for n in stepped.storage.source_nodes(NS, "c"))  # chunks only: summaries come after
+        assert stepped.storage.unrolled() == [(NS, "c")]
         s = stepped.settings
-        check_tree(stepped._source_nodes(NS, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level,
+        check_tree(stepped.storage.source_nodes(NS, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level,
                    rolled_up=False)
-        while stepped.index_summaries_sync(NS, "c", max_chunks=5).more:
+        while stepped.steps.summaries(NS, "c", max_chunks=5).more:
             pass
-        assert stepped._unrolled() == []
-        check_tree(stepped._source_nodes(NS, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+        assert stepped.storage.unrolled() == []
+        check_tree(stepped.storage.source_nodes(NS, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
         assert tree(stepped, "c") == tree(inline, "c")
         assert max(level for level, *_ in tree(stepped, "c")) >= 2
     finally:
@@ -82,7 +83,7 @@ def test_messages_appended_during_a_step_stay_backlog(tmp_path: Path, embedder: 
     """A chunk step commits what it read; messages accepted after it are indexed by the next step."""
     ds = open_store(tmp_path, embedder, "a")
     try:
-        ds.accept_sync(NS, RememberRequest(conversation_id="c", messages=messages(8)))
+        ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(8)))
         real = ds.embedder
 
         class AppendingEmbedder:  # the real embedder; a client's remember lands while the first call runs
@@ -95,17 +96,15 @@ def test_messages_appended_during_a_step_stay_backlog(tmp_path: Path, embedder: 
                 out = real.embed(texts, bulk=bulk)
                 if not self.appended:
                     self.appended = True
-                    ds.accept_sync(NS, RememberRequest(conversation_id="c", messages=messages(14)[8:]))
+                    ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(14)[8:]))
                 return out
 
-        ds.embedder = AppendingEmbedder()  # type: ignore[assignment]
-        first = ds.index_chunks_sync(NS, "c", max_chunks=100)
-        ds.embedder = real
+        first = recompose(ds, embedder=AppendingEmbedder()).steps.chunks(NS, "c", max_chunks=100)
         assert first.created and first.backlog_tokens > 0  # committed despite the append, which stays backlog
-        assert ds._backlog() == [(NS, "c")]
-        ds.index_backlog_sync()
-        covered = {m for n in ds._source_nodes(NS, "c") if n.level == 1 for m in n.message_ids}
-        assert covered == {f"m{i}" for i in range(14)} and ds._backlog() == []
+        assert ds.storage.backlog() == [(NS, "c")]
+        ds.steps.backlog()
+        covered = {m for n in ds.storage.source_nodes(NS, "c") if n.level == 1 for m in n.message_ids}
+        assert covered == {f"m{i}" for i in range(14)} and ds.storage.backlog() == []
     finally:
         ds.close()
 

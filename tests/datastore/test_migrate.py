@@ -8,59 +8,89 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyramind.datastore.datastore import DataStore, WriteBatch
-from pyramind.datastore.migrate import migrate
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.portability.migrate import migrate_memory as migrate
+from pyramind.datastore.storage import WriteBatch
 from pyramind.models.api import Document, Query, RememberRequest
+from pyramind.models.core import CorePutRequest
 from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import EmbeddingMismatchError
+from pyramind.services.errors import EmbeddingMismatchError, StoreError
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
+from tests.conftest import make_settings, mark_table
 from tests.datastore.conftest import OtherEmbedder, unavailable
 from tests.datastore.synthetic import conversation, document_text
 
 
 @pytest.fixture
-def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[DataStore]:
+def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[Memory]:
     """A local store with two namespaces: two conversations and a document in `ns`, one conversation in `ns-2`."""
     (tmp_path / "src").mkdir()
-    store = LocalDataStore(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser()).open()
-    store.remember_sync(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
-    store.remember_sync(ns, RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12)))
-    store.upsert_sync(ns, [Document(id="d1", text=document_text(8, "work"))])
-    store.remember_sync(f"{ns}-2", RememberRequest(conversation_id="c1", messages=conversation(("Eve", "Fay"), 9)))
+    store = open_memory(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser())
+    store.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
+    store.writer.remember(ns, RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12)))
+    store.writer.upsert(ns, [Document(id="d1", text=document_text(8, "work"))])
+    store.writer.remember(f"{ns}-2", RememberRequest(conversation_id="c1", messages=conversation(("Eve", "Fay"), 9)))
+    nodes = store.storage.source_nodes(ns, "c1")  # every kind of record: visits, a pin, core memory
+    store.visits.record(ns, [nodes[0].id, nodes[0].id, nodes[1].id])
+    store.visits.flush()
+    store.visits.pin(ns, next(n.id for n in nodes if n.level == 2))
+    store.core.put(ns, CorePutRequest(key="name", value="Alice Smith", importance=90))
+    store.core.put(ns, CorePutRequest(key="project", value="the server migration", conversation_id="c1"))
     yield store
     store.close()
 
 
-def _dump(store: DataStore, ns: str, sid: str) -> tuple:
-    nodes = store._source_nodes(ns, sid)
-    vectors = store._get_vectors(ns, [n.id for n in nodes])
-    return (store._get_source(ns, sid), [m.model_dump() for m in store._messages_from(ns, sid, -1)],
+def _dump(store: Memory, ns: str, sid: str) -> tuple:
+    nodes = store.storage.source_nodes(ns, sid)
+    vectors = store.storage.get_vectors(ns, [n.id for n in nodes])
+    return (store.storage.get_source(ns, sid), [m.model_dump() for m in store.storage.messages(ns, sid, -1)],
             [n.model_dump() for n in nodes], {k: np.round(v, 5).tolist() for k, v in vectors.items()})
 
 
-def test_everything_is_copied_verified_and_a_rerun_skips_it(source: DataStore, ds: DataStore, ns: str) -> None:
+def _extras(store: Memory, ns: str) -> tuple:
+    """The namespace's marks and core memory entries, as stored."""
+    marks = {i: (m.visit_count, m.pinned, m.pin_message_ids, m.last_visited_at is not None)
+             for i, m in mark_table(store).get(ns, None).items()} if store.storage.marks else {}
+    core = store.storage.core.entries(ns, None) if store.storage.core else []
+    return marks, sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core)
+
+
+def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, ds: Memory, ns: str) -> None:
+    if ds.storage.core is None:  # a destination without core memory is refused before anything is written
+        with pytest.raises(StoreError, match="2 core memory entries"):
+            migrate(source, ds, [ns, f"{ns}-2"], None)
+        assert ds.storage.list_sources(ns) == []
+        _forget_core(source, ns)
     seen: list[tuple] = []
     report = migrate(source, ds, [ns, f"{ns}-2"], lambda *event: seen.append(event))
     assert report["sources"] == 4 and report["copied"] == 4 and report["skipped"] == 0
+    assert report["marks"] == 3 and report["core_memory"] == (0 if ds.storage.core is None else 2)
+    assert _extras(ds, ns) == _extras(source, ns) and _extras(ds, ns)[0]
     assert report["namespaces"][ns]["messages"] == 73 and report["nodes"] > 10
     assert seen[-1] == (f"{ns}-2", "c1", 1, 1, "copied")
     for space, sid in ((ns, "c1"), (ns, "c2"), (ns, "d1"), (f"{ns}-2", "c1")):
         assert _dump(ds, space, sid) == _dump(source, space, sid)
     q = [Query(query="the server migration ran all weekend", top_k=3)]
-    assert [r.id for r in ds.query_sync(ns, q).results[0].results] == \
-        [r.id for r in source.query_sync(ns, q).results[0].results]
+    assert [r.id for r in ds.reader.query(ns, q).results[0].results] == \
+        [r.id for r in source.reader.query(ns, q).results[0].results]
 
     again = migrate(source, ds, [ns, f"{ns}-2"], None)
     assert again["copied"] == 0 and again["skipped"] == 4
 
 
-def test_an_interrupted_copy_resumes(source: DataStore, ds: DataStore, ns: str) -> None:
+def _forget_core(store: Memory, ns: str) -> None:
+    store.core.delete(ns, "name")
+    store.core.delete(ns, "project", "c1")
+
+
+def test_an_interrupted_copy_resumes(source: Memory, ds: Memory, ns: str) -> None:
+    if ds.storage.core is None:
+        _forget_core(source, ns)
     migrate(source, ds, [ns], None)
-    c2 = ds._get_source(ns, "c2")
-    ds._commit(ns, WriteBatch(source=c2, delete_source=True), c2.version)  # type: ignore[arg-type, union-attr]
-    source.remember_sync(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 5,
+    c2 = ds.storage.get_source(ns, "c2")
+    ds.storage.commit(ns, WriteBatch(source=c2, delete_source=True), c2.version)  # type: ignore[arg-type, union-attr]
+    source.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 5,
                                                                                          first=60)))
     report = migrate(source, ds, [ns], None)
     assert report["copied"] == 2 and report["skipped"] == 1  # c2 was missing, c1 changed, d1 is as it was
@@ -68,19 +98,19 @@ def test_an_interrupted_copy_resumes(source: DataStore, ds: DataStore, ns: str) 
         assert _dump(ds, ns, sid) == _dump(source, ns, sid)
 
 
-def test_all_namespaces_by_default(source: DataStore, tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: LocalEmbedder) -> None:
     (tmp_path / "dst").mkdir()
-    dst = LocalDataStore(make_settings(tmp_path / "dst"), embedder, ExtractiveSummariser()).open()
+    dst = open_memory(make_settings(tmp_path / "dst"), embedder, ExtractiveSummariser())
     try:
-        assert set(migrate(source, dst)["namespaces"]) == set(source._list_namespaces())
-        assert dst._list_namespaces() == source._list_namespaces()
+        assert set(migrate(source, dst)["namespaces"]) == set(source.storage.list_namespaces())
+        assert dst.storage.list_namespaces() == source.storage.list_namespaces()
     finally:
         dst.close()
 
 
-def test_stores_of_different_embedders_are_refused(source: DataStore, tmp_path: Path) -> None:
+def test_stores_of_different_embedders_are_refused(source: Memory, tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
-    other = LocalDataStore(make_settings(tmp_path / "other"), OtherEmbedder(), ExtractiveSummariser()).open()  # type: ignore[arg-type]
+    other = open_memory(make_settings(tmp_path / "other"), OtherEmbedder(), ExtractiveSummariser())  # type: ignore[arg-type]
     try:
         with pytest.raises(EmbeddingMismatchError):
             migrate(source, other)
@@ -88,11 +118,11 @@ def test_stores_of_different_embedders_are_refused(source: DataStore, tmp_path: 
         other.close()
 
 
-def test_cli_migrates_local_to_postgres(source: DataStore, pg_server, ns: str) -> None:  # type: ignore[no-untyped-def]
+def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> None:  # type: ignore[no-untyped-def]
     """`pyramind migrate --from local --to postgres`, configured from the environment as a user would."""
     from typer.testing import CliRunner
 
-    from pyramind.datastore.factory import get_datastore
+    from pyramind.datastore.factory import open_memory
     from pyramind.local_server.cli import app
 
     if isinstance(pg_server, str):
@@ -101,12 +131,13 @@ def test_cli_migrates_local_to_postgres(source: DataStore, pg_server, ns: str) -
     env = {"LOCAL_DB_PATH": str(source.settings.local_db_path), "POSTGRES_URL": url, "COLUMNS": "200"}
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert r.exit_code == 0, r.output
-    assert "4 sources copied, 0 already there" in r.output
+    assert "4 sources copied, 0 already there" in r.output and "3 marks and 2 core memory entries" in r.output
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert "0 sources copied, 4 already there" in r.output
-    dst = get_datastore(make_settings(source.settings.local_db_path.parent, datastore="postgres", postgres_url=url),
+    dst = open_memory(make_settings(source.settings.local_db_path.parent, datastore="postgres", postgres_url=url),
                         source.embedder, source.summariser)
     try:
         assert _dump(dst, ns, "c1") == _dump(source, ns, "c1")
+        assert _extras(dst, ns) == _extras(source, ns)
     finally:
         dst.close()

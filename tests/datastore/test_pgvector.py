@@ -10,14 +10,14 @@ import psycopg
 import pytest
 
 from bench.servers import free_port
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.factory import get_datastore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.datastore.providers.pgvector import MIGRATIONS
 from pyramind.models.api import RememberRequest
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.errors import ConflictError, StoreError
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
+from tests.conftest import make_settings, text_search
 from tests.datastore.synthetic import conversation
 from tests.invariants import check_tree
 
@@ -25,7 +25,7 @@ pg_only = pytest.mark.parametrize("provider_settings", ["pgvector"], indirect=Tr
 
 
 @pg_only
-def test_migrations_are_named_recorded_and_run_once(ds: DataStore, open_store: Callable[..., DataStore]) -> None:
+def test_migrations_are_named_recorded_and_run_once(ds: Memory, open_store: Callable[..., Memory]) -> None:
     open_store()  # a second open finds everything applied
     url = ds.settings.postgres_url.get_secret_value()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
@@ -40,19 +40,19 @@ def test_migrations_are_named_recorded_and_run_once(ds: DataStore, open_store: C
 
 
 @pg_only
-def test_full_text_search_and_stats(ds: DataStore, ns: str) -> None:
-    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 40)))
-    hits = ds.search_text(ns, "cardamom for the curries", 5)  # type: ignore[attr-defined]
+def test_full_text_search_and_stats(ds: Memory, ns: str) -> None:
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 40)))
+    hits = text_search(ds).search(ns, "cardamom for the curries", 5)  # type: ignore[attr-defined]
     assert hits and all("cardamom" in n.text or "curry" in n.text for n, _ in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert ds.search_text(ns, "!!!", 5) == [] and ds.search_text(f"{ns}-other", "cardamom", 5) == []  # type: ignore[attr-defined]
-    stats = ds.stats(ns)  # type: ignore[attr-defined]
+    assert text_search(ds).search(ns, "!!!", 5) == [] and text_search(ds).search(f"{ns}-other", "cardamom", 5) == []  # type: ignore[attr-defined]
+    stats = ds.storage.counts(ns)  # type: ignore[attr-defined]
     assert stats["sources"] == 1 and stats["messages"] == 40 and stats["L1"] >= 5 and stats["L2"] >= 1
 
 
 @pg_only
 def test_two_stores_writing_one_conversation_never_summarise_the_same_children(
-    open_store: Callable[..., DataStore], ns: str
+    open_store: Callable[..., Memory], ns: str
 ) -> None:
     """Two store objects (two pools, no shared in-process lock: like two server processes) append to the same
     conversation at once; the advisory lock and the version check keep one valid tree with every message."""
@@ -60,12 +60,12 @@ def test_two_stores_writing_one_conversation_never_summarise_the_same_children(
     messages = conversation(("Alice", "Bob"), 80)
     errors: list[BaseException] = []
 
-    def writer(store: DataStore, part: list) -> None:
+    def writer(store: Memory, part: list) -> None:
         try:
             for i in range(0, len(part), 8):
                 for _ in range(20):  # a writer that keeps losing gets ConflictError (a 409): its client retries
                     try:
-                        store.remember_sync(ns, RememberRequest(conversation_id="c", messages=part[i : i + 8]))
+                        store.writer.remember(ns, RememberRequest(conversation_id="c", messages=part[i : i + 8]))
                         break
                     except ConflictError:
                         continue
@@ -82,16 +82,16 @@ def test_two_stores_writing_one_conversation_never_summarise_the_same_children(
         t.join(120)
     assert not errors
     s = a.settings
-    nodes = a._source_nodes(ns, "c")
+    nodes = a.storage.source_nodes(ns, "c")
     check_tree(nodes, s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
-    assert {m.id for m in a._messages_from(ns, "c", -1)} == {m.id for m in messages}
+    assert {m.id for m in a.storage.messages(ns, "c", -1)} == {m.id for m in messages}
     assert {m for n in nodes if n.level == 1 for m in n.message_ids} == {m.id for m in messages}
 
 
 def test_an_unreachable_or_missing_database_is_a_clear_store_error(tmp_path: Path, embedder: LocalEmbedder) -> None:
     with pytest.raises(StoreError, match="POSTGRES_URL"):
-        get_datastore(make_settings(tmp_path, datastore="postgres"), embedder, ExtractiveSummariser())
+        open_memory(make_settings(tmp_path, datastore="postgres"), embedder, ExtractiveSummariser())
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"  # nobody listens there
     with pytest.raises(StoreError, match="cannot open the postgres store"):
-        get_datastore(make_settings(tmp_path, datastore="postgres", postgres_url=url), embedder,
+        open_memory(make_settings(tmp_path, datastore="postgres", postgres_url=url), embedder,
                       ExtractiveSummariser())

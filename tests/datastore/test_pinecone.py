@@ -21,8 +21,8 @@ import pytest
 from pinecone import ApiError
 
 from bench.servers import Needle
-from pyramind.datastore.datastore import DataStore
-from pyramind.datastore.factory import get_datastore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.datastore.providers import pinecone as pc_store
 from pyramind.datastore.providers import pinecone_records
 from pyramind.models.api import Message, Query, RememberRequest
@@ -38,34 +38,35 @@ pinecone_only = pytest.mark.parametrize("provider_settings", ["pinecone"], indir
 
 
 @pinecone_only
-def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(ds: DataStore, ns: str) -> None:
+def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(ds: Memory, ns: str) -> None:
     big = "Look: " + "—" * 14000 + " the end."  # 42 KB of UTF-8 (3 bytes a dash) but only ~900 tokens
     msgs = [Message(id="big", speaker="Alice", content=big), Message(id="small", speaker="Bob", content="ok.")]
-    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=msgs))
-    stored = {m.id: m for m in ds._messages_from(ns, "c", -1)}
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    stored = {m.id: m for m in ds.storage.messages(ns, "c", -1)}
     assert stored["big"].content == big and stored["small"].content == "ok."
-    ids = ds._list(ns, "msg#")  # type: ignore[attr-defined]
+    ids = ds.storage._list(ns, "msg#")  # type: ignore[attr-defined]
     assert sum(1 for i in ids if pinecone_records.is_part(i)) >= 2
     s = ds.settings
-    check_tree(ds._source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+    check_tree(ds.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
 
 
 @pinecone_only
 def test_reads_past_the_query_cap_fall_back_to_listing(
-    ds: DataStore, ns: str, monkeypatch: pytest.MonkeyPatch
+    ds: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     messages = conversation(("Alice", "Bob"), 40)
-    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=messages))
-    full = (ds._messages_from(ns, "c", -1), ds._frontier(ns, "c"), ds._find_messages(ns, ids=["m-1", "m-2"]))
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages))
+    storage = ds.storage
+    full = (storage.messages(ns, "c"), storage.frontier(ns, "c"), storage.find_messages(ns, ids=["m-1", "m-2"]))
     monkeypatch.setattr(pc_store, "_QUERY_CAP", 3)  # every filtered read now hits the cap
-    capped = (ds._messages_from(ns, "c", -1), ds._frontier(ns, "c"), ds._find_messages(ns, ids=["m-1", "m-2"]))
+    capped = (storage.messages(ns, "c"), storage.frontier(ns, "c"), storage.find_messages(ns, ids=["m-1", "m-2"]))
     assert [m.id for m in capped[0]] == [m.id for m in full[0]] == [m.id for m in messages]
     assert {n.id for n in capped[1]} == {n.id for n in full[1]}
     assert sorted(capped[2]) == sorted(full[2]) == [("c", "m-1"), ("c", "m-2")]
 
 
 @pinecone_only
-def test_another_model_of_the_same_dimension_is_refused(ds: DataStore, open_store: Callable[..., DataStore]) -> None:
+def test_another_model_of_the_same_dimension_is_refused(ds: Memory, open_store: Callable[..., Memory]) -> None:
     class SameSize(OtherEmbedder):
         model_name = "another-384-model"
         dimension = 384
@@ -144,7 +145,7 @@ def control_plane(needle_server: Needle | str, monkeypatch: pytest.MonkeyPatch) 
 
 @pinecone_only
 def test_missing_index_is_created_serverless_with_the_embedder_dimension(
-    control_plane: type[_ControlPlane], open_store: Callable[..., DataStore], ns: str
+    control_plane: type[_ControlPlane], open_store: Callable[..., Memory], ns: str
 ) -> None:
     ds = open_store(pinecone_host=None, pinecone_index="made-here", pinecone_cloud="gcp",
                     pinecone_region="europe-west4")
@@ -152,12 +153,12 @@ def test_missing_index_is_created_serverless_with_the_embedder_dimension(
     assert len(posts) == 1 and posts[0]["name"] == "made-here"
     assert posts[0]["schema"]["fields"]["_values"] == {"type": "dense_vector", "dimension": 384, "metric": "cosine"}
     assert posts[0]["deployment"] == {"deployment_type": "managed", "cloud": "gcp", "region": "europe-west4"}
-    ds.remember_sync(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 10)))
-    assert ds.query_sync(ns, [Query(query="garden tomatoes")]).results[0].results
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 10)))
+    assert ds.reader.query(ns, [Query(query="garden tomatoes")]).results[0].results
     open_store(pinecone_host=None, pinecone_index="made-here")  # exists now: no second create
     assert sum(1 for method, _, _ in control_plane.requests if method == "POST") == 1
 
 
 def test_a_missing_key_is_a_clear_store_error(tmp_path: Path, embedder: LocalEmbedder) -> None:
     with pytest.raises(StoreError, match="PINECONE_API_KEY"):
-        get_datastore(make_settings(tmp_path, datastore="pinecone"), embedder, ExtractiveSummariser())
+        open_memory(make_settings(tmp_path, datastore="pinecone"), embedder, ExtractiveSummariser())

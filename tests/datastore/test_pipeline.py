@@ -7,38 +7,45 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import DeleteRequest, Document, Message, Query, QueryFilter, RememberRequest
 from pyramind.services.embedders.openai_api import OpenAIEmbedder
 from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import EmbeddingError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from pyramind.services.errors import (
+    EmbeddingError,
+    EmbeddingMismatchError,
+    InvalidRequestError,
+    NotFoundError,
+    SummaryError,
+)
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import locomo_sessions, make_settings
+from tests.conftest import locomo_sessions, make_settings, recompose, text_search
 from tests.invariants import check_tree
 
 NS = "default"
 
 
-def remember_sessions(store: LocalDataStore, sessions: list[list[Message]], cid: str = "conv") -> None:
+def remember_sessions(store: Memory, sessions: list[list[Message]], cid: str = "conv") -> None:
     for msgs in sessions:
-        store.remember_sync(NS, RememberRequest(conversation_id=cid, messages=msgs))
+        store.writer.remember(NS, RememberRequest(conversation_id=cid, messages=msgs))
 
 
-def tree(store: LocalDataStore, cid: str = "conv"):  # noqa: ANN201
-    return store._source_nodes(NS, cid)
+def tree(store: Memory, cid: str = "conv"):  # noqa: ANN201
+    return store.storage.source_nodes(NS, cid)
 
 
-def check(store: LocalDataStore, cid: str = "conv") -> dict[int, int]:
+def check(store: Memory, cid: str = "conv") -> dict[int, int]:
     s = store.settings
     return check_tree(tree(store, cid), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
 
 
-def test_locomo_slice_builds_a_valid_three_level_tree(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_locomo_slice_builds_a_valid_three_level_tree(store: Memory, locomo: list[dict]) -> None:
     sessions = locomo_sessions(locomo[0], limit=8)
     remember_sessions(store, sessions)
     counts = check(store)
     assert counts[1] >= 25 and counts[2] >= 5 and counts[3] >= 1
-    stats = store.stats(NS)
+    stats = store.storage.counts(NS)
     assert stats["messages"] == sum(len(s) for s in sessions)
     # every message is covered by some chunk
     covered = {m for n in tree(store) if n.level == 1 for m in n.message_ids}
@@ -55,7 +62,7 @@ def test_incremental_and_one_shot_remember_give_the_same_chunks(
     sessions = locomo_sessions(locomo[1], limit=4)
     texts = []
     for name, batches in [("one", [[m for s in sessions for m in s]]), ("many", sessions)]:
-        ds = LocalDataStore(make_settings(tmp_path / name), embedder, ExtractiveSummariser()).open()
+        ds = open_memory(make_settings(tmp_path / name), embedder, ExtractiveSummariser())
         remember_sessions(ds, batches)
         texts.append([n.text for n in tree(ds) if n.level == 1])
         check(ds)
@@ -63,36 +70,36 @@ def test_incremental_and_one_shot_remember_give_the_same_chunks(
     assert texts[0] == texts[1]
 
 
-def test_open_chunk_is_searchable_at_once_then_extended(store: LocalDataStore) -> None:
-    r1 = store.remember_sync(NS, RememberRequest(conversation_id="c", messages=[
+def test_open_chunk_is_searchable_at_once_then_extended(store: Memory) -> None:
+    r1 = store.writer.remember(NS, RememberRequest(conversation_id="c", messages=[
         Message(id="a", speaker="Ann", content="My cat is called Miso and she is orange.")]))
     assert len(r1.chunk_ids) == 1 and not r1.updated_chunk_ids
-    hits = store.query_sync(NS, [Query(query="what is the cat's name", top_k=1)]).results[0].results
+    hits = store.reader.query(NS, [Query(query="what is the cat's name", top_k=1)]).results[0].results
     assert hits[0].id == r1.chunk_ids[0] and "Miso" in hits[0].text
-    r2 = store.remember_sync(NS, RememberRequest(conversation_id="c", messages=[
+    r2 = store.writer.remember(NS, RememberRequest(conversation_id="c", messages=[
         Message(id="b", speaker="Bob", content="Miso is a lovely name.")]))
     assert r2.updated_chunk_ids == r1.chunk_ids and not r2.chunk_ids
-    node = store.get_node(NS, r1.chunk_ids[0])
+    node = store.reader.get_node(NS, r1.chunk_ids[0])
     assert node.message_ids == ["a", "b"] and not node.sealed
 
 
-def test_resending_message_ids_changes_nothing(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_resending_message_ids_changes_nothing(store: Memory, locomo: list[dict]) -> None:
     sessions = locomo_sessions(locomo[0], limit=3)
     remember_sessions(store, sessions)
     before = [(n.id, n.text, n.parent_id) for n in tree(store)]
-    r = store.remember_sync(NS, RememberRequest(conversation_id="conv", messages=sessions[1]))
+    r = store.writer.remember(NS, RememberRequest(conversation_id="conv", messages=sessions[1]))
     assert r.skipped_message_ids == [m.id for m in sessions[1]]
     assert not (r.chunk_ids or r.updated_chunk_ids or r.summary_ids)
     assert [(n.id, n.text, n.parent_id) for n in tree(store)] == before
 
 
-def test_query_filters_by_level_speaker_conversation_and_time(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_query_filters_by_level_speaker_conversation_and_time(store: Memory, locomo: list[dict]) -> None:
     remember_sessions(store, locomo_sessions(locomo[0], limit=6), "a")
     remember_sessions(store, locomo_sessions(locomo[1], limit=2), "b")
     q = "support group"
 
     def hits(flt: QueryFilter):  # noqa: ANN202
-        return store.query_sync(NS, [Query(query=q, top_k=50, filter=flt)]).results[0].results
+        return store.reader.query(NS, [Query(query=q, top_k=50, filter=flt)]).results[0].results
 
     assert {h.level for h in hits(QueryFilter(level=2))} == {2}
     assert all(h.level >= 2 for h in hits(QueryFilter(min_level=2)))
@@ -106,9 +113,9 @@ def test_query_filters_by_level_speaker_conversation_and_time(store: LocalDataSt
     assert hits(QueryFilter(document_id="nope")) == []
 
 
-def test_scores_are_cosine_and_sorted(store: LocalDataStore, embedder: LocalEmbedder, locomo: list[dict]) -> None:
+def test_scores_are_cosine_and_sorted(store: Memory, embedder: LocalEmbedder, locomo: list[dict]) -> None:
     remember_sessions(store, locomo_sessions(locomo[0], limit=2))
-    res = store.query_sync(NS, [Query(query="painting a sunrise", top_k=5, mode="dense")]).results[0].results
+    res = store.reader.query(NS, [Query(query="painting a sunrise", top_k=5, mode="dense")]).results[0].results
     scores = [r.score for r in res]
     assert scores == sorted(scores, reverse=True)
     q = embedder.embed(["painting a sunrise"])[0]
@@ -116,13 +123,13 @@ def test_scores_are_cosine_and_sorted(store: LocalDataStore, embedder: LocalEmbe
     assert abs(float(q @ v) - scores[0]) < 1e-3
 
 
-def test_delete_message_rebuilds_every_level_and_keeps_the_rest(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_delete_message_rebuilds_every_level_and_keeps_the_rest(store: Memory, locomo: list[dict]) -> None:
     sessions = locomo_sessions(locomo[0], limit=8)
     remember_sessions(store, sessions)
     before = {n.id: n for n in tree(store)}
     victim = sessions[5][3]
     secret = victim.content
-    store.delete_sync(NS, DeleteRequest(ids=[victim.id]))
+    store.deleter.delete(NS, DeleteRequest(ids=[victim.id]))
     after = tree(store)
     check(store)
     assert all(secret not in n.text for n in after)
@@ -130,72 +137,72 @@ def test_delete_message_rebuilds_every_level_and_keeps_the_rest(store: LocalData
     # nothing derived from earlier messages was rebuilt
     early = [n for n in before.values() if n.level == 1 and n.tok_end < 1000]
     assert early and all(n.id in {a.id for a in after} for n in early)
-    found = store.query_sync(NS, [Query(query=secret, top_k=100)]).results[0].results
+    found = store.reader.query(NS, [Query(query=secret, top_k=100)]).results[0].results
     assert all(secret not in r.text for r in found)
-    assert all(secret not in n.text for n, _ in store.search_text(NS, secret, 100))
+    assert all(secret not in n.text for n, _ in text_search(store).search(NS, secret, 100))
 
 
-def test_delete_node_forgets_everything_it_covers(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_delete_node_forgets_everything_it_covers(store: Memory, locomo: list[dict]) -> None:
     remember_sessions(store, locomo_sessions(locomo[0], limit=6))
     l2 = next(n for n in tree(store) if n.level == 2)
-    covered = {m for n in store.subtree(NS, l2.id) for m in n.message_ids}
-    res = store.delete_sync(NS, DeleteRequest(ids=[l2.id]))
+    covered = {m for n in store.reader.subtree(NS, l2.id) for m in n.message_ids}
+    res = store.deleter.delete(NS, DeleteRequest(ids=[l2.id]))
     assert res.deleted_messages == len(covered)
     left = {m for n in tree(store) for m in n.message_ids}
     assert not covered & left
     with pytest.raises(NotFoundError):
-        store.get_node(NS, l2.id)
+        store.reader.get_node(NS, l2.id)
     check(store)
 
 
-def test_delete_unknown_id_is_404_and_deletes_nothing(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_delete_unknown_id_is_404_and_deletes_nothing(store: Memory, locomo: list[dict]) -> None:
     remember_sessions(store, locomo_sessions(locomo[0], limit=1))
-    before = store.stats(NS)
+    before = store.storage.counts(NS)
     with pytest.raises(NotFoundError):
-        store.delete_sync(NS, DeleteRequest(ids=["D1:1", "no-such-id"]))
-    assert store.stats(NS) == before
+        store.deleter.delete(NS, DeleteRequest(ids=["D1:1", "no-such-id"]))
+    assert store.storage.counts(NS) == before
 
 
-def test_delete_conversation_filter_and_all(store: LocalDataStore, locomo: list[dict]) -> None:
+def test_delete_conversation_filter_and_all(store: Memory, locomo: list[dict]) -> None:
     remember_sessions(store, locomo_sessions(locomo[0], limit=2), "a")
     remember_sessions(store, locomo_sessions(locomo[1], limit=2), "b")
-    store.remember_sync("other", RememberRequest(conversation_id="a", messages=[Message(content="keep me")]))
-    store.delete_sync(NS, DeleteRequest(ids=["a"]))
+    store.writer.remember("other", RememberRequest(conversation_id="a", messages=[Message(content="keep me")]))
+    store.deleter.delete(NS, DeleteRequest(ids=["a"]))
     assert tree(store, "a") == [] and tree(store, "b")
     spk = locomo_sessions(locomo[1], limit=1)[0][0].speaker
-    store.delete_sync(NS, DeleteRequest(filter={"speaker": spk}))
+    store.deleter.delete(NS, DeleteRequest(filter={"speaker": spk}))
     assert all(spk not in n.speakers for n in tree(store, "b"))
-    store.delete_sync(NS, DeleteRequest(delete_all=True))
-    assert store.stats(NS) == {"sources": 0, "messages": 0}
-    assert store.stats("other")["messages"] == 1
+    store.deleter.delete(NS, DeleteRequest(delete_all=True))
+    assert store.storage.counts(NS) == {"sources": 0, "messages": 0}
+    assert store.storage.counts("other")["messages"] == 1
 
 
-def test_documents_are_chunked_sealed_rolled_up_and_replaced(store: LocalDataStore) -> None:
+def test_documents_are_chunked_sealed_rolled_up_and_replaced(store: Memory) -> None:
     text = " ".join(f"Paragraph {i} says the project codename is Falcon {i}." for i in range(150))
-    ids = store.upsert_sync(NS, [Document(id="doc1", text=text)]).ids
+    ids = store.writer.upsert(NS, [Document(id="doc1", text=text)]).ids
     nodes = tree(store, "doc1")
     assert ids == ["doc1"] and all(n.sealed for n in nodes) and any(n.level == 2 for n in nodes)
     check(store, "doc1")
-    store.upsert_sync(NS, [Document(id="doc1", text="Short replacement text about herons.")])
+    store.writer.upsert(NS, [Document(id="doc1", text="Short replacement text about herons.")])
     nodes = tree(store, "doc1")
     assert len(nodes) == 1 and nodes[0].text.startswith("Short replacement")
-    hit = store.query_sync(NS, [Query(query="herons", top_k=1, filter=QueryFilter(document_id="doc1"))])
+    hit = store.reader.query(NS, [Query(query="herons", top_k=1, filter=QueryFilter(document_id="doc1"))])
     assert hit.results[0].results[0].document_id == "doc1"
 
 
-def test_limits_are_checked_before_anything_is_written(store: LocalDataStore) -> None:
+def test_limits_are_checked_before_anything_is_written(store: Memory) -> None:
     s = store.settings
     too_many = [Message(content=f"m{i}") for i in range(s.max_messages + 1)]
     with pytest.raises(InvalidRequestError) as e:
-        store.remember_sync(NS, RememberRequest(messages=too_many))
+        store.writer.remember(NS, RememberRequest(messages=too_many))
     assert e.value.field == "messages"
     with pytest.raises(InvalidRequestError) as e:
-        store.remember_sync(NS, RememberRequest(messages=[Message(content="x" * (s.max_message_chars + 1))]))
+        store.writer.remember(NS, RememberRequest(messages=[Message(content="x" * (s.max_message_chars + 1))]))
     assert e.value.field == "messages[0].content"
     with pytest.raises(InvalidRequestError) as e:
-        store.query_sync(NS, [Query(query="x", top_k=s.max_top_k + 1)])
+        store.reader.query(NS, [Query(query="x", top_k=s.max_top_k + 1)])
     assert e.value.field == "queries[0].top_k"
-    assert store.stats(NS) == {"sources": 0, "messages": 0}
+    assert store.storage.counts(NS) == {"sources": 0, "messages": 0}
 
 
 class FailingEmbedder:
@@ -212,33 +219,42 @@ class FailingEmbedder:
         return self.inner.embed(texts)
 
 
-@pytest.mark.parametrize("fail_from", [1, 2])  # 1: chunk embedding fails; 2: summary embedding fails
+class FailingSummariser:
+    """A summariser that always fails (an LLM that is down): the call fails after its chunks were computed."""
+
+    name = "failing"
+
+    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
+        raise SummaryError("injected failure")
+
+
+@pytest.mark.parametrize("fault", ["embedder", "summariser"])
 def test_embedder_failure_keeps_the_tree_and_the_messages(
-    tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict], fail_from: int
+    tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict], fault: str
 ) -> None:
     """A failure mid-call leaves every chunk and summary as it was, stores the messages (nothing acknowledged
     is lost), and the next call or retry_pending indexes them."""
     sessions = locomo_sessions(locomo[0], limit=6)
-    ds = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    ds = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
     remember_sessions(ds, sessions[:4])
     before = [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)]
-    n_before = ds.stats(NS)["messages"]
-    ds.embedder = FailingEmbedder(embedder, fail_from)  # type: ignore[assignment]
+    n_before = ds.storage.counts(NS)["messages"]
+    failing = (recompose(ds, embedder=FailingEmbedder(embedder, 1)) if fault == "embedder"
+               else recompose(ds, summariser=FailingSummariser()))
     late = sessions[4] + sessions[5]
-    r = ds.remember_sync(NS, RememberRequest(conversation_id="conv", messages=late))
+    r = failing.writer.remember(NS, RememberRequest(conversation_id="conv", messages=late))
     assert r.pending_message_ids == [m.id for m in late] and not (r.chunk_ids or r.summary_ids)
     assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)] == before
-    assert ds.stats(NS)["messages"] == n_before + len(late)
-    assert ds._backlog() == [(NS, "conv")]
-    assert ds.retry_pending_sync() == 0  # still failing: still pending, nothing half-written
+    assert ds.storage.counts(NS)["messages"] == n_before + len(late)
+    assert ds.storage.backlog() == [(NS, "conv")]
+    assert failing.writer.retry_pending() == 0  # still failing: still pending, nothing half-written
     assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)] == before
-    ds.embedder = embedder
-    assert ds.retry_pending_sync() == 1 and ds._backlog() == []
+    assert ds.writer.retry_pending() == 1 and ds.storage.backlog() == []
     covered = {m for n in tree(ds) if n.level == 1 for m in n.message_ids}
     assert {m.id for m in late} <= covered
     check(ds)
     # the result is the tree of remembering everything without a failure
-    clean = LocalDataStore(make_settings(tmp_path / "clean"), embedder, ExtractiveSummariser()).open()
+    clean = open_memory(make_settings(tmp_path / "clean"), embedder, ExtractiveSummariser())
     remember_sessions(clean, sessions[:4] + [late])
     assert [n.text for n in tree(ds) if n.level == 1] == [n.text for n in tree(clean) if n.level == 1]
     clean.close()
@@ -249,34 +265,31 @@ def test_forgetting_does_not_wait_for_a_failing_embedder(
     tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict]
 ) -> None:
     sessions = locomo_sessions(locomo[0], limit=3)
-    ds = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    ds = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
     remember_sessions(ds, sessions)
     victim = sessions[1][2]
-    ds.embedder = FailingEmbedder(embedder, 1)  # type: ignore[assignment]
-    ds.delete_sync(NS, DeleteRequest(ids=[victim.id]))
+    recompose(ds, embedder=FailingEmbedder(embedder, 1)).deleter.delete(NS, DeleteRequest(ids=[victim.id]))
     assert all(victim.content not in n.text for n in tree(ds))
-    ds.embedder = embedder
-    assert ds.retry_pending_sync() == 1
+    assert ds.writer.retry_pending() == 1
     assert all(victim.id not in n.message_ids and victim.content not in n.text for n in tree(ds))
     check(ds)
     ds.close()
 
 
-def test_opening_with_another_embedding_model_is_a_clear_error(tmp_path: Path, store: LocalDataStore) -> None:
+def test_opening_with_another_embedding_model_is_a_clear_error(tmp_path: Path, store: Memory) -> None:
     settings = make_settings(tmp_path, openai_api_key="sk-test", embedder="openai")
-    other = LocalDataStore(settings, OpenAIEmbedder(settings), ExtractiveSummariser())
     with pytest.raises(EmbeddingMismatchError, match="all-MiniLM-L6-v2"):
-        other.open()
-    other.close()
+        open_memory(settings, OpenAIEmbedder(settings), ExtractiveSummariser())
 
 
-def test_namespaces_never_see_each_other(store: LocalDataStore) -> None:
-    a = store.remember_sync("alice", RememberRequest(conversation_id="c", messages=[Message(content="Alice's PIN is 4921.")]))
-    store.remember_sync("bob", RememberRequest(conversation_id="c", messages=[Message(content="Bob likes tea.")]))
-    res = store.query_sync("bob", [Query(query="PIN number", top_k=10)]).results[0].results
+def test_namespaces_never_see_each_other(store: Memory) -> None:
+    a = store.writer.remember("alice", RememberRequest(conversation_id="c",
+                                                       messages=[Message(content="Alice's PIN is 4921.")]))
+    store.writer.remember("bob", RememberRequest(conversation_id="c", messages=[Message(content="Bob likes tea.")]))
+    res = store.reader.query("bob", [Query(query="PIN number", top_k=10)]).results[0].results
     assert all("4921" not in r.text for r in res)
     with pytest.raises(NotFoundError):
-        store.expand_sync("bob", a.chunk_ids[0])
+        store.reader.expand("bob", a.chunk_ids[0])
     with pytest.raises(NotFoundError):
-        store.delete_sync("bob", DeleteRequest(ids=[a.chunk_ids[0]]))
-    assert store.get_node("alice", a.chunk_ids[0]).text.endswith("4921.\n")
+        store.deleter.delete("bob", DeleteRequest(ids=[a.chunk_ids[0]]))
+    assert store.reader.get_node("alice", a.chunk_ids[0]).text.endswith("4921.\n")

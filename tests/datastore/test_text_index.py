@@ -11,14 +11,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyramind.datastore import retrieval, text_index
-from pyramind.datastore.providers.local import LocalDataStore
-from pyramind.datastore.retrieval import text_terms
-from pyramind.datastore.text_index import TextIndex
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.indexes import text as text_index
+from pyramind.datastore.indexes.text import TextIndex
+from pyramind.datastore.memory import Memory
+from pyramind.datastore.read import ranking
+from pyramind.datastore.storage import RowSearch
 from pyramind.models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
+from pyramind.services.terms import text_terms
+from tests.conftest import local_storage, make_settings, text_search
 from tests.datastore.synthetic import conversation
 
 NAN = float("nan")
@@ -153,22 +156,23 @@ def test_the_local_store_keeps_its_text_index_in_step_with_its_own_and_other_pro
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     settings = make_settings(tmp_path)
-    a = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
-    b = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()  # another process, same file
+    a = open_memory(settings, embedder, ExtractiveSummariser())
+    b = open_memory(settings, embedder, ExtractiveSummariser())  # another process, same file
     try:
-        assert not a._reader.execute("SELECT name FROM sqlite_master WHERE name LIKE 'nodes_fts%'").fetchall()
-        a.remember_sync("ns", RememberRequest(conversation_id="c1", messages=conversation(("Ann", "Ben"), 30)))
-        assert a.search_text("ns", "xylophone", 5) == [] and b.search_text("ns", "xylophone", 5) == []
+        fts = "SELECT name FROM sqlite_master WHERE name LIKE 'nodes_fts%'"
+        assert not local_storage(a).db.reader.execute(fts).fetchall()
+        a.writer.remember("ns", RememberRequest(conversation_id="c1", messages=conversation(("Ann", "Ben"), 30)))
+        assert text_search(a).search("ns", "xylophone", 5) == [] and text_search(b).search("ns", "xylophone", 5) == []
         said = Message(speaker="Ann", content="I tuned my old xylophones at the lake cabin today.")
-        a.remember_sync("ns", RememberRequest(conversation_id="c2", messages=[said]))
+        a.writer.remember("ns", RememberRequest(conversation_id="c2", messages=[said]))
         for store in (a, b):  # a applies its own commit, b reloads at the new namespace version
-            hits = store.search_text("ns", "xylophone", 5, QueryFilter(level=1))
+            hits = text_search(store).search("ns", "xylophone", 5, QueryFilter(level=1))
             assert [n.source_id for n, _ in hits] == ["c2"] and hits[0][1] > 0
-            assert store.search_text("ns", "xylophone", 5, QueryFilter(conversation_id="c1")) == []
+            assert text_search(store).search("ns", "xylophone", 5, QueryFilter(conversation_id="c1")) == []
             q = Query(query="xylophone lake", top_k=3, mode="hybrid")
-            assert store.query_sync("ns", [q]).results[0].results[0].conversation_id == "c2"
-        b.delete_sync("ns", DeleteRequest(ids=["c2"]))
-        assert b.search_text("ns", "xylophone", 5) == [] and a.search_text("ns", "xylophone", 5) == []
+            assert store.reader.query("ns", [q]).results[0].results[0].conversation_id == "c2"
+        b.deleter.delete("ns", DeleteRequest(ids=["c2"]))
+        assert text_search(b).search("ns", "xylophone", 5) == [] and text_search(a).search("ns", "xylophone", 5) == []
     finally:
         a.close()
         b.close()
@@ -178,9 +182,13 @@ class _NodesOnly:
     """The same local store seen through the generic provider methods only (no RowSearch): hybrid then reads
     both pools' rows and the text-only candidates' vectors from SQLite, as on PostgreSQL."""
 
-    def __init__(self, store: LocalDataStore) -> None:
-        self.search_vector, self.search_text, self._get_vectors = (
-            store.search_vector, store.search_text, store._get_vectors)
+    rows: RowSearch | None = None
+
+    def __init__(self, store: Memory) -> None:
+        storage = store.storage
+        self.text = storage.text
+        self.search_vector, self.get_vectors = storage.search_vector, storage.get_vectors
+        self.get_nodes, self.source_nodes = storage.get_nodes, storage.source_nodes
 
 
 def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
@@ -188,22 +196,28 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
 ) -> None:
     """The local store's hybrid fuses row ids from its in-memory indexes and reads only the top_k rows; the
     generic path fuses nodes. Same hits, same order, same scores, with and without filters."""
-    monkeypatch.setattr(retrieval, "POOL", 6)  # pools smaller than the namespace: text-only candidates exist
-    store = LocalDataStore(make_settings(tmp_path), embedder, ExtractiveSummariser()).open()
+    monkeypatch.setattr(ranking, "POOL", 6)  # pools smaller than the namespace: text-only candidates exist
+    store = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
     looked_up: list[int] = []
-    row_cosines = store._row_cosines
-    store._row_cosines = lambda ns, rows, v: looked_up.append(len(rows)) or row_cosines(ns, rows, v)  # type: ignore
+    row_search = local_storage(store).row_search
+    row_cosines = row_search.row_cosines
+
+    def counting(ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
+        looked_up.append(len(rowids))
+        return row_cosines(ns, rowids, vector)
+
+    row_search.row_cosines = counting  # type: ignore[method-assign]
     try:
         for i, pair in enumerate((("Ann", "Ben"), ("Cy", "Dee"), ("Eve", "Fay"))):
-            store.remember_sync("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
-        assert isinstance(store, retrieval.RowSearch) and not isinstance(_NodesOnly(store), retrieval.RowSearch)
+            store.writer.remember("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
+        assert store.storage.rows is not None and _NodesOnly(store).rows is None
         questions = ["where did they go hiking", "the lake cabin trip", "what did Ben cook for dinner",
                      "violin lessons", "zzz qqq"]
         vectors = embedder.embed(questions)
         for flt in (None, QueryFilter(conversation_id="c1"), QueryFilter(speaker="Eve")):
             for q, v in zip(questions, vectors, strict=True):
-                rows = retrieval.hybrid(store, "ns", q, v, 4, flt)  # type: ignore[arg-type]
-                nodes = retrieval.hybrid(_NodesOnly(store), "ns", q, v, 4, flt)  # type: ignore[arg-type]
+                rows = ranking.hybrid(store.storage, "ns", q, v, 4, flt)
+                nodes = ranking.hybrid(_NodesOnly(store), "ns", q, v, 4, flt)
                 assert [n.id for n, _ in rows] == [n.id for n, _ in nodes] and rows, (q, flt)
                 assert np.allclose([s for _, s in rows], [s for _, s in nodes], atol=1e-6)
         assert max(looked_up) > 0  # some text-only candidates took their cosine from the in-memory vectors

@@ -8,7 +8,7 @@ from importlib.util import find_spec
 import numpy as np
 import pytest
 
-from pyramind.datastore.vector_index import VectorIndex
+from pyramind.datastore.indexes.vectors import VectorIndex
 
 
 def clustered(n: int, dim: int = 64, centres: int = 40, seed: int = 0) -> np.ndarray:
@@ -76,13 +76,14 @@ def test_large_namespaces_go_through_ivf_with_high_recall() -> None:
     assert 100_003 not in approx.search(new[3], 10)[0].tolist()
     # a filter the candidates cannot satisfy falls back to the exact scan
     only = approx.search(vectors[0], 3, min_level=2, start=19_990.0)[0].tolist()
-    assert only == brute(vectors, rowids, vectors[0], 3, (np.arange(20_000) % 5 == 0) & (np.arange(20_000) + 1 >= 19_990))
+    rows = np.arange(20_000)
+    assert only == brute(vectors, rowids, vectors[0], 3, (rows % 5 == 0) & (rows + 1 >= 19_990))
 
 
 def test_without_faiss_a_large_namespace_is_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     """faiss is the optional `ann` extra: when it cannot be imported, the index past ann_min_rows answers with the
     exact scan (same ids and scores as brute force) instead of failing."""
-    from pyramind.datastore import ann
+    from pyramind.datastore.indexes import ann
 
     monkeypatch.setitem(sys.modules, "faiss", None)  # `import faiss` now raises ImportError, as without the extra
     monkeypatch.setattr(ann.importlib.util, "find_spec", lambda name: None if name == "faiss" else find_spec(name))

@@ -70,13 +70,15 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     e = env(tmp_path)
     res = runner.invoke(app, ["import", str(path)], env=e)
     assert res.exit_code == 0, res.output
-    from pyramind.datastore.factory import get_datastore
+    from pyramind.datastore.factory import open_memory
+    from pyramind.datastore.read.lineage import fork_info, lineage
     from pyramind.models.settings import Settings
 
-    store = get_datastore(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))  # type: ignore[call-arg]
+    store = open_memory(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))  # type: ignore[call-arg]
     try:
-        assert store.fork_info("default", "chat-1~a3")["parent_id"] == "chat-1~a1"
-        assert [sid for sid, _ in store.lineage("default", "chat-1~a3")] == ["chat-1~a3", "chat-1~a1", "chat-1"]
+        assert (fork_info(store.storage, "default", "chat-1~a3") or {}).get("parent_id") == "chat-1~a1"
+        assert [sid for sid, _ in lineage(store.storage, "default", "chat-1~a3")] == [
+            "chat-1~a3", "chat-1~a1", "chat-1"]
     finally:
         store.close()
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0  # again: nothing new, no error

@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.models.settings import Settings
 
@@ -34,10 +34,10 @@ def run_cli(settings: Settings, *args: str) -> str:
     return done.stdout
 
 
-def test_stats_and_show_import_no_model(settings: Settings, store: LocalDataStore) -> None:
+def test_stats_and_show_import_no_model(settings: Settings, store: Memory) -> None:
     messages = [Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June."),
                 Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please.")]
-    chunk_id = store.remember_sync("default", RememberRequest(conversation_id="trip", messages=messages)).chunk_ids[0]
+    chunk_id = store.writer.remember("default", RememberRequest(conversation_id="trip", messages=messages)).chunk_ids[0]
     store.close()
     stats = run_cli(settings, "stats")
     assert re.search(r'"messages": 2\b', stats) and re.search(r'"L1": 1\b', stats), stats

@@ -57,11 +57,11 @@ async def test_remember_query_expand_round_trip(client, locomo) -> None:  # type
 
 async def test_upsert_then_delete_forgets_at_every_level(client) -> None:  # type: ignore[no-untyped-def]
     text = " ".join(f"Clause {i}: the vault code is kept by officer number {i}." for i in range(120))
-    r = await client.post("/upsert", json={"documents": [{"id": "policy", "text": text,
-                                                          "metadata": {"source": "file", "author": "ops"}}]}, headers=AUTH)
+    doc = {"id": "policy", "text": text, "metadata": {"source": "file", "author": "ops"}}
+    r = await client.post("/upsert", json={"documents": [doc]}, headers=AUTH)
     assert (await r.get_json()) == {"ids": ["policy"], "pending_ids": []}
-    r = await client.post("/query", json={"queries": [{"query": "vault code", "top_k": 3,
-                                                       "filter": {"document_id": "policy", "min_level": 2}}]}, headers=AUTH)
+    query = {"query": "vault code", "top_k": 3, "filter": {"document_id": "policy", "min_level": 2}}
+    r = await client.post("/query", json={"queries": [query]}, headers=AUTH)
     assert (await r.get_json())["results"][0]["results"][0]["level"] >= 2
     r = await client.delete("/delete", json={"ids": ["policy"]}, headers=AUTH)
     assert (await r.get_json())["success"] is True
@@ -116,7 +116,7 @@ BAD_REQUESTS = [
 async def test_bad_requests_get_one_error_shape_and_change_nothing(  # type: ignore[no-untyped-def]
     client, store, method, path, body, headers, status, code, field
 ) -> None:
-    before = store.stats("default")
+    before = store.storage.counts("default")
     hdrs = {**AUTH, **headers} if "Authorization" not in headers else headers
     if not headers.get("Authorization") and status == 401:
         hdrs = {}
@@ -129,4 +129,4 @@ async def test_bad_requests_get_one_error_shape_and_change_nothing(  # type: ign
     assert r.status_code == status, await r.get_data()
     assert r.content_type.startswith("application/json")
     assert is_error(await r.get_json(), code, field)
-    assert store.stats("default") == before
+    assert store.storage.counts("default") == before

@@ -16,7 +16,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jose import jwk, jwt
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
 from pyramind.server.app import create_app
 from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings
@@ -44,7 +44,7 @@ async def app_client(settings, store) -> AsyncIterator[Any]:  # type: ignore[no-
 @pytest.fixture
 async def jwt_client(tmp_path: Path, embedder) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, jwt_audience="pyramind", jwt_issuer="idp")
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     async for c in app_client(settings, store):
         yield c
     store.close()
@@ -169,13 +169,13 @@ async def test_rs256_public_key_and_es256_jwks(tmp_path: Path, embedder) -> None
              algorithm="RS256", headers={"kid": "k1"})),
     ]
     for user, settings, good, bad in cases:
-        store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+        store = open_memory(settings, embedder, ExtractiveSummariser())
         async for client in app_client(settings, store):
             r = await client.post("/remember", headers=bearer(good), json={"messages": [{"content": "hello"}]})
             assert r.status_code == 202, await r.get_json()  # stored; indexed in the background
             r = await client.post("/remember", headers=bearer(bad), json={"messages": [{"content": "hello"}]})
             assert r.status_code == 401
-        assert store.stats(user)["messages"] == 1
+        assert store.storage.counts(user)["messages"] == 1
         store.close()
 
 
@@ -219,8 +219,8 @@ async def test_many_namespaces_never_reach_each_other(client, store) -> None:  #
     r = await client.delete("/delete", headers=AUTH, json={"namespace": spaces[0], "delete_all": True})
     assert r.status_code == 200
     for ns in spaces[1:]:
-        assert store.stats(ns)["messages"] == 1
-    assert store.stats(spaces[0])["messages"] == 0
+        assert store.storage.counts(ns)["messages"] == 1
+    assert store.storage.counts(spaces[0])["messages"] == 0
 
 
 async def test_namespace_in_request_is_validated(client) -> None:  # type: ignore[no-untyped-def]
@@ -232,7 +232,7 @@ async def test_namespace_in_request_is_validated(client) -> None:  # type: ignor
 
 async def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     settings = make_settings(tmp_path, rate_limit_per_minute=3)
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     async for client in app_client(settings, store):
         codes = []
         for _ in range(5):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from tests.conftest import AUTH
 from tests.server.test_api import is_error
 
@@ -46,7 +48,7 @@ async def test_core_remember_context_round_trip(client) -> None:  # type: ignore
 
 async def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(client) -> None:  # type: ignore[no-untyped-def]
     await _seed(client)
-    cases = [
+    cases: list[tuple[dict[str, Any], int, str]] = [
         ({"budget_tokens": 0}, 422, "budget_tokens"),
         ({"budget_tokens": 10**6}, 422, "budget_tokens"),
         ({"budget_tokens": "big"}, 400, "budget_tokens"),
@@ -59,13 +61,14 @@ async def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(client) -
         r = await client.post("/context", json={"conversation_id": "c1", **body}, headers=AUTH)
         assert r.status_code == status, (body, await r.get_json())
         assert is_error(await r.get_json(), field=field)
-    for body, status, field in [
+    core_cases: list[tuple[dict[str, Any], int, str]] = [
         ({"key": "bio", "value": "word " * 600}, 422, "value"),
         ({"key": "mood", "value": "tired", "ttl_seconds": "soon"}, 400, "ttl_seconds"),
         ({"key": "mood", "value": "tired", "ttl_seconds": -1}, 400, "ttl_seconds"),
         ({"key": "mood", "value": "tired", "importance": 101}, 400, "importance"),
         ({"key": "mood", "value": "tired", "conversation_id": "nope"}, 404, "conversation_id"),
-    ]:
+    ]
+    for body, status, field in core_cases:
         r = await client.put("/core", json=body, headers=AUTH)
         assert r.status_code == status, (body, await r.get_json())
         assert is_error(await r.get_json(), field=field)

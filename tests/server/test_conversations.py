@@ -10,8 +10,9 @@ from tests.server.test_api import is_error
 
 
 def seed(store, ns: str = "default") -> None:  # type: ignore[no-untyped-def]
-    store.remember_sync(ns, RememberRequest(conversation_id="trip", messages=conversation(("Ann", "Bob"), 40)))
-    store.remember_sync(ns, RememberRequest(conversation_id="chat", messages=conversation(("Cy", "Di"), 3, prefix="c")))
+    store.writer.remember(ns, RememberRequest(conversation_id="trip", messages=conversation(("Ann", "Bob"), 40)))
+    store.writer.remember(ns, RememberRequest(conversation_id="chat",
+                                              messages=conversation(("Cy", "Di"), 3, prefix="c")))
 
 
 async def test_list_detail_and_messages(client, store) -> None:  # type: ignore[no-untyped-def]

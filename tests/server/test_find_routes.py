@@ -7,10 +7,10 @@ import json
 import time
 from pathlib import Path
 
-from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.server.app import create_app
-from tests.conftest import AUTH, make_settings
+from tests.conftest import AUTH, make_settings, recompose
 from tests.server.test_api import is_error
 
 
@@ -62,11 +62,11 @@ async def test_find_bad_input_names_the_field(client) -> None:  # type: ignore[n
     assert r.status_code == 401
 
 
-async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: DataStore) -> None:
+async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: Memory) -> None:
     settings = make_settings(tmp_path, find_time_limit=2.0)
-    store.settings = settings  # the store reads the limits
+    store = recompose(store, settings=settings)  # the services read the limits
     long_a = "a" * 30_000
-    store.remember_sync("default", RememberRequest(conversation_id="c", messages=[
+    store.writer.remember("default", RememberRequest(conversation_id="c", messages=[
         Message(id=f"h{i}", speaker="x", content=long_a + "!") for i in range(20)]))
     app = create_app(settings, store)
     async with app.test_app() as test_app:
@@ -80,7 +80,7 @@ async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: Dat
             # the limit, plus one RE2 search and the HTTP round trip on a busy 2-core machine
             assert elapsed < settings.find_time_limit + 5, (pattern[:40], elapsed)
     # the scan itself stops at FIND_TIME_LIMIT and says so
-    store.settings = make_settings(tmp_path, find_time_limit=1e-9)
+    store = recompose(store, settings=make_settings(tmp_path, find_time_limit=1e-9))
     app = create_app(store.settings, store)
     async with app.test_app() as test_app:
         r = await test_app.test_client().post("/find", json={"pattern": "a"}, headers=AUTH)
@@ -101,12 +101,12 @@ async def test_stats_route(client) -> None:  # type: ignore[no-untyped-def]
     assert r.status_code == 400
 
 
-async def test_answers_are_cut_to_max_response_chars(tmp_path: Path, store: DataStore) -> None:
+async def test_answers_are_cut_to_max_response_chars(tmp_path: Path, store: Memory) -> None:
     cap = 3000
     messages = [Message(id=f"m{i}", speaker="Ann", content=f"Note {i}: the Lisbon trip budget line {i} " * 12)
                 for i in range(40)]
-    store.remember_sync("default", RememberRequest(conversation_id="c", messages=messages))
-    store.settings = make_settings(tmp_path, max_response_chars=cap)
+    store.writer.remember("default", RememberRequest(conversation_id="c", messages=messages))
+    store = recompose(store, settings=make_settings(tmp_path, max_response_chars=cap))
     app = create_app(store.settings, store)
     async with app.test_app() as test_app:
         client = test_app.test_client()

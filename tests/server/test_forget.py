@@ -5,7 +5,7 @@ from __future__ import annotations
 import typing
 
 from pyramind.models.api import RetrievalMode
-from tests.conftest import AUTH, locomo_sessions
+from tests.conftest import AUTH, locomo_sessions, text_search
 
 MODES = list(typing.get_args(RetrievalMode))
 
@@ -38,7 +38,7 @@ async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
     r = await client.delete("/delete", headers=AUTH, json={"ids": [victim.id]})
     assert (await r.get_json())["deleted_messages"] == 1
     after = await all_nodes(client, "c")
-    assert len(after) == len(store._source_nodes("default", "c"))
+    assert len(after) == len(store.storage.source_nodes("default", "c"))
     assert max(n["level"] for n in after) >= 3
     for node in after:
         assert victim.id not in node["message_ids"]
@@ -50,4 +50,4 @@ async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
             assert r.status_code == 200
             for hit in (await r.get_json())["results"][0]["results"]:
                 assert victim.content not in hit["text"] and victim.id not in hit["message_ids"]
-    assert all(victim.content not in n.text for n, _ in store.search_text("default", victim.content, 100))
+    assert all(victim.content not in n.text for n, _ in text_search(store).search("default", victim.content, 100))

@@ -47,38 +47,38 @@ async def test_pin_unpin_and_foreign_namespace(client, store) -> None:  # type: 
     r = await client.post(f"/memories/{hit['id']}/pin", headers=AUTH)
     body = await r.get_json()
     assert r.status_code == 200 and body["pinned"] and body["protected_message_ids"] == len(hit["message_ids"])
-    await store.flush_visits()
+    store.visits.flush()
     r = await client.get(f"/memories/{hit['id']}", headers=AUTH)
     node = (await r.get_json())["node"]
     assert node["pinned"] and node["visit_count"] == 1 and node["last_visited_at"]
     r = await client.post(f"/memories/{hit['id']}/pin?namespace=someone-else", headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "id")
-    assert store.protected_messages("someone-else") == set()
+    assert store.visits.protected_messages("someone-else") == set()
     r = await client.post(f"/memories/{hit['id']}/unpin", headers=AUTH)
     assert r.status_code == 200 and (await r.get_json())["pinned"] is False
-    assert store.protected_messages("default") == set()
+    assert store.visits.protected_messages("default") == set()
     r = await client.post("/memories/nope/pin", headers=AUTH)
     assert r.status_code == 404
 
 
 async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
-    from pyramind.datastore.providers.local import LocalDataStore
+    from pyramind.datastore.factory import open_memory
     from pyramind.server.app import create_app
     from pyramind.services.summarising import ExtractiveSummariser
     from tests.conftest import make_settings
 
     settings = make_settings(tmp_path, forget_max_nodes=2, forget_fraction=0.5)
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
         app = create_app(settings, store)
         async with app.test_app() as test_app:
             client = test_app.test_client()
             await seed_sessions(client)
-            before = len(store._source_nodes("default", "c"))
+            before = len(store.storage.source_nodes("default", "c"))
             r = await client.post("/forget", json={}, headers=AUTH)
             body = await r.get_json()
             assert r.status_code == 200 and body["dry_run"] and body["forgotten"] and body["l1_after"] is None
-            assert len(store._source_nodes("default", "c")) == before
+            assert len(store.storage.source_nodes("default", "c")) == before
             r = await client.post("/forget", json={"dry_run": False}, headers=AUTH)
             body = await r.get_json()
             assert r.status_code == 200 and body["l1_after"] <= 2 and body["deleted_messages"] > 0
@@ -138,7 +138,7 @@ async def test_a_context_block_counts_a_visit_of_each_memory_it_includes(client,
     assert r.status_code == 200, body
     shown = [i["id"] for s in body["sections"] for i in s["items"] if i["kind"] in ("chunk", "summary")]
     assert shown
-    await store.flush_visits()
+    store.visits.flush()
     for node_id in shown:
         r = await client.get(f"/memories/{node_id}", headers=AUTH)
         assert (await r.get_json())["node"]["visit_count"] == 1, node_id

@@ -24,7 +24,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-from pyramind.datastore.datastore import DataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.server.app import create_app
 from tests.conftest import TOKEN, make_settings
@@ -46,7 +46,7 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def serving(settings: Any, store: DataStore) -> AsyncIterator[str]:
+async def serving(settings: Any, store: Memory) -> AsyncIterator[str]:
     """The real app under hypercorn on a loopback port; yields its /mcp URL."""
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
@@ -90,14 +90,15 @@ def error_text(result: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-async def test_http_tools_over_the_real_store(tmp_path: Path, store: DataStore) -> None:
+async def test_http_tools_over_the_real_store(tmp_path: Path, store: Memory) -> None:
     settings = make_settings(tmp_path)
     async with serving(settings, store) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == TOOLS
         assert all(t.description and t.output_schema for t in tools.values())
         assert tools["recall"].input_schema["properties"]["top_k"]["maximum"] == settings.max_top_k
-        assert tools["forget"].annotations.destructive_hint and tools["recall"].annotations.read_only_hint
+        forget, recall = tools["forget"].annotations, tools["recall"].annotations
+        assert forget and forget.destructive_hint and recall and recall.read_only_hint
 
         saved = data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
         assert saved["conversation_id"] == "c1" and saved["chunk_ids"]
@@ -124,10 +125,10 @@ async def test_http_tools_over_the_real_store(tmp_path: Path, store: DataStore) 
         assert gone["deleted_messages"] == 1
         assert data(await client.call_tool("find", {"pattern": "passport"}))["matches"] == []
     # the tools wrote to the same store the REST routes read
-    assert store.describe_sync("default", "c1").messages == 2
+    assert store.describer.describe("default", "c1").messages == 2
 
 
-async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, store: DataStore) -> None:
+async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, store: Memory) -> None:
     async with serving(make_settings(tmp_path), store) as url:
         async with httpx.AsyncClient() as http:
             r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
@@ -139,7 +140,7 @@ async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, sto
                 async with mcp_client(url, token) as client:
                     await client.list_tools()
             assert any(isinstance(e, MCPError) for e in _leaves(err.value)), repr(err.value)
-    assert store.describe_sync("default").messages == 0
+    assert store.describer.describe("default").messages == 0
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -152,10 +153,10 @@ def _jwt(sub: str) -> str:
     return jwt.encode({"sub": sub, "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
 
 
-async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_path: Path, store: DataStore) -> None:
-    store.remember_sync("bob", RememberRequest(conversation_id="bob-c", messages=[Message(**m) for m in CHAT]))
-    bob_node = store.describe_sync("bob")
-    bob_chunk = store._source_nodes("bob", "bob-c")[0].id
+async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_path: Path, store: Memory) -> None:
+    store.writer.remember("bob", RememberRequest(conversation_id="bob-c", messages=[Message(**m) for m in CHAT]))
+    bob_node = store.describer.describe("bob")
+    bob_chunk = store.storage.source_nodes("bob", "bob-c")[0].id
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, bearer_token=None)
     async with serving(settings, store) as url, mcp_client(url, _jwt("alice")) as alice:
         data(await alice.call_tool("remember", {"conversation_id": "a-c", "messages": [
@@ -166,28 +167,29 @@ async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_pa
         assert data(await alice.call_tool("find", {"pattern": "Pepper"}))["matches"] == []
         assert data(await alice.call_tool("stats", {}))["namespace"] == "alice"
         # naming bob's namespace, or bob's ids, is an error naming the argument
-        for tool, args in [("recall", {"query": "cat"}), ("find", {"pattern": "cat"}), ("stats", {}),
-                           ("expand", {"id": bob_chunk}), ("forget", {"delete_all": True}),
-                           ("remember", {"messages": [{"content": "x"}]}), ("context", {}), ("core_get", {}),
-                           ("core_set", {"key": "k", "value": "v"}), ("core_delete", {"key": "k"})]:
+        calls: list[tuple[str, dict[str, Any]]] = [
+            ("recall", {"query": "cat"}), ("find", {"pattern": "cat"}), ("stats", {}), ("expand", {"id": bob_chunk}),
+            ("forget", {"delete_all": True}), ("remember", {"messages": [{"content": "x"}]}), ("context", {}),
+            ("core_get", {}), ("core_set", {"key": "k", "value": "v"}), ("core_delete", {"key": "k"})]
+        for tool, args in calls:
             assert "namespace" in error_text(await alice.call_tool(tool, {**args, "namespace": "bob"})), tool
         assert "id" in error_text(await alice.call_tool("expand", {"id": bob_chunk}))
         assert "ids" in error_text(await alice.call_tool("forget", {"ids": [bob_chunk, "bob-c", "m1"]}))
         assert "conversation_id" in error_text(await alice.call_tool("stats", {"conversation_id": "bob-c"}))
         gone = data(await alice.call_tool("forget", {"delete_all": True}))
         assert gone["deleted_messages"] == 1
-    after = store.describe_sync("bob")
+    after = store.describer.describe("bob")
     assert after == bob_node  # bob's memories untouched by everything alice did
-    assert store.describe_sync("alice").messages == 0
+    assert store.describer.describe("alice").messages == 0
 
 
-async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_path: Path, store: DataStore) -> None:
+async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_path: Path, store: Memory) -> None:
     async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
         data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
-        before = store.describe_sync("default")
+        before = store.describer.describe("default")
         unknown = await client.call_tool("no_such_tool", {})
         assert "no_such_tool" in error_text(unknown)
-        cases = [
+        cases: list[tuple[str, dict[str, Any], str]] = [
             ("recall", {"query": "cat", "top_k": "many"}, "top_k"),
             ("recall", {"query": "cat", "top_k": 10_000}, "top_k"),
             ("recall", {"top_k": 3}, "query"),
@@ -204,7 +206,7 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
         ]
         for tool, args, field in cases:
             assert field in error_text(await client.call_tool(tool, args)), (tool, args)
-        assert store.describe_sync("default") == before
+        assert store.describer.describe("default") == before
 
 
 async def test_stdio_transport(tmp_path: Path) -> None:
@@ -221,7 +223,7 @@ async def test_stdio_transport(tmp_path: Path) -> None:
         assert "id" in error_text(await client.call_tool("expand", {"id": "nope"}))
 
 
-async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_path: Path, store: DataStore) -> None:
+async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_path: Path, store: Memory) -> None:
     from pyramind.local_server.main import local_settings
 
     async with serving(local_settings(make_settings(tmp_path)), store) as url:

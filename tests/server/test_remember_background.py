@@ -11,7 +11,8 @@ from pathlib import Path
 from typing import Any
 
 from bench.openai_loopback import LoopbackOpenAI
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.models.settings import Settings
 from pyramind.server.app import create_app
@@ -28,7 +29,7 @@ def body(cid: str, n: int, word: str, **extra: Any) -> dict:
 
 
 @asynccontextmanager
-async def app_client(settings: Settings, store: LocalDataStore) -> AsyncIterator[Any]:
+async def app_client(settings: Settings, store: Memory) -> AsyncIterator[Any]:
     app = create_app(settings, store)
     async with app.test_app() as test_app:
         yield test_app.test_client()
@@ -67,14 +68,14 @@ async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) ->
     made = await r.get_json()
     assert r.status_code == 200 and not made["pending_message_ids"], made
     assert made["chunk_ids"] and made["summary_ids"]
-    nodes = {n.id: n for n in store._source_nodes("default", "c")}
+    nodes = {n.id: n for n in store.storage.source_nodes("default", "c")}
     assert set(made["chunk_ids"]) == {i for i, n in nodes.items() if n.level == 1}
     assert set(made["summary_ids"]) == {i for i, n in nodes.items() if n.level > 1}
     assert await found(client, "trombone")
     # the next call extends the open chunk and says so
     more = body("c", 41, "trombone", wait=True)
     more["messages"] = more["messages"][40:]
-    open_before = store.open_chunk_id("default", "c")
+    open_before = store.steps.open_chunk_id("default", "c")
     made = await (await client.post("/remember", json=more, headers=AUTH)).get_json()
     assert made["updated_chunk_ids"] == ([open_before] if open_before else []), made
 
@@ -82,19 +83,19 @@ async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) ->
 async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(tmp_path: Path,
                                                                          embedder: LocalEmbedder) -> None:
     settings = make_settings(tmp_path)
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
         msgs = [Message(**m) for m in body("c", 80, "accordion")["messages"]]
-        store.accept_sync("default", RememberRequest(conversation_id="c", messages=msgs))  # then the server died
-        assert store._backlog() == [("default", "c")]
+        store.writer.accept("default", RememberRequest(conversation_id="c", messages=msgs))  # then the server died
+        assert store.storage.backlog() == [("default", "c")]
         async with app_client(settings, store) as client:
             await until(lambda: found(client, "accordion"))
 
             async def summarised() -> bool:
-                return not store._backlog() and not store._unrolled()
+                return not store.storage.backlog() and not store.storage.unrolled()
 
             await until(summarised)
-        assert any(n.level > 1 for n in store._source_nodes("default", "c"))
+        assert any(n.level > 1 for n in store.storage.source_nodes("default", "c"))
     finally:
         store.close()
 
@@ -102,7 +103,7 @@ async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(tmp_pat
 async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(tmp_path: Path,
                                                                           embedder: LocalEmbedder) -> None:
     settings = make_settings(tmp_path, max_pending_tokens=500)
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
         async with app_client(settings, store) as client:
             big = body("big", 100, "cello", namespace="bulk")  # ~6,000 characters: ~1,500 tokens queued
@@ -115,7 +116,7 @@ async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(tmp_p
             assert r.status_code == 202
             await until(lambda: found(client, "flute", "other"))
             await until(lambda: found(client, "cello", "bulk"))
-            assert store.stats("bulk")["messages"] == 100  # the refused call stored nothing
+            assert store.storage.counts("bulk")["messages"] == 100  # the refused call stored nothing
 
             async def accepted() -> bool:  # once the backlog is indexed, the namespace may send again
                 r = await client.post("/remember", json=body("more", 2, "cello", namespace="bulk"), headers=AUTH)
@@ -130,7 +131,7 @@ async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Pa
                                                                   embedder: LocalEmbedder) -> None:
     """The indexer takes namespaces in turn, a bounded step each: a small call waits one step, not the backlog."""
     settings = make_settings(tmp_path, index_chunk_batch=4)
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
         async with app_client(settings, store) as client:
             big = body("big", 400, "bassoon", namespace="bulk")
@@ -138,7 +139,7 @@ async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Pa
             r = await client.post("/remember", json=body("c", 2, "ukulele", namespace="other"), headers=AUTH)
             assert r.status_code == 202
             await until(lambda: found(client, "ukulele", "other"))
-            assert ("bulk", "big") in store._backlog(), "the small call was indexed only after the whole backlog"
+            assert ("bulk", "big") in store.storage.backlog(), "the small call was indexed only after the whole backlog"
     finally:
         store.close()
 
@@ -148,7 +149,7 @@ async def test_summaries_of_different_conversations_are_made_concurrently(tmp_pa
     with LoopbackOpenAI(delay=1.0) as llm:
         settings = make_settings(tmp_path, openai_api_key=llm.api_key, openai_base_url=llm.base_url,
                                  openai_max_retries=0, index_summary_concurrency=3)
-        store = LocalDataStore(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser())).open()
+        store = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
         try:
             async with app_client(settings, store) as client:
                 for cid in ("a", "b", "c"):
@@ -156,12 +157,12 @@ async def test_summaries_of_different_conversations_are_made_concurrently(tmp_pa
                     assert r.status_code == 202
 
                 async def summarised() -> bool:
-                    return not store._backlog() and not store._unrolled() and all(
-                        any(n.level > 1 for n in store._source_nodes("default", cid)) for cid in ("a", "b", "c"))
+                    return not store.storage.backlog() and not store.storage.unrolled() and all(
+                        any(n.level > 1 for n in store.storage.source_nodes("default", cid)) for cid in ("a", "b", "c"))
 
                 await until(summarised)
             assert llm.peak_concurrent >= 2, "summaries of different conversations were made one at a time"
-            made_by = {n.summariser for cid in "abc" for n in store._source_nodes("default", cid) if n.level > 1}
+            made_by = {n.summariser for cid in "abc" for n in store.storage.source_nodes("default", cid) if n.level > 1}
             assert made_by == {"openai:gpt-4o-mini"}
         finally:
             store.close()

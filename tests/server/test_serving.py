@@ -9,8 +9,10 @@ from pathlib import Path
 
 SCRIPT = """
 import asyncio, json, sys
+import hypercorn.asyncio
 from threadpoolctl import threadpool_info
 from pyramind.server.app import create_app
+from pyramind.server.main import serve
 from tests.conftest import make_settings
 
 def blas():
@@ -20,19 +22,29 @@ async def main():
     before = blas()
     app = create_app(make_settings(__import__("pathlib").Path(sys.argv[1])))
     async with app.test_app():
-        during = blas()
-    print(json.dumps({"before": before, "during": during}))
+        app_serving = blas()
+    return before, app_serving
 
-asyncio.run(main())
+before, app_serving = asyncio.run(main())
+served = []
+
+async def record(app, config, **kwargs):  # hypercorn's serve, replaced: what the process runs with, then stop
+    served.append(blas())
+
+hypercorn.asyncio.serve = record
+serve(make_settings(__import__("pathlib").Path(sys.argv[1])))
+print(json.dumps({"before": before, "app": app_serving, "serve": served[0]}))
 """
 
 
-def test_a_serving_app_runs_numpy_products_on_one_blas_thread(tmp_path: Path) -> None:
+def test_the_serving_process_runs_numpy_products_on_one_blas_thread(tmp_path: Path) -> None:
     """Requests run side by side in threads; numpy's BLAS threads on top of them slowed /query ~7x under
     bench.load. A fresh process (so this test's own limits do not leak) starts numpy with its default pool,
-    one thread per core, and the app brings it to one thread when it starts serving."""
+    one thread per core. The app factory, which a library user or a test calls, leaves that process-wide
+    setting alone; `pyramind serve` (server.main.serve) brings it to one thread before it serves."""
     root = Path(__file__).resolve().parents[2]
     out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=root, capture_output=True, text=True,
                          timeout=300, check=True)
     threads = json.loads(out.stdout.strip().splitlines()[-1])
-    assert threads["before"] and threads["during"] == [1] * len(threads["before"])
+    assert threads["before"] and threads["app"] == threads["before"]
+    assert threads["serve"] == [1] * len(threads["before"])

@@ -9,19 +9,20 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.server.app import create_app
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import AUTH, make_settings
+from tests.conftest import AUTH, make_settings, mark_table
 from tests.server.test_api import is_error
 from tests.server.test_auth import SECRET, bearer, hs_token
 
 
 @pytest.fixture
-async def app_and_store(tmp_path: Path, embedder) -> AsyncIterator[tuple[Any, LocalDataStore]]:  # type: ignore[no-untyped-def]
+async def app_and_store(tmp_path: Path, embedder) -> AsyncIterator[tuple[Any, Memory]]:  # type: ignore[no-untyped-def]
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET)
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     app = create_app(settings, store)
     async with app.test_app() as test_app:
         yield test_app.test_client(), store
@@ -47,16 +48,16 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:  # 
     results = (await r.get_json())["results"][0]["results"]
     assert r.status_code == 200 and {x["namespace"] for x in results} == {"alice", "team"}
     assert next(x for x in results if x["namespace"] == "team")["conversation_id"] == "handbook"
-    store.flush_visits_sync()
-    assert store._get_marks("team", None) == {}  # reading a granted namespace writes nothing there
-    assert store._get_marks("alice", None)
+    store.visits.flush()
+    assert mark_table(store).get("team", None) == {}  # reading a granted namespace writes nothing there
+    assert mark_table(store).get("alice", None)
 
     r = await client.post("/query", json=body, headers=bob)  # no grant
     assert r.status_code == 403 and is_error(await r.get_json(), "forbidden", "namespaces")
     r = await client.post("/query", json={"namespaces": ["alice", "bob"], "queries": [{"query": "x"}]}, headers=bob)
     assert r.status_code == 403
 
-    before = store.stats("team")
+    before = store.storage.counts("team")
     for method, path, payload in (
         ("post", "/remember", {"namespace": "team", "messages": [{"content": "overwrite"}]}),
         ("post", "/upsert", {"namespace": "team", "documents": [{"text": "overwrite"}]}),
@@ -67,7 +68,7 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:  # 
     hit = results[0]["id"] if results[0]["namespace"] == "team" else results[1]["id"]
     r = await client.post(f"/memories/{hit}/pin?namespace=team", headers=alice)
     assert r.status_code == 403
-    assert store.stats("team") == before
+    assert store.storage.counts("team") == before
 
     bad = bearer(hs_token("carol", read_namespaces="not a list!"))
     r = await client.post("/query", json=body, headers=bad)
@@ -76,9 +77,9 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:  # 
 
 async def test_static_token_read_only_namespaces(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     settings = make_settings(tmp_path, read_only_namespaces="library")
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser()).open()
+    store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
-        store.remember_sync("library", RememberRequest(
+        store.writer.remember("library", RememberRequest(
             conversation_id="shelf", messages=[Message(speaker="x", content="The atlas is on the top shelf.")]))
         app = create_app(settings, store)
         async with app.test_app() as test_app:

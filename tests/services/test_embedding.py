@@ -6,6 +6,7 @@ from __future__ import annotations
 import importlib.util
 import threading
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -101,7 +102,7 @@ def test_a_failing_batch_fails_its_callers_and_the_next_call_works(embedder: Loc
 
 
 def test_a_bad_text_fails_only_its_own_call_when_batched_with_others(embedder: LocalEmbedder) -> None:
-    results: dict[str, object] = {}
+    results: dict[str, Any] = {}
     barrier = threading.Barrier(3)
 
     def call(name: str, texts: list) -> None:
@@ -119,7 +120,7 @@ def test_a_bad_text_fails_only_its_own_call_when_batched_with_others(embedder: L
     for t in threads:
         t.join()
     assert isinstance(results["bad"], EmbeddingError)
-    assert results["good1"].shape == (1, 384) and results["good2"].shape == (2, 384)  # type: ignore[union-attr]
+    assert results["good1"].shape == (1, 384) and results["good2"].shape == (2, 384)
 
 
 def test_a_query_started_during_a_large_bulk_call_finishes_first() -> None:

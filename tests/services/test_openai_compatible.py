@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bench.openai_loopback import LoopbackOpenAI
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
 from pyramind.models.api import Message, RememberRequest
 from pyramind.services.embedders.openai_api import OpenAIEmbedder
 from pyramind.services.errors import EmbeddingError
@@ -68,12 +68,12 @@ def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, f
 
 def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: LoopbackOpenAI, embedder) -> None:  # type: ignore[no-untyped-def]
     settings = openai_settings(tmp_path, fake_openai, chunk_size=32, chunk_overlap=4)
-    ds = LocalDataStore(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser())).open()
+    ds = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
     msgs = [Message(id=str(i), speaker="Ann", content=f"Fact number {i} is that the sky was colour {i}.")
             for i in range(30)]
-    r = ds.remember_sync("default", RememberRequest(conversation_id="c", messages=msgs))
+    r = ds.writer.remember("default", RememberRequest(conversation_id="c", messages=msgs))
     assert r.summary_ids
-    made_by = {n.summariser for n in ds._source_nodes("default", "c") if n.level > 1}
+    made_by = {n.summariser for n in ds.storage.source_nodes("default", "c") if n.level > 1}
     assert made_by == {"openai:gpt-4o-mini"}
     ds.close()
 

@@ -18,11 +18,12 @@ from pathlib import Path
 
 import httpx
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import Embedder
 from pyramind.services.summarising import ExtractiveSummariser
-from tests.conftest import TOKEN
+from tests.conftest import TOKEN, local_storage
 from tests.invariants import check_tree
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -65,7 +66,8 @@ class ServerProcess:
         env.update(self.extra)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pyramind.server.main"], cwd=self.db.parent, env={**env, "PYTHONPATH": str(ROOT)},
+                [sys.executable, "-m", "pyramind.server.main"], cwd=self.db.parent,
+                env={**env, "PYTHONPATH": str(ROOT)},
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )
         deadline = time.monotonic() + timeout
@@ -125,13 +127,11 @@ def store_settings(db: Path, env: dict[str, str] | None = None) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg, arg-type]
 
 
-def open_store(settings: Settings, embedder: Embedder) -> LocalDataStore:
-    store = LocalDataStore(settings, embedder, ExtractiveSummariser())
-    store.open()
-    return store
+def open_store(settings: Settings, embedder: Embedder) -> Memory:
+    return open_memory(settings, embedder, ExtractiveSummariser())
 
 
-def check_store(store: LocalDataStore, settings: Settings, indexed: bool = True) -> dict[str, dict[str, str]]:
+def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict[str, dict[str, str]]:
     """Assert every invariant of every source of every namespace; returns {ns: {message id: source id}}.
 
     indexed=False: a store the background indexer has not caught up with (after a crash): messages past the
@@ -142,19 +142,19 @@ def check_store(store: LocalDataStore, settings: Settings, indexed: bool = True)
     at least one chunk, and the chunks covering a message are consecutive; summaries carry no message ids of
     their own but their subtrees are whole (check_tree). The SQLite file passes `PRAGMA integrity_check`.
     """
-    db = store._reader
+    db = local_storage(store).db.reader
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert db.execute("SELECT COUNT(*) FROM nodes WHERE namespace NOT IN (SELECT namespace FROM sources) "
                       "OR source_id NOT IN (SELECT source_id FROM sources)").fetchone()[0] == 0, "orphan nodes"
     assert db.execute("SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE "
                       "s.namespace = m.namespace AND s.source_id = m.source_id)").fetchone()[0] == 0, "orphan messages"
     out: dict[str, dict[str, str]] = {}
-    for ns in store._list_namespaces():
+    for ns in store.storage.list_namespaces():
         seen: dict[str, str] = {}
-        for sid in store._list_sources(ns):
-            src = store._get_source(ns, sid)
+        for sid in store.storage.list_sources(ns):
+            src = store.storage.get_source(ns, sid)
             assert src is not None
-            messages = store._messages_from(ns, sid, 0)
+            messages = store.storage.messages(ns, sid, 0)
             ids = [m.id for m in messages]
             assert len(ids) == len(set(ids)), f"{sid}: duplicate messages"
             assert [m.seq for m in messages] == list(range(len(messages))), f"{sid}: seq has gaps"
@@ -164,7 +164,7 @@ def check_store(store: LocalDataStore, settings: Settings, indexed: bool = True)
                 assert m.tok_offset == offset, f"{sid}: token offsets of {m.id} not contiguous"
                 offset += m.n_tokens
             assert src.n_tokens == offset, f"{sid}: n_tokens {src.n_tokens} != {offset}"
-            nodes = store._source_nodes(ns, sid)
+            nodes = store.storage.source_nodes(ns, sid)
             check_tree(nodes, settings.chunk_size, settings.chunk_overlap, settings.fan_out, settings.max_level,
                        rolled_up=indexed)
             seq_of = {m.id: m.seq for m in messages}

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.providers.local import LocalDataStore
-from tests.conftest import AUTH
+from pyramind.datastore.memory import Memory
+from tests.conftest import AUTH, local_storage
 from tests.server.test_api import is_error
 
 VALID = json.dumps({"conversation_id": "bad-input", "messages": [{"id": "m1", "content": "hello there"}]})
@@ -23,9 +23,9 @@ TEN_MB = 10 * 1024 * 1024
 DEEP = 10_000
 
 
-def counts(store: LocalDataStore) -> tuple[int, ...]:
+def counts(store: Memory) -> tuple[int, ...]:
     """Rows of every table a write touches, over all namespaces."""
-    db = store._reader
+    db = local_storage(store).db.reader
     return tuple(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("sources", "messages", "nodes"))
 
 

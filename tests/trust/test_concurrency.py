@@ -23,6 +23,7 @@ from pathlib import Path
 import httpx
 
 from pyramind.services.embedding import LocalEmbedder
+from tests.conftest import local_storage
 from tests.trust.harness import AUTH, ServerProcess, check_store, open_store, store_settings
 
 ENV = {"CHUNK_SIZE": "64", "CHUNK_OVERLAP": "16", "FAN_OUT": "5"}
@@ -109,9 +110,9 @@ async def test_fifty_concurrent_clients_keep_every_invariant(  # type: ignore[no
     store = open_store(settings, embedder)
     try:
         check_store(store, settings, indexed=False)  # what the servers left is whole, if not all indexed yet
-        store.index_backlog_sync()
+        store.steps.backlog()
         stored = {m: c for per_ns in check_store(store, settings).values() for m, c in per_ns.items()}
-        top = store._reader.execute("SELECT MAX(level) FROM nodes").fetchone()[0]
+        top = local_storage(store).db.reader.execute("SELECT MAX(level) FROM nodes").fetchone()[0]
     finally:
         store.close()
     expected = {m["id"]: conversation_of(p) for p in range(CLIENTS // 2) for k in range(CALLS)

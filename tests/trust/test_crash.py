@@ -110,7 +110,7 @@ def check_after_crash(db: Path, embedder: LocalEmbedder, ledger: Ledger, note: s
     try:
         checked = check_store(store, settings, indexed=indexed)
         stored = {m: c for per_ns in checked.values() for m, c in per_ns.items()}
-        ledger.interrupted += bool(store._backlog() or store._unrolled())
+        ledger.interrupted += bool(store.storage.backlog() or store.storage.unrolled())
     finally:
         store.close()
     lost = {m: c for m, c in ledger.acked.items() if stored.get(m) != c}
@@ -179,7 +179,7 @@ async def _backlog_after(db: Path, embedder: LocalEmbedder, timeout: float) -> l
     try:
         deadline = time.monotonic() + timeout
         while True:
-            left = sorted(set(store._backlog()) | set(store._unrolled()))
+            left = sorted(set(store.storage.backlog()) | set(store.storage.unrolled()))
             if not left or time.monotonic() > deadline:
                 return left
             await asyncio.sleep(0.2)
@@ -190,7 +190,7 @@ async def _backlog_after(db: Path, embedder: LocalEmbedder, timeout: float) -> l
 def _chunk_counts(db: Path, embedder: LocalEmbedder) -> dict[str, int]:
     store = open_store(store_settings(db, ENV), embedder)
     try:
-        return {sid: sum(1 for n in store._source_nodes(ns, sid) if n.level == 1)
-                for ns in store._list_namespaces() for sid in store._list_sources(ns)}
+        return {sid: sum(1 for n in store.storage.source_nodes(ns, sid) if n.level == 1)
+                for ns in store.storage.list_namespaces() for sid in store.storage.list_sources(ns)}
     finally:
         store.close()

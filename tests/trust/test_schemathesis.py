@@ -17,7 +17,8 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
+from pyramind.datastore.memory import Memory
 from pyramind.server.app import create_app
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.summarising import ExtractiveSummariser
@@ -38,16 +39,15 @@ def one_error_shape(ctx: Any, response: Any, case: Any) -> None:
 
 
 @pytest.fixture(scope="module")
-def api_store(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[LocalDataStore]:
+def api_store(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[Memory]:
     path: Path = tmp_path_factory.mktemp("schemathesis")
-    ds = LocalDataStore(make_settings(path), embedder, ExtractiveSummariser())
-    ds.open()
+    ds = open_memory(make_settings(path), embedder, ExtractiveSummariser())
     yield ds
     ds.close()
 
 
 @pytest.fixture(scope="module")
-def api_app(api_store: LocalDataStore) -> Any:
+def api_app(api_store: Memory) -> Any:
     return create_app(api_store.settings, api_store)
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
 from pyramind.models.api import Document, RememberRequest
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.summarising import ExtractiveSummariser
@@ -36,18 +36,18 @@ LONG_MESSAGES = 180
 
 def seed(db: Path, embedder: LocalEmbedder) -> None:
     """The data every browser test sees (namespace `default`)."""
-    store = LocalDataStore(make_settings(db.parent, local_db_path=db), embedder, ExtractiveSummariser()).open()
+    store = open_memory(make_settings(db.parent, local_db_path=db), embedder, ExtractiveSummariser())
     try:
         start = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
         msgs = conversation(("Ann", "Bob"), LONG_MESSAGES, start=start)
         for i in range(0, len(msgs), 60):
-            store.remember_sync("default", RememberRequest(conversation_id=LONG, messages=msgs[i : i + 60]))
-        store.remember_sync("default", RememberRequest(conversation_id="short-chat",
+            store.writer.remember("default", RememberRequest(conversation_id=LONG, messages=msgs[i : i + 60]))
+        store.writer.remember("default", RememberRequest(conversation_id="short-chat",
                                                        messages=conversation(("Cy", "Di"), 4, prefix="s")))
-        store.remember_sync("default", RememberRequest(conversation_id="to-delete",
+        store.writer.remember("default", RememberRequest(conversation_id="to-delete",
                                                        messages=conversation(("Eve", "Fay"), 12, prefix="d")))
-        store.upsert_sync("default", [Document(id="garden-notes", text=document_text(6, "garden"))])
-        store.remember_sync("elsewhere", RememberRequest(conversation_id="secret-talk",
+        store.writer.upsert("default", [Document(id="garden-notes", text=document_text(6, "garden"))])
+        store.writer.remember("elsewhere", RememberRequest(conversation_id="secret-talk",
                                                          messages=conversation(("Xan", "Yul"), 3, prefix="x")))
     finally:
         store.close()

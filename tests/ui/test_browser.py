@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.factory import open_memory
 from pyramind.models.api import RememberRequest
 from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import TOKEN, make_settings
@@ -252,8 +252,8 @@ def test_pin_and_unpin_a_summary(tab: Page) -> None:
 
 def test_a_server_without_auth_needs_no_token(browser, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     db = tmp_path / "open.db"
-    store = LocalDataStore(make_settings(tmp_path, local_db_path=db), embedder, ExtractiveSummariser()).open()
-    store.remember_sync("default", RememberRequest(conversation_id="open-chat",
+    store = open_memory(make_settings(tmp_path, local_db_path=db), embedder, ExtractiveSummariser())
+    store.writer.remember("default", RememberRequest(conversation_id="open-chat",
                                                    messages=conversation(("Ann", "Bob"), 3)))
     store.close()
     server = ServerProcess(db, tmp_path / "server.log", env={"AUTH": "none"}).start()
