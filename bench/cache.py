@@ -36,6 +36,10 @@ class CachingEmbedder:
     def _key(self, text: str) -> str:
         return hashlib.sha1(f"{self._tag}\0{text}".encode()).hexdigest()
 
+    def close(self) -> None:
+        """Stop the inner embedder's threads (restarted by the next call); the cache stays open."""
+        self.inner.close()
+
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """float32 array (len(texts), dimension), L2-normalised, identical to the inner embedder's."""
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
@@ -66,5 +70,8 @@ class CachingEmbedder:
             out[i] = np.frombuffer(found[k], dtype=np.float32)
         return out
 
-    def close(self) -> None:
+    def release(self) -> None:
+        """Close the cache file and the inner embedder (the end of a benchmark; `close` only stops the inner
+        embedder's threads, as every Memory closing over this embedder asks)."""
         self._db.close()
+        self.inner.close()

@@ -207,7 +207,7 @@ def main(argv: list[str] | None = None) -> None:
     if not args.skip_evidence:
         embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
         results["evidence"] = evidence(samples, embedder)
-        embedder.close()
+        embedder.release()
         print(json.dumps(results["evidence"]["variants"], indent=1), flush=True)
     if not args.skip_latency:
         questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]

@@ -24,6 +24,10 @@ class CountingEmbedder:
         self.calls = self.texts = 0
         self.seconds = 0.0
 
+    def close(self) -> None:
+        """Close the inner embedder."""
+        self.inner.close()
+
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """The inner embedder's vectors, (len(texts), dimension) float32."""
         t = time.perf_counter()

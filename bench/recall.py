@@ -119,7 +119,7 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
         store.close()
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
     results["embedder"] = {"hits": embedder.hits, "misses": embedder.misses}
-    embedder.close()
+    embedder.release()
     return results
 
 

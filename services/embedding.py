@@ -34,6 +34,11 @@ class Embedder(Protocol):
         """
         ...
 
+    def close(self) -> None:
+        """Stop the embedder's background threads and release its clients now (a server shutting down); a
+        later `embed` starts them again."""
+        ...
+
 
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
@@ -67,6 +72,11 @@ class _LocalModel:
         with self._load_lock:
             if self._model is None:
                 self._model = self._load()
+
+    def close(self) -> None:
+        """End the worker threads now (they end after IDLE_EXIT_S idle anyway); the model stays loaded and the
+        next `embed` starts them again."""
+        self._batcher.close()
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError if the model fails.

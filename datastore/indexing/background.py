@@ -24,7 +24,8 @@ import math
 import os
 import threading
 import time
-from collections import defaultdict, deque
+import weakref
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -90,13 +91,30 @@ class RoundRobin:
         return len(self._members)
 
 
+class _Locks:
+    """One asyncio.Lock per source, made on first use; a lock nobody holds or awaits is dropped (the table holds
+    weak references), so the table does not grow with every source ever indexed."""
+
+    def __init__(self) -> None:
+        self._locks: weakref.WeakValueDictionary[Key, asyncio.Lock] = weakref.WeakValueDictionary()
+
+    def __getitem__(self, key: Key) -> asyncio.Lock:
+        lock = self._locks.get(key)
+        if lock is None:
+            lock = self._locks[key] = asyncio.Lock()
+        return lock
+
+    def __len__(self) -> int:
+        return len(self._locks)
+
+
 class _Lane:
     """A queue, the per-source locks of one phase, and the sources to take again once their holder is done."""
 
     def __init__(self) -> None:
         self.queue = RoundRobin()
         self.wake = asyncio.Event()
-        self.locks: dict[Key, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self.locks = _Locks()
         self.again: set[Key] = set()
 
     def add(self, key: Key) -> None:
@@ -156,20 +174,22 @@ class Indexer:
         ]
 
     async def stop(self, grace: float = STOP_GRACE) -> None:
-        """Cancel the lanes and wait up to `grace` seconds for the steps in flight. A step still running then
-        (a low-priority thread on a saturated machine) is abandoned: it commits whole or not at all, and what
-        it did not commit stays backlog in the store for the next start."""
+        """Cancel the lanes and the steps not yet started, then wait for the steps already running: each is
+        bounded (INDEX_CHUNK_BATCH chunks, or their summaries) and commits whole or not at all, and the store is
+        closed after `stop` returns, so none may be left running on it. After `grace` seconds the wait is
+        logged (a slow summariser on a saturated machine) and goes on."""
         for task in self._tasks + list(self._running):
             task.cancel()
         await asyncio.gather(*self._tasks, *self._running, return_exceptions=True)
+        self._executor.shutdown(wait=False, cancel_futures=True)  # queued steps never start
         with self._in_flight_guard:
             in_flight = [asyncio.wrap_future(f) for f in self._in_flight if not f.done()]
         if in_flight:
             _, pending = await asyncio.wait(in_flight, timeout=grace)
             if pending:
-                log.warning("indexer: abandoning %d step(s) still running after %.0f s (nothing is half-written; "
-                            "the backlog stays in the store)", len(pending), grace)
-        self._executor.shutdown(wait=False, cancel_futures=True)
+                log.warning("indexer: waiting for %d step(s) still running after %.0f s before the store closes "
+                            "(each commits whole or not at all)", len(pending), grace)
+                await asyncio.wait(pending)
 
     async def scan(self) -> int:
         """Queue every source the store reports with a backlog or an unsummarised group; returns how many."""

@@ -25,6 +25,10 @@ class OpenAIEmbedder:
         self.dimension = settings.embedding_dimension or OPENAI_DEFAULT_DIMENSION
         self._batch_size = max(settings.embed_batch_size, 64)
 
+    def close(self) -> None:
+        """Close the HTTP client's connections (a later call opens new ones)."""
+        self._client.close()
+
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         """embeddings: float32 array (n, dimension), L2-normalised; raises EmbeddingError on API failure.
         `bulk` is accepted for the Embedder protocol (a remote API has no local priority)."""

@@ -66,6 +66,8 @@ class PriorityBatcher:
         self._cv = threading.Condition()
         self._queues: dict[bool, deque[_Call]] = {False: deque(), True: deque()}  # bulk? -> calls with texts left
         self._running = 0  # worker threads alive
+        self._threads: list[threading.Thread] = []
+        self._closing = False  # set by close(): idle workers end now instead of after IDLE_EXIT_S
         self._bulk_running = 0  # bulk slices being encoded now
         # with two or more workers, bulk work never holds them all: one stays free for a query that arrives
         self._bulk_max = max(1, workers - 1)
@@ -84,11 +86,25 @@ class PriorityBatcher:
             raise call.error
         return call.out
 
+    def close(self, timeout: float = 5.0) -> None:
+        """End the workers: each finishes the slice it runs, then ends; waits up to `timeout` seconds for them.
+        A later `embed` starts workers again."""
+        with self._cv:
+            self._closing = True
+            self._cv.notify_all()
+            threads = list(self._threads)
+        for t in threads:
+            t.join(timeout)
+
     def _start(self) -> None:
         """Start workers up to `workers` (under the lock)."""
+        self._closing = False
+        self._threads = [t for t in self._threads if t.is_alive()]
         while self._running < self._workers:
             self._running += 1
-            threading.Thread(target=self._work, name=f"{self._name}-{self._running}", daemon=True).start()
+            thread = threading.Thread(target=self._work, name=f"{self._name}-{self._running}", daemon=True)
+            self._threads.append(thread)
+            thread.start()
 
     def _take(self) -> tuple[list[tuple[_Call, list[int]]], bool]:
         """The next slice (under the lock) and whether it is bulk: interactive texts if any wait, else one bulk
@@ -132,9 +148,9 @@ class PriorityBatcher:
             with self._cv:
                 work, bulk = self._take()
                 while not work:
-                    if not self._cv.wait(IDLE_EXIT_S):
+                    if self._closing or not self._cv.wait(IDLE_EXIT_S) or self._closing:
                         work, bulk = self._take()
-                        if not work:  # idle: end; the next call starts a worker again
+                        if not work:  # idle (or closing): end; the next call starts a worker again
                             self._running -= 1
                             return
                     else:

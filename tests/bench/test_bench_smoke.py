@@ -47,6 +47,9 @@ class HashEmbedder:
     def __init__(self) -> None:
         self.calls = 0
 
+    def close(self) -> None:
+        """Nothing to release."""
+
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         self.calls += 1
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)

@@ -63,6 +63,9 @@ class OtherEmbedder:
     model_name = "trigram-hash-8"
     dimension = 8
 
+    def close(self) -> None:
+        """Nothing to release."""
+
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         for i, t in enumerate(texts):
@@ -76,6 +79,9 @@ class FailingEmbedder:
 
     def __init__(self, inner: LocalEmbedder) -> None:
         self.model_name, self.dimension = inner.model_name, inner.dimension
+
+    def close(self) -> None:
+        """Nothing to release."""
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         raise EmbeddingError("injected failure")

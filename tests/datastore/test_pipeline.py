@@ -212,6 +212,9 @@ class FailingEmbedder:
         self.inner, self.fail_from, self.calls = inner, fail_from, 0
         self.model_name, self.dimension = inner.model_name, inner.dimension
 
+    def close(self) -> None:
+        """Nothing to release (the inner embedder is the session's)."""
+
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         self.calls += 1
         if self.calls >= self.fail_from:

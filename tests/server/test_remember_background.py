@@ -166,3 +166,56 @@ async def test_summaries_of_different_conversations_are_made_concurrently(tmp_pa
             assert made_by == {"openai:gpt-4o-mini"}
         finally:
             store.close()
+
+
+class SlowEmbedder:
+    """The real embedder, taking `delay` seconds more for each bulk call (a slow model on a busy machine)."""
+
+    def __init__(self, inner: LocalEmbedder, delay: float) -> None:
+        self.inner, self.delay = inner, delay
+        self.model_name, self.dimension = inner.model_name, inner.dimension
+        self.bulk_calls_done = 0
+
+    def close(self) -> None:
+        """Nothing to release (the inner embedder is the session's)."""
+
+    def embed(self, texts: list[str], *, bulk: bool = False) -> Any:
+        out = self.inner.embed(texts, bulk=bulk)
+        if bulk:
+            time.sleep(self.delay)
+            self.bulk_calls_done += 1
+        return out
+
+
+async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(tmp_path: Path,
+                                                                           embedder: LocalEmbedder) -> None:
+    """A clean shutdown (issue 18): the app stops the indexer before the store closes, and `stop` waits for the
+    step already running (it commits whole), past its grace; the lanes' per-source locks are not kept once no
+    one holds them."""
+    settings = make_settings(tmp_path, index_chunk_batch=4)
+    slow = SlowEmbedder(embedder, 1.5)
+    store = open_memory(settings, slow, ExtractiveSummariser())  # type: ignore[arg-type]
+    try:
+        app = create_app(settings, store)
+        async with app.test_app() as test_app:
+            client = test_app.test_client()
+            indexer = app.extensions["pyramind.indexer"]
+            for cid in ("a", "b", "c"):  # ~15 chunks each, 4 a step: steps keep running for a while
+                r = await client.post("/remember", json=body(cid, 120, "harp"), headers=AUTH)
+                assert r.status_code == 202
+            await until(lambda: _true(slow.bulk_calls_done >= 1))  # the lanes are busy
+            before = slow.bulk_calls_done
+            await indexer.stop(grace=0.1)
+            done = slow.bulk_calls_done
+            assert done > before  # the step running when stop was called ended before stop returned
+            await asyncio.sleep(2.0)
+            assert slow.bulk_calls_done == done  # nothing runs after stop: no step is left on the store
+            assert len(indexer.chunks.locks) == 0 and len(indexer.summaries.locks) == 0
+            app.extensions.pop("pyramind.indexer")  # stopped here; the app's own stop would find nothing
+        assert store.storage.backlog()  # the queued steps never started: their messages stay backlog
+    finally:
+        store.close()
+
+
+async def _true(value: bool) -> bool:
+    return value

@@ -250,3 +250,23 @@ def test_idle_workers_end_and_the_next_call_starts_them_again(monkeypatch: pytes
         time.sleep(0.02)
     assert batcher._running == 0  # nothing keeps a dropped embedder's threads (and model) alive
     assert batcher.embed(["d"], bulk=True).shape == (1, 2)
+
+
+def test_close_ends_the_worker_threads_and_a_later_call_starts_them_again() -> None:
+    """A server shutting down stops the embedder's threads at once (not 30 s later); an embedder shared by
+    several stores (the tests', a benchmark's cache) keeps working after one of them closes it."""
+    class Probe(LocalEmbedder):  # its worker threads are named after it: "Probe-1", "Probe-2"
+        pass
+
+    embedder = Probe(threads=1, workers=2)
+
+    def workers() -> list[threading.Thread]:
+        return [t for t in threading.enumerate() if t.name.startswith("Probe-")]
+
+    first = embedder.embed(["the cat sat on the mat", "a dog in the fog"])
+    assert first.shape == (2, 384) and workers()
+    embedder.close()
+    assert workers() == []
+    again = embedder.embed(["the cat sat on the mat"])
+    assert np.allclose(again[0], first[0], atol=1e-6) and workers()
+    embedder.close()
