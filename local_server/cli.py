@@ -79,9 +79,9 @@ def serve(
         from pyramind.server.auth import check_auth_settings
 
         check_auth_settings(settings)  # fail fast, before loading any model
-    except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
+    except ValueError as exc:  # one line on stderr, like a bad setting
+        status.print(f"pyramind: {exc}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
     console.print(f"Pyramind on http://{settings.host}:{settings.port}")
     console.print(f"Memory browser: http://{settings.host}:{settings.port}/ui/  (API docs: /docs)")
     run(settings)  # prints the store's location, or one line and exit 1 when it cannot be opened
