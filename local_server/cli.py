@@ -61,20 +61,28 @@ def _store(settings: Settings, create: bool = False) -> DataStore:
         raise typer.Exit(1) from None
 
 
+def serve_settings(settings: Settings, local: bool, host: str | None, port: int | None) -> Settings:
+    """What `pyramind serve` runs with: the settings with `--host`/`--port` applied, and in local mode the local
+    settings on that port (whose OpenAPI `servers` entry and ai-plugin.json name it)."""
+    from pyramind.local_server.main import local_settings
+
+    if local:
+        return local_settings(settings, host, port)
+    updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    return settings.model_copy(update=updates)
+
+
 @app.command()
 def serve(
-    local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333.")] = False,
+    local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333 (or --port).")] = False,
     host: Annotated[str | None, typer.Option(help="Bind address (HOST).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (PORT).")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (PORT; 3333 with --local).")] = None,
     db: Db = None,
 ) -> None:
     """Run the HTTP server (settings from the environment and .env)."""
-    from pyramind.local_server.main import local_settings
     from pyramind.server.main import serve as run
 
-    settings = local_settings(_settings(db)) if local else _settings(db)
-    updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    settings = settings.model_copy(update=updates)
+    settings = serve_settings(_settings(db), local, host, port)
     try:
         from pyramind.server.auth import check_auth_settings
 

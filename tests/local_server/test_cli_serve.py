@@ -11,8 +11,11 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
+import httpx
 import pytest
 
 from pyramind.models.settings import Settings
@@ -66,3 +69,49 @@ def test_a_bad_jwt_setting_stops_serve_with_one_line(tmp_path: Path, case: str, 
     assert "Traceback" not in out.stderr and out.stdout == "", (case, out.stdout)
     assert seconds < 30, (case, seconds)  # before any model is loaded
     assert not (tmp_path / "pyramind.db").exists()
+
+
+@contextmanager
+def serving(tmp_path: Path, *args: str, **settings: str) -> Iterator[tuple[str, Path]]:
+    """`pyramind serve ARGS` running in `tmp_path` until /health answers; yields (its URL, its output file).
+    The process is stopped (SIGTERM, then SIGKILL) on the way out."""
+    port = free_port()
+    log = tmp_path / "serve.log"
+    with open(log, "wb") as out:
+        command = [sys.executable, "-m", "pyramind.local_server.cli", "serve", *args, "--port", str(port)]
+        proc = subprocess.Popen(command, cwd=tmp_path, env=clean_env(**settings), stdout=out, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None, log.read_text()
+            try:
+                if httpx.get(f"{url}/health", timeout=2).status_code == 200:
+                    break
+            except httpx.TransportError:
+                pass
+            assert time.monotonic() < deadline, log.read_text()
+            time.sleep(0.2)
+        yield url, log
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def test_local_serve_on_another_port_advertises_that_port(tmp_path: Path) -> None:
+    """Issue 19, item 5: `serve --local --port N` used to advertise port 3333 in /openapi.json and ai-plugin.json."""
+    with serving(tmp_path, "--local") as (url, _log):
+        port = url.rsplit(":", 1)[1]
+        doc = httpx.get(f"{url}/openapi.json", timeout=10).json()
+        assert doc["servers"] == [{"url": f"http://localhost:{port}"}]
+        plugin = httpx.get(f"{url}/.well-known/ai-plugin.json", timeout=10).json()
+        assert plugin["api"]["url"] == f"http://localhost:{port}/.well-known/openapi.yaml"
+        assert plugin["logo_url"].startswith(f"http://localhost:{port}/")
+        r = httpx.options(f"{url}/query", headers={"Origin": f"http://localhost:{port}",
+                                                   "Access-Control-Request-Method": "POST"}, timeout=10)
+        assert r.headers.get("Access-Control-Allow-Origin") == f"http://localhost:{port}"
