@@ -289,16 +289,26 @@ def mcp(
 @app.command()
 def openapi(
     out: Annotated[Path | None, typer.Option(help="Write here instead of printing.")] = None,
+    local: Annotated[bool, typer.Option(help="The local server's document (serve --local: no auth).")] = False,
 ) -> None:
-    """Print (or write) the OpenAPI document of the local server as YAML: what /.well-known/openapi.yaml serves
-    (PUBLIC_URL, when set, is its server)."""
+    """Print (or write) the OpenAPI document as YAML: what `pyramind serve` serves at /.well-known/openapi.yaml
+    with these settings (its bearer security scheme included; PUBLIC_URL, when set, is its server), or with
+    --local what `serve --local` serves."""
     import asyncio
+
+    from pydantic import SecretStr
 
     from pyramind.local_server.main import local_settings
     from pyramind.server.app import create_app
 
+    settings = _settings(None)
+    if local:
+        settings = local_settings(settings)
+    elif settings.auth != "none":  # the document shows the bearer scheme whatever the key; printing needs none
+        settings = settings.model_copy(update={"auth": "bearer", "bearer_token": SecretStr("document-only")})
+
     async def fetch() -> str:
-        app = create_app(local_settings(Settings(_env_file=None)), open_store=False)  # type: ignore[call-arg]
+        app = create_app(settings, open_store=False)
         async with app.test_app() as test_app:
             resp = await test_app.test_client().get("/.well-known/openapi.yaml")
             return await resp.get_data(as_text=True)

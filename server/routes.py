@@ -79,9 +79,9 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
-    Returns the top_k best per query, best first: text, score, level (1 = verbatim chunk, 2+ = summary),
-    parent_id, children and time range. Filter by conversation, speaker, level or dates. Expand a result with
-    GET /memories/{id}. Ranking: `mode` (datastore/retrieval.py); cut to MAX_RESPONSE_CHARS.
+    The top_k best per query, best first. By default verbatim level 1 chunks; `mode: dense` or `filter.min_level`
+    2 also give summaries (level 2+). Each: text, score, level, parent_id, children, time range. Filter by
+    conversation, speaker, level or dates. Expand with GET /memories/{id}.
     """
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)
