@@ -12,7 +12,7 @@ from quart_schema import operation_id, tag, validate_querystring, validate_reque
 from pyramind.models.api import namespace_field
 from pyramind.models.find import FindRequest, FindResponse, StatsResponse
 from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_store, errors
+from pyramind.server.common import app_store, errors, require_source
 from pyramind.server.fit import fit_find
 
 explore = Blueprint("explore", __name__)
@@ -33,16 +33,19 @@ class StatsQuery(BaseModel):
 @operation_id("find")
 @validate_request(FindRequest)
 @validate_response(FindResponse, 200)
-@errors(400, 401, 403, 413, 422, 429)
+@errors(400, 401, 403, 404, 413, 422, 429)
 async def find(data: FindRequest) -> FindResponse:
     """Find messages by exact words or an RE2 regex.
 
     Returns matching messages in conversation order, matches wrapped in ** marks, each with the L1 chunk that holds
-    it (expand with GET /memories/{id}). Filters: conversation_id, speaker, start_date, end_date. 422 naming
-    `pattern` for an invalid regex.
+    it (expand with GET /memories/{id}). Filters: conversation_id (404 when unknown), speaker, start_date,
+    end_date. 422 naming `pattern` for an invalid regex.
     """
     settings = current_app.extensions["pyramind.settings"]
-    result = await app_store().find(resolve_namespace(data.namespace), data)
+    ns = resolve_namespace(data.namespace)
+    if data.conversation_id is not None:  # an unknown conversation is a 404 naming it, not an empty answer
+        await require_source(app_store(), [ns], data.conversation_id, "conversation_id")
+    result = await app_store().find(ns, data)
     return fit_find(result, settings.max_response_chars)
 
 

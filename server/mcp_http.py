@@ -22,6 +22,7 @@ from quart_rate_limiter import RateLimiter
 
 from pyramind.models.settings import Settings
 from pyramind.server.auth import Authenticator
+from pyramind.server.errors import too_large_message
 from pyramind.server.mcp_tools import PRINCIPAL_KEY, build_mcp
 
 MCP_PATH = "/mcp"
@@ -102,6 +103,10 @@ def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator,
         if retry is not None:
             await _error(send, 429, "too_many_requests", f"more than {settings.rate_limit_per_minute} requests a "
                          "minute (RATE_LIMIT_PER_MINUTE); retry later", [(b"retry-after", str(retry).encode())])
+            return
+        length = headers.get(b"content-length", b"")
+        if length.isdigit() and int(length) > settings.max_body_bytes:  # the SDK's own 413 is plain text
+            await _error(send, 413, "request_entity_too_large", too_large_message(settings.max_body_bytes), [])
             return
         scope[PRINCIPAL_KEY] = principal
         await mcp_app(scope, receive, send)

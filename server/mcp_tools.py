@@ -49,6 +49,7 @@ from pyramind.models.core import (
 from pyramind.models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
 from pyramind.models.settings import Settings
 from pyramind.server.auth import Principal, namespace_for
+from pyramind.server.common import require_source
 from pyramind.server.fit import fit_find, fit_query
 from pyramind.services.errors import PyramindError
 
@@ -187,6 +188,8 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         given = (conversation_id, speaker, level, start_date, end_date)
 
         async def run() -> QueryResponse:  # the shapes are built inside `_call`: their errors name the field
+            if conversation_id is not None:  # an unknown conversation is an error naming it, as on REST
+                await require_source(get_store(), [ns(ctx, namespace)], conversation_id, "conversation_id")
             flt = QueryFilter(conversation_id=conversation_id, speaker=speaker, level=level, start_date=start_date,
                               end_date=end_date) if any(v is not None for v in given) else None
             q = Query(query=query, top_k=top_k, mode=mode, filter=flt)
@@ -225,6 +228,8 @@ def build_mcp(get_store: Callable[[], DataStore], settings: Settings, default_na
         ** marks), each with the chunk id that holds it. Use recall for meaning, find for exact text."""
 
         async def run() -> FindResponse:
+            if conversation_id is not None:
+                await require_source(get_store(), [ns(ctx, namespace)], conversation_id, "conversation_id")
             req = FindRequest(pattern=pattern, regex=regex, case_sensitive=case_sensitive, limit=limit,
                               conversation_id=conversation_id, speaker=speaker, start_date=start_date,
                               end_date=end_date)

@@ -35,7 +35,7 @@ from pyramind.models.api import (
     is_namespace,
 )
 from pyramind.server.auth import readable_namespaces, resolve_namespace
-from pyramind.server.common import app_store, errors
+from pyramind.server.common import app_store, errors, require_source
 from pyramind.server.fit import fit_query
 from pyramind.services.errors import InvalidRequestError
 
@@ -75,18 +75,23 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 @operation_id("query")
 @validate_request(QueryRequest)
 @validate_response(QueryResponse, 200)
-@errors(400, 401, 403, 413, 422, 429, 503)
+@errors(400, 401, 403, 404, 413, 422, 429, 503)
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
     The top_k best per query, best first. By default verbatim level 1 chunks; `mode: dense` or `filter.min_level`
     2 also give summaries (level 2+). Each: text, score, level, parent_id, children, time range. Filter by
-    conversation, speaker, level or dates. Expand with GET /memories/{id}.
+    conversation (404 if unknown), speaker, level or dates. Expand: GET /memories/{id}.
     """
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)
+    searched = readable_namespaces(data.namespaces, own) if data.namespaces is not None else [own]
+    for i, q in enumerate(data.queries):  # an unknown conversation is a 404 naming the filter, not []
+        if q.filter is not None and q.filter.conversation_id is not None:
+            await require_source(app_store(), searched, q.filter.conversation_id,
+                                 f"queries[{i}].filter.conversation_id")
     if data.namespaces is not None:  # shared read-only memory: only granted namespaces (403 otherwise)
-        found = await app_store().query_shared(own, readable_namespaces(data.namespaces, own), data.queries)
+        found = await app_store().query_shared(own, searched, data.queries)
     else:
         found = await app_store().query(own, data.queries)
     return fit_query(found, settings.max_response_chars)

@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from tests.conftest import AUTH, locomo_sessions
 
+# what an error message must never show: a pydantic class ("instance of QueryRequest") or an exception's name
+INTERNAL_NAME = re.compile(r"instance of|\b[A-Z]\w*(Request|Response|Filter|Error|Exception)\b")
+
 
 def is_error(body: Any, code: str | None = None, field: str | None = None) -> bool:
     assert set(body) == {"error"}, body
     err = body["error"]
     assert isinstance(err["code"], str) and isinstance(err["message"], str) and err["message"]
+    assert not INTERNAL_NAME.search(err["message"]), err
     assert set(err) <= {"code", "message", "field"}
     if code:
         assert err["code"] == code, err
@@ -57,11 +62,12 @@ async def test_remember_query_expand_round_trip(client, locomo) -> None:  # type
 
 async def test_upsert_then_delete_forgets_at_every_level(client) -> None:  # type: ignore[no-untyped-def]
     text = " ".join(f"Clause {i}: the vault code is kept by officer number {i}." for i in range(120))
-    r = await client.post("/upsert", json={"documents": [{"id": "policy", "text": text,
-                                                          "metadata": {"source": "file", "author": "ops"}}]}, headers=AUTH)
+    document = {"id": "policy", "text": text, "metadata": {"source": "file", "author": "ops"}}
+    r = await client.post("/upsert", json={"documents": [document]}, headers=AUTH)
     assert (await r.get_json()) == {"ids": ["policy"], "pending_ids": []}
-    r = await client.post("/query", json={"queries": [{"query": "vault code", "top_k": 3,
-                                                       "filter": {"document_id": "policy", "min_level": 2}}]}, headers=AUTH)
+    summaries = {"document_id": "policy", "min_level": 2}
+    r = await client.post("/query", json={"queries": [{"query": "vault code", "top_k": 3, "filter": summaries}]},
+                          headers=AUTH)
     assert (await r.get_json())["results"][0]["results"][0]["level"] >= 2
     r = await client.delete("/delete", json={"ids": ["policy"]}, headers=AUTH)
     assert (await r.get_json())["success"] is True
@@ -92,6 +98,11 @@ BAD_REQUESTS = [
     ("POST", "/query", {"queries": [{"query": "x", "filter": {"min_level": 3, "max_level": 2}}]}, {}, 400,
      "invalid_request", "queries[0].filter"),
     ("POST", "/query", {"queries": [{"query": "x"}] * 21}, {}, 422, "invalid_request", "queries"),
+    ("POST", "/query", {"queries": [{"query": "x"}, {"query": "y", "filter": {"conversation_id": "nope"}}]}, {}, 404,
+     "not_found", "queries[1].filter.conversation_id"),
+    ("POST", "/find", {"pattern": "x", "conversation_id": "nope"}, {}, 404, "not_found", "conversation_id"),
+    ("POST", "/query", b'{"queries": [{"query": "x"}]}', {}, 400, "invalid_request", None),  # no Content-Type
+    ("POST", "/query", {"queries": ["x"]}, {}, 400, "invalid_request", "queries[0]"),
     ("POST", "/remember", {"messages": []}, {}, 400, "invalid_request", "messages"),
     ("POST", "/remember", {"messages": [{"content": ""}]}, {}, 400, "invalid_request", "messages[0].content"),
     ("POST", "/remember", {"messages": [{"content": "   "}]}, {}, 400, "invalid_request", "messages[0]"),

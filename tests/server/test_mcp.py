@@ -203,6 +203,8 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
             ("forget", {"ids": ["no-such-id"]}, "ids"),
             ("forget", {}, "ids"),
             ("stats", {"namespace": "bad namespace!"}, "namespace"),
+            ("recall", {"query": "cat", "conversation_id": "no-such-conversation"}, "conversation_id"),
+            ("find", {"pattern": "cat", "conversation_id": "no-such-conversation"}, "conversation_id"),
         ]
         for tool, args, field in cases:
             assert field in error_text(await client.call_tool(tool, args)), (tool, args)
@@ -277,3 +279,14 @@ async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: DataStore) ->
             # unauthenticated calls are refused before they count against anyone
             r = await http.post(url, json=list_tools, headers={**headers, "Authorization": "Bearer wrong"})
             assert r.status_code == 401
+
+
+async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, store: DataStore) -> None:
+    """Issue 19, item 9: the 413 of /mcp, like the REST one, names the limit in bytes and its setting."""
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}"}
+    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "recall", "arguments": {"query": "x" * 5000}}}
+    async with serving(make_settings(tmp_path, max_body_bytes=4096), store) as url, httpx.AsyncClient() as http:
+        r = await http.post(url, json=big, headers=headers)
+        assert r.status_code == 413, r.text
+        assert r.json()["error"]["message"] == "the request body is larger than 4096 bytes (MAX_BODY_BYTES)"
