@@ -90,7 +90,7 @@ def serve(
     except ValueError as exc:  # one line on stderr, like a bad setting
         status.print(f"pyramind: {exc}", highlight=False, markup=False)
         raise typer.Exit(2) from None
-    console.print(f"Pyramind on http://{settings.host}:{settings.port}")
+    # the server's own log says "Running on http://HOST:PORT" once it listens
     console.print(f"Memory browser: http://{settings.host}:{settings.port}/ui/  (API docs: /docs)")
     run(settings)  # prints the store's location, or one line and exit 1 when it cannot be opened
 

@@ -24,7 +24,7 @@ from pyramind.models.settings import Settings
 from pyramind.server.errors import error_response
 from pyramind.services.errors import PyramindError
 
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/legal"})
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/legal", "/favicon.ico"})
 NUMERIC_CLAIMS = ("exp", "nbf", "iat")
 PUBLIC_PREFIXES = ("/.well-known/", "/ui/")  # the web page's static files carry no data; it sends the token
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
 
 from pydantic import ValidationError
@@ -51,7 +52,22 @@ def serve(settings: Settings) -> None:
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
     config.accesslog = "-"
+    config.errorlog = server_log()
     asyncio.run(hypercorn_serve(app, config))  # type: ignore[arg-type]
+
+
+def server_log() -> logging.Logger:
+    """hypercorn's error log ("Running on ...", errors) on stderr, printed once. Given "-", hypercorn gives the
+    logger a handler of its own and leaves it propagating, so with a root handler (the CLI's logging.basicConfig)
+    every line came out twice; a logger passed in is used as it is (hypercorn's `errorlog` setting)."""
+    log = logging.getLogger("hypercorn.error")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s [%(process)d] [%(levelname)s] %(message)s",
+                                           "[%Y-%m-%d %H:%M:%S %z]"))
+    log.handlers = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log
 
 
 def settings_or_exit() -> Settings:

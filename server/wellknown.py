@@ -101,8 +101,10 @@ async def legal() -> Response:
 
 
 @wellknown.get("/.well-known/logo.png")
+@wellknown.get("/favicon.ico")
 @hide
 async def logo() -> Response:
+    """The logo (also the browser's /favicon.ico, a PNG, which browsers take); public."""
     path = WELL_KNOWN_DIR / "logo.png"
     if not path.is_file():
         abort(404)

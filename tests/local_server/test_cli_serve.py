@@ -115,3 +115,13 @@ def test_local_serve_on_another_port_advertises_that_port(tmp_path: Path) -> Non
         r = httpx.options(f"{url}/query", headers={"Origin": f"http://localhost:{port}",
                                                    "Access-Control-Request-Method": "POST"}, timeout=10)
         assert r.headers.get("Access-Control-Allow-Origin") == f"http://localhost:{port}"
+
+
+def test_serve_says_running_on_once(tmp_path: Path) -> None:
+    """Issue 19, item 10: hypercorn's "Running on" line was printed twice (its own handler, then again through the
+    root logger the CLI configures); the store line comes first, with the file's absolute path."""
+    with serving(tmp_path, BEARER_TOKEN="t" * 32) as (url, log):
+        assert httpx.get(f"{url}/health", timeout=10).status_code == 200
+    lines = log.read_text().splitlines()
+    assert sum("Running on" in line for line in lines) == 1, lines
+    assert f"pyramind: store: local SQLite file {tmp_path / 'pyramind.db'}" in lines, lines
