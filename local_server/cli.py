@@ -61,28 +61,36 @@ def _store(settings: Settings, create: bool = False) -> Memory:
         raise typer.Exit(1) from None
 
 
+def serve_settings(settings: Settings, local: bool, host: str | None, port: int | None) -> Settings:
+    """What `pyramind serve` runs with: the settings with `--host`/`--port` applied, and in local mode the local
+    settings on that port (whose OpenAPI `servers` entry and ai-plugin.json name it)."""
+    from pyramind.local_server.main import local_settings
+
+    if local:
+        return local_settings(settings, host, port)
+    updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
+    return settings.model_copy(update=updates)
+
+
 @app.command()
 def serve(
-    local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333.")] = False,
+    local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333 (or --port).")] = False,
     host: Annotated[str | None, typer.Option(help="Bind address (HOST).")] = None,
-    port: Annotated[int | None, typer.Option(help="Port (PORT).")] = None,
+    port: Annotated[int | None, typer.Option(min=1, max=65535, help="Port (PORT; 3333 with --local).")] = None,
     db: Db = None,
 ) -> None:
     """Run the HTTP server (settings from the environment and .env)."""
-    from pyramind.local_server.main import local_settings
     from pyramind.server.main import serve as run
 
-    settings = local_settings(_settings(db)) if local else _settings(db)
-    updates = {k: v for k, v in {"host": host, "port": port}.items() if v is not None}
-    settings = settings.model_copy(update=updates)
+    settings = serve_settings(_settings(db), local, host, port)
     try:
         from pyramind.server.auth import check_auth_settings
 
         check_auth_settings(settings)  # fail fast, before loading any model
-    except ValueError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from exc
-    console.print(f"Pyramind on http://{settings.host}:{settings.port}")
+    except ValueError as exc:  # one line on stderr, like a bad setting
+        status.print(f"pyramind: {exc}", highlight=False, markup=False)
+        raise typer.Exit(2) from None
+    # the server's own log says "Running on http://HOST:PORT" once it listens
     console.print(f"Memory browser: http://{settings.host}:{settings.port}/ui/  (API docs: /docs)")
     run(settings)  # prints the store's location, or one line and exit 1 when it cannot be opened
 
@@ -282,16 +290,26 @@ def mcp(
 @app.command()
 def openapi(
     out: Annotated[Path | None, typer.Option(help="Write here instead of printing.")] = None,
+    local: Annotated[bool, typer.Option(help="The local server's document (serve --local: no auth).")] = False,
 ) -> None:
-    """Print (or write) the OpenAPI document of the local server as YAML: what /.well-known/openapi.yaml serves
-    (PUBLIC_URL, when set, is its server)."""
+    """Print (or write) the OpenAPI document as YAML: what `pyramind serve` serves at /.well-known/openapi.yaml
+    with these settings (its bearer security scheme included; PUBLIC_URL, when set, is its server), or with
+    --local what `serve --local` serves."""
     import asyncio
+
+    from pydantic import SecretStr
 
     from pyramind.local_server.main import local_settings
     from pyramind.server.app import create_app
 
+    settings = _settings(None)
+    if local:
+        settings = local_settings(settings)
+    elif settings.auth != "none":  # the document shows the bearer scheme whatever the key; printing needs none
+        settings = settings.model_copy(update={"auth": "bearer", "bearer_token": SecretStr("document-only")})
+
     async def fetch() -> str:
-        app = create_app(local_settings(Settings(_env_file=None)), open_store=False)  # type: ignore[call-arg]
+        app = create_app(settings, open_store=False)
         async with app.test_app() as test_app:
             resp = await test_app.test_client().get("/.well-known/openapi.yaml")
             return await resp.get_data(as_text=True)

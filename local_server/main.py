@@ -9,18 +9,26 @@ from pyramind.models.settings import Settings
 from pyramind.server.main import serve
 
 LOCAL_PORT = 3333
-LOCAL_ORIGINS = ["http://localhost:3333", "http://127.0.0.1:3333", "https://chat.openai.com", "https://chatgpt.com"]
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+CHATGPT_ORIGINS = ["https://chat.openai.com", "https://chatgpt.com"]
 
 
-def local_settings(base: Settings | None = None) -> Settings:
-    """`base` (or the environment) with auth off, CORS for localhost and ChatGPT, and port 3333."""
+def local_settings(base: Settings | None = None, host: str | None = None, port: int | None = None) -> Settings:
+    """`base` (or the environment) with auth off, CORS for this server's own page and ChatGPT, on `port` (default
+    3333) and `host` (default HOST). The OpenAPI `servers` entry and ai-plugin.json follow that port and host
+    (`http://localhost:PORT` on a loopback address), unless PUBLIC_URL is set."""
     base = base or Settings()
+    host = host or base.host
+    port = port or LOCAL_PORT
+    name = "localhost" if host in LOOPBACK else host
+    origins = [f"http://localhost:{port}", f"http://127.0.0.1:{port}", *CHATGPT_ORIGINS]
     return base.model_copy(
         update={
             "auth": "none",
-            "port": LOCAL_PORT,
-            "cors_origins": base.cors_origins or LOCAL_ORIGINS,
-            "public_url": base.public_url or f"http://localhost:{LOCAL_PORT}",
+            "host": host,
+            "port": port,
+            "cors_origins": base.cors_origins or origins,
+            "public_url": base.public_url or f"http://{name}:{port}",
         }
     )
 

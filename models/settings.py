@@ -16,6 +16,11 @@ from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from pyramind.models.api import RetrievalMode
 
+# RFC 7518 §3.2: an HMAC key must be at least as long as the hash output.
+JWT_HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}
+JWT_PUBLIC_KEY_ALGORITHMS = ("RS256", "RS384", "RS512", "ES256", "ES384", "ES512")
+JWT_ACCEPTED_ALGORITHMS = (*JWT_HMAC_MIN_BYTES, *JWT_PUBLIC_KEY_ALGORITHMS)
+
 
 class Settings(BaseSettings):
     """Pyramind's configuration; raises pydantic.ValidationError naming the key on a bad value."""
@@ -128,7 +133,9 @@ class Settings(BaseSettings):
     auth: Literal["bearer", "jwt", "none"] = Field(
         default="bearer", description="bearer (static token), jwt (verified tokens), or none (local_server)."
     )
-    jwt_secret: SecretStr | None = Field(default=None, description="Shared secret of HS256/384/512 tokens.")
+    jwt_secret: SecretStr | None = Field(
+        default=None, description="Shared secret of HS256/384/512 tokens: at least 32/48/64 bytes (RFC 7518 §3.2)."
+    )
     jwt_public_key: str | None = Field(
         default=None, description="PEM public key (or a path to one) of RS256/ES256 tokens."
     )
@@ -207,18 +214,102 @@ class Settings(BaseSettings):
             return value
         text = value.strip()
         if text.startswith("["):
-            return json.loads(text)
+            try:
+                return json.loads(text)
+            except json.JSONDecodeError as exc:
+                raise ValueError(f"not a JSON list ({exc.msg}); give a,b or [\"a\", \"b\"]") from None
         return [part.strip() for part in text.split(",") if part.strip()]
+
+    @field_validator("jwt_algorithms")
+    @classmethod
+    def _algorithms(cls, value: list[str]) -> list[str]:
+        """Only JWS signature algorithms python-jose verifies; never `none`."""
+        for name in value:
+            if name.lower() == "none":
+                raise ValueError("'none' is never accepted (unsigned tokens)")
+            if name not in JWT_ACCEPTED_ALGORITHMS:
+                raise ValueError(f"{name!r} is not accepted; accepted: {', '.join(JWT_ACCEPTED_ALGORITHMS)} "
+                                 "(comma-separated or a JSON list)")
+        return value
 
     @model_validator(mode="after")
     def _check(self) -> Settings:
+        """Checks across keys; each message starts with the key it names (`KEY: what is wrong`)."""
         if self.chunk_overlap >= self.chunk_size // 2:
-            raise ValueError("CHUNK_OVERLAP must be less than half of CHUNK_SIZE")
+            raise ValueError("CHUNK_OVERLAP: must be less than half of CHUNK_SIZE")
         if self.auth == "bearer" and self.bearer_token is not None and not self.bearer_token.get_secret_value():
-            raise ValueError("BEARER_TOKEN must not be empty")
-        if any(a.lower() == "none" for a in self.jwt_algorithms):
-            raise ValueError("JWT_ALGORITHMS must not allow 'none'")
+            raise ValueError("BEARER_TOKEN: must not be empty")
+        if self.auth == "jwt":
+            self._check_jwt()
         return self
+
+    def _check_jwt(self) -> None:
+        """With AUTH=jwt: one key, algorithms its kind of key can verify, a long enough secret, and a public key or
+        JWKS that loads. A key that is missing altogether is reported when serving (`check_auth_settings`), so
+        commands that never verify a token (import, query...) still run."""
+        given = [name for name, value in (("JWT_SECRET", self.jwt_secret), ("JWT_PUBLIC_KEY", self.jwt_public_key),
+                                          ("JWT_JWKS_FILE", self.jwt_jwks_file)) if value]
+        if len(given) > 1:
+            raise ValueError(f"{given[1]}: set only one of JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_FILE "
+                             f"({given[0]} is set too)")
+        if not given:
+            return
+        algorithms = self.resolved_jwt_algorithms
+        hmac = [a for a in algorithms if a in JWT_HMAC_MIN_BYTES]
+        if given[0] == "JWT_SECRET":
+            other = [a for a in algorithms if a not in JWT_HMAC_MIN_BYTES]
+            if other:
+                raise ValueError(f"JWT_ALGORITHMS: {other[0]} needs JWT_PUBLIC_KEY or JWT_JWKS_FILE; JWT_SECRET "
+                                 f"verifies only {', '.join(JWT_HMAC_MIN_BYTES)}")
+            assert self.jwt_secret is not None
+            size = len(self.jwt_secret.get_secret_value().encode())
+            strictest = max(hmac, key=JWT_HMAC_MIN_BYTES.__getitem__)
+            if size < JWT_HMAC_MIN_BYTES[strictest]:
+                raise ValueError(f"JWT_SECRET: {size} byte{'' if size == 1 else 's'}; {strictest} needs at least "
+                                 f"{JWT_HMAC_MIN_BYTES[strictest]} (RFC 7518 §3.2: an HMAC key at least the hash size)")
+            return
+        if hmac:
+            raise ValueError(f"JWT_ALGORITHMS: {hmac[0]} needs JWT_SECRET; {given[0]} verifies only "
+                             f"{', '.join(JWT_PUBLIC_KEY_ALGORITHMS)}")
+        self.jwt_verification_key()
+
+    def jwt_verification_key(self) -> str | dict[str, Any]:
+        """The key tokens are verified with (AUTH=jwt): the JWKS file's content, the PEM public key (read from its
+        file when JWT_PUBLIC_KEY is a path), or the secret. Raises ValueError naming the setting when the key cannot
+        be read or is no key for the allowed algorithms."""
+        algorithms = [a for a in self.resolved_jwt_algorithms if a in JWT_PUBLIC_KEY_ALGORITHMS]
+        if self.jwt_jwks_file is not None:
+            path = Path(self.jwt_jwks_file).expanduser()
+            try:
+                jwks = json.loads(path.read_text(encoding="utf-8"))
+            except OSError as exc:
+                raise ValueError(f"JWT_JWKS_FILE: cannot read {str(path)!r} ({exc.strerror or exc})") from None
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                raise ValueError(f"JWT_JWKS_FILE: {str(path)!r} is not a JSON file") from None
+            keys = jwks.get("keys") if isinstance(jwks, dict) else None
+            if not isinstance(keys, list) or not keys:
+                raise ValueError(f"JWT_JWKS_FILE: {str(path)!r} is not a JWKS ({{\"keys\": [...]}} with a key)")
+            for i, key in enumerate(keys):
+                if not _verifies(key, algorithms):
+                    raise ValueError(f"JWT_JWKS_FILE: key {i} of {str(path)!r} is no public key for "
+                                     f"{', '.join(algorithms)}")
+            return dict(jwks)
+        if self.jwt_public_key:
+            value = self.jwt_public_key
+            if value.lstrip().startswith("-----"):
+                pem = value
+            else:
+                try:
+                    pem = Path(value).expanduser().read_text(encoding="utf-8")
+                except (OSError, UnicodeDecodeError, ValueError):
+                    raise ValueError(f"JWT_PUBLIC_KEY: {value[:200]!r} is neither a PEM key (-----BEGIN PUBLIC "
+                                     "KEY-----...) nor the path of a readable PEM file") from None
+            if not _verifies(pem, algorithms):
+                raise ValueError(f"JWT_PUBLIC_KEY: not a PEM public key for {', '.join(algorithms)}")
+            return pem
+        if self.jwt_secret is not None:
+            return self.jwt_secret.get_secret_value()
+        raise ValueError("JWT_SECRET: AUTH=jwt needs JWT_SECRET, JWT_PUBLIC_KEY or JWT_JWKS_FILE")
 
     # Resolved choices: explicit setting first, then what the configured keys imply.
     @property
@@ -248,3 +339,19 @@ class Settings(BaseSettings):
         if self.summariser:
             return self.summariser
         return "openai" if self.openai_api_key else "extractive"
+
+
+def _verifies(key: object, algorithms: list[str]) -> bool:
+    """Whether python-jose loads `key` (PEM text or a JWK dict) as a key for one of `algorithms`."""
+    from jose import jwk
+    from jose.exceptions import JOSEError
+
+    if isinstance(key, dict) and key.get("alg") and key["alg"] not in algorithms:
+        return False
+    for algorithm in algorithms:
+        try:
+            jwk.construct(key, algorithm)  # type: ignore[arg-type]
+        except (JOSEError, ValueError, TypeError, KeyError):
+            continue
+        return True
+    return False

@@ -60,16 +60,17 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     QuartSchema(app, **schema_kwargs)
     install_error_handlers(app)
     authenticator = install_auth(app, settings)
+    limiter = None
     if settings.rate_limit_per_minute:
         from quart_rate_limiter import RateLimit, RateLimiter
 
-        RateLimiter(app, key_function=rate_limit_key,
-                    default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
+        limiter = RateLimiter(app, key_function=rate_limit_key,
+                              default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
     app.register_blueprint(api)
     app.register_blueprint(explore)
     app.register_blueprint(wellknown)
     app.register_blueprint(context_api)
-    mount_mcp(app, settings, authenticator)  # MCP over streamable HTTP at /mcp, same auth and store
+    mount_mcp(app, settings, authenticator, limiter)  # MCP over streamable HTTP at /mcp: same auth, limit, store
     app.register_blueprint(conversations)
     install_ui(app)
     app.register_blueprint(lifetime)

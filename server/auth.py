@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import json
 import math
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 from jose import ExpiredSignatureError, jwt
 from jose.exceptions import JOSEError
@@ -26,7 +23,7 @@ from pyramind.models.settings import Settings
 from pyramind.server.errors import error_response
 from pyramind.services.errors import PyramindError
 
-PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs"})
+PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/legal", "/favicon.ico"})
 NUMERIC_CLAIMS = ("exp", "nbf", "iat")
 PUBLIC_PREFIXES = ("/.well-known/", "/ui/")  # the web page's static files carry no data; it sends the token
 
@@ -54,21 +51,11 @@ def check_auth_settings(settings: Settings) -> None:
         raise ValueError("AUTH=jwt needs JWT_SECRET, JWT_PUBLIC_KEY or JWT_JWKS_FILE")
 
 
-def _jwt_key(settings: Settings) -> Any:
-    if settings.jwt_jwks_file:
-        return json.loads(Path(settings.jwt_jwks_file).read_text())
-    if settings.jwt_public_key:
-        value = settings.jwt_public_key
-        return Path(value).read_text() if not value.lstrip().startswith("-----") and Path(value).is_file() else value
-    assert settings.jwt_secret is not None
-    return settings.jwt_secret.get_secret_value()
-
-
 class JWTVerifier:
     """Verifies a JWT and returns its namespace claim; raises PermissionError with a safe message."""
 
     def __init__(self, settings: Settings) -> None:
-        self.key = _jwt_key(settings)
+        self.key = settings.jwt_verification_key()  # checked when the settings were read
         self.algorithms = settings.resolved_jwt_algorithms
         self.audience = settings.jwt_audience
         self.issuer = settings.jwt_issuer

@@ -33,13 +33,13 @@ class StatsQuery(BaseModel):
 @operation_id("find")
 @validate_request(FindRequest)
 @validate_response(FindResponse, 200)
-@errors(400, 401, 403, 413, 422, 429)
+@errors(400, 401, 403, 404, 413, 422, 429)
 async def find(data: FindRequest) -> FindResponse:
     """Find messages by exact words or an RE2 regex.
 
     Returns matching messages in conversation order, matches wrapped in ** marks, each with the L1 chunk that holds
-    it (expand with GET /memories/{id}). Filters: conversation_id, speaker, start_date, end_date. 422 naming
-    `pattern` for an invalid regex.
+    it (expand with GET /memories/{id}). Filters: conversation_id (404 when unknown), speaker, start_date,
+    end_date. 422 naming `pattern` for an invalid regex.
     """
     settings = current_app.extensions["pyramind.settings"]
     result = await off_loop(app_memory().finder.find, resolve_namespace(data.namespace), data)

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import sys
+
+from pydantic import ValidationError
 
 from pyramind.models.settings import Settings
 
@@ -46,7 +49,13 @@ def serve(settings: Settings) -> None:
 
     from pyramind.server import http_errors
     from pyramind.server.app import create_app
+    from pyramind.server.auth import check_auth_settings
 
+    try:
+        check_auth_settings(settings)  # a missing key: one line, before the store and the model are loaded
+    except ValueError as exc:
+        print(f"pyramind: {exc}", file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"pyramind: store: {check_store(settings)}", file=sys.stderr, flush=True)
     http_errors.install()
     one_blas_thread()
@@ -54,21 +63,44 @@ def serve(settings: Settings) -> None:
     config = Config()
     config.bind = [f"{settings.host}:{settings.port}"]
     config.accesslog = "-"
+    config.errorlog = server_log()
     asyncio.run(hypercorn_serve(app, config))  # type: ignore[arg-type]
+
+
+def server_log() -> logging.Logger:
+    """hypercorn's error log ("Running on ...", errors) on stderr, printed once. Given "-", hypercorn gives the
+    logger a handler of its own and leaves it propagating, so with a root handler (the CLI's logging.basicConfig)
+    every line came out twice; a logger passed in is used as it is (hypercorn's `errorlog` setting)."""
+    log = logging.getLogger("hypercorn.error")
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s [%(process)d] [%(levelname)s] %(message)s",
+                                           "[%Y-%m-%d %H:%M:%S %z]"))
+    log.handlers = [handler]
+    log.setLevel(logging.INFO)
+    log.propagate = False
+    return log
 
 
 def settings_or_exit() -> Settings:
     """Settings() from the environment; a bad value is one line per problem on stderr (naming the setting) and
     exit status 2, not a traceback."""
-    from pydantic import ValidationError
-
     try:
         return Settings()
     except ValidationError as exc:
-        for err in exc.errors():
-            name = ".".join(str(p) for p in err.get("loc", ())).upper() or "settings"
-            print(f"pyramind: bad setting {name}: {err.get('msg', 'invalid value')}", file=sys.stderr)
+        for line in setting_errors(exc):
+            print(line, file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def setting_errors(exc: ValidationError) -> list[str]:
+    """One line per problem, each naming the setting: `pyramind: bad setting KEY: what is wrong`. A check across
+    keys has no location; its message starts with the key it names (models/settings.py)."""
+    lines = []
+    for err in exc.errors():
+        msg = str(err.get("msg", "invalid value")).removeprefix("Value error, ")
+        name = ".".join(str(p) for p in err.get("loc", ())).upper()
+        lines.append(f"pyramind: bad setting {name}: {msg}" if name else f"pyramind: bad setting {msg}")
+    return lines
 
 
 def start() -> None:

@@ -12,14 +12,15 @@ Transports: stdio (`pyramind mcp`, see local_server/cli.py) and streamable HTTP 
 """
 
 # No `from __future__ import annotations`: the SDK reads the tool signatures, whose limits come from settings.
+import json
 from collections.abc import Awaitable, Callable
 from datetime import datetime
 from typing import Annotated, Any, TypeVar
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
-from mcp_types import ToolAnnotations
-from pydantic import Field, ValidationError
+from mcp_types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
 
 from pyramind.datastore.indexing.background import Indexer
 from pyramind.datastore.memory import Memory
@@ -52,14 +53,16 @@ from pyramind.server.common import off_loop
 from pyramind.server.fit import fit_find, fit_query
 from pyramind.services.errors import PyramindError
 
-T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
 PRINCIPAL_KEY = "pyramind.principal"  # where server/mcp_http.py leaves the caller in the ASGI scope
 
 INSTRUCTIONS = (
     "Pyramind is your long-term memory. Call `remember` with the messages worth keeping (the user's facts, "
     "preferences, decisions, events) and `recall` before answering anything that may depend on the past. Recall "
-    "returns chunks (level 1, verbatim) and summaries (level 2+); `expand` a summary to read what it covers. Use "
-    "`find` for exact words, names or numbers, `stats` for an overview, `forget` only when the user asks."
+    "returns verbatim chunks (level 1) by default; `expand` one to reach the summary above it (level 2+), or a "
+    "summary to read what it covers. `context` gives one block for the next answer (core memory first); keep "
+    "lasting facts with `core_set`. Use `find` for exact words, names or numbers, `stats` for an overview, "
+    "`forget` only when the user asks."
 )
 
 Namespace = Annotated[str | None, Field(
@@ -85,10 +88,26 @@ def _field(loc: tuple[Any, ...]) -> str:
     return ".".join(str(p) for p in loc) or "arguments"
 
 
-async def _call(make: Callable[[], Awaitable[T]]) -> T:
-    """Run a store call; its errors become tool errors naming the argument (the SDK reports them as is_error)."""
+def _one_line(fn: F) -> F:
+    """The tool's docstring (its MCP description) as one line: clients show descriptions as they are, so the
+    docstring's wrapping would reach them as hard line breaks."""
+    fn.__doc__ = " ".join((fn.__doc__ or "").split())
+    return fn
+
+
+def _result(value: BaseModel) -> CallToolResult:
+    """A tool's answer: the structured content, and the same as compact JSON text (the SDK's default text is
+    indented, which costs a model's context tokens for nothing)."""
+    data = value.model_dump(mode="json", by_alias=True)
+    text = json.dumps(data, ensure_ascii=False, separators=(",", ":"))
+    return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
+
+
+async def _call(make: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
+    """Run a store call and answer its result (`_result`); its errors become tool errors naming the argument (the
+    SDK reports them as is_error)."""
     try:
-        return await make()
+        return _result(await make())
     except PyramindError as exc:
         raise ToolError(f"{exc.field}: {exc.message}" if exc.field else exc.message) from exc
     except ValidationError as exc:
@@ -122,6 +141,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
+    @_one_line
     async def remember(
         ctx: Context,
         messages: Annotated[list[Message], Field(min_length=1, max_length=settings.max_messages,
@@ -132,7 +152,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         wait: Annotated[bool, Field(description="true: return once searchable, so a recall right after finds "
                                                 "them; false: return as soon as stored.")] = True,
         namespace: Namespace = None,
-    ) -> RememberResponse:
+    ) -> Annotated[CallToolResult, RememberResponse]:
         """Save chat messages to long-term memory. They are cut into chunks (level 1) and rolled up into
         summaries (level 2+). Resending a message id changes nothing."""
         async def run() -> RememberResponse:
@@ -145,10 +165,11 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         return await _call(run)
 
     @mcp.tool(annotations=read)
+    @_one_line
     async def recall(
         ctx: Context,
         query: Annotated[str, Field(min_length=1, max_length=settings.max_message_chars,
-                                    description="What to remember, in natural language.")],
+                                    description="What to search for, in natural language: a question or a few words.")],
         top_k: Annotated[int, Field(ge=1, le=settings.max_top_k, strict=True,
                                     description="How many memories to return.")] = 5,
         mode: Annotated[RetrievalMode | None, Field(
@@ -161,7 +182,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         start_date: StartDate = None,
         end_date: EndDate = None,
         namespace: Namespace = None,
-    ) -> QueryResponse:
+    ) -> Annotated[CallToolResult, QueryResponse]:
         """Search long-term memory: the memories most relevant to `query`, best first, each with its text,
         score, level, time range, speakers, parent_id and children (ids to `expand`)."""
         given = (conversation_id, speaker, level, start_date, end_date)
@@ -175,16 +196,18 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         return await _call(run)
 
     @mcp.tool(annotations=read)
+    @_one_line
     async def expand(
         ctx: Context,
         id: Annotated[str, Field(min_length=1, max_length=512, description="A memory id from recall or find.")],
         namespace: Namespace = None,
-    ) -> ExpandResponse:
+    ) -> Annotated[CallToolResult, ExpandResponse]:
         """Open a memory: the node with its parent (the summary above it) and its children (what a summary
         covers, one level down, in order). Use it to zoom in on a summary or out from a chunk."""
         return await _call(lambda: off_loop(get_memory().reader.expand, ns(ctx, namespace), id))
 
     @mcp.tool(annotations=read)
+    @_one_line
     async def find(
         ctx: Context,
         pattern: Annotated[str, Field(min_length=1, max_length=MAX_PATTERN_CHARS,
@@ -198,7 +221,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         limit: Annotated[int, Field(ge=1, le=settings.find_max_limit, strict=True,
                                     description="Most messages to return.")] = 20,
         namespace: Namespace = None,
-    ) -> FindResponse:
+    ) -> Annotated[CallToolResult, FindResponse]:
         """Find the messages that contain exact words, a name, a number or a regex match (matches wrapped in
         ** marks), each with the chunk id that holds it. Use recall for meaning, find for exact text."""
 
@@ -211,19 +234,21 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         return await _call(run)
 
     @mcp.tool(annotations=read)
+    @_one_line
     async def stats(
         ctx: Context,
         conversation_id: Annotated[str | None, Field(
             default=None, min_length=1, max_length=256,
             description="Describe only this conversation; omit for the whole namespace.")] = None,
         namespace: Namespace = None,
-    ) -> StatsResponse:
+    ) -> Annotated[CallToolResult, StatsResponse]:
         """Overview of what is remembered: conversations, messages, memory nodes per level, the first and last
         message time, and who spoke how often."""
         return await _call(lambda: off_loop(get_memory().describer.describe, ns(ctx, namespace), conversation_id))
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                           open_world_hint=False))
+    @_one_line
     async def forget(
         ctx: Context,
         ids: Annotated[list[Annotated[str, Field(min_length=1, max_length=512)]] | None, Field(
@@ -234,13 +259,14 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         delete_all: Annotated[bool, Field(strict=True,
                                           description="true: forget the whole namespace.")] = False,
         namespace: Namespace = None,
-    ) -> DeleteResponse:
+    ) -> Annotated[CallToolResult, DeleteResponse]:
         """Permanently forget memories: give exactly one of ids, filter or delete_all. Every summary built
         from a forgotten message is rebuilt without it. Only when the user asks."""
         return await _call(lambda: off_loop(get_memory().deleter.delete, ns(ctx, namespace, write=True), DeleteRequest(
             ids=ids, filter=filter, delete_all=True if delete_all else None)))
 
     @mcp.tool(annotations=read)
+    @_one_line
     async def context(
         ctx: Context,
         conversation_id: Annotated[str | None, Field(
@@ -255,7 +281,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         recent: Annotated[bool, Field(strict=True, description="false: leave out the recent turns (you have "
                                                                "them already).")] = True,
         namespace: Namespace = None,
-    ) -> ContextResponse:
+    ) -> Annotated[CallToolResult, ContextResponse]:
         """Get one block of memory for the next answer, within a token budget: core facts, recent turns, the
         memories most relevant to the query, and summaries of the rest of the history. Put `context` in your
         prompt."""
@@ -263,18 +289,20 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
             conversation_id=conversation_id, query=query, budget_tokens=budget_tokens, recent=recent)))
 
     @mcp.tool(annotations=read)
+    @_one_line
     async def core_get(
         ctx: Context,
         conversation_id: Annotated[str | None, Field(
             default=None, min_length=1, max_length=256,
             description="Entries of this conversation; omit for the namespace's.")] = None,
         namespace: Namespace = None,
-    ) -> CoreListResponse:
+    ) -> Annotated[CallToolResult, CoreListResponse]:
         """List core memory: the short facts always shown first in the context block, most important first."""
         return await _call(lambda: off_loop(get_memory().core.list_entries, ns(ctx, namespace), conversation_id))
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True,
                                           open_world_hint=False))
+    @_one_line
     async def core_set(
         ctx: Context,
         key: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[^\n]+$",
@@ -288,7 +316,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
             default=None, min_length=1, max_length=256,
             description="Scope it to one conversation; omit for the namespace.")] = None,
         namespace: Namespace = None,
-    ) -> CorePutResponse:
+    ) -> Annotated[CallToolResult, CorePutResponse]:
         """Keep a short fact in core memory (always in the context block). When the core budget is full, the
         least important, oldest facts move to long-term memory (`moved_out`), where recall still finds them."""
         return await _call(lambda: off_loop(get_memory().core.put, ns(ctx, namespace, write=True), CorePutRequest(
@@ -297,6 +325,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
 
     @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
                                           open_world_hint=False))
+    @_one_line
     async def core_delete(
         ctx: Context,
         key: Annotated[str, Field(min_length=1, max_length=128, description="The fact's name.")],
@@ -304,7 +333,7 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
             default=None, min_length=1, max_length=256,
             description="The conversation it is scoped to, if any.")] = None,
         namespace: Namespace = None,
-    ) -> CoreDeleteResponse:
+    ) -> Annotated[CallToolResult, CoreDeleteResponse]:
         """Remove a core-memory fact everywhere, including its moved-out copy in long-term memory."""
         return await _call(lambda: off_loop(get_memory().core.delete, ns(ctx, namespace, write=True), key,
                                            conversation_id))

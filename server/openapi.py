@@ -2,8 +2,9 @@
 
 `GPTActionsOpenAPI` is quart-schema's provider with what GPT Actions need added to the generated document:
 `servers` is PUBLIC_URL (set by the app factory), the security scheme in force (bearer for AUTH=bearer/jwt, none
-for the local server), `x-openai-isConsequential` on every operation (true only for DELETE, so a GPT calls reads
-and remember without asking the user each time), and the limits that come from settings (top_k, list sizes,
+for the local server), `x-openai-isConsequential` on every operation (true for what forgets or replaces memory:
+every DELETE, `upsert` and `/forget`; so a GPT asks the user before those, and calls reads and remember without
+asking each time), and the limits that come from settings (top_k, list sizes,
 message length) as `maximum`/`maxItems`/`maxLength`. `/openapi.json` and `/.well-known/openapi.yaml` serve it.
 """
 
@@ -27,6 +28,8 @@ SETTING_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     ("UpsertRequest", "documents"): ("maxItems", "max_documents"),
     ("FindRequest", "limit"): ("maximum", "find_max_limit"),
 }
+# operations besides every DELETE that forget or replace memory (an upsert replaces a document of the same id)
+CONSEQUENTIAL_OPERATIONS = frozenset({"upsert", "forget_by_policy"})
 PARAMETER_DESCRIPTIONS = {
     "memory_id": "Id of a memory (a chunk or a summary), from /query, /find or another memory's children.",
     "conversation_id": "Id of a conversation (as given to /remember, or from GET /conversations); the browse "
@@ -64,7 +67,7 @@ def gpt_actions_document(doc: dict[str, Any], settings: Settings) -> dict[str, A
             _apply_limit(target, keyword, getattr(settings, setting))
     for ops in doc.get("paths", {}).values():
         for method, op in ops.items():
-            op["x-openai-isConsequential"] = method == "delete"
+            op["x-openai-isConsequential"] = method == "delete" or op.get("operationId") in CONSEQUENTIAL_OPERATIONS
             for param in op.get("parameters", []):
                 if not param.get("description") and param["name"] in PARAMETER_DESCRIPTIONS:
                     param["description"] = PARAMETER_DESCRIPTIONS[param["name"]]

@@ -73,13 +73,13 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 @operation_id("query")
 @validate_request(QueryRequest)
 @validate_response(QueryResponse, 200)
-@errors(400, 401, 403, 413, 422, 429, 503)
+@errors(400, 401, 403, 404, 413, 422, 429, 503)
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
-    Returns the top_k best per query, best first: text, score, level (1 = verbatim chunk, 2+ = summary),
-    parent_id, children and time range. Filter by conversation, speaker, level or dates. Expand a result with
-    GET /memories/{id}. Ranking: `mode` (datastore/retrieval.py); cut to MAX_RESPONSE_CHARS.
+    The top_k best per query, best first. By default verbatim level 1 chunks; `mode: dense` or `filter.min_level`
+    2 also give summaries (level 2+). Each: text, score, level, parent_id, children, time range. Filter by
+    conversation (404 if unknown), speaker, level or dates. Expand: GET /memories/{id}.
     """
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)

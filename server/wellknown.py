@@ -22,13 +22,16 @@ WELL_KNOWN_DIR = Path(__file__).resolve().parent.parent / ".well-known"
 NAME_FOR_HUMAN = "Pyramind Memory"
 DESCRIPTION_FOR_HUMAN = "Long-term memory for your chats: remember conversations, recall what matters."
 DESCRIPTION_FOR_MODEL = (
-    "Long-term memory of the user's conversations. Call remember with new chat messages to store them. Call query "
-    "with a natural-language question to recall the most relevant memories; results come from every level of a "
-    "tree: level 1 are verbatim chunks of the conversation, level 2 and above are summaries. Expand a summary with "
-    "get_memory to read the chunks it covers. Use find for exact words, names or numbers. Call delete only when "
-    "the user asks to forget something. Prefer quoting level 1 chunks when answering factual questions; mention "
-    "dates from start_time/end_time when relevant."
+    "Long-term memory of the user's conversations. Call remember with new chat messages to store them. At the start "
+    "of a chat call context for one token-budgeted block: core memory (lasting facts, kept with core_put), recent "
+    "turns, relevant memories and a summary of the rest. Call query with a natural-language question to recall "
+    "the most relevant memories; by default it returns level 1 chunks (verbatim excerpts of the conversation), each "
+    "with the parent_id of the summary above it; mode dense or filter.min_level 2 also return summaries (level 2 "
+    "and above). Expand a summary with get_memory to read the chunks it covers. Use find for exact words, names or "
+    "numbers. Call delete only when the user asks to forget something. Quote level 1 chunks when answering factual "
+    "questions; mention dates from start_time/end_time when relevant."
 )
+LEGAL_PATH = "/legal"
 
 wellknown = Blueprint("wellknown", __name__)
 
@@ -52,7 +55,7 @@ def plugin_manifest(settings: Settings) -> dict[str, Any]:
         "api": {"type": "openapi", "url": f"{base}/.well-known/openapi.yaml"},
         "logo_url": f"{base}/.well-known/logo.png",
         "contact_email": "hello@pyramind.dev",
-        "legal_info_url": f"{base}/legal",
+        "legal_info_url": f"{base}{LEGAL_PATH}",
     }
 
 
@@ -73,9 +76,35 @@ async def ai_plugin() -> Response:
                     mimetype="application/json")
 
 
+def legal_text(settings: Settings) -> str:
+    """What the legal page says: who runs this server, where memories go, how to remove them."""
+    embedder, summariser = settings.resolved_embedder, settings.resolved_summariser
+    remote = [what for what, used in (("embeddings", embedder == "openai"), ("summaries", summariser == "openai"))
+              if used]
+    where = (f"Text is also sent to {settings.openai_base_url or 'the OpenAI API'} for its {' and '.join(remote)}."
+             if remote else "Embeddings and summaries are computed on this server; no text is sent elsewhere.")
+    return (
+        f"{NAME_FOR_HUMAN}: legal information\n\n"
+        "This server runs Pyramind, open-source memory software. It is operated by whoever runs it, not by the "
+        "Pyramind project; ask them for their terms and privacy policy.\n\n"
+        f"What a connected assistant remembers is stored by this server ({settings.resolved_datastore} store) "
+        f"and recalled for the same caller. {where}\n\n"
+        "Ask the assistant to forget something (DELETE /delete) and it is removed from every level of memory.\n"
+    )
+
+
+@wellknown.get(LEGAL_PATH)
+@hide
+async def legal() -> Response:
+    """The legal page ai-plugin.json's legal_info_url points at; public, like the manifest."""
+    return Response(legal_text(current_app.extensions["pyramind.settings"]), mimetype="text/plain")
+
+
 @wellknown.get("/.well-known/logo.png")
+@wellknown.get("/favicon.ico")
 @hide
 async def logo() -> Response:
+    """The logo (also the browser's /favicon.ico, a PNG, which browsers take); public."""
     path = WELL_KNOWN_DIR / "logo.png"
     if not path.is_file():
         abort(404)

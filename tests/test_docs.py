@@ -39,3 +39,10 @@ def test_bad_setting_fails_naming_the_key(tmp_path: Path) -> None:
 def test_secrets_are_masked() -> None:
     s = Settings(_env_file=None, bearer_token="hunter2", openai_api_key="sk-secret")  # type: ignore[arg-type]
     assert "hunter2" not in repr(s) and "sk-secret" not in repr(s)
+
+
+def test_the_readme_opens_with_where_the_memory_is_kept() -> None:
+    """Issue 19, item 10: a new user ran `serve` in another folder and found an empty memory there."""
+    opening = "\n".join((ROOT / "README.md").read_text().splitlines()[:12])
+    for words in ("`pyramind.db`", "LOCAL_DB_PATH", "another folder"):
+        assert words in opening, words

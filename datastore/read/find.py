@@ -17,7 +17,7 @@ from pyramind.models.api import DeleteFilter
 from pyramind.models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
-from pyramind.services.errors import InvalidRequestError
+from pyramind.services.errors import InvalidRequestError, NotFoundError
 
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
 MAX_SPANS = 50  # matches marked per message
@@ -66,11 +66,16 @@ class Finder:
     def find(self, ns: str, req: FindRequest) -> FindResponse:
         """Messages of the namespace matching `req.pattern` and its filters, each with its L1 chunk.
 
-        Raises InvalidRequestError naming `pattern` (does not compile) or `limit` (over FIND_MAX_LIMIT).
+        Raises InvalidRequestError naming `pattern` (does not compile) or `limit` (over FIND_MAX_LIMIT),
+        NotFoundError naming `conversation_id` when the namespace holds no such conversation.
         """
         s = self.settings
         if req.limit > s.find_max_limit:
             raise InvalidRequestError(f"limit must be at most {s.find_max_limit} (FIND_MAX_LIMIT)", "limit")
+        if req.conversation_id is not None:  # a filter on a mistyped id is a 404, not "nothing found"
+            src = self.storage.get_source(ns, req.conversation_id)
+            if src is None or src.source_type != "conversation":
+                raise NotFoundError(f"no conversation {req.conversation_id!r} in namespace {ns!r}", "conversation_id")
         program = compile_pattern(req.pattern, req.regex, req.case_sensitive)
         deadline = time.monotonic() + s.find_time_limit
         found: list[tuple[StoredMessage, list[list[int]]]] = []

@@ -30,7 +30,7 @@ from pyramind.models.api import (
 from pyramind.models.memory import MemoryNode
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import Embedder
-from pyramind.services.errors import InvalidRequestError
+from pyramind.services.errors import InvalidRequestError, NotFoundError
 
 
 class Reader:
@@ -55,7 +55,8 @@ class Reader:
         their `namespace`, and are merged best first to top_k (a hybrid score is normalised within its own
         namespace, so the merge interleaves each namespace's best). Visits are recorded in `ns` only (a granted
         namespace is never written). Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K,
-        MAX_QUERY_CHARS) is exceeded, before any work.
+        MAX_QUERY_CHARS) is exceeded, NotFoundError (`queries[i].filter.conversation_id` / `.document_id`) when
+        a filter names a source none of the namespaces holds, before any work.
         """
         s = self.settings
         if len(queries) > s.max_queries:
@@ -67,6 +68,12 @@ class Reader:
                 )
             if q.top_k > s.max_top_k:
                 raise InvalidRequestError(f"top_k must be at most {s.max_top_k} (MAX_TOP_K)", f"queries[{i}].top_k")
+        searched = list(namespaces) if namespaces is not None else [ns]
+        for i, q in enumerate(queries):  # a filter on an unknown source is a 404 naming it, not an empty answer
+            for kind, sid in (("conversation", q.filter.conversation_id if q.filter else None),
+                              ("document", q.filter.document_id if q.filter else None)):
+                if sid is not None and not any(_holds(self.storage, n, kind, sid) for n in searched):
+                    raise NotFoundError(f"no {kind} {sid!r} in {_where(searched)}", f"queries[{i}].filter.{kind}_id")
         vectors = self.embedder.embed([q.query for q in queries])
         out, visited = [], []
         for q, vector in zip(queries, vectors, strict=True):
@@ -149,6 +156,16 @@ class Reader:
         )
         self.visits.show(ns, [res.node] + ([res.parent] if res.parent else []) + res.children)
         return res
+
+
+def _holds(storage: Storage, ns: str, kind: str, source_id: str) -> bool:
+    """Whether the namespace holds a source of this kind ("conversation" or "document") and id."""
+    src = storage.get_source(ns, source_id)
+    return src is not None and src.source_type == kind
+
+
+def _where(namespaces: Sequence[str]) -> str:
+    return f"namespace {namespaces[0]!r}" if len(namespaces) == 1 else "the namespaces searched"
 
 
 def _around(view: Searchable, ns: str, node: MemoryNode, k: int) -> tuple[list[MemoryNode], list[MemoryNode]]:

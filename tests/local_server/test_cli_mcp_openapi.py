@@ -16,9 +16,20 @@ from tests.server.test_gpt_actions import served
 
 
 def test_openapi_command_prints_the_served_document(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["openapi", "--out", str(tmp_path / "openapi.yaml")])
+    """What `pyramind serve` serves, bearer security scheme included (it used to print the local server's, which
+    declares no auth, so a GPT imported a document without the scheme); `--local`: the local server's."""
+    env = {"PUBLIC_URL": "https://memory.example.com"}  # no BEARER_TOKEN: the document needs none
+    result = CliRunner().invoke(app, ["openapi", "--out", str(tmp_path / "openapi.yaml")], env=env)
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load((tmp_path / "openapi.yaml").read_text())
+    settings = Settings(_env_file=None, public_url=env["PUBLIC_URL"], bearer_token="x")  # type: ignore[call-arg]
+    live, _ = asyncio.run(served(settings))
+    assert printed == live
+    assert printed["components"]["securitySchemes"] == {"bearerAuth": {"type": "http", "scheme": "bearer"}}
+    assert printed["security"] == [{"bearerAuth": []}]
+    result = CliRunner().invoke(app, ["openapi", "--local", "--out", str(tmp_path / "local.yaml")])
+    assert result.exit_code == 0, result.output
+    printed = yaml.safe_load((tmp_path / "local.yaml").read_text())
     live, _ = asyncio.run(served(local_settings(Settings(_env_file=None))))  # type: ignore[call-arg]
     assert printed == live and "security" not in printed
 

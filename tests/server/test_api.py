@@ -2,17 +2,22 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import pytest
 
 from tests.conftest import AUTH, locomo_sessions
 
+# what an error message must never show: a pydantic class ("instance of QueryRequest") or an exception's name
+INTERNAL_NAME = re.compile(r"instance of|\b[A-Z]\w*(Request|Response|Filter|Error|Exception)\b")
+
 
 def is_error(body: Any, code: str | None = None, field: str | None = None) -> bool:
     assert set(body) == {"error"}, body
     err = body["error"]
     assert isinstance(err["code"], str) and isinstance(err["message"], str) and err["message"]
+    assert not INTERNAL_NAME.search(err["message"]), err
     assert set(err) <= {"code", "message", "field"}
     if code:
         assert err["code"] == code, err
@@ -92,6 +97,11 @@ BAD_REQUESTS = [
     ("POST", "/query", {"queries": [{"query": "x", "filter": {"min_level": 3, "max_level": 2}}]}, {}, 400,
      "invalid_request", "queries[0].filter"),
     ("POST", "/query", {"queries": [{"query": "x"}] * 21}, {}, 422, "invalid_request", "queries"),
+    ("POST", "/query", {"queries": [{"query": "x"}, {"query": "y", "filter": {"conversation_id": "nope"}}]}, {}, 404,
+     "not_found", "queries[1].filter.conversation_id"),
+    ("POST", "/find", {"pattern": "x", "conversation_id": "nope"}, {}, 404, "not_found", "conversation_id"),
+    ("POST", "/query", b'{"queries": [{"query": "x"}]}', {}, 400, "invalid_request", None),  # no Content-Type
+    ("POST", "/query", {"queries": ["x"]}, {}, 400, "invalid_request", "queries[0]"),
     ("POST", "/remember", {"messages": []}, {}, 400, "invalid_request", "messages"),
     ("POST", "/remember", {"messages": [{"content": ""}]}, {}, 400, "invalid_request", "messages[0].content"),
     ("POST", "/remember", {"messages": [{"content": "   "}]}, {}, 400, "invalid_request", "messages[0]"),

@@ -252,3 +252,32 @@ async def test_tokens_never_reach_logs_or_error_bodies(client, caplog) -> None: 
     r = await client.post("/query", headers=AUTH, json={"queries": [{"query": marker, "bogus": marker}]})
     assert r.status_code == 400
     assert marker not in caplog.text and "test-token" not in caplog.text
+
+
+@pytest.mark.parametrize(("settings", "message"), [
+    ({"jwt_jwks_file": "JWKS", "jwt_algorithms": "HS256"}, "JWT_ALGORITHMS: HS256 needs JWT_SECRET"),
+    ({"jwt_jwks_file": "NOT_JWKS"}, "JWT_JWKS_FILE: .* is not a JWKS"),
+    ({"jwt_secret": "s" * 40, "jwt_algorithms": "HS512"}, "JWT_SECRET: 40 bytes; HS512 needs at least 64"),
+    ({"jwt_secret": "s" * 40, "jwt_algorithms": '["HS256", "none"]'}, "'none' is never accepted"),
+])
+def test_jwt_settings_that_cannot_verify_a_token_are_refused(tmp_path: Path, settings: dict[str, str],
+                                                              message: str) -> None:
+    """What tests/local_server/test_cli_serve.py checks through `pyramind serve`, for the other cases."""
+    from pydantic import ValidationError
+
+    ec_pub = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
+        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    (tmp_path / "jwks.json").write_text(json.dumps({"keys": [jwk.construct(ec_pub, "ES256").to_dict()]}))
+    (tmp_path / "not.json").write_text(json.dumps({"kty": "EC"}))
+    paths = {"JWKS": str(tmp_path / "jwks.json"), "NOT_JWKS": str(tmp_path / "not.json")}
+    values = {k: paths.get(v, v) for k, v in settings.items()}
+    with pytest.raises(ValidationError, match=message):
+        make_settings(tmp_path, auth="jwt", **values)
+    if "jwt_jwks_file" in values and values["jwt_jwks_file"] == paths["JWKS"]:  # the same key is fine with ES256
+        key = make_settings(tmp_path, auth="jwt", jwt_jwks_file=paths["JWKS"]).jwt_verification_key()
+        assert isinstance(key, dict) and key["keys"]
+
+
+def test_a_secret_of_the_hash_size_is_enough(tmp_path: Path) -> None:
+    assert make_settings(tmp_path, auth="jwt", jwt_secret="s" * 32).jwt_verification_key() == "s" * 32
+    assert make_settings(tmp_path, auth="jwt", jwt_secret="s" * 64, jwt_algorithms="HS512").auth == "jwt"

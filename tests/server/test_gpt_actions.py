@@ -29,6 +29,9 @@ MAX_DESCRIPTION = 300
 MAX_OPERATIONS = 30
 MAX_INSTRUCTIONS = 8000
 OPERATION_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+SOURCE_FILE = re.compile(r"[\w/]+\.py\b")
+# operations that forget or replace memory: a GPT asks the user before calling them (every DELETE, too)
+CONSEQUENTIAL = {"delete", "upsert", "forget_by_policy"}
 METHODS = {"get", "put", "post", "delete", "patch", "options", "head", "trace"}
 
 
@@ -86,6 +89,8 @@ def gpt_action_violations(doc: dict, public_url: str, secured: bool) -> list[str
             bad.append(f"{what}: no description")
         elif len(text) > MAX_DESCRIPTION:
             bad.append(f"{what}: description of {len(text)} characters (> {MAX_DESCRIPTION})")
+        if isinstance(text, str) and SOURCE_FILE.search(text):
+            bad.append(f"{what}: the description names a source file")
 
     if not str(doc.get("openapi", "")).startswith(("3.0", "3.1")):
         bad.append(f"openapi version {doc.get('openapi')!r}")
@@ -119,8 +124,8 @@ def gpt_action_violations(doc: dict, public_url: str, secured: bool) -> list[str
             bad.append(f"{where}: summary too long")
         if not isinstance(op.get("x-openai-isConsequential"), bool):
             bad.append(f"{where}: no x-openai-isConsequential")
-        elif op["x-openai-isConsequential"] != (method == "delete"):
-            bad.append(f"{where}: x-openai-isConsequential must be {method == 'delete'}")
+        elif op["x-openai-isConsequential"] != (method == "delete" or op.get("operationId") in CONSEQUENTIAL):
+            bad.append(f"{where}: x-openai-isConsequential must be {not op['x-openai-isConsequential']}")
         for param in op.get("parameters", []):
             described(f"{where} parameter {param.get('name')}", param.get("description"))
             if param.get("in") not in ("path", "query", "header"):
@@ -173,8 +178,8 @@ async def test_served_document_passes_every_gpt_actions_constraint(tmp_path: Pat
     params = {p["name"]: p for p in doc["paths"]["/memories/{memory_id}"]["get"]["parameters"]}
     assert params["namespace"]["in"] == "query" and params["memory_id"]["in"] == "path"
     consequential = {op["operationId"]: op["x-openai-isConsequential"] for _, _, op in operations(doc)}
-    assert consequential["delete"] is True and not any(
-        consequential[o] for o in ("remember", "query", "find", "get_memory", "stats"))
+    assert all(consequential[o] is True for o in ("delete", "upsert", "forget_by_policy", "core_delete"))
+    assert not any(consequential[o] for o in ("remember", "query", "find", "get_memory", "stats", "context"))
 
 
 async def test_local_document_declares_no_auth(tmp_path: Path) -> None:
@@ -189,9 +194,12 @@ async def test_the_walker_catches_what_gpt_actions_refuse(tmp_path: Path) -> Non
     del doc["paths"]["/remember"]["post"]["x-openai-isConsequential"]
     doc["components"]["schemas"]["Query"]["properties"]["top_k"].pop("description")
     doc["servers"] = [{"url": "http://localhost:8000"}]
+    doc["paths"]["/upsert"]["post"]["x-openai-isConsequential"] = False
+    doc["paths"]["/find"]["post"]["description"] += " See server/find_routes.py."
     bad = "\n".join(gpt_action_violations(doc, PUBLIC_URL, secured=True))
     for fragment in ("POST /query: description of 301", "POST /remember: no x-openai", "top_k: no description",
-                     "servers must be"):
+                     "servers must be", "POST /upsert: x-openai-isConsequential must be True",
+                     "POST /find: the description names a source file"):
         assert fragment in bad
 
 
@@ -207,6 +215,13 @@ async def test_ai_plugin_manifest_follows_the_settings(tmp_path: Path) -> None:
             assert plugin["auth"] == auth and plugin["api"]["url"] == f"{base}/.well-known/openapi.yaml"
             assert (await client.get("/.well-known/logo.png")).status_code == 200
             assert (await client.get("/.well-known/nothing.txt")).status_code == 404
+            # no token: a client fetches the legal page before it has one (it used to be a 401)
+            legal = await client.get(plugin["legal_info_url"].removeprefix(base))
+            assert legal.status_code == 200 and "Pyramind" in await legal.get_data(as_text=True)
+            # what a default query returns, said to the model: verbatim level 1 chunks
+            model_text = plugin["description_for_model"]
+            assert "level 1" in model_text and "by default" in model_text
+            assert "every level" not in model_text.split("by default")[1].split(".")[0]
     for static in ("openapi.yaml", "ai-plugin.json"):  # generated, never a file that can drift
         assert not (ROOT / ".well-known" / static).exists()
 
@@ -214,5 +229,6 @@ async def test_ai_plugin_manifest_follows_the_settings(tmp_path: Path) -> None:
 def test_gpt_instructions_fit_the_instructions_box() -> None:
     text = (ROOT / "docs" / "gpt-instructions.md").read_text(encoding="utf-8")
     assert 500 < len(text) <= MAX_INSTRUCTIONS
-    for operation in ("remember", "query", "get_memory", "find", "delete"):
-        assert operation in text
+    for operation in ("remember", "query", "get_memory", "find", "delete", "context", "core_put"):
+        assert f"`{operation}`" in text, operation
+    assert "core memory" in text.lower()

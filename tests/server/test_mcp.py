@@ -7,7 +7,9 @@ subprocess over a SQLite file.
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import re
 import socket
 import sys
 import time
@@ -23,6 +25,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types import TextContent
 
 from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, RememberRequest
@@ -203,6 +206,8 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
             ("forget", {"ids": ["no-such-id"]}, "ids"),
             ("forget", {}, "ids"),
             ("stats", {"namespace": "bad namespace!"}, "namespace"),
+            ("recall", {"query": "cat", "conversation_id": "no-such-conversation"}, "conversation_id"),
+            ("find", {"pattern": "cat", "conversation_id": "no-such-conversation"}, "conversation_id"),
         ]
         for tool, args, field in cases:
             assert field in error_text(await client.call_tool(tool, args)), (tool, args)
@@ -233,3 +238,60 @@ async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_pat
             r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
                                 headers={"Accept": "application/json, text/event-stream", "Host": "evil.example"})
             assert r.status_code in (400, 403, 421)
+
+
+def readme_mcp_tools() -> list[str]:
+    """The tool names of the README's MCP tool table (section "Use it from an MCP client")."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    section = readme.split("## Use it from an MCP client", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
+
+
+async def test_tools_are_documented_one_line_each_and_answer_compact_text(tmp_path: Path, store: Memory) -> None:
+    """Issue 19, item 7: the README lists every tool the server lists; no description has a hard line break;
+    recall's `query` says it is what to search for; a tool's text content is compact JSON (no indentation)."""
+    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert sorted(readme_mcp_tools()) == sorted(tools)
+        for tool in tools.values():
+            assert "\n" not in (tool.description or ""), tool.name
+            for name, prop in tool.input_schema["properties"].items():
+                assert "\n" not in prop.get("description", ""), (tool.name, name)
+        assert "search for" in tools["recall"].input_schema["properties"]["query"]["description"]
+        result = await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT})
+        hits = await client.call_tool("recall", {"query": "what pet does Caroline have?", "top_k": 2})
+        for res in (result, hits):
+            content = res.content[0]
+            assert isinstance(content, TextContent)
+            text = content.text
+            assert json.loads(text) == data(res)
+            assert text == json.dumps(data(res), ensure_ascii=False, separators=(",", ":")), text[:200]
+
+
+async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> None:
+    """Issue 19, item 7: RATE_LIMIT_PER_MINUTE applies to /mcp (mounted beside Quart, outside its hooks), per caller,
+    with the REST 429 shape and Retry-After."""
+    list_tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}",
+               "MCP-Protocol-Version": "2025-06-18"}
+    async with serving(make_settings(tmp_path, rate_limit_per_minute=3), store) as url:
+        async with httpx.AsyncClient() as http:
+            codes = [(await http.post(url, json=list_tools, headers=headers)).status_code for _ in range(3)]
+            assert codes == [200, 200, 200]
+            r = await http.post(url, json=list_tools, headers=headers)
+            assert r.status_code == 429 and r.json()["error"]["code"] == "too_many_requests"
+            assert int(r.headers["retry-after"]) >= 1
+            # unauthenticated calls are refused before they count against anyone
+            r = await http.post(url, json=list_tools, headers={**headers, "Authorization": "Bearer wrong"})
+            assert r.status_code == 401
+
+
+async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, store: Memory) -> None:
+    """Issue 19, item 9: the 413 of /mcp, like the REST one, names the limit in bytes and its setting."""
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}"}
+    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+           "params": {"name": "recall", "arguments": {"query": "x" * 5000}}}
+    async with serving(make_settings(tmp_path, max_body_bytes=4096), store) as url, httpx.AsyncClient() as http:
+        r = await http.post(url, json=big, headers=headers)
+        assert r.status_code == 413, r.text
+        assert r.json()["error"]["message"] == "the request body is larger than 4096 bytes (MAX_BODY_BYTES)"

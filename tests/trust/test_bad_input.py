@@ -21,6 +21,7 @@ VALID = json.dumps({"conversation_id": "bad-input", "messages": [{"id": "m1", "c
 JSON = {"Content-Type": "application/json"}
 TEN_MB = 10 * 1024 * 1024
 DEEP = 10_000
+TOO_LARGE = f"larger than {4 * 1024 * 1024} bytes (MAX_BODY_BYTES)"
 
 
 def counts(store: Memory) -> tuple[int, ...]:
@@ -70,6 +71,8 @@ async def test_bad_bodies_get_one_error_shape_and_write_nothing(  # type: ignore
     assert r.status_code == status, (name, await r.get_data())
     assert r.content_type.startswith("application/json")
     assert is_error(await r.get_json(), code)
+    if status == 413:  # the limit, in bytes, and the setting that raises it
+        assert TOO_LARGE in (await r.get_json())["error"]["message"]
     assert counts(store) == before
 
 
@@ -86,6 +89,7 @@ async def test_a_streamed_10_mb_body_without_length_is_refused(client, store) ->
     resp = await conn.as_response()
     assert resp.status_code == 413
     assert is_error(json.loads(await resp.get_data()))
+    assert TOO_LARGE in json.loads(await resp.get_data())["error"]["message"]
     assert counts(store) == before
 
 
