@@ -302,7 +302,7 @@ _LIKE_WHEN = re.compile(
     r"hate|dislike|don't\s+like|do\s+not\s+like|can't\s+stand|cannot\s+stand)\s+(?:it\s+)?(?:when|if)\s+you\b"
 )
 _LIKE_OUTPUTS = re.compile(
-    r"^i(?:\s+(?:really|generally|usually|always|just|do|much|absolutely))*\s+(?:like|love|prefer|want|need|"
+    r"^i(?:\s+(?:really|generally|usually|always|just|do|much|absolutely))*\s+(?:like|love|prefer|"
     r"hate|dislike|don't\s+like|do\s+not\s+like|can't\s+stand|cannot\s+stand|appreciate|value)\s+"
     rf"(?:[\w-]+\s+){{0,2}}?{_OUTPUT_NOUNS}\b(?!\s+(?:you\s+(?:gave|wrote|sent|just|made)|above))"
 )

@@ -128,6 +128,8 @@ REJECTED = [
     "Okay, let's go with your first suggestion.",
     "I'd like the answer in a table, please.",
     "Let me know if you need more details.",
+    "I need some suggestions that are fun for kids and adults alike.",
+    "I want more examples.",
     # past-tense narration
     "I always used to play guitar.",
     "I never thought it would be this hard.",
