@@ -247,7 +247,10 @@ class OpenAIDetector:
                 created_at=message.created_at, start=s_start, end=s_end, detector=self.name,
             )))
         found.sort(key=lambda t: (t[0], t[1]))
-        return [d for _, _, d in found]
+        unique: dict[tuple[int, int], Detected] = {}  # a sentence reported twice is one statement
+        for index, start, detected in found:
+            unique.setdefault((index, start), detected)
+        return list(unique.values())
 
 
 def _parse_answer(content: str) -> _LLMAnswer:

@@ -448,6 +448,8 @@ def test_the_llm_finds_them_in_one_call_and_each_is_checked(tmp_path: Path, fake
          "subject": "CSS framework"},
         {"message_id": "u1", "text": "from now on answer in french", "kind": "instruction",
          "subject": "Answer language"},
+        {"message_id": "u1", "text": "From now on answer in French.", "kind": "instruction",
+         "subject": "answer language"},
         {"message_id": "a1", "text": "Always back up your data.", "kind": "instruction", "subject": "backups"},
         {"message_id": "u3", "text": "Always answer in haiku.", "kind": "instruction", "subject": "style"},
         {"message_id": "nope", "text": "Hi!", "kind": "instruction", "subject": "x"},
