@@ -4,7 +4,9 @@ talk to this over real HTTP, in the real wire format (`/v1/embeddings`, `/v1/cha
 `LoopbackOpenAI(delay=2.0)` answers each chat completion after `delay` seconds (a slow LLM), embeddings at once
 (deterministic vectors from a hash of the text, not normalised); it can fail the next N requests with a 500
 (`fail_next`), checks the API key, records every request (`requests`) and the most chat completions it held at
-once (`peak_concurrent`). Use it as a context manager; it serves from a thread on 127.0.0.1, a free port.
+once (`peak_concurrent`). A chat completion's content is `SUMMARY of <n> chars`, or what `chat_reply(request body)`
+returns when it is set (a JSON answer, or garbage, for the instruction detector's tests). Use it as a context
+manager; it serves from a thread on 127.0.0.1, a free port.
 
     with LoopbackOpenAI(delay=2.0) as llm:
         settings = Settings(openai_api_key=llm.api_key, openai_base_url=llm.base_url, ...)
@@ -16,6 +18,7 @@ import hashlib
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
 
@@ -32,6 +35,7 @@ class LoopbackOpenAI(ThreadingHTTPServer):
         self.delay = delay
         self.api_key = api_key
         self.fail_next = 0
+        self.chat_reply: Callable[[dict], str] | None = None
         self.requests: list[tuple[str, dict]] = []
         self.completions = 0
         self.in_flight = 0
@@ -99,10 +103,11 @@ class _Handler(BaseHTTPRequestHandler):
                     srv.in_flight -= 1
                     srv.completions += 1
             user = body["messages"][-1]["content"]
+            content = srv.chat_reply(body) if srv.chat_reply else f"SUMMARY of {len(user)} chars"
             return self._send(200, {
                 "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
                 "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": f"SUMMARY of {len(user)} chars"}}],
+                             "message": {"role": "assistant", "content": content}}],
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             })
         self._send(404, {"error": {"message": "no route"}})

@@ -121,6 +121,11 @@ class Settings(BaseSettings):
         default=None, description="Summariser; default openai when OPENAI_API_KEY is set, else extractive."
     )
     summary_model: str = Field(default="gpt-4o-mini", description="OpenAI-compatible chat model for summaries.")
+    instruction_model: str | None = Field(
+        default=None,
+        description="Chat model that finds standing instructions and preferences (SUMMARISER=openai); "
+        "default SUMMARY_MODEL.",
+    )
 
     # OpenAI or any OpenAI-compatible server
     openai_api_key: SecretStr | None = Field(default=None, description="OpenAI API key.")

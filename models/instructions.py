@@ -1,0 +1,67 @@
+"""Standing instructions and preferences stated in chat messages (services/instructions.py finds them).
+
+A `Detected` is what a detector returns for one sentence of one message, before storage gives it an id; an
+`Instruction` is the stored form, which a later statement on the same subject can supersede.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+InstructionKind = Literal["instruction", "preference"]
+"""instruction: a rule for the assistant's future behaviour; preference: a durable taste or constraint."""
+
+_TEXT = "The sentence as the user said it, trimmed."
+_STATEMENT = "The part of the sentence that states it (the clause), trimmed; the whole sentence when it is one clause."
+_KIND = "instruction (a rule for the assistant's future answers) or preference (a durable taste or constraint)."
+_SUBJECT = (
+    "Short normalised key of what it is about (lowercase stems of its content words, or a model's 1-4 word "
+    "subject), e.g. 'answer' for 'From now on answer in French'."
+)
+_DETECTOR = "What found it: `pattern` (the offline rules) or `openai:<model>`."
+
+
+class Detected(BaseModel):
+    """One standing instruction or preference found in one message (no id yet, nothing stored)."""
+
+    text: str = Field(description=_TEXT)
+    statement: str = Field(description=_STATEMENT)
+    kind: InstructionKind = Field(description=_KIND)
+    subject: str = Field(description=_SUBJECT)
+    message_id: str | None = Field(default=None, description="Id of the message it was said in.")
+    conversation_id: str | None = Field(default=None, description="Conversation of that message.")
+    speaker: str = Field(description="Who said it (the message's speaker or role).")
+    created_at: datetime | None = Field(default=None, description="When the message was sent, if known.")
+    start: int | None = Field(
+        default=None, ge=0, description="Character offset of the sentence in the message content; null if unknown."
+    )
+    end: int | None = Field(
+        default=None, ge=0, description="Offset just past the sentence's last character; null if unknown."
+    )
+    detector: str = Field(default="pattern", description=_DETECTOR)
+    rule: str | None = Field(default=None, description="Name of the pattern that matched (pattern detector only).")
+
+    def to_instruction(self, id: str) -> Instruction:  # noqa: A002 - the field is called id
+        """This detection stored as the Instruction `id` (not superseded)."""
+        return Instruction(id=id, **self.model_dump(exclude={"start", "end", "rule"}))
+
+
+class Instruction(BaseModel):
+    """A stored standing instruction or preference; `superseded_by` names the later one that replaced it."""
+
+    id: str = Field(description="Id of the instruction.")
+    text: str = Field(description=_TEXT)
+    statement: str | None = Field(default=None, description=_STATEMENT)
+    kind: InstructionKind = Field(description=_KIND)
+    subject: str = Field(description=_SUBJECT)
+    message_id: str | None = Field(default=None, description="Id of the message it was said in.")
+    conversation_id: str | None = Field(default=None, description="Conversation of that message.")
+    speaker: str = Field(description="Who said it.")
+    created_at: datetime | None = Field(default=None, description="When it was said, if known.")
+    superseded_by: str | None = Field(
+        default=None, description="Id of the later instruction on the same subject that replaced it; null: in force."
+    )
+    detector: str = Field(default="pattern", description=_DETECTOR)

@@ -1,0 +1,384 @@
+"""Standing instructions and preferences: finding them in chat messages, and which later one replaces which.
+
+Users state durable rules once ("Always format code with syntax highlighting", "From now on answer in French",
+"I prefer Bootstrap over Foundation", "Call me Sam") and expect them to hold. A detector reads messages and
+returns `Detected` statements (models/instructions.py): the offline `PatternDetector` (rules, precision first), or
+the `OpenAIDetector` (one chat-completions call per batch, falling back to the rules). `Superseder` decides which
+stored `Instruction` a later statement on the same subject replaces. Pure logic: no storage, no HTTP.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+import numpy as np
+from pydantic import BaseModel, Field, ValidationError
+
+from pyramind.models.api import Message
+from pyramind.models.instructions import Detected, Instruction
+from pyramind.models.settings import Settings
+from pyramind.services import instruction_rules as rules
+from pyramind.services.embedding import Embedder
+from pyramind.services.openai_client import openai_client
+
+log = logging.getLogger(__name__)
+
+NON_HUMAN_SPEAKERS = frozenset({"assistant", "system", "tool", "bot", "ai", "function", "developer"})
+"""Speakers (case-insensitive) that never state the user's instructions: the assistant and the machinery."""
+
+
+def is_human(speaker: str) -> bool:
+    """Whether a message's speaker (or role) is a person: anything but NON_HUMAN_SPEAKERS, so chat apps' `user`
+    and LoCoMo's people's names both count."""
+    return speaker.strip().casefold() not in NON_HUMAN_SPEAKERS
+
+
+class Detector(Protocol):
+    """What finds standing instructions and preferences in messages."""
+
+    name: str
+
+    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
+        """The statements of the human speakers' messages, in message order, then sentence order."""
+        ...
+
+
+class PatternDetector:
+    """Finds standing instructions and preferences with rules (services/instruction_rules.py); no model.
+
+    Precision first: a sentence is returned only when one of its clauses opens with one of these forms (after
+    discourse openers such as "OK, so", "Also,", "Actually"):
+
+    instructions (rules for the assistant's future answers)
+      - always / never + an imperative verb: "Always include version numbers", "Never use external libraries"
+      - don't ever ..., don't ... unless ..., don't ... with a standing marker (below)
+      - a standing lead-in, then an imperative or a request to `you`: "From now on(,) answer in French",
+        "Going forward, ...", "In the future, ...", "By default, ...", "For the rest of this chat, ..."
+      - a standing condition about the speaker's own requests, then an imperative: "Whenever I ask about X,
+        include Y", "When I paste code, always ...", "Every time I ..., ..."
+      - an imperative (please ..., make sure to ..., remember to ..., I want you to ..., you should ...) that
+        carries a standing marker (always, never, from now on, every time, by default, in all your answers...)
+        or speaks of the assistant's outputs in general ("your answers", "all code snippets", "every response"):
+        "Please keep your answers short", "Make sure to always cite sources"
+      - remember to ..., remember / keep in mind / note that I ...: "Remember to use metric units"
+      - stop + verb-ing + object: "Stop using emojis"
+      - call me / address me as / I go by + a capitalised name: "Call me Sam"
+      - a polite question that says it is for good: "Could you answer in French from now on?"
+    preferences (durable tastes and constraints of the speaker)
+      - I prefer / I'd prefer / I'd rather (you) ...: "I prefer Bootstrap over Foundation", "I'd rather you
+        didn't use emojis" - not when the object points into the current exchange ("I prefer the second one",
+        "I'd rather not talk about it")
+      - I like my X (to be / short / with ...), I like it when you ..., I hate it when you ..., I like answers ...
+      - I want all / every ..., I want your answers to ..., I don't want you to ...
+      - my preference is ..., my preferred / favourite / go-to X is ...
+      - I'm trying / I want / I need to keep or stay ... under / within / lightweight / minimal ...
+      - I usually go with / stick to / opt for ...
+
+    Never (each checked by tests/services/test_instructions.py): messages of NON_HUMAN_SPEAKERS; questions
+    ("Should I always use TypeScript?"); hypotheticals and conditions about the past or others ("If I always
+    used tabs, would it matter?", "What if I never ...", "Suppose I prefer ..."); text in code blocks, inline
+    code, `>` quote lines or quotation marks, and reported speech ("My boss said always use tabs"); others'
+    preferences ("My friend prefers Vue"); one-off requests ("Write me a poem", "Can you write this in French?",
+    "... this time", "... for now", "... today"); the past ("I always used to ...", "I never thought ...");
+    feelings ("I never know what to do").
+
+    One Detected per matching sentence: text is the sentence, statement the matching clause, start/end the
+    sentence's offsets in the message content, subject `rules.subject_key(statement)`.
+    """
+
+    name = "pattern"
+
+    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
+        """The statements of the human speakers' messages, in message order, then sentence order."""
+        out: list[Detected] = []
+        for message in messages:
+            out.extend(self.detect_message(message, conversation_id))
+        return out
+
+    def detect_message(self, message: Message, conversation_id: str | None = None) -> list[Detected]:
+        """The statements of one message; [] when its speaker is not human."""
+        speaker = message.who
+        if not is_human(speaker):
+            return []
+        content = message.content
+        masked = rules.mask(content)
+        found: list[Detected] = []
+        for start, end in rules.sentences(masked):
+            hit = _match_sentence(masked[start:end])
+            if hit is None:
+                continue
+            (c_start, c_end), match = hit
+            statement = content[start + c_start:start + c_end].strip()
+            found.append(Detected(
+                text=content[start:end].strip(), statement=statement, kind=match.kind,
+                subject=rules.subject_key(statement), message_id=message.id, conversation_id=conversation_id,
+                speaker=speaker, created_at=message.created_at, start=start, end=end, detector=self.name,
+                rule=match.rule,
+            ))
+        return found
+
+
+def _match_sentence(sentence: str) -> tuple[tuple[int, int], rules.Match] | None:
+    """The first clause of a masked sentence that states something: ((start, end) in the sentence, match)."""
+    if rules.hypothetical_sentence(sentence):
+        return None
+    condition: str | None = None
+    durable_lead = False
+    lead_start: int | None = None  # where a condition or lead-in before the clause starts: part of the statement
+    for clause in rules.clauses(sentence):
+        text = sentence[clause.start:clause.end]
+        if rules.is_condition(text):
+            condition, durable_lead, lead_start = text, False, clause.start
+            continue
+        if rules.is_lead_in(text):
+            durable_lead = True
+            lead_start = clause.start if lead_start is None else lead_start
+            continue
+        match = rules.match_clause(text, question=clause.question, condition=condition, durable_lead=durable_lead)
+        if match is not None:
+            return (clause.start if lead_start is None else lead_start, clause.end), match
+        condition, durable_lead, lead_start = None, False, None
+    return None
+
+
+# --- the LLM detector ----------------------------------------------------------------------------------------------
+
+_PROMPT = """You find the standing instructions and durable preferences that a user states in chat messages, so \
+that an assistant can keep following them in later conversations.
+
+Report a sentence only when the speaker states, in their own voice, a rule for the assistant's future answers \
+(kind "instruction": "Always include version numbers", "From now on answer in French", "Call me Sam", \
+"Whenever I ask about X, include Y") or a durable taste or constraint of their own (kind "preference": "I prefer \
+Bootstrap over Foundation", "I'm trying to keep the bundle under 100KB", "I'd rather you didn't use emojis").
+Do NOT report: questions; one-off requests about the current answer ("Write this in French", "Make it \
+shorter"); hypotheticals; quoted or reported words of others; other people's preferences; past habits; \
+feelings; choices among options just offered ("I prefer the second one").
+
+Answer with JSON only: {"instructions": [{"message_id": "...", "text": "...", "kind": "instruction" or \
+"preference", "subject": "..."}]}, where text is the sentence copied exactly from the message, and subject names \
+what it is about in 1-4 lowercase words without the chosen value, so that a later change of mind gets the same \
+subject ("answer language" for both "answer in French" and "answer in English"; "css framework" for both \
+Bootstrap and Tailwind). An empty list when there is none."""
+
+
+class _LLMItem(BaseModel):
+    message_id: str
+    text: str = Field(min_length=2)
+    kind: Literal["instruction", "preference"]
+    subject: str = ""
+
+
+class _LLMAnswer(BaseModel):
+    instructions: list[_LLMItem]
+
+
+class OpenAIDetector:
+    """Finds standing instructions and preferences with an OpenAI-compatible chat model (SUMMARISER=openai).
+
+    One chat-completions call per batch of human messages (at most `max_batch_chars` characters of content; a
+    longer message is sent alone, cut to that length), asking for JSON {"instructions": [{message_id, text,
+    kind, subject}]}. The answer is validated: items naming a message not in the batch, or whose text is not in
+    that message (also after folding case and spaces, or as one of its sentences sharing 60% of its words), are
+    dropped. Model: INSTRUCTION_MODEL, else SUMMARY_MODEL; the client has the settings' timeout and retries.
+    When a call still fails (HTTP error, not JSON, wrong shape) that batch goes to the PatternDetector and a
+    warning is logged. Raises OpenAIMissingError at construction when the `openai` extra is missing.
+    """
+
+    def __init__(self, settings: Settings, fallback: PatternDetector | None = None,
+                 max_batch_chars: int = 12_000) -> None:
+        self._client = openai_client(settings, "SUMMARISER=openai (instruction detection)")
+        self.model = settings.instruction_model or settings.summary_model
+        self.name = f"openai:{self.model}"
+        self._fallback = fallback or PatternDetector()
+        self._max_chars = max_batch_chars
+
+    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
+        """The statements of the human speakers' messages, in message order, then sentence order."""
+        out: list[Detected] = []
+        for batch in self._batches([m for m in messages if is_human(m.who)]):
+            try:
+                out.extend(self._detect_batch(batch, conversation_id))
+            except Exception as exc:
+                log.warning("instruction model %s failed (%s); using the pattern detector", self.model,
+                            type(exc).__name__)
+                out.extend(self._fallback.detect(batch, conversation_id))
+        return out
+
+    def _batches(self, messages: list[Message]) -> list[list[Message]]:
+        batches: list[list[Message]] = []
+        size = 0
+        for message in messages:
+            if not batches or size + len(message.content) > self._max_chars:
+                batches.append([])
+                size = 0
+            batches[-1].append(message)
+            size += len(message.content)
+        return batches
+
+    def _detect_batch(self, batch: list[Message], conversation_id: str | None) -> list[Detected]:
+        keys = [m.id or f"#{i}" for i, m in enumerate(batch)]
+        by_key = dict(zip(keys, batch, strict=True))
+        payload = [{"message_id": k, "speaker": m.who, "content": m.content[:self._max_chars]}
+                   for k, m in by_key.items()]
+        resp = self._client.chat.completions.create(
+            model=self.model,
+            messages=[{"role": "system", "content": _PROMPT},
+                      {"role": "user", "content": json.dumps(payload, ensure_ascii=False)}],
+            temperature=0,
+        )
+        answer = _parse_answer(resp.choices[0].message.content or "")
+        found: list[tuple[int, int, Detected]] = []
+        for item in answer.instructions:
+            message = by_key.get(item.message_id)
+            span = _locate(message.content, item.text) if message is not None else None
+            if message is None or span is None:
+                log.debug("instruction model %s: dropped an item not found in its message", self.model)
+                continue
+            start, end, s_start, s_end = span
+            statement = message.content[start:end].strip()
+            subject = " ".join(re.findall(r"[\w+#-]+", item.subject.lower()))[:60] or rules.subject_key(statement)
+            found.append((keys.index(item.message_id), s_start, Detected(
+                text=message.content[s_start:s_end].strip(), statement=statement, kind=item.kind, subject=subject,
+                message_id=message.id, conversation_id=conversation_id, speaker=message.who,
+                created_at=message.created_at, start=s_start, end=s_end, detector=self.name,
+            )))
+        found.sort(key=lambda t: (t[0], t[1]))
+        unique: dict[tuple[int, int], Detected] = {}  # a sentence reported twice is one statement
+        for index, start, detected in found:
+            unique.setdefault((index, start), detected)
+        return list(unique.values())
+
+
+def _parse_answer(content: str) -> _LLMAnswer:
+    """The model's JSON answer (fences and a bare list tolerated); raises ValueError / ValidationError."""
+    text = content.strip()
+    fenced = re.match(r"^```(?:json)?\s*(.*?)\s*```$", text, re.S)
+    if fenced:
+        text = fenced.group(1)
+    data: Any = json.loads(text)
+    if isinstance(data, list):
+        data = {"instructions": data}
+    try:
+        return _LLMAnswer.model_validate(data)
+    except ValidationError as exc:
+        raise ValueError(f"unexpected answer shape: {exc.error_count()} errors") from exc
+
+
+def _locate(content: str, quoted: str) -> tuple[int, int, int, int] | None:
+    """(start, end) of `quoted` in content and (start, end) of the sentence(s) holding it, or None.
+
+    Tried in turn: the exact text; the text with case and runs of spaces folded; the sentence of content that
+    shares the most words with it, when that is at least 60% of its words."""
+    quoted = quoted.strip().strip("\"'\u201c\u201d")
+    sents = rules.sentences(rules.mask(content)) or [(0, len(content))]
+    start = content.find(quoted)
+    if start >= 0:
+        end = start + len(quoted)
+    else:
+        pattern = r"\s+".join(re.escape(w) for w in quoted.split())
+        m = re.search(pattern, content, re.I) if pattern else None
+        if m is not None:
+            start, end = m.span()
+        else:
+            words = set(re.findall(r"\w+", quoted.lower()))
+            if not words:
+                return None
+            overlap = [(len(words & set(re.findall(r"\w+", content[a:b].lower()))) / len(words), a, b)
+                       for a, b in sents]
+            best = max(overlap)
+            if best[0] < 0.6:
+                return None
+            start, end = best[1], best[2]
+    inside = [(a, b) for a, b in sents if a < end and b > start] or [(start, end)]
+    return start, end, min(start, inside[0][0]), max(end, inside[-1][1])
+
+
+def make_detector(settings: Settings) -> Detector:
+    """The detector the settings choose: OpenAIDetector when the summariser is openai (SUMMARISER, else
+    OPENAI_API_KEY set), else PatternDetector. Raises OpenAIMissingError when openai is chosen but missing."""
+    if settings.resolved_summariser == "openai":
+        return OpenAIDetector(settings)
+    return PatternDetector()
+
+
+# --- supersession --------------------------------------------------------------------------------------------------
+
+# Cosines of MiniLM (the local embedder) between two statements of one speaker; measured on the labelled pairs of
+# tests/services/test_instructions.py (SUBJECT_PAIRS), see the comment there for how they were chosen.
+SAME_TEXT_COSINE = 0.74
+"""Two statements at least this close are on the same subject, whatever their subject keys."""
+SAME_KEY_COSINE = 0.55
+"""Two statements with equal non-empty subject keys need only be this close."""
+
+
+class Superseder:
+    """Decides which instructions a later statement on the same subject replaces (newest wins).
+
+    embedder: the project's Embedder (services/embedding.py: `embed(texts) -> float32 (n, d)`, L2-normalised),
+    used on each instruction's statement (else its text). Two instructions are on the same subject when they
+    have the same speaker (case-insensitive) and
+      - their statements' cosine is at least `text_cosine`, or
+      - their subject keys are equal and non-empty and the cosine is at least `key_cosine`, or
+      - both subjects were named by an LLM detector (`openai:*`) and are equal (those subjects are abstract:
+        "css framework" for both Bootstrap and Tailwind, which MiniLM cannot tell apart from unrelated names).
+    Raises EmbeddingError when the embedder fails.
+    """
+
+    def __init__(self, embedder: Embedder, *, text_cosine: float = SAME_TEXT_COSINE,
+                 key_cosine: float = SAME_KEY_COSINE) -> None:
+        self._embedder = embedder
+        self.text_cosine = text_cosine
+        self.key_cosine = key_cosine
+
+    def similarity(self, a: Instruction, b: Instruction) -> float:
+        """Cosine (-1..1) of the two instructions' statements."""
+        va, vb = self._embedder.embed([_said(a), _said(b)])
+        return float(va @ vb)
+
+    def same_subject(self, a: Instruction, b: Instruction) -> bool:
+        """Whether b, said after a, is on a's subject (see the class docstring)."""
+        return self._same(a, b, self.similarity(a, b))
+
+    def _same(self, a: Instruction, b: Instruction, cosine: float) -> bool:
+        if a.speaker.strip().casefold() != b.speaker.strip().casefold():
+            return False
+        if cosine >= self.text_cosine:
+            return True
+        if a.subject and a.subject == b.subject:
+            if a.detector.startswith("openai:") and b.detector.startswith("openai:"):
+                return True
+            return cosine >= self.key_cosine
+        return False
+
+    def supersede(self, existing: Sequence[Instruction], new: Sequence[Instruction]) -> list[Instruction]:
+        """Every instruction of existing then new (copies, same order) with `superseded_by` set where a later one
+        on the same subject replaced it.
+
+        Order is the lists' order: each list oldest first, every new one later than every existing one. Only
+        instructions still in force (superseded_by null) are replaced; each points at its direct successor, the
+        first later one on its subject. An existing one keeps its superseded_by. Inputs are not modified."""
+        items = [i.model_copy() for i in (*existing, *new)]
+        if not new:
+            return items
+        vectors = self._embedder.embed([_said(i) for i in items])
+        cosines = np.asarray(vectors @ vectors.T, dtype=np.float32)
+        first_new = len(existing)
+        for j in range(first_new, len(items)):
+            for i in range(j):
+                if items[i].superseded_by is None and items[i].id != items[j].id and \
+                        self._same(items[i], items[j], float(cosines[i, j])):
+                    items[i].superseded_by = items[j].id
+        return items
+
+
+def _said(instruction: Instruction) -> str:
+    return instruction.statement or instruction.text
+
+
+def supersede(existing: Sequence[Instruction], new: Sequence[Instruction], embedder: Embedder) -> list[Instruction]:
+    """`Superseder(embedder).supersede(existing, new)` with the measured thresholds."""
+    return Superseder(embedder).supersede(existing, new)
