@@ -33,7 +33,7 @@ def test_windows_respect_size_and_share_exact_overlap() -> None:
     assert len(windows) > 5
     assert all(w.end - w.start <= SIZE for w in windows)
     assert all(w.sealed for w in windows[:-1]) and not windows[-1].sealed
-    for a, b in zip(windows, windows[1:]):
+    for a, b in zip(windows, windows[1:], strict=False):
         assert b.start == a.end - OVERLAP
         shared = tokens.decode(stream.slice(b.start, a.end))
         assert tokens.decode(stream.slice(a.start, a.end)).endswith(shared)
