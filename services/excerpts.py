@@ -42,6 +42,7 @@ of the previous chunk, or a recent turn's sentences) is left out like any other 
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 import threading
@@ -57,15 +58,17 @@ from pyramind.services.chunking import CONTINUATION
 from pyramind.services.tokens import count_tokens
 
 ELISION = "…"
+_MARK = ELISION + " "
 NUMBER_BONUS = 0.5  # a unit holding a number or date the query names: + this times the query's largest weight
 BROKEN = "\ufffd"  # what tokens.decode makes of a character cut between two tokens
 
 Kind = Literal["sentence", "item", "code", "fence", "line"]
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Unit:
-    """One unit of a text: `text == source[start:end]` (character offsets into the segmented text).
+    """One unit of a text: `text == source[start:end]` (character offsets into the segmented text). Read-only
+    by convention (not frozen: a frozen dataclass costs 2.9 µs per unit to build, a sixth of an excerpt).
 
     speaker: of its message (None in a document or a headless fragment); prefix: its message's speaker prefix
     (`[stamp] speaker: `, "" without one); turn: its message's number in the text; line, end_line: the lines it
@@ -122,7 +125,7 @@ def _is_end(text: str, m: re.Match[str], stop: int) -> bool:
     nxt = text[m.end() : min(stop, m.end() + 40)].lstrip()[:2]
     if not nxt:
         return False
-    if "!" in punct or "?" in punct:
+    if "!" in punct or "?" in punct or nxt[0] == ELISION:  # (an excerpt's mark follows a whole sentence)
         return True
     if len(punct) > 1 or punct == "…":  # an ellipsis ends a sentence only before a capital
         return nxt[0].isupper()
@@ -190,10 +193,18 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
     first_speaker: the speaker of lines before the first speaker line (a chunk that starts inside a message:
     `node.speakers[0]`). speakers: the names that make a speaker line; None: any name (a conversation's rendered
     text); empty: none (a document's text, whose lines are never speaker lines nor indented continuations).
+    Elision marks (an excerpt's own output) belong to no unit, so an excerpt segments into the units it shows.
     """
+    return _segment(text, first_speaker, speakers, partial_first=False)
+
+
+def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None,
+             partial_first: bool) -> list[Unit]:
+    """`segment`; with `partial_first`, the first line is the tail of a line, never a speaker line."""
     conversation = speakers is None or len(speakers) > 0
     lines = _lines(text)
     units: list[Unit] = []
+    first_speaker = first_speaker if conversation else None  # a document has no speakers
     speaker, prefix, turn = first_speaker, (f"{first_speaker}: " if first_speaker else ""), 0
     fence0 = _starts_in_fence(text, lines, conversation, speakers)
     fence, block = fence0, (0 if fence0 else -1)
@@ -201,8 +212,9 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
 
     def add(kind: Kind, a: int, b: int, ln: int, end_ln: int, lead: str, on_speaker: bool, first: bool,
             last: bool) -> None:
+        in_block = kind == "fence" or (kind == "code" and fence is not None)  # not an indented code line
         units.append(Unit(len(units), a, b, text[a:b], kind, speaker, prefix, turn, ln, end_ln, lead, on_speaker,
-                          first, last, block if kind in ("code", "fence") and (fence or kind == "fence") else None))
+                          first, last, block if in_block else None))
 
     def flush() -> None:
         if not para:
@@ -212,11 +224,18 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
         s = p0
         cuts = [m.end() for m in _END.finditer(text, p0, p1) if _is_end(text, m, p1)]
         for e in cuts + [p1]:
-            if e <= s:
+            if text.startswith(_MARK, s):  # a gap mark " … " between two sentences of an excerpt
+                s += len(_MARK)
+            if e <= s or text[s:e] == ELISION:  # nothing, or the mark of a line's left-out rest
+                s = e
+                while s < p1 and text[s].isspace():
+                    s += 1
                 continue
             a = s
-            ln = max(i for i, st in enumerate(starts) if st <= a)
-            b_ln = max(i for i, st in enumerate(starts) if st < e)
+            ln = b_ln = 0
+            if len(para) > 1:  # the lines the sentence starts and ends on
+                ln = bisect.bisect_right(starts, a) - 1
+                b_ln = bisect.bisect_left(starts, e) - 1
             add("sentence", a, e, para[ln][0], para[b_ln][0], para[ln][3], para[ln][0] == speaker_line,
                 a == para[ln][1], e == para[b_ln][2])
             s = e
@@ -227,15 +246,13 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
     speaker_line = -1
     for ln, (ls, le) in enumerate(lines):
         line = text[ls:le]
-        m = _speaker(line, speakers) if conversation else None
+        m = _speaker(line, speakers) if conversation and not (partial_first and ln == 0) else None
         if m is not None:
             flush()
             turn += 1
             speaker, prefix, speaker_line = m.group(2), f"{m.group(1) or ''}{m.group(2)}: ", ln
             fence = fence0 if ln == 0 else None  # a new message never continues a block (a header line may)
             cs = ls + m.end()
-            if text.startswith(ELISION, cs):  # "Ann: … sentence" (complete_start): the mark belongs to the lead
-                cs += len(ELISION) + (1 if text.startswith(" ", cs + len(ELISION)) else 0)
         elif conversation and line.startswith(CONTINUATION):
             cs = ls + len(CONTINUATION)
         else:
@@ -243,6 +260,10 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
         end = ls + len(line.rstrip())
         body = text[cs:end]
         first = cs + len(body) - len(body.lstrip())
+        if text.startswith(ELISION, first) and (first + 1 == end or text[first + 1] == " "):
+            first += len(_MARK) if first + 1 < end else 1  # "Ann: … rest", "  … rest", "…": the mark is lead
+            if fence is None and first < end:
+                cs, body = first, text[first:end]
         on_speaker = ln == speaker_line
         if first >= end:
             flush()
@@ -325,9 +346,12 @@ def complete_start(chunk_text: str, message: str | None = None, *, first_speaker
     """
     text = chunk_text.lstrip(BROKEN).rstrip(BROKEN)
     broken = len(text) != len(chunk_text.rstrip(BROKEN))
+    if text.startswith("\n"):  # the window starts at a line break: the next line is whole
+        text, broken = text.lstrip("\n"), False
     conversation = speakers is None or len(speakers) > 0
     if message is not None and (k := _locate(text, message)) is not None:
-        mu = segment(message, speakers=speakers)
+        line_end = message.find("\n", k)
+        mu = segment(message if line_end < 0 else message[:line_end], speakers=speakers)  # what precedes k matters
         head_prefix = mu[0].prefix if mu else ""
         ls = message.rfind("\n", 0, k) + 1
         if (partial is False or k == ls) and not broken:
@@ -357,7 +381,7 @@ def complete_start(chunk_text: str, message: str | None = None, *, first_speaker
             partial = not (first_line[:1].isupper() or first_line[:1].isdigit() or _ITEM.match(first_line)
                            or not first_line.strip())
     header = f"{first_speaker}: " if first_speaker and conversation else ""
-    units = segment(text, first_speaker=first_speaker, speakers=speakers)
+    units = _segment(text, first_speaker, speakers, partial_first=bool(partial or broken))
     if not (partial or broken):
         if units and header and not units[0].on_speaker_line and units[0].turn == 0:
             return f"{header}{ELISION}\n{text}"  # whole lines that continue a message: say whose
@@ -386,19 +410,29 @@ STOP_WORDS = frozenset(  # datastore/retrieval.STOP_WORDS (the query side of the
     "s t don doesn didn isn wasn am".split()
 )
 _STEM_MIN, _STEM_MAX = 3, 64  # bytes; shorter and longer words are not stemmed (datastore/text_index.py)
+_STEMS_MAX = 200_000
 _local = threading.local()
 
 
-@lru_cache(maxsize=65536)
+_STEMS: dict[str, str] = {}  # folded word -> stem; cleared past _STEMS_MAX words
+
+
 def _stem(word: str) -> str:
     """Porter stem of a folded word, as the text index analyses it; one PyStemmer object per thread (they are
     not thread-safe)."""
-    if not _STEM_MIN <= len(word.encode()) <= _STEM_MAX:
-        return word
-    stemmer = getattr(_local, "stemmer", None)
-    if stemmer is None:
-        stemmer = _local.stemmer = Stemmer.Stemmer("porter")
-    return str(stemmer.stemWord(word))
+    stem = _STEMS.get(word)
+    if stem is None:
+        if not _STEM_MIN <= len(word.encode()) <= _STEM_MAX:
+            stem = word
+        else:
+            stemmer = getattr(_local, "stemmer", None)
+            if stemmer is None:
+                stemmer = _local.stemmer = Stemmer.Stemmer("porter")
+            stem = str(stemmer.stemWord(word))
+        if len(_STEMS) >= _STEMS_MAX:
+            _STEMS.clear()
+        _STEMS[word] = stem
+    return stem
 
 
 @lru_cache(maxsize=65536)
@@ -407,15 +441,25 @@ def _fold_char(c: str) -> str:
     return base if base != c and base.isascii() and base.isalpha() else c
 
 
+def _fold(text: str) -> str:
+    low = text.lower()
+    return low if low.isascii() else "".join(map(_fold_char, low))
+
+
 def terms(text: str) -> list[str]:
     """The text's terms, each once, in order: runs of letters and digits, lower-cased, Latin diacritics removed,
     stop words dropped (all kept when nothing else is left), Porter-stemmed (the text index's analysis)."""
-    low = text.lower()
-    if not low.isascii():
-        low = "".join(map(_fold_char, low))
-    words = list(dict.fromkeys(_WORD.findall(low)))
+    words = list(dict.fromkeys(_WORD.findall(_fold(text))))
     content = [w for w in words if w not in STOP_WORDS] or words
     return list(dict.fromkeys(_stem(w) for w in content))
+
+
+@lru_cache(maxsize=8192)
+def _stem_set(text: str) -> frozenset[str]:
+    """Every term of `text`, stop words included (a query of stop words only looks for them). Folds word by
+    word: a text with one curly quote would otherwise be folded character by character. Cached: a chunk's
+    sentences come back in later requests."""
+    return frozenset(_stem(w if w.isascii() else _fold(w)) for w in set(_WORD.findall(text.lower())))
 
 
 def term_weights(texts: Iterable[str]) -> dict[str, float]:
@@ -425,7 +469,7 @@ def term_weights(texts: Iterable[str]) -> dict[str, float]:
     n = 0
     for t in texts:
         n += 1
-        for term in terms(t):
+        for term in _stem_set(t):
             df[term] = df.get(term, 0) + 1
     return {t: math.log1p(n / d) for t, d in df.items()}
 
@@ -473,7 +517,8 @@ def _lexical(units: list[Unit], query: str, weights: Mapping[str, float] | None)
     q = terms(query)
     if not q:
         return [0.0] * len(units)
-    sets = [set(terms(u.text if not u.speaker else f"{u.speaker} {u.text}")) for u in units]
+    speakers = {sp: _stem_set(sp) for sp in {u.speaker for u in units} if sp}
+    sets = [_stem_set(u.text) | speakers[u.speaker] if u.speaker else _stem_set(u.text) for u in units]
     if weights is None:
         n = len(units)
         w = {t: math.log1p(n / max(1, sum(t in s for s in sets))) for t in q}
@@ -580,6 +625,23 @@ def _estimate(text: str) -> int:
     return sum(_tokens(line) for line in text.split("\n")) + text.count("\n")
 
 
+def _distances(best: list[bool]) -> list[int]:
+    """Per position, how far the nearest True is (0 everywhere when there is none)."""
+    n = len(best)
+    if not any(best):
+        return [0] * n
+    out = [n] * n
+    last = -n
+    for i in range(n):
+        last = i if best[i] else last
+        out[i] = i - last
+    last = 2 * n
+    for i in range(n - 1, -1, -1):
+        last = i if best[i] else last
+        out[i] = min(out[i], last - i)
+    return out
+
+
 def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mapping[str, float] | None = None,
             scores: Scores | None = None, seen: Collection[str] = frozenset(), chunk: bool = False,
             message: str | None = None, first_speaker: str | None = None,
@@ -602,7 +664,8 @@ def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mappin
     if scores is not None and not callable(scores) and len(scores) != len(units):
         raise ValueError(f"scores has {len(scores)} values for {len(units)} units")
     dropped = {u.index for u in units if fingerprint(u) in seen} if seen else set()
-    if not dropped:
+    # cl100k never merges across a space, so a text of more words than the budget cannot fit: no need to count
+    if not dropped and len(source.split()) <= budget_tokens:
         n = count_tokens(source)
         if n <= budget_tokens:
             return Excerpt(source, source, tuple(units), tuple(u.index for u in units), n)
@@ -617,26 +680,23 @@ def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mappin
         if u.kind == "fence" and u.block is not None:
             fences.setdefault(u.block, []).append(u.index)
     top = max((closeness[u.index] for u in units if u.index not in dropped), default=0.0)
-    best = [u.index for u in units if top > 0 and closeness[u.index] == top and u.index not in dropped]
-
-    def distance(i: int) -> int:
-        return min((abs(i - b) for b in best), default=0)
-
+    distance = _distances([top > 0 and c == top and i not in dropped for i, c in enumerate(closeness)])
     order = sorted((u.index for u in units if u.index not in dropped and u.kind != "fence"),
-                   key=lambda i: (-closeness[i], distance(i), i))
+                   key=lambda i: (-closeness[i], distance[i], i))
     kept: set[int] = set()
+    floor = 0  # a lower bound of the tokens of what is kept
     for i in order:
         u = units[i]
-        if _tokens(u.text) > budget_tokens:
+        if floor + _tokens(u.text) - 3 > budget_tokens:  # cannot fit (it may replace a mark line, no more)
             continue
         trial = kept | {i} | set(fences.get(u.block, []) if u.block is not None else [])
         trial -= dropped
         rendered = _render(source, units, sorted(trial))
         est = _estimate(rendered)
         # the estimate counts each line break apart, which the tokenizer often merges: count exactly when close
-        if est <= budget_tokens or (est - rendered.count("\n") <= budget_tokens
-                                    and count_tokens(rendered) <= budget_tokens):
-            kept = trial
+        low = est - rendered.count("\n")
+        if est <= budget_tokens or (low <= budget_tokens and count_tokens(rendered) <= budget_tokens):
+            kept, floor = trial, low
     ranked = {i: r for r, i in enumerate(order)}
     while True:
         shown = sorted(kept)

@@ -223,9 +223,13 @@ def test_leading_fragment_examples() -> None:
     assert complete_start(cut, f"Bob: Yes. {sushi}\n") == f"Bob: … {sushi}"
     assert complete_start(cut, None, first_speaker="Bob") == "Bob: … ok."
     assert complete_start("Ann: fine 😀\ufffd") == "Ann: fine 😀"
-    # the caller knows better than the guess
+    # the caller knows better than the guess: a partial line that looks like a speaker's is not one
     assert complete_start("Note: whole line. Two.", None, partial=False) == "Note: whole line. Two."
     assert complete_start("half line. Two.", None, partial=True, speakers=()) == "… Two."
+    assert complete_start("is this: a plan. Two.\nBob: ok", None, partial=True, first_speaker="Ann") == (
+        "Ann: … Two.\nBob: ok")
+    # a window that starts at a line break starts at the next line, whole
+    assert complete_start("\n  Try it.\nBob: ok", code) == "Ann: …\n  Try it.\nBob: ok"
 
 
 # ---------------------------------------------------------------------------------------------------- excerpts
@@ -313,6 +317,8 @@ def test_budget_order_and_whole_units(i: int, budget: int, query: str, chunk: bo
         assert found >= pos, (u.text, e.text)
         pos = found + len(u.text)
     assert list(e.kept) == sorted(e.kept)
+    # the marks belong to no unit: the excerpt segments into exactly the units it shows
+    assert fingerprints(e.text, first_speaker=c.speakers[0]) == e.fingerprints()
     if e.whole or not e.text:
         return
     # every line of an excerpt: a speaker's (prefix), a message's later line (indented), or a mark
@@ -345,6 +351,12 @@ def test_overlap_between_consecutive_chunks_is_shown_once() -> None:
         e = excerpt(tb, "violin", 10_000, seen=seen)
         assert not e.fingerprints() & seen and e.tokens <= 10_000
     assert repeated >= len(CHUNKS) // 2  # the overlap does repeat sentences, and they are recognised
+
+
+def test_an_excerpt_segments_into_the_units_it_shows() -> None:
+    for query, budget in [("hotel tram", 27), ("Lisbon tram", 27), ("return fare", 32), ("cost", 12), ("", 30)]:
+        e = excerpt(EXAMPLE, query, budget)
+        assert e.kept and fingerprints(e.text) == e.fingerprints()
 
 
 def test_recent_turn_text_matches_chunk_text() -> None:
