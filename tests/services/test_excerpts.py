@@ -1,0 +1,375 @@
+"""services/excerpts.py: units, the leading fragment, budgeted excerpts and dedup, with the real cl100k tokenizer
+on texts rendered and cut by the project's own chunker (services/chunking.py, services/tree.py)."""
+
+from __future__ import annotations
+
+import random
+import re
+from datetime import datetime, timedelta
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from pyramind.models.memory import MemoryNode, StoredMessage
+from pyramind.services.chunking import TokenStream, measure, plan_windows, render
+from pyramind.services.excerpts import (
+    BROKEN,
+    ELISION,
+    STOP_WORDS,
+    complete_start,
+    excerpt,
+    fingerprint,
+    fingerprints,
+    normalise_line,
+    remove_seen,
+    segment,
+    term_weights,
+    terms,
+)
+from pyramind.services.tokens import count_tokens
+from pyramind.services.tree import chunk_nodes
+
+SENTENCES = [
+    "Dr. Lee said the U.S. trip costs 2.5 thousand dollars, e.g. flights and hotels.",
+    "We went to the aiseki restaurant that Ann liked so much.",
+    "東京の寿司はとても美味しかったです。",
+    "Café crème at the naïve résumé party 😀👨‍👩‍👧 was great!",
+    "Python 3.11 is faster... really faster than 3.10.",
+    "I think so. Maybe not? Let's see!",
+    "The violin lesson is on 7 May 2023 at 5 p.m. in St. Louis.",
+    "ok. see you there",
+    "See https://example.com/a.b?x=1 for the menu.",
+]
+CODE = "Here is the fix:\n```python\ndef clean(x):\n    return x.strip()  # works. Really.\n```\nTry it."
+LIST = "Plan:\n- buy milk. And bread.\n- call Bob\n1. pack\n2. go"
+INDENTED = "Run this:\n\n    pip install pyramind\n    pyramind serve --port 8000\n\nThen open it."
+
+
+def conversation(n: int = 40, seed: int = 3) -> list[StoredMessage]:
+    """Several speakers (one with a space in the name), sessions with stamps, code, lists, CJK and emoji."""
+    rng = random.Random(seed)
+    t0 = datetime(2023, 5, 1, 9)
+    msgs = []
+    for i in range(n):
+        body = {3: CODE, 5: LIST, 6: INDENTED}.get(i % 7) or " ".join(
+            rng.choice(SENTENCES) for _ in range(rng.randint(2, 8)))
+        msgs.append(StoredMessage(id=f"m{i}", source_id="c", seq=i, speaker=["Ann", "Bob", "Carol Jones"][i % 3],
+                                  content=body, created_at=t0 + timedelta(minutes=10 * i if i < 20 else 300 + i)))
+    measure(msgs, None, 0)
+    return msgs
+
+
+def chunks(msgs: list[StoredMessage]) -> list[MemoryNode]:
+    stream = TokenStream.from_messages(msgs)
+    return chunk_nodes(stream, plan_windows(stream, 0, 200, 20, final=True), "conversation", "c", 0)
+
+
+MSGS = conversation()
+FULL = "".join(render(m) for m in MSGS)
+CHUNKS = chunks(MSGS)
+BY_ID = {m.id: m for m in MSGS}
+
+
+def texts(units: list) -> list[str]:
+    return [u.text for u in units]
+
+
+# ------------------------------------------------------------------------------------------------- segmentation
+
+
+def test_units_are_their_spans_and_cover_the_text() -> None:
+    for text in [FULL] + [c.text for c in CHUNKS]:
+        units = segment(text)
+        covered = [False] * len(text)
+        for u in units:
+            assert text[u.start : u.end] == u.text and u.text == u.text.rstrip() and u.text.strip()
+            assert u.kind == "code" or u.text == u.text.lstrip()  # a code line keeps its own indentation
+            covered[u.start : u.end] = [True] * (u.end - u.start)
+        # what no unit holds is whitespace, a speaker prefix or an elision mark
+        left = "".join(ch for ch, c in zip(text, covered, strict=True) if not c)
+        assert not re.sub(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones):|\s", "", left).strip(ELISION + BROKEN)
+
+
+def test_multibyte_characters_and_emoji_sequences_are_never_split() -> None:
+    text = ("Bob: 東京の寿司はとても美味しかったです。また行きたい？ Café crème 😀. Naïve résumé 👨‍👩‍👧 is here. "
+            "Ünïcödé straße!")
+    units = segment(text)
+    assert texts(units) == ["東京の寿司はとても美味しかったです。", "また行きたい？", "Café crème 😀.",
+                            "Naïve résumé 👨‍👩‍👧 is here.", "Ünïcödé straße!"]
+    for u, v in zip(units, units[1:], strict=False):  # cuts fall after a sentence end, on whitespace or none
+        assert u.text[-1] in "。？.!" and not text[u.end : v.start].strip()
+    assert "👨\u200d👩\u200d👧" in units[3].text
+
+
+@pytest.mark.parametrize(
+    ("body", "expected"),
+    [
+        ("Dr. Smith moved to the U.S. in 2019. He likes it.", ["Dr. Smith moved to the U.S. in 2019.", "He likes it."]),
+        ("Use Python 3.11, e.g. for scripts, i.e. small ones. It costs 2.5 euros.",
+         ["Use Python 3.11, e.g. for scripts, i.e. small ones.", "It costs 2.5 euros."]),
+        ("See https://example.com/a.b?x=1 for details. Next one.", ["See https://example.com/a.b?x=1 for details.",
+                                                                   "Next one."]),
+        ("I was thinking... maybe not. Well... I agree.", ["I was thinking... maybe not.", "Well...", "I agree."]),
+        ("J. K. Rowling wrote it. Mr. and Mrs. Smith read No. 5 at 3 p.m. Then they slept.",
+         ["J. K. Rowling wrote it.", "Mr. and Mrs. Smith read No. 5 at 3 p.m.", "Then they slept."]),
+        ("No. I don't think so! Really? ok. see you", ["No.", "I don't think so!", "Really?", "ok.", "see you"]),
+        ("Apples, pears, etc. and more. Milk, eggs etc. The end.", ["Apples, pears, etc. and more.",
+                                                                   "Milk, eggs etc.", "The end."]),
+        ('He said "stop." Then he left…', ['He said "stop."', "Then he left…"]),
+    ],
+)
+def test_sentences_respect_abbreviations_numbers_urls_and_ellipses(body: str, expected: list[str]) -> None:
+    assert texts(segment(f"Ann: {body}")) == expected
+
+
+def test_speaker_prefix_stays_out_of_units_and_speaker_is_carried() -> None:
+    text = ("[2023-05-01 09:00] Dr. Who: Hello there. How are you?\n  Fine, thanks.\n"
+            "Carol Jones: ok\n  - milk\n")
+    units = segment(text)
+    assert texts(units) == ["Hello there.", "How are you?", "Fine, thanks.", "ok", "- milk"]
+    assert [u.speaker for u in units] == ["Dr. Who"] * 3 + ["Carol Jones"] * 2
+    assert units[0].prefix == "[2023-05-01 09:00] Dr. Who: " and units[0].line_start
+    assert not units[1].line_start and units[2].lead == "  " and units[2].prefix == "[2023-05-01 09:00] Dr. Who: "
+    # a headless chunk: its lines belong to the speaker the caller names
+    assert {u.speaker for u in segment("  more of it. And more.", first_speaker="Bob")} == {"Bob"}
+    # a document: no speaker lines at all
+    assert [u.speaker for u in segment("Note: this is a document. Really.", speakers=())] == [None, None]
+
+
+def test_code_is_cut_only_at_line_boundaries() -> None:
+    text = render(StoredMessage(id="x", source_id="c", seq=0, speaker="Ann", content=CODE + "\n" + INDENTED))
+    units = segment(text)
+    lines = text.split("\n")
+    code = [u for u in units if u.kind in ("code", "fence")]
+    assert texts(code) == ["```python", "def clean(x):", "    return x.strip()  # works. Really.", "```",
+                           "    pip install pyramind", "    pyramind serve --port 8000"]
+    for u in code:  # one whole line each (after the message's indentation), never two, never a part
+        assert u.line == u.end_line and lines[u.line] == u.lead + u.text
+    assert {u.block for u in code[:4]} == {0} and code[4].block is None
+    assert "Try it." in texts(units) and "Then open it." in texts(units)
+    # a chunk that starts inside a block reads its lines as code up to the closing fence
+    inside = segment("Ann: …\n      return x.strip()  # works. Really.\n  ```\n  Try it. Now.")
+    assert [(u.kind, u.text) for u in inside] == [("code", "    return x.strip()  # works. Really."),
+                                                  ("fence", "```"), ("sentence", "Try it."), ("sentence", "Now.")]
+
+
+def test_list_items_are_units() -> None:
+    units = segment(render(StoredMessage(id="x", source_id="c", seq=0, speaker="Ann", content=LIST)))
+    assert [(u.kind, u.text) for u in units] == [("sentence", "Plan:"), ("item", "- buy milk. And bread."),
+                                                 ("item", "- call Bob"), ("item", "1. pack"), ("item", "2. go")]
+
+
+# -------------------------------------------------------------------------------------------- leading fragment
+
+
+HEADER = r"(\[[^\]]+\] )?[^:\n]+: …"
+
+
+def _unmarked(text: str) -> str:
+    """The text less what complete_start adds: a header line `X: …` and a `… ` after a lead."""
+    lines = text.split("\n")
+    if re.fullmatch(HEADER, lines[0]):
+        lines = lines[1:]
+    return "\n".join(lines).replace(f"{ELISION} ", "", 1)
+
+
+def test_leading_fragment_is_completed_from_the_message() -> None:
+    changed = 0
+    for c in CHUNKS[1:]:
+        first = render(BY_ID[c.message_ids[0]])
+        for mode in ("sentence", "line"):
+            out = complete_start(c.text, first, mode=mode)  # type: ignore[arg-type]
+            # every line is a real line of the conversation, or its tail after `speaker: … `
+            for line in _unmarked(out).split("\n"):
+                tail = re.sub(r"^(\[[^\]]+\] )?[^:\n]+: ", "", line)
+                assert line in FULL or tail in FULL
+            # it starts at a unit of the conversation: never mid-word
+            first_unit = segment(out)[0]
+            pos = FULL.find(first_unit.text)
+            assert pos >= 0 and (pos == 0 or not FULL[pos - 1].isalnum())
+            # then the chunk's text follows, whole, less its broken characters and the partial lead (whitespace,
+            # a cut speaker prefix) before its first unit
+            chunk = c.text.strip(BROKEN)
+            assert any(out.endswith(chunk[j:]) for j in range(40)) and BROKEN not in out
+            changed += out != c.text
+    assert changed > len(CHUNKS)  # most chunks start mid-line (the overlap starts them anywhere), in both modes
+
+
+def test_leading_fragment_examples() -> None:
+    msg = "[2023-05-01 09:00] Ann: Hello there. We went to the aiseki restaurant that Ann liked. Nice.\n"
+    chunk = "seki restaurant that Ann liked. Nice.\nBob: Great!"
+    assert complete_start(chunk, msg) == (
+        "[2023-05-01 09:00] Ann: … We went to the aiseki restaurant that Ann liked. Nice.\nBob: Great!")
+    assert complete_start(chunk, msg, mode="line") == msg.rstrip("\n") + "\nBob: Great!"
+    # without the message the partial sentence is dropped, the speaker kept when known
+    assert complete_start(chunk, None, first_speaker="Ann") == "Ann: … Nice.\nBob: Great!"
+    assert complete_start(chunk) == "… Nice.\nBob: Great!"
+    assert complete_start("seki place\nBob: Great!", None, first_speaker="Ann") == "Bob: Great!"
+    # a chunk that starts exactly at a message (or a line) is not partial
+    assert complete_start(msg + "Bob: Great!", msg) == msg + "Bob: Great!"
+    assert complete_start("Bob: Great!", None) == "Bob: Great!"
+    code = render(StoredMessage(id="x", source_id="c", seq=0, speaker="Ann", content=CODE))
+    at_line = code[code.index("  def") :]
+    assert complete_start(at_line, code) == "Ann: …\n" + at_line
+    assert complete_start(at_line, None, first_speaker="Ann") == "Ann: …\n" + at_line
+    mid_code = code[code.index("ean(x)") :]
+    assert complete_start(mid_code, code) == "Ann: …\n  def clean(x):" + mid_code[len("ean(x):") :]
+    assert complete_start(mid_code, None, first_speaker="Ann").startswith("Ann: …\n      return x.strip()")
+    # a character cut by the token window is removed, never shown half
+    cut = "\ufffd司はとても美味しかったです。 ok."
+    sushi = "東京の寿司はとても美味しかったです。 ok."
+    assert complete_start(cut, f"Bob: {sushi}\n") == f"Bob: {sushi}"  # the sentence starts the line: no mark
+    assert complete_start(cut, f"Bob: Yes. {sushi}\n") == f"Bob: … {sushi}"
+    assert complete_start(cut, None, first_speaker="Bob") == "Bob: … ok."
+    assert complete_start("Ann: fine 😀\ufffd") == "Ann: fine 😀"
+    # the caller knows better than the guess: a partial line that looks like a speaker's is not one
+    assert complete_start("Note: whole line. Two.", None, partial=False) == "Note: whole line. Two."
+    assert complete_start("half line. Two.", None, partial=True, speakers=()) == "… Two."
+    assert complete_start("is this: a plan. Two.\nBob: ok", None, partial=True, first_speaker="Ann") == (
+        "Ann: … Two.\nBob: ok")
+    # a window that starts at a line break starts at the next line, whole
+    assert complete_start("\n  Try it.\nBob: ok", code) == "Ann: …\n  Try it.\nBob: ok"
+
+
+# ---------------------------------------------------------------------------------------------------- excerpts
+
+EXAMPLE = (
+    "[2023-05-07 10:00] Ann: We landed in Lisbon. The hotel was fine. The tram was late.\n"
+    "  ```python\n  def fare(n):\n      return 3 * n\n  ```\n"
+    "Bob: Sounds good. Did you eat?\n"
+    "Carol: The violin lesson is on Friday. It costs 40 euros. Bring the sheet music.\n"
+)
+
+
+def test_text_that_fits_comes_back_unchanged() -> None:
+    for c in CHUNKS:
+        e = excerpt(c.text, "violin lesson", count_tokens(c.text))
+        assert e.text == c.text and e.whole and e.kept == tuple(range(len(e.units)))
+    short = "Ann: hi there"
+    assert excerpt(short, "anything", 50).text == short
+
+
+def test_speaker_and_elision_marks() -> None:
+    e = excerpt(EXAMPLE, "How much does it cost?", 12)
+    assert e.text == "Carol: … It costs 40 euros. …"
+    e = excerpt(EXAMPLE, "violin lesson cost", 19)
+    assert e.text == "…\nCarol: The violin lesson is on Friday. It costs 40 euros. …"
+    e = excerpt(EXAMPLE, "hotel tram", 27)
+    assert e.text == "[2023-05-07 10:00] Ann: … The hotel was fine. The tram was late.\n  …"
+    e = excerpt(EXAMPLE, "Lisbon tram", 27)
+    assert e.text == "[2023-05-07 10:00] Ann: We landed in Lisbon. … The tram was late.\n  …"
+    # a code line comes with its fences; the speaker of a message whose first line is left out is shown
+    e = excerpt(EXAMPLE, "return fare", 36)
+    assert e.text == "[2023-05-07 10:00] Ann: …\n  ```python\n  def fare(n):\n      return 3 * n\n  ```\n…"
+    e = excerpt(EXAMPLE, "return fare", 32)  # a left-out code line is a line of its own
+    assert e.text == "[2023-05-07 10:00] Ann: …\n  ```python\n  def fare(n):\n  …\n  ```\n…"
+
+
+def test_query_rare_word_is_preferred_over_filler() -> None:
+    filler = " ".join(["We talked about the weather and the trip and the plans."] * 6)
+    text = f"Ann: {filler} My cello teacher moved to Porto. {filler}"
+    others = [f"Bob: the trip to {place} was long" for place in ("Rome", "Oslo", "Kyiv", "Lima", "Baku", "Riga")]
+    weights = term_weights([text, *others])  # over the request's candidates: "trip" is everywhere, "cello" rare
+    e = excerpt(text, "What did Ann say about the trip and her cello?", 30, weights=weights)
+    assert "My cello teacher moved to Porto." in e.text
+    assert weights[terms("cello")[0]] > weights[terms("trip")[0]]
+
+
+def test_a_date_or_number_the_query_names_wins_a_tie() -> None:
+    text = ("[2023-05-07 10:00] Ann: We met at the cafe. We met at the park.\n"
+            "[2023-06-02 10:00] Bob: We met at the museum. We met at the pier.")
+    assert "Bob:" in excerpt(text, "Where did we meet on 2 June 2023?", 25).text
+    assert "Ann:" in excerpt(text, "Where did we meet on May 7?", 25).text
+    nums = "Ann: Room 12 is small. Room 14 is big. Room 16 is cold."
+    assert excerpt(nums, "How is room 14?", 11).text == "Ann: … Room 14 is big. …"
+
+
+def test_score_override() -> None:
+    units = segment(EXAMPLE)
+    wanted = next(u.index for u in units if u.text == "Bring the sheet music.")
+    by_list = excerpt(EXAMPLE, "violin", 12, scores=[1.0 if u.index == wanted else 0.0 for u in units])
+    by_call = excerpt(EXAMPLE, "violin", 12, scores=lambda u: float(u.text.startswith("Bring")))
+    assert by_list.kept == by_call.kept and wanted in by_list.kept
+    with pytest.raises(ValueError, match="scores"):
+        excerpt(EXAMPLE, "violin", 12, scores=[1.0])
+    with pytest.raises(ValueError, match="budget"):
+        excerpt(EXAMPLE, "violin", -1)
+    assert excerpt(EXAMPLE, "violin", 0).text == ""
+
+
+QUERIES = st.lists(st.sampled_from(["violin", "lesson", "aiseki", "Python", "cost", "strip", "東京", "milk", "7 May",
+                                    "2023", "Bob", "naïve", "pip", "the", "what"]), max_size=4).map(" ".join)
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(i=st.integers(0, len(CHUNKS) - 1), budget=st.integers(0, 260), query=QUERIES, chunk=st.booleans())
+def test_budget_order_and_whole_units(i: int, budget: int, query: str, chunk: bool) -> None:
+    c = CHUNKS[i]
+    message = render(BY_ID[c.message_ids[0]]) if chunk else None
+    e = excerpt(c.text, query, budget, chunk=True, message=message, first_speaker=c.speakers[0])
+    assert e.tokens == count_tokens(e.text) <= budget
+    assert BROKEN not in e.text or (e.whole and BROKEN in e.source)
+    pos = 0
+    for k in e.kept:  # each kept unit whole, in the source's order
+        u = e.units[k]
+        found = e.text.find(u.text, pos)
+        assert found >= pos, (u.text, e.text)
+        pos = found + len(u.text)
+    assert list(e.kept) == sorted(e.kept)
+    # the marks belong to no unit: the excerpt segments into exactly the units it shows
+    assert fingerprints(e.text, first_speaker=c.speakers[0]) == e.fingerprints()
+    if e.whole or not e.text:
+        return
+    # every line of an excerpt: a speaker's (prefix), a message's later line (indented), or a mark
+    for line in e.text.split("\n"):
+        assert (re.match(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones): ", line) or line.startswith("  ")
+                or line in (ELISION, "")
+                or re.fullmatch(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones): …", line)), (line, e.text)
+    assert f"{ELISION} {ELISION}" not in e.text and f"{ELISION}\n{ELISION}" not in e.text  # one mark per gap
+
+
+# ------------------------------------------------------------------------------------------------------- dedup
+
+
+def test_fingerprints_fold_whitespace_and_keep_case() -> None:
+    assert normalise_line("  a  b\n   c ") == "a b c"
+    assert fingerprints("Ann: Hello  there.\n  Bye.") == fingerprints("Ann: Hello there. Bye.")
+    assert fingerprints("Ann: Hello there.") != fingerprints("Ann: hello there.")
+    assert fingerprints("Ann: Hello there.") != fingerprints("Bob: Hello there.")
+
+
+def test_overlap_between_consecutive_chunks_is_shown_once() -> None:
+    repeated = 0
+    for a, b in zip(CHUNKS, CHUNKS[1:], strict=False):
+        ta = complete_start(a.text, render(BY_ID[a.message_ids[0]]))
+        tb = complete_start(b.text, render(BY_ID[b.message_ids[0]]))
+        seen = fingerprints(ta)
+        repeated += len(fingerprints(tb) & seen)
+        kept = remove_seen(segment(tb), seen)
+        assert not {fingerprint(u) for u in kept} & seen
+        e = excerpt(tb, "violin", 10_000, seen=seen)
+        assert not e.fingerprints() & seen and e.tokens <= 10_000
+    assert repeated >= len(CHUNKS) // 2  # the overlap does repeat sentences, and they are recognised
+
+
+def test_an_excerpt_segments_into_the_units_it_shows() -> None:
+    for query, budget in [("hotel tram", 27), ("Lisbon tram", 27), ("return fare", 32), ("cost", 12), ("", 30)]:
+        e = excerpt(EXAMPLE, query, budget)
+        assert e.kept and fingerprints(e.text) == e.fingerprints()
+
+
+def test_recent_turn_text_matches_chunk_text() -> None:
+    m = MSGS[1]
+    recent = f"{m.speaker}: {' '.join(m.content.split())}"  # how /context renders a recent turn
+    assert fingerprints(render(m)) == fingerprints(recent)
+
+
+def test_terms_match_the_text_index_analysis() -> None:
+    from pyramind.datastore.retrieval import STOP_WORDS as INDEX_STOP_WORDS
+    from pyramind.datastore.text_index import _Vocabulary, words
+
+    assert STOP_WORDS == INDEX_STOP_WORDS
+    vocab = _Vocabulary()
+    text = "Running runners ran to Café Naïve; the violins, 2023 and x."
+    assert terms(text) == list(dict.fromkeys(vocab.stem(w) for w in words(text) if w not in STOP_WORDS))
