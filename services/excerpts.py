@@ -60,6 +60,7 @@ from typing import Literal
 import Stemmer
 
 from pyramind.services.chunking import CONTINUATION
+from pyramind.services.terms import STOP_WORDS
 from pyramind.services.tokens import count_tokens
 
 ELISION = "…"
@@ -407,14 +408,7 @@ def complete_start(chunk_text: str, message: str | None = None, *, first_speaker
 # -------------------------------------------------------------------------------------------------- closeness
 
 _WORD = re.compile(r"[^\W_]+")
-STOP_WORDS = frozenset(  # datastore/retrieval.STOP_WORDS (the query side of the text index); tested equal
-    "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
-    "these those i me my we our you your he him his she her they them their what which who whom whose do does "
-    "did done have has had not no so too very just can will would should could about into than then there here "
-    "when where why how all any both each more most other some such only own same also up down out over again "
-    "s t don doesn didn isn wasn am".split()
-)
-_STEM_MIN, _STEM_MAX = 3, 64  # bytes; shorter and longer words are not stemmed (datastore/text_index.py)
+_STEM_MIN, _STEM_MAX = 3, 64  # bytes; shorter and longer words are not stemmed (datastore/indexes/text.py)
 _STEMS: dict[str, str] = {}  # folded word -> stem, shared by threads; cleared past _STEMS_MAX words
 _STEMS_MAX = 200_000
 _local = threading.local()  # one PyStemmer object per thread

@@ -16,7 +16,6 @@ from pyramind.services.chunking import TokenStream, measure, plan_windows, rende
 from pyramind.services.excerpts import (
     BROKEN,
     ELISION,
-    STOP_WORDS,
     complete_start,
     excerpt,
     fingerprint,
@@ -366,10 +365,9 @@ def test_recent_turn_text_matches_chunk_text() -> None:
 
 
 def test_terms_match_the_text_index_analysis() -> None:
-    from pyramind.datastore.retrieval import STOP_WORDS as INDEX_STOP_WORDS
-    from pyramind.datastore.text_index import _Vocabulary, words
+    from pyramind.datastore.indexes.text import _Vocabulary, words
+    from pyramind.services.terms import STOP_WORDS
 
-    assert STOP_WORDS == INDEX_STOP_WORDS
     vocab = _Vocabulary()
     text = "Running runners ran to Café Naïve; the violins, 2023 and x."
     assert terms(text) == list(dict.fromkeys(vocab.stem(w) for w in words(text) if w not in STOP_WORDS))
