@@ -1,12 +1,13 @@
 """BEAM benchmark of the context block: how much of a probing question's evidence the /context block holds on
 BEAM's long chats, next to /query cut at the same budget.
 
-BEAM (Tavakoli et al. 2025, "Beyond a Million Tokens", github.com/mohammadtavakoli78/BEAM): chats of ~100k-120k
-tokens (~270-390 messages of ~300 tokens, five sessions months apart) with probing questions that name the
-messages holding their answer (`source_chat_ids`). The data is read from `--data` and never copied here.
+BEAM (Tavakoli et al. 2025, "Beyond a Million Tokens", github.com/mohammadtavakoli78/BEAM): long chats (the
+"100K" split's chats 11-20 hold 92k-180k cl100k tokens, 268-392 messages, five sessions weeks or months apart; user
+messages ~46 tokens, assistant answers ~810) with probing questions that name the messages holding their answer
+(`source_chat_ids`). The data is read from `--data` and never copied here.
 
-Run: `.venv/bin/python -m bench.beam --data PATH` (about 10 minutes for 10 chats on 2 cores with a cold
-embedding cache, ~4 with a warm one). Options:
+Run: `.venv/bin/python -m bench.beam --data PATH` (about 11 minutes for 10 chats on 2 cores with a cold
+embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes with a warm one). Options:
 - `--data PATH`: the BEAM repository root, or its `chats/100K` folder (`<n>/chat.json`,
   `<n>/probing_questions/probing_questions.json`). Required.
 - `--chats 11-20`: which chats, e.g. `11-20`, `1,3,5-7` (default 11-20, the development set).
@@ -26,12 +27,13 @@ A run on the default chats and budgets also writes the `beam` section of bench/R
    has its own date. BEAM's trailing annotation markers on user messages (`->-> 1,2`, also `->-> 1,5)` and
    `->-> 2,22, 24`) are stripped.
 2. Questions. Every probing question with `source_chat_ids` (a list of ids, or a dict of lists: flattened,
-   duplicates kept once) is asked after the chat (`now` = one minute after the last message); `abstention`
-   questions name none and are skipped. /context: `context_sync(ContextRequest(conversation_id, query=question,
-   budget_tokens=B, now, all_conversations=False, recent=False))`: the recent-turns section off, as a chat app
-   whose own window holds the last turns sends it, and as bench/context.py's `context` variant. /query:
-   `query_sync` (default mode, top_k 40, filtered to the conversation), the results' texts in rank order until
-   one does not fit the budget (as bench/metrics.py and bench/context.py cut).
+   duplicates kept once) is asked after the chat (`now` = one minute after the last message); questions that
+   name none (`abstention`; chat 18's two `summarization` questions have an empty list) are skipped.
+   /context: `context_sync(ContextRequest(conversation_id, query=question, budget_tokens=B, now,
+   all_conversations=False, recent=False))`: the recent-turns section off, as a chat app whose own window holds
+   the last turns sends it, and as bench/context.py's `context` variant. /query: `query_sync` (default mode,
+   top_k 40, filtered to the conversation), the results' texts in rank order until one does not fit the budget
+   (as bench/metrics.py and bench/context.py cut).
 3. Scoring. A question's score is the share of its evidence messages present in the text. A message is present
    when one of its *signature sentences* is inside the text, both with whitespace folded (runs of whitespace,
    line breaks included, become one space). Sentences: the content is split at line breaks and after `.`, `!`
@@ -39,8 +41,9 @@ A run on the default chats and budgets also writes the `beam` section of bench/R
    chat holds (as a substring, folded) are the message's signature. A message with no such sentence (BEAM
    repeats a few messages nearly verbatim) is present when its whole folded content is inside the text. A
    summary that keeps a sentence verbatim counts; a paraphrase, or a sentence cut between two chunks, does not.
-Per type (BEAM's keys) and overall (mean over questions), per budget, /context and /query; also where in the
-block the evidence was found (section), tokens per section, and ingest time per chat. Results: the `beam`
+Per type (BEAM's keys) and overall (mean over questions), per budget, /context and /query; also the share per
+speaker of the evidence message, the ceiling (evidence in /query's whole top 40), where in the block the evidence
+was found (section), tokens per section, and ingest time per chat. Results: the `beam`
 section of bench/RESULTS.md; every number in bench/out/beam.json.
 """
 
@@ -222,10 +225,16 @@ def present(folded_text: str, signature: Iterable[str]) -> bool:
     return any(s in folded_text for s in signature)
 
 
+def present_flags(text: str, evidence: Sequence[str], sigs: dict[str, tuple[str, ...]]) -> list[int]:
+    """1 or 0 per `evidence` message id: whether it is present in `text` (folded here)."""
+    folded = fold(text)
+    return [int(present(folded, sigs[e])) for e in evidence]
+
+
 def evidence_share(text: str, evidence: Sequence[str], sigs: dict[str, tuple[str, ...]]) -> float:
     """Share (0-1) of the `evidence` message ids present in `text` (folded here)."""
-    folded = fold(text)
-    return sum(present(folded, sigs[e]) for e in evidence) / len(evidence)
+    flags = present_flags(text, evidence, sigs)
+    return sum(flags) / len(flags)
 
 
 def block_sections(block: str) -> dict[str, str]:
@@ -300,6 +309,7 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
     section_tokens {budget: {section: tokens}}, context_items {budget: {section: [node ids]}},
     query_levels {budget: {level: items}}, truncated_items {budget: items}]}."""
     contents = {m.id: m.content for m in chat.messages}
+    roles = {m.id: m.speaker or "" for m in chat.messages}
     unique = unique_sentences(contents)
     sigs = {i: s or (fold(contents[i]),) for i, s in unique.items()}  # as signatures(), without a second pass
     store = open_chat_store(chat.number, embedder, folder)
@@ -325,16 +335,19 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
             if text not in token_cache:
                 token_cache[text] = count_tokens(text)
         record: dict = {"chat": chat.number, "type": q.type, "n_evidence": len(q.evidence),
+                        "roles": [roles[e] for e in q.evidence], "present": {v: {} for v in VARIANTS},
                         "scores": {v: {} for v in VARIANTS}, "found_in": {}, "section_tokens": {},
                         "query_levels": {}, "truncated_items": {}, "context_items": {},
                         "query_top_k": evidence_share("\n".join(t for t, _ in ranked), q.evidence, sigs)}
         for b in budgets:
             kept = cut_texts([(t, token_cache[t]) for t, _ in ranked], b)
-            record["scores"]["query"][b] = evidence_share("\n".join(kept), q.evidence, sigs)
-            record["query_levels"][b] = dict(Counter(f"L{lvl}" for _, lvl in ranked[:len(kept)]))
             ctx = ask_context(store, chat, q.text, b, now)
             assert ctx.tokens_used <= b, (ctx.tokens_used, b)
-            record["scores"]["context"][b] = evidence_share(ctx.context, q.evidence, sigs)
+            for variant, shown in (("query", "\n".join(kept)), ("context", ctx.context)):
+                flags = present_flags(shown, q.evidence, sigs)
+                record["present"][variant][b] = flags
+                record["scores"][variant][b] = sum(flags) / len(flags)
+            record["query_levels"][b] = dict(Counter(f"L{lvl}" for _, lvl in ranked[:len(kept)]))
             record["section_tokens"][b] = {s.name: s.tokens_used for s in ctx.sections if s.tokens_used}
             record["context_items"][b] = {s.name: [i.id for i in s.items] for s in ctx.sections if s.items}
             record["truncated_items"][b] = sum(len(i.text) > MAX_MEMORY_CHARS
@@ -353,7 +366,8 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
 
 def summarise(questions: list[dict], budgets: Sequence[int]) -> dict:
     """Means over questions: {"scores": {variant: {group: {budget: share}}}} with group "all" and each type,
-    "n_questions" / "n_evidence" per type, mean section tokens and found-in-section counts per budget."""
+    "n_questions" / "n_evidence" per type, "by_role" {variant: {speaker: {budget: share of the evidence messages
+    of that speaker present}}}, mean section tokens and found-in-section counts per budget."""
     types = [t for t in TYPES if any(q["type"] == t for q in questions)]
     types += sorted({q["type"] for q in questions} - set(types))
     scores: dict = {v: {} for v in VARIANTS}
@@ -363,6 +377,12 @@ def summarise(questions: list[dict], budgets: Sequence[int]) -> dict:
             scores[v][group] = {b: round(sum(q["scores"][v][b] for q in qs) / len(qs), 4) for b in budgets}
     top_k = {g: round(sum(q["query_top_k"] for q in questions if g in ("all", q["type"]))
                       / sum(g in ("all", q["type"]) for q in questions), 4) for g in ("all", *types)}
+    by_role: dict = {v: {} for v in VARIANTS}  # share of evidence messages present, per speaker of the message
+    for v in VARIANTS:
+        for role in sorted({r for q in questions for r in q["roles"]}):
+            flags = {b: [f for q in questions for f, r in zip(q["present"][v][b], q["roles"], strict=True) if r == role]
+                     for b in budgets}
+            by_role[v][role] = {b: round(sum(fs) / len(fs), 4) for b, fs in flags.items()}
     tokens: dict = {}
     found: dict = {}
     levels: dict = {}
@@ -383,6 +403,8 @@ def summarise(questions: list[dict], budgets: Sequence[int]) -> dict:
         "n_evidence_per_type": {t: sum(q["n_evidence"] for q in questions if q["type"] == t) for t in types},
         "scores": scores,
         "query_top_k": top_k,
+        "evidence_messages_per_role": dict(Counter(r for q in questions for r in q["roles"])),
+        "by_role": by_role,
         "context_mean_section_tokens": tokens,
         "context_evidence_found_in_section": found,
         "query_mean_items_per_level": levels,
@@ -413,7 +435,13 @@ def markdown(results: dict, command: str) -> str:
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     lines += ["", f"Ceiling: /query's whole top {TOP_K}, uncut, holds {s['query_top_k']['all']:.3f} of the evidence ("
               + ", ".join(f"{k} {v:.2f}" for k, v in s["query_top_k"].items() if k != "all") + ").",
-              "", "Where /context found the evidence (messages, summed over questions) and its mean tokens per "
+              "", "By who wrote the evidence message: the share of those messages present (all questions pooled), "
+              "/context / /query:", "", "| speaker (evidence messages) | " + " | ".join(f"@{b}" for b in budgets)
+              + " |", "| --- " * (1 + len(budgets)) + "|"]
+    for role, n in s["evidence_messages_per_role"].items():
+        ctx, qry = s["by_role"]["context"][role], s["by_role"]["query"][role]
+        lines.append(f"| {role} ({n}) | " + " | ".join(f"{ctx[b]:.3f} / {qry[b]:.3f}" for b in budgets) + " |")
+    lines += ["", "Where /context found the evidence (messages, summed over questions) and its mean tokens per "
               "section:", ""]
     for b in budgets:
         lines.append(f"- @{b}: found in " + (", ".join(f"{k} {n}" for k, n in

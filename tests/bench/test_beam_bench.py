@@ -91,7 +91,9 @@ def test_cut_sections_and_chats() -> None:
 
 def test_summary_and_markdown_per_type_and_budget() -> None:
     def q(kind: str, ctx: float, query: float) -> dict:
-        return {"type": kind, "n_evidence": 2, "scores": {"context": {250: ctx}, "query": {250: query}},
+        return {"type": kind, "n_evidence": 2, "roles": ["user", "assistant"],
+                "present": {"context": {250: [int(ctx > 0), int(ctx > 0.5)]}, "query": {250: [1, 0]}},
+                "scores": {"context": {250: ctx}, "query": {250: query}},
                 "query_top_k": 1.0, "found_in": {250: {"Relevant memories": 1}},
                 "section_tokens": {250: {"relevant": 200}}, "query_levels": {250: {"L1": 1}},
                 "truncated_items": {250: 0}}
@@ -99,12 +101,15 @@ def test_summary_and_markdown_per_type_and_budget() -> None:
     s = beam.summarise([q("summarization", 0.0, 0.5), q("event_ordering", 1.0, 0.5)], [250])
     assert s["scores"]["context"]["all"][250] == 0.5 and s["scores"]["query"]["summarization"][250] == 0.5
     assert s["n_per_type"] == {"event_ordering": 1, "summarization": 1}
+    assert s["by_role"]["query"] == {"assistant": {250: 0.0}, "user": {250: 1.0}}
+    assert s["by_role"]["context"]["assistant"][250] == 0.5
     results = {"budgets": [250], "chats_spec": "3", "summary": s, "questions_s": 1.0,
                "chats": {3: {"messages": 6, "tokens": 90, "store": {"L1": 1}, "ingest_s": 0.1, "embedded_texts": 2,
                              "embed_s": 0.0}}}
     md = beam.markdown(results, "cmd")
     assert "| event_ordering (1, 2) | 1.000 / 0.500 |" in md
     assert "| **overall** (2, 4) | **0.500 / 0.500** |" in md
+    assert "| user (2) | 0.500 / 1.000 |" in md
 
 
 def test_run_chat_end_to_end_on_a_real_store(tmp_path: Path, embedder: LocalEmbedder) -> None:
