@@ -6,7 +6,7 @@ BEAM (Tavakoli et al. 2025, "Beyond a Million Tokens", github.com/mohammadtavako
 messages ~46 tokens, assistant answers ~810) with probing questions that name the messages holding their answer
 (`source_chat_ids`). The data is read from `--data` and never copied here.
 
-Run: `.venv/bin/python -m bench.beam --data PATH` (about 11 minutes for 10 chats on 2 cores with a cold
+Run: `.venv/bin/python -m bench.beam --data PATH` (about 10 minutes for 10 chats on 2 cores with a cold
 embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes with a warm one). Options:
 - `--data PATH`: the BEAM repository root, or its `chats/100K` folder (`<n>/chat.json`,
   `<n>/probing_questions/probing_questions.json`). Required.
