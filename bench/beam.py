@@ -62,7 +62,7 @@ from pathlib import Path
 from bench import common
 from bench.cache import CachingEmbedder
 from bench.meters import CountingEmbedder
-from pyramind.datastore.providers.local import LocalDataStore
+from pyramind.datastore.memory import Memory
 from pyramind.models.api import Message, Query, QueryFilter, RememberRequest
 from pyramind.models.context import ContextRequest, ContextResponse
 from pyramind.services.embedding import Embedder, LocalEmbedder
@@ -260,29 +260,29 @@ def cut_texts(results: Sequence[tuple[str, int]], budget: int) -> list[str]:
 # ---------------------------------------------------------------- the store calls (all of them are here)
 
 
-def open_chat_store(number: int, embedder: Embedder, folder: Path = DIR) -> LocalDataStore:
+def open_chat_store(number: int, embedder: Embedder, folder: Path = DIR) -> Memory:
     """A fresh tree store (default settings) at `folder`/chat-<n>.db (by default under bench/out/beam)."""
     folder.mkdir(parents=True, exist_ok=True)
     return common.open_store(common.bench_settings(folder / f"chat-{number}.db"), embedder)
 
 
-def remember(store: LocalDataStore, chat: Chat) -> dict[str, int]:
+def remember(store: Memory, chat: Chat) -> dict[str, int]:
     """Remember the chat, one call per session (batch); returns the store's counts (sources, messages, L1...)."""
     for session in chat.sessions:
-        store.remember_sync(NS, RememberRequest(conversation_id=chat.conversation_id, messages=session))
-    return store.stats(NS)
+        store.writer.remember(NS, RememberRequest(conversation_id=chat.conversation_id, messages=session))
+    return store.storage.counts(NS)
 
 
-def ask_context(store: LocalDataStore, chat: Chat, question: str, budget: int, now: datetime) -> ContextResponse:
+def ask_context(store: Memory, chat: Chat, question: str, budget: int, now: datetime) -> ContextResponse:
     """The /context block for `question` at `budget` tokens, recent turns off, this conversation only."""
-    return store.context_sync(NS, ContextRequest(conversation_id=chat.conversation_id, query=question,
+    return store.context.assemble(NS, ContextRequest(conversation_id=chat.conversation_id, query=question,
                                                  budget_tokens=budget, now=now, all_conversations=False,
                                                  recent=False))
 
 
-def ask_query(store: LocalDataStore, chat: Chat, question: str) -> list[tuple[str, int]]:
+def ask_query(store: Memory, chat: Chat, question: str) -> list[tuple[str, int]]:
     """/query (default mode, top TOP_K, this conversation): `(text, level)` in rank order."""
-    res = store.query_sync(NS, [Query(query=question, top_k=TOP_K,
+    res = store.reader.query(NS, [Query(query=question, top_k=TOP_K,
                                       filter=QueryFilter(conversation_id=chat.conversation_id))])
     return [(r.text, r.level) for r in res.results[0].results]
 
@@ -308,8 +308,8 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
     query_top_k (the share in all TOP_K results, uncut), found_in {budget: {section: messages}},
     section_tokens {budget: {section: tokens}}, context_items {budget: {section: [node ids]}},
     query_levels {budget: {level: items}}, truncated_items {budget: items}]}."""
-    contents = {m.id: m.content for m in chat.messages}
-    roles = {m.id: m.speaker or "" for m in chat.messages}
+    contents = {str(m.id): m.content for m in chat.messages}
+    roles = {str(m.id): m.speaker or "" for m in chat.messages}
     unique = unique_sentences(contents)
     sigs = {i: s or (fold(contents[i]),) for i, s in unique.items()}  # as signatures(), without a second pass
     store = open_chat_store(chat.number, embedder, folder)

@@ -66,7 +66,7 @@ def test_load_chat_maps_batches_ids_times_and_questions(tmp_path: Path) -> None:
 
 def test_a_message_counts_only_by_a_sentence_no_other_message_holds(tmp_path: Path) -> None:
     chat = beam.load_chat(beam.chats_folder(write_chat(tmp_path)), 3)
-    sigs = beam.signatures({m.id: m.content for m in chat.messages})
+    sigs = beam.signatures({str(m.id): m.content for m in chat.messages})
     assert sigs["0"] == (UNIQUE,)  # "Hi." is under 40 characters
     # message 2's only long sentence is also in message 3: it has no unique sentence, so its whole text decides
     assert sigs["2"] == (f"{SHARED} Thanks.",)
