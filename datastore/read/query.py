@@ -55,8 +55,8 @@ class Reader:
         their `namespace`, and are merged best first to top_k (a hybrid score is normalised within its own
         namespace, so the merge interleaves each namespace's best). Visits are recorded in `ns` only (a granted
         namespace is never written). Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K,
-        MAX_QUERY_CHARS) is exceeded, NotFoundError (`queries[i].filter.conversation_id` / `.document_id`) when
-        a filter names a source none of the namespaces holds, before any work.
+        MAX_QUERY_CHARS) is exceeded, NotFoundError (`queries[i].filter.conversation_id`) when a filter names a
+        conversation none of the namespaces holds, before any work.
         """
         s = self.settings
         if len(queries) > s.max_queries:
@@ -69,11 +69,11 @@ class Reader:
             if q.top_k > s.max_top_k:
                 raise InvalidRequestError(f"top_k must be at most {s.max_top_k} (MAX_TOP_K)", f"queries[{i}].top_k")
         searched = list(namespaces) if namespaces is not None else [ns]
-        for i, q in enumerate(queries):  # a filter on an unknown source is a 404 naming it, not an empty answer
-            for kind, sid in (("conversation", q.filter.conversation_id if q.filter else None),
-                              ("document", q.filter.document_id if q.filter else None)):
-                if sid is not None and not any(_holds(self.storage, n, kind, sid) for n in searched):
-                    raise NotFoundError(f"no {kind} {sid!r} in {_where(searched)}", f"queries[{i}].filter.{kind}_id")
+        for i, q in enumerate(queries):  # a filter on an unknown conversation is a 404 naming it, not []
+            cid = q.filter.conversation_id if q.filter else None
+            if cid is not None and not any(_holds(self.storage, n, "conversation", cid) for n in searched):
+                raise NotFoundError(f"no conversation {cid!r} in {_where(searched)}",
+                                    f"queries[{i}].filter.conversation_id")
         vectors = self.embedder.embed([q.query for q in queries])
         out, visited = [], []
         for q, vector in zip(queries, vectors, strict=True):
