@@ -77,7 +77,7 @@ class Memory:
         self.describer = Describer(storage)
         self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks)
         self.context = ContextAssembler(settings, storage, embedder, self.reader, self.core, self.visits)
-        self.forks = Forks(storage)
+        self.forks = Forks(storage, self.deleter)
         self.sessions = Sessions(storage)
         self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)
         self.steps = IndexSteps(settings, storage, builder, locks)

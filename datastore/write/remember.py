@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any
 
 from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.read.lineage import chunk_from, stream_messages
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
 from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
@@ -198,7 +199,8 @@ class Writer:
                 known = storage.known_message_ids(ns, source_id, [m[0] for m in incoming])
             fresh = [m for m in incoming if m[0] not in known]
             skipped = [m[0] for m in incoming if m[0] in known]
-            frontier = Frontier.from_nodes(storage.frontier(ns, source_id)) if state.version else Frontier()
+            base = chunk_from(state.metadata)
+            frontier = Frontier.from_nodes(storage.frontier(ns, source_id) if state.version else [], base)
             last_l1 = frontier.last.get(1)
             chunked_to = last_l1.tok_end if last_l1 else 0
             if not fresh and (chunked_to >= state.n_tokens or not index):
@@ -209,7 +211,8 @@ class Writer:
                               speaker=who, content=content, created_at=created_at)
                 for i, (mid, who, content, created_at) in enumerate(fresh)
             ]
-            last = storage.messages(ns, source_id, state.n_tokens - 1) if state.n_tokens else []
+            # the message before them: the source's last, or for a new fork its parent's fork message
+            last = stream_messages(storage, ns, source_id, state.n_tokens - 1) if state.n_tokens else []
             assign_sessions(stored, last[-1] if last else None, sessions or {}, self.settings.session_gap_hours)
             offset = measure(stored, last[-1].created_at if last else None, state.n_tokens)
             source = SourceRow(
@@ -221,7 +224,7 @@ class Writer:
                 storage.commit(ns, backlog, version)
                 return Extended(skipped=skipped, pending=[m.id for m in stored])
             start = builder.chunk_start(frontier)
-            prior = storage.messages(ns, source_id, start) if start < state.n_tokens else []
+            prior = stream_messages(storage, ns, source_id, start) if start < state.n_tokens else []
             open_chunk = frontier.open_chunk
             try:
                 chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)

@@ -96,6 +96,21 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
         list(read(path))
 
 
+def test_an_imported_branch_sees_the_messages_before_it_departs(tmp_path: Path) -> None:
+    """Issue 19, item 1: the regenerated answer a1 is a fork of chat-1 after u1, whose one chunk straddles that
+    point; the branch sees u1 (the question it answers) and never the main path's later a1b and u2."""
+    e = env(tmp_path)
+    assert runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=e).exit_code == 0
+    r = runner.invoke(app, ["query", "passport expires March 2027 regenerated", "--conversation-id", "chat-1~a1",
+                            "--json", "-k", "10"], env=e)
+    assert r.exit_code == 0, r.output
+    results = json.loads(r.stdout)["results"][0]["results"]
+    seen = {m for x in results for m in x["message_ids"]}
+    assert seen == {"u1", "a1"}
+    assert any("Remind me: my passport" in x["text"] for x in results)
+    assert not any("Noted:" in x["text"] or "Thanks!" in x["text"] for x in results)
+
+
 def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path) -> None:
     path = tmp_path / "msgs.jsonl"
     path.write_text('{"conversation_id": "a", "speaker": "Ann", "content": "hi"}\n'
