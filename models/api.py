@@ -121,6 +121,11 @@ class RememberRequest(BaseModel):
 
     conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
                                         description="Conversation to append to; omit to start a new one.")
+    title: Name | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="The conversation's title, kept when it has none yet (a later one does not replace it); "
+        "listed by GET /conversations.",
+    )
     messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
     session_id: str | None = Field(
         default=None, min_length=1, max_length=256,

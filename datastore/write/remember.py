@@ -64,6 +64,8 @@ class Writer:
         index=False (what `accept` does): store the messages in one transaction and build nothing; they are all
         `pending_message_ids` until the background indexer chunks and embeds them.
 
+        `req.title` is kept as the conversation's title (source metadata `title`) when it has none yet.
+
         Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
         summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
         indexed because the embedder failed (`pending_message_ids`; indexed by the next call or retry_pending).
@@ -93,7 +95,8 @@ class Writer:
             session = m.session_id or req.session_id
             if session:
                 sessions[mid] = session
-        done = self.extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions)
+        done = self.extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions,
+                           title=req.title)
         return RememberResponse(
             conversation_id=conversation_id,
             chunk_ids=done.created,
@@ -172,6 +175,7 @@ class Writer:
         metadata: dict[str, Any] | None = None,
         index: bool = True,
         sessions: dict[str, str] | None = None,
+        title: str | None = None,
     ) -> Extended:
         """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See `remember`.
 
@@ -180,6 +184,7 @@ class Writer:
         the next call on the source, or `retry_pending`, builds their chunks and summaries. index=False: only
         store the new messages (one transaction), leaving them as backlog for the background indexer.
         final: the source is complete (a document). replace: the source's messages and nodes are replaced.
+        title: stored in the source's metadata when it has no title yet (with the first messages it stores).
         Raises InvalidRequestError (the id names the other kind of source), ConflictError (other writers kept
         committing), EmbeddingError/SummaryError (a backlog retry failed again).
         """
@@ -215,9 +220,12 @@ class Writer:
             last = stream_messages(storage, ns, source_id, state.n_tokens - 1) if state.n_tokens else []
             assign_sessions(stored, last[-1] if last else None, sessions or {}, self.settings.session_gap_hours)
             offset = measure(stored, last[-1].created_at if last else None, state.n_tokens)
+            kept = state.metadata
+            if title and stored and not kept.get("title"):
+                kept = {**kept, "title": title}
             source = SourceRow(
                 source_id, source_type, version + 1, n_messages=state.n_messages + len(stored), n_tokens=offset,
-                max_seq=stored[-1].seq if stored else state.max_seq, metadata=state.metadata,
+                max_seq=stored[-1].seq if stored else state.max_seq, metadata=kept,
             )
             backlog = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
             if not index:  # store now, index later: the messages are the backlog of the background indexer
