@@ -121,6 +121,7 @@ class Listing:
         page, more = msgs[:limit], len(msgs) > limit
         return MessageList(
             messages=[MessageView(id=m.id, conversation_id=m.source_id, source_type=m.source_type, seq=m.seq,
-                                  speaker=m.speaker, content=m.content, created_at=m.created_at) for m in page],
+                                  speaker=m.speaker, content=m.content, created_at=m.created_at,
+                                  session_id=m.session_id) for m in page],
             next_cursor=_encode("t", str(page[-1].tok_offset + page[-1].n_tokens)) if more and page else None,
         )

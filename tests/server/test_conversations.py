@@ -112,3 +112,18 @@ async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None
     r = await client.post("/remember", json={"conversation_id": "t3", "title": "two\nlines", "messages": [first]},
                           headers=AUTH)
     assert r.status_code == 422 and is_error(await r.get_json(), field="title")
+
+
+async def test_listed_messages_carry_their_session(client) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 8b: every stored message has its session_id, and the message listing says it."""
+    first = [{"id": "a", "speaker": "Ann", "content": "Hello.", "created_at": "2024-05-01T09:00:00Z"},
+             {"id": "b", "speaker": "Bob", "content": "Hi.", "created_at": "2024-05-01T09:01:00Z",
+              "session_id": "aside"}]
+    r = await client.post("/remember", json={"conversation_id": "s", "session_id": "kickoff", "wait": True,
+                                              "messages": first}, headers=AUTH)
+    assert r.status_code == 200
+    r = await client.post("/remember", json={"conversation_id": "s", "wait": True, "messages": [
+        {"id": "c", "speaker": "Ann", "content": "A day later.", "created_at": "2024-05-02T09:00:00Z"}]}, headers=AUTH)
+    body = await (await client.get("/conversations/s/messages", headers=AUTH)).get_json()
+    assert [(m["id"], m["session_id"]) for m in body["messages"]] == [
+        ("a", "kickoff"), ("b", "aside"), ("c", "s-2024-05-02T09:00:00Z")]
