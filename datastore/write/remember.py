@@ -66,9 +66,11 @@ class Writer:
 
         `req.title` is kept as the conversation's title (source metadata `title`) when it has none yet.
 
-        Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
-        summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
-        indexed because the embedder failed (`pending_message_ids`; indexed by the next call or retry_pending).
+        Returns the conversation id (new when not given), the id of each message in call order (`message_ids`;
+        a message without an id gets a new one, so resending it without one stores it again), the L1 chunks
+        created and the open chunk extended, the summaries created, the message ids skipped as already
+        remembered, and the message ids stored but not yet indexed because the embedder failed
+        (`pending_message_ids`; indexed by the next call or retry_pending).
         Raises InvalidRequestError (a limit, or the id names a document): nothing is written then.
         """
         s = self.settings
@@ -85,8 +87,8 @@ class Writer:
         seen: set[str] = set()
         repeated: list[str] = []
         sessions: dict[str, str] = {}
-        for m in req.messages:
-            mid = m.id or uuid.uuid4().hex
+        ids = [m.id or uuid.uuid4().hex for m in req.messages]  # without an id, a message is new each time
+        for m, mid in zip(req.messages, ids, strict=True):
             if mid in seen:
                 repeated.append(mid)  # a repeat within the call is skipped, and said so
                 continue
@@ -99,6 +101,7 @@ class Writer:
                            title=req.title)
         return RememberResponse(
             conversation_id=conversation_id,
+            message_ids=ids,
             chunk_ids=done.created,
             updated_chunk_ids=done.updated,
             summary_ids=done.summaries,

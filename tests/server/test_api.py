@@ -140,3 +140,28 @@ async def test_bad_requests_get_one_error_shape_and_change_nothing(  # type: ign
     assert r.content_type.startswith("application/json")
     assert is_error(await r.get_json(), code, field)
     assert store.storage.counts("default") == before
+
+
+async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(client) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 8c: a message sent without `id` is a new message each time (two people may well say the
+    same thing twice); the answer's `message_ids` names each message of the call (given or generated, in order),
+    so a client that resends with them changes nothing."""
+    turns = [{"speaker": "Ann", "content": "Book the tram tour."}, {"speaker": "Bob", "content": "Booked."}]
+    for wait in (True, False):
+        cid = f"resend-{wait}"
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait, "messages": turns},
+                              headers=AUTH)
+        first = await r.get_json()
+        assert len(first["message_ids"]) == 2 and len(set(first["message_ids"])) == 2
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait, "messages": turns},
+                              headers=AUTH)
+        again = await r.get_json()
+        assert set(again["message_ids"]).isdisjoint(first["message_ids"]) and again["skipped_message_ids"] == []
+        with_ids = [{**t, "id": i} for t, i in zip(turns, first["message_ids"], strict=True)]
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait, "messages": with_ids},
+                              headers=AUTH)
+        safe = await r.get_json()
+        assert r.status_code == 200 and safe["message_ids"] == first["message_ids"]
+        assert safe["skipped_message_ids"] == first["message_ids"] and safe["pending_message_ids"] == []
+        listed = (await (await client.get(f"/conversations/{cid}/messages", headers=AUTH)).get_json())["messages"]
+        assert [m["id"] for m in listed] == first["message_ids"] + again["message_ids"]
