@@ -436,3 +436,35 @@ def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, n
         assert seen == {f"m-{i}" for i in range(last + 1)}, cid
     hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="new")
     assert {m for h in hits for m in h.message_ids if m.startswith("o-")} == {f"o-{i}" for i in range(6)}
+
+
+# ---------------------------------------------------------------------- messages in time order
+def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) -> None:
+    """Issue 19, item 8a, on every provider: a message whose created_at is earlier than the conversation's
+    latest (one re-remembered after its deletion) is inserted in time order, inline or through the background
+    steps, and the tree is rebuilt from there: it ends exactly as if everything had been remembered in order at
+    once, forks included."""
+    from pyramind.models.api import DeleteRequest
+    from tests.invariants import check_tree
+
+    s = ds.settings
+    msgs = conversation(("Ann", "Bob"), 40, start=T0)
+    ds.writer.remember(ns, RememberRequest(conversation_id="ref", messages=msgs))
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    ds.forks.fork(ns, "c", "m-20", "f")
+    ds.deleter.delete(ns, DeleteRequest(ids=["m-5", "m-33", "m-34"], conversation_id="c"))
+
+    def tree(cid: str) -> list[tuple]:
+        return [(n.level, n.position, n.text, n.message_ids, n.sealed, n.session_ids)
+                for n in ds.storage.source_nodes(ns, cid)]
+
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=[msgs[33], msgs[34]]))  # inline
+    ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=[msgs[5]]))  # stored now, indexed later
+    assert [m.id for m in ds.storage.messages(ns, "c")] == [m.id for m in msgs]
+    ds.steps.backlog()
+    assert [(m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "c")] == [
+        (m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "ref")]
+    assert tree("c") == tree("ref")
+    check_tree(ds.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="f")
+    assert {m for h in hits for m in h.message_ids} == {f"m-{i}" for i in range(21)}  # the fork sees m-5 again

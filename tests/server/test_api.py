@@ -165,3 +165,35 @@ async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(cli
         assert safe["skipped_message_ids"] == first["message_ids"] and safe["pending_message_ids"] == []
         listed = (await (await client.get(f"/conversations/{cid}/messages", headers=AUTH)).get_json())["messages"]
         assert [m["id"] for m in listed] == first["message_ids"] + again["message_ids"]
+
+
+async def test_a_message_remembered_late_takes_its_place_by_time(client, store) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 8a: a message re-remembered after its deletion (or any message older than the
+    conversation's latest) is inserted by `created_at`, not appended after newer ones, with or without wait."""
+    from tests.invariants import check_tree
+
+    def turn(i: int) -> dict:
+        return {"id": f"t{i}", "speaker": "Ann" if i % 2 else "Bob", "created_at": f"2024-06-01T10:{i:02d}:00Z",
+                "content": f"Turn {i} of the planning talk: the budget line number {i} is settled."}
+
+    s = store.settings
+    for wait in (True, False):
+        cid = f"late-{wait}"
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": True,
+                                                  "messages": [turn(i) for i in range(30)]}, headers=AUTH)
+        assert r.status_code == 200
+        r = await client.delete("/delete", json={"ids": ["t7", "t20"], "conversation_id": cid}, headers=AUTH)
+        assert r.status_code == 200
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait,
+                                                  "messages": [turn(7), turn(20)]}, headers=AUTH)
+        assert r.status_code == (200 if wait else 202), await r.get_json()
+        if not wait:
+            store.steps.backlog()  # what the background indexer does
+        listed = (await (await client.get(f"/conversations/{cid}/messages", headers=AUTH)).get_json())["messages"]
+        assert [m["id"] for m in listed] == [f"t{i}" for i in range(30)]
+        assert [m["seq"] for m in listed] == list(range(30))
+        r = await client.post("/query", json={"queries": [{"query": "Turn 7 of the planning talk", "top_k": 1,
+                                                           "filter": {"conversation_id": cid}}]}, headers=AUTH)
+        hit = (await r.get_json())["results"][0]["results"][0]
+        assert "t7" in hit["message_ids"] and hit["text"].index("Turn 6 ") < hit["text"].index("Turn 7 ")
+        check_tree(store.storage.source_nodes("default", cid), s.chunk_size, s.chunk_overlap, s.fan_out)
