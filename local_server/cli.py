@@ -1,4 +1,5 @@
-"""The `pyramind` command: serve, mcp, import, query, show, stats, openapi. Thin callers of the app and the store."""
+"""The `pyramind` command: serve, mcp, import, query, show, stats, conversations, openapi. Thin callers of the app
+and the store."""
 
 from __future__ import annotations
 
@@ -130,7 +131,7 @@ def import_(
                 if b.fork is not None and store.storage.get_source(namespace, b.conversation_id) is None:
                     store.forks.fork(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
                 r = store.writer.remember(namespace, RememberRequest(conversation_id=b.conversation_id,
-                                                                   messages=b.messages))
+                                                                   messages=b.messages, title=b.title))
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)
                 summaries += len(r.summary_ids)
@@ -223,6 +224,37 @@ def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
         console.print_json(json.dumps(store.storage.counts(namespace)))
     finally:
         store.close()
+
+
+@app.command()
+def conversations(
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the listing's JSON (GET /conversations).")] = False,
+    db: Db = None,
+) -> None:
+    """List the namespace's conversations and documents: id, title, messages, first and last message time."""
+    store = _store(_settings(db))
+    try:
+        sources, cursor = [], None
+        while True:  # every page of the listing (GET /conversations), in id order
+            page = store.listing.sources(namespace, 100, cursor)
+            sources += page.conversations
+            if page.next_cursor is None:
+                break
+            cursor = page.next_cursor
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(json.dumps([s.model_dump(mode="json", exclude={"metadata"}) for s in sources]))
+        return
+    table = Table("id", "title", "messages", "from", "to", title=f"{namespace}: {len(sources)} conversations "
+                  "and documents")
+    for s in sources:
+        kind = "" if s.source_type == "conversation" else f" ({s.source_type})"
+        table.add_row(s.id + kind, s.title or "", str(s.message_count),
+                      f"{s.start_time:%Y-%m-%d %H:%M}" if s.start_time else "",
+                      f"{s.end_time:%Y-%m-%d %H:%M}" if s.end_time else "")
+    console.print(table)
 
 
 @app.command()

@@ -89,7 +89,8 @@ class Message(BaseModel):
     model_config = Strict
 
     id: str | None = Field(default=None, min_length=1, max_length=256,
-                           description="Stable message id; resending it changes nothing.")
+                           description="Stable message id; resending it changes nothing. Without one, a message is "
+                           "new each time it is sent (its generated id is in the answer's message_ids).")
     speaker: Name | None = Field(default=None, min_length=1, max_length=128,
                                  description="Who said it, e.g. 'Caroline'.")
     role: Name | None = Field(default=None, min_length=1, max_length=64,
@@ -121,6 +122,11 @@ class RememberRequest(BaseModel):
 
     conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
                                         description="Conversation to append to; omit to start a new one.")
+    title: Name | None = Field(
+        default=None, min_length=1, max_length=256,
+        description="The conversation's title, kept when it has none yet (a later one does not replace it); "
+        "listed by GET /conversations.",
+    )
     messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
     session_id: str | None = Field(
         default=None, min_length=1, max_length=256,
@@ -138,6 +144,11 @@ class RememberResponse(BaseModel):
     """What a remember call stored."""
 
     conversation_id: str = Field(description="The conversation the messages were added to.")
+    message_ids: list[str] = Field(
+        default_factory=list,
+        description="The id of each message of the call, in order: given, or generated for one sent without; "
+        "resend with these ids to change nothing.",
+    )
     chunk_ids: list[str] = Field(description="L1 chunks created by this call.")
     updated_chunk_ids: list[str] = Field(description="Open L1 chunks this call extended.")
     summary_ids: list[str] = Field(description="Summaries (level >= 2) created by this call.")

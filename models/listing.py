@@ -84,6 +84,9 @@ class MessageView(BaseModel):
     )
     content: str = Field(description="The message text as remembered.")
     created_at: datetime | None = Field(description="ISO 8601 UTC time it was sent; null: untimed.")
+    session_id: str | None = Field(
+        default=None, description="Its session (given, or inferred from time gaps); null for a document."
+    )
 
 
 class MessageList(BaseModel):

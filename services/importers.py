@@ -22,11 +22,13 @@ BATCH = 200
 @dataclass
 class Batch:
     """Messages to remember together; `fork` (parent conversation id, message id): the conversation is a branch
-    to create with `fork_sync` before its first batch."""
+    to create with `Forks.fork` before its first batch; `title`: the conversation's title, when the file has one
+    (remembered with the batch: RememberRequest.title)."""
 
     conversation_id: str
     messages: list[Message]
     fork: tuple[str, str] | None = None
+    title: str | None = None
 
 
 def detect_format(path: Path) -> Format:
@@ -86,13 +88,19 @@ def read_chatgpt(path: Path) -> Iterator[Batch]:
     it departs from, named `<conversation id>~<first node id>`, at the last message before it departs (its
     first batch carries `fork`); a branch departing before any message is a conversation of its own. A branch
     follows its latest child; its other children branch again. User and assistant text only, in slices of
-    BATCH messages. Raises ValueError naming the conversation and node for a malformed or cyclic mapping."""
+    BATCH messages. Every batch carries the conversation's `title` (its branches' too; line breaks and
+    surrounding spaces collapsed, at most 256 characters). Raises ValueError naming the conversation and node for
+    a malformed or cyclic mapping."""
     for conv in json.loads(path.read_text(encoding="utf-8")):
         cid = conv.get("conversation_id") or conv.get("id")
         mapping = conv.get("mapping") or {}
         if not cid or not mapping:
             continue
-        yield from _chatgpt_branches(path, str(cid), mapping, conv.get("current_node"))
+        title = conv.get("title")
+        name = " ".join(title.split())[:256] if isinstance(title, str) else ""
+        for batch in _chatgpt_branches(path, str(cid), mapping, conv.get("current_node")):
+            batch.title = name or None
+            yield batch
 
 
 def _chatgpt_message(node: dict[str, Any]) -> Message | None:

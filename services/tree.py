@@ -67,25 +67,29 @@ def chunk_nodes(
 @dataclass
 class Frontier:
     """What the roll-up needs of a stored source, per level: the sealed nodes not yet summarised (in order),
-    the number of nodes, and the last node (its text is the context of the next summary one level up)."""
+    the number of nodes, and the last node (its text is the context of the next summary one level up).
+    `base`: the token offset where the source's first chunk starts (0; a fork's own chunks start where what it
+    inherits ends, datastore/read/lineage.py)."""
 
     pending: dict[int, list[MemoryNode]] = field(default_factory=dict)
     counts: dict[int, int] = field(default_factory=dict)
     last: dict[int, MemoryNode] = field(default_factory=dict)
     open_chunk: MemoryNode | None = None
+    base: int = 0
 
     def chunk_start(self, overlap: int) -> int:
         """Token offset where chunking resumes: the open chunk's start (it is re-cut with what follows), else
-        `overlap` tokens before the last chunk's end, else 0."""
+        `overlap` tokens before the last chunk's end, else `base`."""
         last = self.last.get(1)
         if self.open_chunk is not None:
             return self.open_chunk.tok_start
-        return last.tok_end - overlap if last is not None else 0
+        return last.tok_end - overlap if last is not None else self.base
 
     @classmethod
-    def from_nodes(cls, nodes: Iterable[MemoryNode]) -> Frontier:
-        """From the unparented nodes and the last node of each level (what providers' `_frontier` returns)."""
-        f = cls()
+    def from_nodes(cls, nodes: Iterable[MemoryNode], base: int = 0) -> Frontier:
+        """From the unparented nodes and the last node of each level (what providers' `_frontier` returns);
+        `base`: see the class docstring."""
+        f = cls(base=base)
         unique = {n.id: n for n in nodes}.values()
         for n in sorted(unique, key=lambda n: (n.level, n.position)):
             if n.parent_id is None and n.sealed:

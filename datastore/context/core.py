@@ -80,8 +80,6 @@ class CoreMemory:
             )
         table = self._table()
         scope = req.conversation_id or ""
-        if req.conversation_id and self.storage.get_source(ns, req.conversation_id) is None:
-            raise NotFoundError(f"no conversation {req.conversation_id!r}", "conversation_id")
         with self.locks(ns, "\x00core:" + scope):
             now = datetime.now(UTC)
             stored = table.entries(ns, scope)

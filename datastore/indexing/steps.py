@@ -20,6 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.read.lineage import chunk_from, stream_messages
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
 from pyramind.models.memory import MemoryNode, StoredMessage
@@ -92,7 +93,7 @@ class IndexSteps:
             src = storage.get_source(ns, source_id)
             if src is None:
                 return Step()
-            frontier = Frontier.from_nodes(storage.frontier(ns, source_id))
+            frontier = Frontier.from_nodes(storage.frontier(ns, source_id), chunk_from(src.metadata))
             open_chunk, last_l1 = frontier.open_chunk, frontier.last.get(1)
             chunked_to = last_l1.tok_end if last_l1 else 0
             if chunked_to >= src.n_tokens:
@@ -101,7 +102,7 @@ class IndexSteps:
             # only the messages the first `limit` windows can reach: each window ends within chunk_size of the
             # previous one's end, so a stream reaching one window further plans those windows as the whole would
             reach = start + (limit + 1) * s.chunk_size
-            messages = [m for m in storage.messages(ns, source_id, start) if m.tok_offset < reach]
+            messages = [m for m in stream_messages(storage, ns, source_id, start) if m.tok_offset < reach]
             cut = bool(messages) and messages[-1].tok_offset + messages[-1].n_tokens < src.n_tokens
             chunks, planned_more = builder.chunks(frontier, messages, src.source_type, source_id,
                                                   src.source_type == "document", limit)
@@ -130,7 +131,7 @@ class IndexSteps:
         """Whether the L1 end of the tree and the messages a chunk step read are as they were (appends are fine)."""
         if _l1_key(Frontier.from_nodes(self.storage.frontier(ns, source_id))) != _l1_key(frontier):
             return False
-        now = self.storage.messages(ns, source_id, start)[: len(messages)]
+        now = stream_messages(self.storage, ns, source_id, start)[: len(messages)]
         return _message_key(now) == _message_key(messages)
 
     def summaries(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:

@@ -1,20 +1,30 @@
 """What a fork sees: its own nodes, and each ancestor's nodes that lie wholly before the fork point.
 
 A fork is a conversation whose source metadata names its parent and fork point (`{"fork": {"parent_id",
-"at_message_id", "at_seq", "at_time"}}`; made by datastore/lifetime/forks.py); nothing of the parent is copied.
-A search filtered to the fork searches its lineage: the fork's own nodes, and each ancestor's nodes that lie
-wholly before the fork point (an L1 chunk ending at or before the fork message; a summary whose every chunk
-does). A chunk that straddles the fork point holds later messages and is not seen; an inherited chunk whose
-summary straddles it comes back without `parent_id`. Results inherited from an ancestor carry the ancestor's
+"at_message_id", "at_seq", "at_time", "chunk_from", "inherit_to", "tok_at"}}`; made by
+datastore/lifetime/forks.py). Its token stream is its parent's stream up to the fork point (`tok_at`, the end of
+the fork message) followed by its own messages, whose offsets start there: one coordinate system along the
+lineage. Of that stream the fork inherits, copy-on-write, the parent's sealed L1 chunks ending at or before
+`inherit_to` (and every summary over them only); the rest up to the fork point, from `chunk_from` (`inherit_to`
+minus CHUNK_OVERLAP: the next chunk's start), is re-chunked into the fork's own chunks (its `Base`), which its own
+messages then continue like any open chunk. So the fork sees every message up to the fork point and none after
+it, and a chunk of the parent that straddles the fork point is replaced by the fork's own copy of its first part.
+`fork_base` computes that base from the parent as it is now; the write path (datastore/write/) keeps it current
+(a parent's deletion rebuilds its forks). Results inherited from an ancestor carry the ancestor's
 `conversation_id`. The parent never sees its forks, nor a fork its siblings.
 
+A fork made before bases existed (a record without `tok_at`) holds nothing of its parent: it inherits the
+parent's chunks ending at or before the fork point, and a chunk straddling it stays unseen.
+
 `view_for(storage, ns, flt)` is how the read path applies this: the `Searchable` a query with that filter
-searches (the storage itself, or a `LineageView` when the filter names a fork).
+searches (the storage itself, or a `LineageView` when the filter names a fork). `stream_messages` reads a
+source's token stream through its base (what the chunker reads).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -22,7 +32,7 @@ import numpy as np
 
 from pyramind.datastore.storage import Hits, RowSearch, Storage, TextSearch
 from pyramind.models.api import QueryFilter
-from pyramind.models.memory import MemoryNode
+from pyramind.models.memory import MemoryNode, StoredMessage
 
 SEARCH_CAP = 1000  # most nodes drawn from one ancestor per search (top_k plus its nodes past the fork point)
 Lineage = list[tuple[str, set[str] | None]]  # [(source id, ids of its nodes the fork sees, None = all)]
@@ -35,9 +45,10 @@ def fork_info(storage: Storage, ns: str, conversation_id: str) -> dict[str, Any]
 
 
 def fork_point(storage: Storage, ns: str, parent: str, fork: dict[str, Any]) -> int:
-    """The token offset in `parent` where the fork's inheritance ends (0 when nothing is left). When the fork
-    message itself was deleted, the point is the parent's last message sent at or before it (by `created_at`;
-    by position when untimed)."""
+    """The token offset in `parent`'s stream where the fork's inheritance ends (0 when nothing is left). When the
+    fork message itself was deleted, the point is the parent's last message sent at or before it (by
+    `created_at`; by position when untimed), or when the parent is a fork with no such message of its own, the
+    end of what the parent holds of its own parent (its `tok_at`)."""
     messages = storage.messages(ns, parent)
     for m in messages:
         if m.id == fork["at_message_id"]:
@@ -48,7 +59,76 @@ def fork_point(storage: Storage, ns: str, parent: str, fork: dict[str, Any]) -> 
         before = [m for m in messages if m.created_at is not None and m.created_at <= when]
     else:
         before = [m for m in messages if m.seq <= int(fork["at_seq"])]
-    return max((m.tok_offset + m.n_tokens for m in before), default=0)
+    return max((m.tok_offset + m.n_tokens for m in before), default=tok_at(fork_info(storage, ns, parent)))
+
+
+def tok_at(fork: dict[str, Any] | None) -> int:
+    """Where a fork's own messages start in its token stream (the end of the fork message in its parent's
+    stream), 0 for a conversation that is not a fork, or a fork made before bases existed."""
+    return int(fork.get("tok_at", 0)) if fork else 0
+
+
+def chunk_from(metadata: dict[str, Any]) -> int:
+    """Token offset where a source's own chunks begin, from its source metadata: a fork's `chunk_from`, else 0
+    (what `Frontier.base` is set to)."""
+    fork = metadata.get("fork")
+    return int(fork.get("chunk_from", 0)) if isinstance(fork, dict) else 0
+
+
+@dataclass
+class Base:
+    """What a fork holds of its parent's token stream (token offsets, one coordinate system along the lineage).
+
+    inherit_to: the parent's L1 chunks (its own or inherited) ending at or before it are inherited (the end of
+    the last sealed one before the fork point; 0: none). chunk_from: where the fork's own chunks start
+    (inherit_to - CHUNK_OVERLAP, or 0). tok_at: the fork point, where the fork's own messages start. messages:
+    the parent's stream messages overlapping [chunk_from, tok_at), in order (the first may start before
+    chunk_from), which the fork's own chunks are cut from.
+    """
+
+    chunk_from: int = 0
+    inherit_to: int = 0
+    tok_at: int = 0
+    messages: list[StoredMessage] = field(default_factory=list)
+
+    def record(self, fork: dict[str, Any]) -> dict[str, Any]:
+        """The fork record `fork` with this base's offsets."""
+        return {**fork, "chunk_from": self.chunk_from, "inherit_to": self.inherit_to, "tok_at": self.tok_at}
+
+
+def fork_base(storage: Storage, ns: str, fork: dict[str, Any], overlap: int) -> Base:
+    """The base a fork with record `fork` holds of its parent as the parent is now (`overlap`: CHUNK_OVERLAP,
+    tokens): an empty Base when the parent is gone or nothing of it lies before the fork point."""
+    parent = fork["parent_id"]
+    if storage.get_source(ns, parent) is None:
+        return Base()
+    at = fork_point(storage, ns, parent, fork)
+    if at <= 0:
+        return Base()
+    inherit_to = 0
+    for sid, ids in lineage(storage, ns, parent):
+        for n in storage.source_nodes(ns, sid, level=1):
+            if (ids is None or n.id in ids) and n.sealed and n.tok_end <= at:
+                inherit_to = max(inherit_to, n.tok_end)
+    start = max(inherit_to - overlap, 0) if inherit_to else 0
+    return Base(start, inherit_to, at, stream_messages(storage, ns, parent, start, at))
+
+
+def stream_messages(storage: Storage, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
+                    limit: int | None = None) -> list[StoredMessage]:
+    """The messages of the source's token stream overlapping [tok_from, tok_to) (to the end when None), in
+    order, at most `limit`: a fork's stream holds its parent's messages before `tok_at` (read through the
+    parent's own stream), then the fork's own. For any other source, `Storage.messages`."""
+    fork = fork_info(storage, ns, source_id)
+    at = tok_at(fork)
+    out: list[StoredMessage] = []
+    if fork is not None and at > max(tok_from, 0):
+        end = at if tok_to is None else min(at, tok_to)
+        out = stream_messages(storage, ns, fork["parent_id"], tok_from, end, limit)
+        out = [m for m in out if m.tok_offset < at]
+    if (tok_to is None or tok_to > at) and (limit is None or len(out) < limit):
+        out += storage.messages(ns, source_id, tok_from, tok_to, None if limit is None else limit - len(out))
+    return out
 
 
 def lineage(storage: Storage, ns: str, conversation_id: str) -> Lineage:
@@ -61,7 +141,8 @@ def lineage(storage: Storage, ns: str, conversation_id: str) -> Lineage:
         if parent in seen:
             break  # a cycle can't be made through Forks.fork; stop rather than loop
         seen.add(parent)
-        out.append((parent, _visible(storage, ns, parent, fork_point(storage, ns, parent, fork))))
+        end = int(fork["inherit_to"]) if "tok_at" in fork else fork_point(storage, ns, parent, fork)
+        out.append((parent, _visible(storage, ns, parent, end)))
         fork = fork_info(storage, ns, parent)
     return out
 

@@ -13,6 +13,7 @@ import base64
 import binascii
 from collections.abc import Sequence
 
+from pyramind.datastore.read.lineage import stream_messages
 from pyramind.datastore.storage import SourceFacts, Storage
 from pyramind.models.api import node_view
 from pyramind.models.listing import MessageList, MessageView, SourceDetail, SourceList, SourceSummary
@@ -101,7 +102,8 @@ class Listing:
     def messages(self, ns: str, source_id: str, limit: int = 50, cursor: str | None = None,
                  node_id: str | None = None) -> MessageList:
         """One page of the source's messages in order, or of those a memory covers (`node_id`: the messages
-        whose text overlaps the chunks under it). Raises NotFoundError, InvalidRequestError (cursor, limit)."""
+        whose text overlaps the chunks under it; for a fork's own chunk, the parent's messages it holds too, each
+        with its own `conversation_id`). Raises NotFoundError, InvalidRequestError (cursor, limit)."""
         if limit < 1:
             raise InvalidRequestError("limit must be at least 1", "limit")
         if self.storage.get_source(ns, source_id) is None:
@@ -112,10 +114,14 @@ class Listing:
             if not value.isdigit():
                 raise InvalidRequestError("cursor is not a next_cursor of this listing", "cursor")
             tok_from = max(tok_from, int(value))
-        msgs = self.storage.messages(ns, source_id, tok_from, tok_to, limit + 1)
+        if node_id:  # a fork's own chunk may hold its parent's messages before the fork point: list those too
+            msgs = stream_messages(self.storage, ns, source_id, tok_from, tok_to, limit + 1)
+        else:
+            msgs = self.storage.messages(ns, source_id, tok_from, tok_to, limit + 1)
         page, more = msgs[:limit], len(msgs) > limit
         return MessageList(
             messages=[MessageView(id=m.id, conversation_id=m.source_id, source_type=m.source_type, seq=m.seq,
-                                  speaker=m.speaker, content=m.content, created_at=m.created_at) for m in page],
+                                  speaker=m.speaker, content=m.content, created_at=m.created_at,
+                                  session_id=m.session_id) for m in page],
             next_cursor=_encode("t", str(page[-1].tok_offset + page[-1].n_tokens)) if more and page else None,
         )

@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from dataclasses import replace
 
 import numpy as np
 
 from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.read.lineage import Base, fork_base, lineage
 from pyramind.datastore.read.nodes import subtree
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
@@ -100,48 +102,112 @@ class Deleter:
 
         Forgetting never waits on the embedder: if it fails, the source's nodes are all removed now and rebuilt
         from the remaining messages later (the backlog), so the forgotten text is gone at once either way.
+
+        A parent message forgotten is forgotten everywhere: the source's forks (and theirs) are rebuilt after it
+        (`refresh_forks`), so no fork's own chunk keeps it. For a fork, ids of messages its chunks hold from an
+        ancestor are forgotten in that ancestor; an empty set rebuilds the fork from its parent as it is now,
+        and a fork whose own messages are all forgotten stays a fork (delete its id to remove it).
         """
         storage = self.storage
+        counts = (0, 0)
+        first = storage.get_source(ns, source_id)
+        if first is not None and message_ids and "fork" in first.metadata:
+            counts = self._forget_inherited(ns, source_id, message_ids)
 
-        def attempt() -> tuple[int, int]:
+        def attempt() -> tuple[tuple[int, int], list[str]]:
             src = storage.get_source(ns, source_id)
             if src is None:
-                return 0, 0
+                return (0, 0), []
+            fork = src.metadata.get("fork")
+            forks = list(src.metadata.get("forks") or [])
             messages = storage.messages(ns, source_id)
             keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
             old = storage.source_nodes(ns, source_id)
-            if not keep:
+            if message_ids is None or (not keep and fork is None):
                 batch = WriteBatch(source=src, delete_source=True)
                 removed = len(old)
             else:
+                base = fork_base(storage, ns, fork, self.settings.chunk_overlap) if fork else Base()
                 for seq, m in enumerate(keep):
                     m.seq = seq
-                offset = measure(keep, None, 0)
+                previous = base.messages[-1].created_at if base.messages else None
+                offset = measure(keep, previous, base.tok_at)
                 try:
-                    nodes = self.rebuild(ns, src, keep, old)
+                    nodes = self.rebuild(ns, src, keep, old, base)
                 except (EmbeddingError, SummaryError) as exc:
                     log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
                     nodes = []
                 old_ids = {o.id for o in old}
                 removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
+                metadata = {**src.metadata, "fork": base.record(fork)} if fork else src.metadata
                 batch = WriteBatch(
                     source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset, len(keep) - 1,
-                                     src.metadata),
+                                     metadata),
                     messages=keep, nodes=nodes, replace=True,
                 )
             storage.commit(ns, batch, src.version)
-            return len(messages) - len(keep), removed
+            return (len(messages) - len(keep), removed), forks
 
         with self.locks(ns, source_id):
-            return retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry", "ids")
+            done, forks = retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry",
+                                          "ids")
+        if message_ids is not None and first is not None and "tok_at" not in first.metadata.get("fork", {"tok_at": 0}):
+            self.register_fork(ns, first.metadata["fork"]["parent_id"], source_id)  # a fork made before bases
+        self.refresh_forks(ns, source_id, forks)
+        return counts[0] + done[0], counts[1] + done[1]
 
-    def rebuild(self, ns: str, src: SourceRow, keep: list[StoredMessage],
-                old: list[MemoryNode]) -> list[tuple[MemoryNode, np.ndarray | None]]:
+    def refresh_forks(self, ns: str, source_id: str, fork_ids: list[str]) -> None:
+        """Rebuild each fork of `source_id` among `fork_ids` (its source metadata's `forks`) from the source as it
+        is now, and theirs in turn: what a fork holds of its parent (datastore/read/lineage.py, `Base`) follows
+        the parent's changes before the fork point. An id that is gone, or no longer a fork of it, is skipped."""
+        for fid in fork_ids:
+            child = self.storage.get_source(ns, fid)
+            fork = child.metadata.get("fork") if child is not None else None
+            if isinstance(fork, dict) and fork.get("parent_id") == source_id:
+                self.forget_messages(ns, fid, set())
+
+    def register_fork(self, ns: str, parent: str, fork_id: str) -> None:
+        """Add `fork_id` to the `forks` listed in `parent`'s source metadata (once), so that a change of the
+        parent rebuilds it (`refresh_forks`). Nothing when the parent is gone. Raises ConflictError when other
+        writers kept committing to the parent."""
+        storage = self.storage
+
+        def attempt() -> None:
+            src = storage.get_source(ns, parent)
+            if src is None or fork_id in (src.metadata.get("forks") or []):
+                return
+            metadata = {**src.metadata, "forks": [*(src.metadata.get("forks") or []), fork_id]}
+            storage.commit(ns, WriteBatch(source=replace(src, version=src.version + 1, metadata=metadata)),
+                           src.version)
+
+        with self.locks(ns, parent):
+            retry_conflicts(attempt, f"{parent!r} kept changing under concurrent writers; retry", "conversation_id")
+
+    def _forget_inherited(self, ns: str, source_id: str, message_ids: set[str]) -> tuple[int, int]:
+        """Forget, in the ancestors that keep them, the ids among `message_ids` that are not the fork's own but
+        that it sees (its chunks hold them); returns the counts."""
+        left = set(message_ids) - self.storage.known_message_ids(ns, source_id, sorted(message_ids))
+        done = (0, 0)
+        for sid, _ in lineage(self.storage, ns, source_id)[1:]:
+            if not left:
+                break
+            found = self.storage.known_message_ids(ns, sid, sorted(left))
+            if found:
+                n = self.forget_messages(ns, sid, found)
+                done = (done[0] + n[0], done[1] + n[1])
+                left -= found
+        return done
+
+    def rebuild(self, ns: str, src: SourceRow, keep: list[StoredMessage], old: list[MemoryNode],
+                base: Base | None = None) -> list[tuple[MemoryNode, np.ndarray | None]]:
         """Every node of a source rebuilt from `keep` (measured messages), with vectors. A chunk with the same
         text and messages as an old one keeps its id and vector; so does a summary over the same children whose
-        preceding summary (its context) is kept too. Raises EmbeddingError/SummaryError."""
-        chunks, _ = self.builder.chunks(Frontier(), keep, src.source_type, src.source_id,
-                                        src.source_type == "document")
+        preceding summary (its context) is kept too. `base`: for a fork, what it holds of its parent (its
+        chunks start at `base.chunk_from`, over the parent's messages up to the fork point, then `keep`).
+        Raises EmbeddingError/SummaryError."""
+        base = base or Base()
+        chunks, _ = self.builder.chunks(Frontier(base=base.chunk_from), base.messages + keep, src.source_type,
+                                        src.source_id, src.source_type == "document")
         old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
         for c in chunks:
             match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))

@@ -11,15 +11,20 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from pyramind.datastore.locks import SourceLocks, retry_conflicts
+from pyramind.datastore.read.lineage import chunk_from, stream_messages, tok_at
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
+from pyramind.datastore.write.order import place, surviving
 from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
-from pyramind.models.memory import SourceType, StoredMessage
+from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.models.time import utc
 from pyramind.services.chunking import measure
@@ -48,14 +53,17 @@ class Writer:
 
     settings: the limits (MAX_MESSAGES, MAX_MESSAGE_CHARS, MAX_DOCUMENTS, MAX_DOCUMENT_CHARS) and
     SESSION_GAP_HOURS. builder: computes chunks and summaries. locks: serialises this process's writers of a
-    source (other processes are stopped by the version check of `Storage.commit`).
+    source (other processes are stopped by the version check of `Storage.commit`). refresh_forks(ns, source id,
+    fork ids): rebuilds a source's forks after a message was inserted before the end (`Deleter.refresh_forks`).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
+                 refresh_forks: Callable[[str, str, list[str]], None] | None = None) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
+        self.refresh_forks = refresh_forks
 
     def remember(self, ns: str, req: RememberRequest, index: bool = True) -> RememberResponse:
         """Add `req.messages` to a conversation and extend its tree.
@@ -63,9 +71,15 @@ class Writer:
         index=False (what `accept` does): store the messages in one transaction and build nothing; they are all
         `pending_message_ids` until the background indexer chunks and embeds them.
 
-        Returns the conversation id (new when not given), the L1 chunks created and the open chunk extended, the
-        summaries created, the message ids skipped as already remembered, and the message ids stored but not yet
-        indexed because the embedder failed (`pending_message_ids`; indexed by the next call or retry_pending).
+        `req.title` is kept as the conversation's title (source metadata `title`) when it has none yet. A
+        message older than the conversation's latest is inserted by `created_at` (datastore/write/order.py) and
+        the tree rebuilt from there, the conversation's forks too.
+
+        Returns the conversation id (new when not given), the id of each message in call order (`message_ids`;
+        a message without an id gets a new one, so resending it without one stores it again), the L1 chunks
+        created and the open chunk extended, the summaries created, the message ids skipped as already
+        remembered, and the message ids stored but not yet indexed because the embedder failed
+        (`pending_message_ids`; indexed by the next call or retry_pending).
         Raises InvalidRequestError (a limit, or the id names a document): nothing is written then.
         """
         s = self.settings
@@ -82,8 +96,8 @@ class Writer:
         seen: set[str] = set()
         repeated: list[str] = []
         sessions: dict[str, str] = {}
-        for m in req.messages:
-            mid = m.id or uuid.uuid4().hex
+        ids = [m.id or uuid.uuid4().hex for m in req.messages]  # without an id, a message is new each time
+        for m, mid in zip(req.messages, ids, strict=True):
             if mid in seen:
                 repeated.append(mid)  # a repeat within the call is skipped, and said so
                 continue
@@ -92,9 +106,11 @@ class Writer:
             session = m.session_id or req.session_id
             if session:
                 sessions[mid] = session
-        done = self.extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions)
+        done = self.extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions,
+                           title=req.title)
         return RememberResponse(
             conversation_id=conversation_id,
+            message_ids=ids,
             chunk_ids=done.created,
             updated_chunk_ids=done.updated,
             summary_ids=done.summaries,
@@ -171,6 +187,7 @@ class Writer:
         metadata: dict[str, Any] | None = None,
         index: bool = True,
         sessions: dict[str, str] | None = None,
+        title: str | None = None,
     ) -> Extended:
         """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See `remember`.
 
@@ -179,6 +196,7 @@ class Writer:
         the next call on the source, or `retry_pending`, builds their chunks and summaries. index=False: only
         store the new messages (one transaction), leaving them as backlog for the background indexer.
         final: the source is complete (a document). replace: the source's messages and nodes are replaced.
+        title: stored in the source's metadata when it has no title yet (with the first messages it stores).
         Raises InvalidRequestError (the id names the other kind of source), ConflictError (other writers kept
         committing), EmbeddingError/SummaryError (a backlog retry failed again).
         """
@@ -198,7 +216,8 @@ class Writer:
                 known = storage.known_message_ids(ns, source_id, [m[0] for m in incoming])
             fresh = [m for m in incoming if m[0] not in known]
             skipped = [m[0] for m in incoming if m[0] in known]
-            frontier = Frontier.from_nodes(storage.frontier(ns, source_id)) if state.version else Frontier()
+            base = chunk_from(state.metadata)
+            frontier = Frontier.from_nodes(storage.frontier(ns, source_id) if state.version else [], base)
             last_l1 = frontier.last.get(1)
             chunked_to = last_l1.tok_end if last_l1 else 0
             if not fresh and (chunked_to >= state.n_tokens or not index):
@@ -209,19 +228,27 @@ class Writer:
                               speaker=who, content=content, created_at=created_at)
                 for i, (mid, who, content, created_at) in enumerate(fresh)
             ]
-            last = storage.messages(ns, source_id, state.n_tokens - 1) if state.n_tokens else []
+            # the message before them: the source's last, or for a new fork its parent's fork message
+            last = stream_messages(storage, ns, source_id, state.n_tokens - 1) if state.n_tokens else []
+            kept = state.metadata
+            if title and stored and not kept.get("title"):
+                kept = {**kept, "title": title}
+            merged = self._in_time_order(ns, source_id, state, stored, last)
+            if merged is not None:  # a late message: inserted by time, the tree rebuilt from there
+                refresh[:] = list(state.metadata.get("forks") or [])
+                return self._insert(ns, state, version, kept, merged, stored, sessions or {}, index, skipped)
             assign_sessions(stored, last[-1] if last else None, sessions or {}, self.settings.session_gap_hours)
             offset = measure(stored, last[-1].created_at if last else None, state.n_tokens)
             source = SourceRow(
                 source_id, source_type, version + 1, n_messages=state.n_messages + len(stored), n_tokens=offset,
-                max_seq=stored[-1].seq if stored else state.max_seq, metadata=state.metadata,
+                max_seq=stored[-1].seq if stored else state.max_seq, metadata=kept,
             )
             backlog = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
             if not index:  # store now, index later: the messages are the backlog of the background indexer
                 storage.commit(ns, backlog, version)
                 return Extended(skipped=skipped, pending=[m.id for m in stored])
             start = builder.chunk_start(frontier)
-            prior = storage.messages(ns, source_id, start) if start < state.n_tokens else []
+            prior = stream_messages(storage, ns, source_id, start) if start < state.n_tokens else []
             open_chunk = frontier.open_chunk
             try:
                 chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
@@ -239,6 +266,78 @@ class Writer:
             return Extended(created=[c.id for c in chunks if c.id not in updated], updated=updated,
                             summaries=[n.id for n in summaries], skipped=skipped)
 
+        refresh: list[str] = []  # the forks to rebuild after an insertion (what they hold of this source moved)
         with self.locks(ns, source_id):
-            return retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry",
+            done = retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry",
                                    "conversation_id")
+        if refresh and self.refresh_forks is not None:
+            self.refresh_forks(ns, source_id, refresh)
+        return done
+
+    def _in_time_order(self, ns: str, source_id: str, state: SourceRow, fresh: list[StoredMessage],
+                       last: list[StoredMessage]) -> list[StoredMessage] | None:
+        """The source's messages with `fresh` placed by time (datastore/write/order.py), or None when they
+        simply follow the stored ones (the common case, decided from the last stored message alone)."""
+        if not fresh or state.n_messages == 0 or state.source_type != "conversation":
+            return None
+        times = [m.created_at for m in fresh if m.created_at is not None]
+        if not times:
+            return None
+        latest = last[-1].created_at if last else None
+        if latest is not None and min(times) >= latest:
+            return None
+        existing = self.storage.messages(ns, source_id)
+        merged = place(existing, fresh)
+        if all(a is b for a, b in zip(merged, existing, strict=False)):
+            return None  # appended after all
+        return merged
+
+    def _insert(self, ns: str, state: SourceRow, version: int, metadata: dict[str, Any],
+                merged: list[StoredMessage], fresh: list[StoredMessage], sessions: dict[str, str], index: bool,
+                skipped: list[str]) -> Extended:
+        """Commit `merged` (the source's messages with `fresh` inserted by time) with the tree cut back to what
+        the insertion leaves unchanged; with `index`, the chunks and summaries from there are rebuilt in the
+        same commit (else, or when the embedder fails, they are the backlog of the indexer)."""
+        storage, builder, s = self.storage, self.builder, self.settings
+        source_id, source_type = state.source_id, state.source_type
+        new_ids = {m.id for m in fresh}
+        first = next(i for i, m in enumerate(merged) if m.id in new_ids)
+        moved = next(m for m in merged[first:] if m.id not in new_ids).tok_offset  # where the stream changes
+        before = merged[first - 1] if first else None
+        if before is None and moved > 0:  # a fork's first message: its parent's fork message precedes it
+            held = stream_messages(storage, ns, source_id, moved - 1, moved)
+            before = held[-1] if held else None
+        previous_time = next((m.created_at for m in reversed(merged[:first]) if m.created_at is not None),
+                             before.created_at if before is not None else None)
+        for i in range(first, len(merged)):
+            if merged[i].id in new_ids:
+                assign_sessions([merged[i]], merged[i - 1] if i > 0 else before, sessions, s.session_gap_hours)
+        for seq, m in enumerate(merged):
+            m.seq = seq
+        offset = measure(merged[first:], previous_time, moved)
+        source = SourceRow(source_id, source_type, version + 1, n_messages=len(merged), n_tokens=offset,
+                           max_seq=len(merged) - 1, metadata=metadata)
+        kept = surviving(storage.source_nodes(ns, source_id), moved, s.chunk_size)
+        vectors = storage.get_vectors(ns, [n.id for n in kept])
+        kept_nodes: list[tuple[MemoryNode, np.ndarray | None]] = [(n, vectors[n.id]) for n in kept]
+        backlog = WriteBatch(source=source, messages=merged, nodes=kept_nodes, replace=True)
+        pending = Extended(skipped=skipped, pending=[m.id for m in fresh])
+        if not index:
+            storage.commit(ns, backlog, version)
+            return pending
+        frontier = Frontier.from_nodes(kept, chunk_from(metadata))
+        start = builder.chunk_start(frontier)
+        held_at = tok_at(metadata.get("fork"))
+        prior = stream_messages(storage, ns, source_id, start, held_at) if start < held_at else []
+        prior += [m for m in merged if m.tok_offset + m.n_tokens > start]
+        try:
+            chunks, _ = builder.chunks(frontier, prior, source_type, source_id, False)
+            summaries, _ = builder.summaries(frontier, [c for c in chunks if c.sealed])
+            made = builder.embed(chunks + summaries)
+        except (EmbeddingError, SummaryError) as exc:
+            log.warning("%s; keeping %d messages of %r to index later", exc.message, len(fresh), source_id)
+            storage.commit(ns, backlog, version)
+            return pending
+        storage.commit(ns, WriteBatch(source=source, messages=merged, nodes=kept_nodes + made, replace=True),
+                       version)
+        return Extended(created=[c.id for c in chunks], summaries=[n.id for n in summaries], skipped=skipped)

@@ -285,5 +285,7 @@ def test_core_entries_expire_and_are_scoped(store: Memory) -> None:
     assert store.core.list_entries("other").entries == [] and store.core.entries("other", "c1") == []
     with pytest.raises(NotFoundError):
         store.core.delete("other", "name")
-    with pytest.raises(NotFoundError):  # a conversation scope must name a conversation of the namespace
-        store.core.put("other", CorePutRequest(key="x", value="y", conversation_id="c1"))
+    # a conversation not yet remembered is an empty one: its entry waits for it, in its own namespace only
+    store.core.put("other", CorePutRequest(key="x", value="y", conversation_id="c1"))
+    assert [e.key for e in store.core.list_entries("other", "c1").entries] == ["x"]
+    assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]

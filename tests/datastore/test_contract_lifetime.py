@@ -274,10 +274,9 @@ def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) ->
     a2 = ds.forks.fork(ns, "a", "a-9", "a2")
     assert a2.parent_id == "a"
     hits = seen("a2", "alpha garden travel")
-    assert {h.conversation_id for h in hits} == {"a", "p"}
+    assert {h.conversation_id for h in hits} == {"a", "a2", "p"}  # a2 holds the part of a's chunk up to a-9
     for h in hits:
-        limit = 9 if h.conversation_id == "a" else 19
-        assert all(index(m) <= limit for m in covered(ds, ns, h.id)), h.id
+        assert all(index(m) <= (9 if m.startswith("a-") else 19) for m in covered(ds, ns, h.id)), h.id
     # forking at a message the conversation inherits forks the ancestor that owns it
     assert ds.forks.fork(ns, "a2", "m-3").parent_id == "p"
 
@@ -307,7 +306,8 @@ def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_
     q = Query(query="garden travel cooking music work", top_k=10, filter=QueryFilter(conversation_id="f"),
               mode="dense")
     own = ds.reader.query(team, [q]).results[0].results
-    assert own and {r.conversation_id for r in own} == {"p"}  # the fork inherits the parent's first half
+    # the fork inherits the parent's first half, and holds the part of the chunk straddling m-19 up to it
+    assert own and {r.conversation_id for r in own} == {"p", "f"}
     granted = ds.reader.query(ns, [q], [team]).results[0].results  # read-only, through a grant
     assert [(r.id, r.namespace) for r in granted] == [(r.id, team) for r in own]
     assert all(index(m) <= 19 for r in granted for m in covered(ds, team, r.id))
@@ -320,7 +320,8 @@ def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_
     near = ds.reader.query(team, [q.model_copy(update={"top_k": 2, "neighbours": 1})]).results[0].results
     hits = [r for r in near if r.context_of is None]
     assert len(hits) == 2 and any(r.context_of in {h.id for h in hits} for r in near)  # neighbours were added
-    assert all(r.conversation_id == "p" and all(index(m) <= 19 for m in covered(ds, team, r.id)) for r in near)
+    assert all(r.conversation_id in ("p", "f") and all(index(m) <= 19 for m in covered(ds, team, r.id))
+               for r in near)
 
 
 # ---------------------------------------------------------------------- shared read-only memory
@@ -337,3 +338,133 @@ def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: M
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True) and len(res) == 3
     ds.visits.flush()
     assert mark_table(ds).get(team, None) == {} and mark_table(ds).get(ns, None)
+
+
+def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds: Memory, ns: str) -> None:
+    """Issue 19, item 1, on every provider: a fork inherits the parent's chunks before the one straddling its
+    fork point and holds that one's first part (up to the fork message) as its own chunk, which its messages
+    continue (positions, token offsets, overlap); a parent's change before the fork point rebuilds it; a dump
+    carries it like any node."""
+    from pyramind.datastore.portability.dump import export_lines, import_dump
+    from pyramind.datastore.read.lineage import lineage
+    from pyramind.models.api import DeleteRequest
+    from tests.invariants import check_tree
+
+    s = ds.settings
+    ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    chunks = ds.storage.source_nodes(ns, "p", level=1)
+    third = chunks[2]
+    at = third.message_ids[len(third.message_ids) // 2]
+    ds.forks.fork(ns, "p", at, "f")
+
+    def view(cid: str) -> tuple[list, list]:
+        """(the parent's L1 chunks the fork inherits, the fork's own L1 chunks), in stream order."""
+        (_, _), (parent, ids) = lineage(ds.storage, ns, cid)
+        inherited = [n for n in ds.storage.source_nodes(ns, parent, level=1) if ids is not None and n.id in ids]
+        return inherited, ds.storage.source_nodes(ns, cid, level=1)
+
+    def stream_ok(cid: str, last: str) -> None:
+        """The fork's chunks continue the inherited ones (shared overlap, positions from 0), and between them
+        they cover the parent's messages up to `last` and none after."""
+        inherited, own = view(cid)
+        chain = inherited + own
+        assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chain, chain[1:], strict=False))
+        assert [n.position for n in own] == list(range(len(own)))
+        parent_ids = [m.id for m in ds.storage.messages(ns, "p")]
+        covered = {m for n in chain for m in n.message_ids if m in parent_ids}
+        assert covered == set(parent_ids[: parent_ids.index(last) + 1])
+
+    inherited, own = view("f")
+    assert [n.id for n in inherited] == [chunks[0].id, chunks[1].id]  # copy-on-write: nothing earlier is copied
+    assert len(own) == 1 and not own[0].sealed and own[0].message_ids[-1] == at
+    assert own[0].tok_end == next(m for m in ds.storage.messages(ns, "p") if m.id == at).tok_offset + next(
+        m for m in ds.storage.messages(ns, "p") if m.id == at).n_tokens
+    stream_ok("f", at)
+
+    ds.writer.remember(ns, RememberRequest(conversation_id="f", messages=conversation(
+        ("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix="f", marker="branch")))
+    own = ds.storage.source_nodes(ns, "f", level=1)
+    assert own[0].message_ids[-1].startswith("f-") and at in own[0].message_ids  # its messages continue the chunk
+    check_tree(ds.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    stream_ok("f", at)
+
+    # a parent message the fork's own chunk holds, then one it inherits: forgotten in the fork too
+    before = own[0].message_ids[own[0].message_ids.index(at) - 1]
+    ds.deleter.delete(ns, DeleteRequest(ids=[before, "m-2"]))
+    for n in ds.storage.source_nodes(ns, "f") + view("f")[0]:
+        assert before not in n.message_ids and "m-2" not in n.message_ids and "(note 2).\n" not in n.text
+    check_tree(ds.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    stream_ok("f", at)
+    hits = search(ds, ns, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
+    assert at in {m for h in hits for m in h.message_ids}
+    # the fork message itself: the fork point moves to the message before it
+    ds.deleter.delete(ns, DeleteRequest(ids=[at]))
+    previous = max((m for m in ds.storage.messages(ns, "p") if index(m.id) < index(at)), key=lambda m: m.seq)
+    stream_ok("f", previous.id)
+
+    # export and import carry the fork's own chunks like any node
+    copy = ns + "-copy"
+    import_dump(ds, list(export_lines(ds, [ns], embeddings=True)), namespace=copy)
+    assert ds.storage.source_nodes(copy, "f") == ds.storage.source_nodes(ns, "f")
+    again = search(ds, copy, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
+    assert [h.id for h in again] == [h.id for h in search(ds, ns, "garden travel cooking music work branch",
+                                                          "dense", top_k=100, conversation_id="f")]
+
+
+def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, ns: str) -> None:
+    """A fork record written by an earlier version (no `tok_at`: nothing of the parent held) still reads as it
+    did; forking it, or a rebuild of it, gives it its base and lists it in its parent's `forks`."""
+    from pyramind.datastore.read.lineage import fork_info
+    from pyramind.datastore.storage import SourceRow, WriteBatch
+
+    ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    old = {"parent_id": "p", "at_message_id": "m-19", "at_seq": 19, "at_time": (T0 + timedelta(minutes=19)).isoformat()}
+    ds.storage.commit(ns, WriteBatch(source=SourceRow("old", "conversation", 1, metadata={"fork": old})), 0)
+    ds.writer.remember(ns, RememberRequest(conversation_id="old", messages=conversation(
+        ("Ann", "Bob"), 12, start=T0 + timedelta(hours=1), prefix="o")))
+    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="old")
+    inherited = {m for h in hits if h.conversation_id == "p" for m in covered(ds, ns, h.id)}
+    assert inherited and max(index(m) for m in inherited) < 19  # the straddling chunk stays unseen, as before
+    assert ds.storage.messages(ns, "old")[0].tok_offset == 0
+
+    ds.forks.fork(ns, "old", "o-5", "new")  # forking it gives it its base first
+    assert "tok_at" in (fork_info(ds.storage, ns, "old") or {})
+    assert "old" in (ds.storage.get_source(ns, "p").metadata.get("forks") or [])  # type: ignore[union-attr]
+    for cid, last in (("old", 19), ("new", 19)):
+        hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id=cid)
+        seen = {m for h in hits for m in h.message_ids if m.startswith("m-")}
+        assert seen == {f"m-{i}" for i in range(last + 1)}, cid
+    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="new")
+    assert {m for h in hits for m in h.message_ids if m.startswith("o-")} == {f"o-{i}" for i in range(6)}
+
+
+# ---------------------------------------------------------------------- messages in time order
+def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) -> None:
+    """Issue 19, item 8a, on every provider: a message whose created_at is earlier than the conversation's
+    latest (one re-remembered after its deletion) is inserted in time order, inline or through the background
+    steps, and the tree is rebuilt from there: it ends exactly as if everything had been remembered in order at
+    once, forks included."""
+    from pyramind.models.api import DeleteRequest
+    from tests.invariants import check_tree
+
+    s = ds.settings
+    msgs = conversation(("Ann", "Bob"), 40, start=T0)
+    ds.writer.remember(ns, RememberRequest(conversation_id="ref", messages=msgs))
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    ds.forks.fork(ns, "c", "m-20", "f")
+    ds.deleter.delete(ns, DeleteRequest(ids=["m-5", "m-33", "m-34"], conversation_id="c"))
+
+    def tree(cid: str) -> list[tuple]:
+        return [(n.level, n.position, n.text, n.message_ids, n.sealed, n.session_ids)
+                for n in ds.storage.source_nodes(ns, cid)]
+
+    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=[msgs[33], msgs[34]]))  # inline
+    ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=[msgs[5]]))  # stored now, indexed later
+    assert [m.id for m in ds.storage.messages(ns, "c")] == [m.id for m in msgs]
+    ds.steps.backlog()
+    assert [(m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "c")] == [
+        (m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "ref")]
+    assert tree("c") == tree("ref")
+    check_tree(ds.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="f")
+    assert {m for h in hits for m in h.message_ids} == {f"m-{i}" for i in range(21)}  # the fork sees m-5 again

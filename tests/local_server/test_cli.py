@@ -46,6 +46,7 @@ def test_chatgpt_reader_follows_the_current_branch(tmp_path: Path) -> None:
     # the regenerated answer is no longer lost: a fork of chat-1 after u1
     assert (branch.conversation_id, branch.fork) == ("chat-1~a1", ("chat-1", "u1"))
     assert [m.id for m in branch.messages] == ["a1"]
+    assert (batch.title, branch.title) == ("Passport", "Passport")  # ChatGPT's title, kept for the branch too
 
 
 def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path) -> None:
@@ -94,6 +95,39 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     path.write_text(json.dumps(data))
     with pytest.raises(ValueError, match="mapping"):
         list(read(path))
+
+
+def test_an_imported_branch_sees_the_messages_before_it_departs(tmp_path: Path) -> None:
+    """Issue 19, item 1: the regenerated answer a1 is a fork of chat-1 after u1, whose one chunk straddles that
+    point; the branch sees u1 (the question it answers) and never the main path's later a1b and u2."""
+    e = env(tmp_path)
+    assert runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=e).exit_code == 0
+    r = runner.invoke(app, ["query", "passport expires March 2027 regenerated", "--conversation-id", "chat-1~a1",
+                            "--json", "-k", "10"], env=e)
+    assert r.exit_code == 0, r.output
+    results = json.loads(r.stdout)["results"][0]["results"]
+    seen = {m for x in results for m in x["message_ids"]}
+    assert seen == {"u1", "a1"}
+    assert any("Remind me: my passport" in x["text"] for x in results)
+    assert not any("Noted:" in x["text"] or "Thanks!" in x["text"] for x in results)
+
+
+def test_conversations_lists_ids_titles_counts_and_time_ranges(tmp_path: Path) -> None:
+    """Issue 19, item 4: `pyramind conversations` lists what was imported with ChatGPT's titles."""
+    e = env(tmp_path)
+    assert runner.invoke(app, ["conversations"], env=e).exit_code == 1  # no store yet: refused, not created
+    assert runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=e).exit_code == 0
+    r = runner.invoke(app, ["conversations"], env=e)
+    assert r.exit_code == 0, r.output
+    row = next(line for line in r.stdout.splitlines() if "chat-1 " in line)
+    assert "Passport" in row and " 3 " in row and "2023-11-14 22:13" in row and "2023-11-14 22:13" in row
+    assert any("chat-1~a1" in line and "Passport" in line for line in r.stdout.splitlines())
+    r = runner.invoke(app, ["conversations", "--json"], env=e)
+    listed = {c["id"]: c for c in json.loads(r.stdout)}
+    assert listed["chat-1"]["title"] == "Passport" and listed["chat-1"]["message_count"] == 3
+    assert listed["chat-1~a1"]["message_count"] == 1
+    r = runner.invoke(app, ["conversations", "-n", "elsewhere"], env=e)
+    assert r.exit_code == 0 and "chat-1" not in r.stdout
 
 
 def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path) -> None:

@@ -140,3 +140,60 @@ async def test_bad_requests_get_one_error_shape_and_change_nothing(  # type: ign
     assert r.content_type.startswith("application/json")
     assert is_error(await r.get_json(), code, field)
     assert store.storage.counts("default") == before
+
+
+async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(client) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 8c: a message sent without `id` is a new message each time (two people may well say the
+    same thing twice); the answer's `message_ids` names each message of the call (given or generated, in order),
+    so a client that resends with them changes nothing."""
+    turns = [{"speaker": "Ann", "content": "Book the tram tour."}, {"speaker": "Bob", "content": "Booked."}]
+    for wait in (True, False):
+        cid = f"resend-{wait}"
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait, "messages": turns},
+                              headers=AUTH)
+        first = await r.get_json()
+        assert len(first["message_ids"]) == 2 and len(set(first["message_ids"])) == 2
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait, "messages": turns},
+                              headers=AUTH)
+        again = await r.get_json()
+        assert set(again["message_ids"]).isdisjoint(first["message_ids"]) and again["skipped_message_ids"] == []
+        with_ids = [{**t, "id": i} for t, i in zip(turns, first["message_ids"], strict=True)]
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait, "messages": with_ids},
+                              headers=AUTH)
+        safe = await r.get_json()
+        assert r.status_code == 200 and safe["message_ids"] == first["message_ids"]
+        assert safe["skipped_message_ids"] == first["message_ids"] and safe["pending_message_ids"] == []
+        listed = (await (await client.get(f"/conversations/{cid}/messages", headers=AUTH)).get_json())["messages"]
+        assert [m["id"] for m in listed] == first["message_ids"] + again["message_ids"]
+
+
+async def test_a_message_remembered_late_takes_its_place_by_time(client, store) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 8a: a message re-remembered after its deletion (or any message older than the
+    conversation's latest) is inserted by `created_at`, not appended after newer ones, with or without wait."""
+    from tests.invariants import check_tree
+
+    def turn(i: int) -> dict:
+        return {"id": f"t{i}", "speaker": "Ann" if i % 2 else "Bob", "created_at": f"2024-06-01T10:{i:02d}:00Z",
+                "content": f"Turn {i} of the planning talk: the budget line number {i} is settled."}
+
+    s = store.settings
+    for wait in (True, False):
+        cid = f"late-{wait}"
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": True,
+                                                  "messages": [turn(i) for i in range(30)]}, headers=AUTH)
+        assert r.status_code == 200
+        r = await client.delete("/delete", json={"ids": ["t7", "t20"], "conversation_id": cid}, headers=AUTH)
+        assert r.status_code == 200
+        r = await client.post("/remember", json={"conversation_id": cid, "wait": wait,
+                                                  "messages": [turn(7), turn(20)]}, headers=AUTH)
+        assert r.status_code == (200 if wait else 202), await r.get_json()
+        if not wait:
+            store.steps.backlog()  # what the background indexer does
+        listed = (await (await client.get(f"/conversations/{cid}/messages", headers=AUTH)).get_json())["messages"]
+        assert [m["id"] for m in listed] == [f"t{i}" for i in range(30)]
+        assert [m["seq"] for m in listed] == list(range(30))
+        r = await client.post("/query", json={"queries": [{"query": "Turn 7 of the planning talk", "top_k": 1,
+                                                           "filter": {"conversation_id": cid}}]}, headers=AUTH)
+        hit = (await r.get_json())["results"][0]["results"][0]
+        assert "t7" in hit["message_ids"] and hit["text"].index("Turn 6 ") < hit["text"].index("Turn 7 ")
+        check_tree(store.storage.source_nodes("default", cid), s.chunk_size, s.chunk_overlap, s.fan_out)

@@ -91,3 +91,39 @@ async def test_the_page_and_swagger_ui_are_served_from_the_package(client) -> No
     assert r.status_code == 200 and len(js) > 500_000 and b"SwaggerUIBundle" in js
     assert (await client.get("/ui/swagger/swagger-ui.css")).status_code == 200
     assert (await client.get("/ui/swagger/index.html")).status_code == 404
+
+
+async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 4: `title` on /remember is kept (the first one given; a later one does not replace it) and
+    listed by /conversations and /conversations/{id}; a title is a name: no line breaks."""
+    first = {"speaker": "Ann", "content": "Shall we plan the trip to Lisbon?", "created_at": "2024-05-01T09:00:00Z"}
+    r = await client.post("/remember", json={"conversation_id": "t1", "title": "Lisbon trip", "wait": True,
+                                              "messages": [first]}, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+    r = await client.post("/remember", json={"conversation_id": "t1", "title": "Something else", "messages": [
+        {"speaker": "Bob", "content": "Yes, in June.", "created_at": "2024-05-01T09:01:00Z"}]}, headers=AUTH)
+    assert r.status_code == 202
+    r = await client.post("/remember", json={"conversation_id": "t2", "messages": [first]}, headers=AUTH)
+    page = await (await client.get("/conversations", headers=AUTH)).get_json()
+    listed = {s["id"]: s for s in page["conversations"]}
+    assert listed["t1"]["title"] == "Lisbon trip" and listed["t2"]["title"] is None
+    detail = await (await client.get("/conversations/t1", headers=AUTH)).get_json()
+    assert detail["conversation"]["title"] == "Lisbon trip"
+    r = await client.post("/remember", json={"conversation_id": "t3", "title": "two\nlines", "messages": [first]},
+                          headers=AUTH)
+    assert r.status_code == 422 and is_error(await r.get_json(), field="title")
+
+
+async def test_listed_messages_carry_their_session(client) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 8b: every stored message has its session_id, and the message listing says it."""
+    first = [{"id": "a", "speaker": "Ann", "content": "Hello.", "created_at": "2024-05-01T09:00:00Z"},
+             {"id": "b", "speaker": "Bob", "content": "Hi.", "created_at": "2024-05-01T09:01:00Z",
+              "session_id": "aside"}]
+    r = await client.post("/remember", json={"conversation_id": "s", "session_id": "kickoff", "wait": True,
+                                              "messages": first}, headers=AUTH)
+    assert r.status_code == 200
+    r = await client.post("/remember", json={"conversation_id": "s", "wait": True, "messages": [
+        {"id": "c", "speaker": "Ann", "content": "A day later.", "created_at": "2024-05-02T09:00:00Z"}]}, headers=AUTH)
+    body = await (await client.get("/conversations/s/messages", headers=AUTH)).get_json()
+    assert [(m["id"], m["session_id"]) for m in body["messages"]] == [
+        ("a", "kickoff"), ("b", "aside"), ("c", "s-2024-05-02T09:00:00Z")]

@@ -173,3 +173,103 @@ async def test_find_filters_by_session(client) -> None:  # type: ignore[no-untyp
     body = await r.get_json()
     assert r.status_code == 200, body
     assert [m["message_id"] for m in body["matches"]] == ["a-3"]
+
+
+# ---------------------------------------------------------------------- a fork sees its parent up to the fork point
+WORDS = ["apricot", "bicycle", "cathedral", "dolphin", "elevator", "falcon", "glacier", "harbour", "igloo",
+         "jasmine", "kayak", "lantern"]
+
+
+def worded(prefix: str, n: int, hour: int = 9) -> list[dict]:
+    """`n` short messages, each naming one word of WORDS (so a query finds it), a minute apart."""
+    return [{"id": f"{prefix}{i}", "speaker": "Ann" if i % 2 else "Bob",
+             "content": f"Remember the {WORDS[i % len(WORDS)]} number {prefix}{i}.",
+             "created_at": f"2024-04-01T{hour:02d}:{i:02d}:00Z"} for i in range(n)]
+
+
+async def seen_by(client, conversation_id: str, text: str) -> list[dict]:  # type: ignore[no-untyped-def]
+    """Every result (top 100, hybrid) of a query filtered to the conversation."""
+    r = await client.post("/query", json={"queries": [{"query": text, "top_k": 100, "filter": {
+        "conversation_id": conversation_id}}]}, headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200, body
+    return body["results"][0]["results"]
+
+
+async def test_a_fork_sees_the_messages_just_before_its_fork_point(client) -> None:  # type: ignore[no-untyped-def]
+    """Issue 19, item 1: ten short messages in one chunk, forked at the fifth: the fork sees m0..m4 (the chunk
+    straddling the fork point used to hide all of them), never m5..m9; its own messages continue that chunk; a
+    parent message forgotten is forgotten in the fork too, and so is the fork message itself."""
+    r = await client.post("/remember", json={"conversation_id": "p", "wait": True, "messages": worded("m", 10)},
+                          headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and len(body["updated_chunk_ids"] + body["chunk_ids"]) == 1  # all in one chunk
+    r = await client.post("/conversations/p/fork", json={"at_message_id": "m4", "new_conversation_id": "f"},
+                          headers=AUTH)
+    assert r.status_code == 201, await r.get_json()
+    everything = " ".join(WORDS)
+
+    def ids(results: list[dict]) -> set[str]:
+        return {m for x in results for m in x["message_ids"]}
+
+    results = await seen_by(client, "f", everything)
+    assert ids(results) == {f"m{i}" for i in range(5)}
+    assert not any(w in x["text"] for x in results for w in WORDS[5:10])
+    r = await client.post("/remember", json={"conversation_id": "f", "wait": True, "messages": [
+        {"id": "f0", "speaker": "Ann", "content": "In this branch we take the kayak instead.",
+         "created_at": "2024-04-01T10:00:00Z"}]}, headers=AUTH)
+    assert r.status_code == 200
+    results = await seen_by(client, "f", everything)
+    assert ids(results) == {"m0", "m1", "m2", "m3", "m4", "f0"}
+    assert any({"m4", "f0"} <= set(x["message_ids"]) for x in results)  # the fork's messages continue the chunk
+    assert ids(await seen_by(client, "p", everything)) == {f"m{i}" for i in range(10)}  # the parent is unchanged
+    own = next(x for x in results if x["conversation_id"] == "f")
+    r = await client.get(f"/conversations/f/messages?node_id={own['id']}", headers=AUTH)
+    listed = (await r.get_json())["messages"]
+    assert [(m["id"], m["conversation_id"]) for m in listed] == [(f"m{i}", "p") for i in range(5)] + [("f0", "f")]
+
+    r = await client.delete("/delete", json={"ids": ["m2"]}, headers=AUTH)
+    assert r.status_code == 200, await r.get_json()
+    results = await seen_by(client, "f", everything)
+    assert ids(results) == {"m0", "m1", "m3", "m4", "f0"} and not any("cathedral" in x["text"] for x in results)
+    r = await client.delete("/delete", json={"ids": ["m4"]}, headers=AUTH)
+    assert r.status_code == 200
+    results = await seen_by(client, "f", everything)  # the fork point is now m3, the last message before m4
+    assert ids(results) == {"m0", "m1", "m3", "f0"} and not any("elevator" in x["text"] for x in results)
+
+
+async def test_a_fork_inside_a_later_chunk_inherits_the_earlier_ones(client, store) -> None:  # type: ignore[no-untyped-def]
+    """The fork point inside the parent's third chunk: the chunks before it stay the parent's (inherited,
+    nothing copied), the part of the straddling chunk up to the fork point is the fork's own."""
+    r = await client.post("/remember", json={"conversation_id": "p", "wait": True,
+                                              "messages": turns("a", 40, 1, "gardening")}, headers=AUTH)
+    assert r.status_code == 200
+    chunks = sorted((n for n in store.storage.source_nodes("default", "p", level=1)), key=lambda n: n.position)
+    assert len(chunks) >= 4
+    third = chunks[2]
+    at = third.message_ids[len(third.message_ids) // 2]  # a message in the middle of the third chunk
+    n_at = int(at.split("-")[1])
+    r = await client.post("/conversations/p/fork", json={"at_message_id": at, "new_conversation_id": "f"},
+                          headers=AUTH)
+    assert r.status_code == 201
+    results = await seen_by(client, "f", "gardening matters a lot to us")
+    seen = {m for x in results for m in x["message_ids"]}
+    assert seen == {f"a-{i}" for i in range(n_at + 1)}  # every message up to the fork point, none after
+    inherited = {x["id"] for x in results if x["conversation_id"] == "p"}
+    assert {chunks[0].id, chunks[1].id} <= inherited and third.id not in inherited
+    own = [x for x in results if x["conversation_id"] == "f"]
+    assert len(own) == 1 and own[0]["message_ids"][-1] == at
+
+    r = await client.post("/remember", json={"conversation_id": "f", "wait": True, "messages": turns(
+        "x", 20, 2, "sailing")}, headers=AUTH)
+    assert r.status_code == 200
+    results = await seen_by(client, "f", "gardening and sailing matter a lot to us")
+    seen = {m for x in results for m in x["message_ids"]}
+    assert seen == {f"a-{i}" for i in range(n_at + 1)} | {f"x-{i}" for i in range(20)}
+    before = at.replace(str(n_at), str(n_at - 1))
+    r = await client.delete("/delete", json={"ids": [before]}, headers=AUTH)
+    assert r.status_code == 200
+    results = await seen_by(client, "f", "gardening and sailing matter a lot to us")
+    assert before not in {m for x in results for m in x["message_ids"]}
+    assert not any(f"gardening, point {n_at - 1}:" in x["text"] for x in results)
+    assert at in {m for x in results for m in x["message_ids"]}

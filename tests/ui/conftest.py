@@ -32,6 +32,7 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networki
                  "--disable-dev-shm-usage"]
 LONG = "long-talk"  # 180 messages: 30 chunks, 6 L2 summaries, 1 L3
 LONG_MESSAGES = 180
+SHORT_TITLE = "Cy and Di <b>catch up</b>"  # a title (RememberRequest.title), shown as text, never as markup
 
 
 def seed(db: Path, embedder: LocalEmbedder) -> None:
@@ -42,7 +43,7 @@ def seed(db: Path, embedder: LocalEmbedder) -> None:
         msgs = conversation(("Ann", "Bob"), LONG_MESSAGES, start=start)
         for i in range(0, len(msgs), 60):
             store.writer.remember("default", RememberRequest(conversation_id=LONG, messages=msgs[i : i + 60]))
-        store.writer.remember("default", RememberRequest(conversation_id="short-chat",
+        store.writer.remember("default", RememberRequest(conversation_id="short-chat", title=SHORT_TITLE,
                                                        messages=conversation(("Cy", "Di"), 4, prefix="s")))
         store.writer.remember("default", RememberRequest(conversation_id="to-delete",
                                                        messages=conversation(("Eve", "Fay"), 12, prefix="d")))

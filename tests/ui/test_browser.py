@@ -18,7 +18,7 @@ from pyramind.services.summarising import ExtractiveSummariser
 from tests.conftest import TOKEN, make_settings
 from tests.datastore.synthetic import conversation
 from tests.trust.harness import ServerProcess
-from tests.ui.conftest import LONG, Page
+from tests.ui.conftest import LONG, SHORT_TITLE, Page
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 ROOT = Path(__file__).resolve().parents[2]
@@ -60,6 +60,9 @@ def test_list_shows_sources_with_time_ranges_and_counts(tab: Page) -> None:
     row = page.locator(f"tr[data-source-id='{LONG}']").inner_text()
     assert "2024-01-01 09:00" in row and "180" in row and "L3: 1" in row and "L1: 30" in row
     assert "document" in page.locator("tr[data-source-id='garden-notes']").inner_text()
+    short = page.locator("tr[data-source-id='short-chat']")
+    assert SHORT_TITLE in short.inner_text() and "short-chat" in short.inner_text()  # the title, then the id
+    assert short.locator("b").count() == 0
     # the optional panels show exactly when the server documents their endpoints (404 elsewhere: hidden)
     paths = httpx.get(tab.url + "/openapi.json").json()["paths"]
     assert page.locator("a[data-nav='context']").is_visible() == ("/context" in paths)
