@@ -1,7 +1,8 @@
 """Standing instructions and preferences stated in chat messages (services/instructions.py finds them).
 
 A `Detected` is what a detector returns for one sentence of one message, before storage gives it an id; an
-`Instruction` is the stored form, which a later statement on the same subject can supersede.
+`Instruction` is the stored form, which a later statement on the same subject can supersede. `InstructionList`
+and `InstructionDeleteResponse` are what GET and DELETE /instructions answer.
 """
 
 from __future__ import annotations
@@ -65,3 +66,25 @@ class Instruction(BaseModel):
         default=None, description="Id of the later instruction on the same subject that replaced it; null: in force."
     )
     detector: str = Field(default="pattern", description=_DETECTOR)
+    recorded_at: datetime | None = Field(
+        default=None, description="ISO 8601 UTC time Pyramind stored it (when the message was indexed)."
+    )
+
+
+class InstructionList(BaseModel):
+    """The standing instructions and preferences of a namespace (or of one conversation), oldest first."""
+
+    instructions: list[Instruction] = Field(
+        description="Oldest first (by when said: the message's time, else when stored); superseded ones only "
+                    "when asked for."
+    )
+    active: int = Field(description="How many of them are in force (superseded_by null).")
+
+
+class InstructionDeleteResponse(BaseModel):
+    """What deleting an instruction did."""
+
+    deleted: str = Field(description="Id of the instruction deleted.")
+    reactivated: list[str] = Field(
+        description="Ids of older instructions it had superseded that are in force again (none later replaced them)."
+    )
