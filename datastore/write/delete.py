@@ -1,7 +1,9 @@
 """Forgetting: delete messages, nodes, sources or a namespace, then rebuild what was derived from them.
 
 Every chunk and summary derived from a forgotten message is rebuilt from what remains (reusing every node whose
-content, and for a summary its context, is unchanged), so a forgotten text comes back from no level.
+content, and for a summary its context, is unchanged), so a forgotten text comes back from no level. The standing
+instructions a forgotten message stated go in the same commit (datastore/write/instructions.py: what they had
+superseded comes back into force).
 """
 
 from __future__ import annotations
@@ -15,11 +17,14 @@ from pyramind.datastore.locks import SourceLocks, retry_conflicts
 from pyramind.datastore.read.nodes import subtree
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
 from pyramind.models.api import DeleteRequest, DeleteResponse
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.services.chunking import measure
 from pyramind.services.errors import EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
+from pyramind.services.instructions import said
 from pyramind.services.tree import Frontier
 
 log = logging.getLogger(__name__)
@@ -29,13 +34,17 @@ class Deleter:
     """delete (the API's forget), and `forget_messages`, the cascade every removal of messages goes through.
 
     settings: MAX_DELETE_IDS. builder: rebuilds a source's tree. locks: the writers' per-source locks.
+    instructions: drops the standing instructions of forgotten messages (and finds those of kept messages that
+    the rebuild covers for the first time).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
+                 instructions: InstructionKeeper) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
+        self.instructions = instructions
 
     def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:
         """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
@@ -95,13 +104,14 @@ class Deleter:
 
     def forget_messages(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
         """Remove messages (all of the source, and the source itself, when None) and rebuild the source's tree,
-        reusing every chunk and summary whose content is unchanged. Returns (messages removed, nodes removed
-        or rebuilt). Raises ConflictError when other writers kept committing to the source.
+        reusing every chunk and summary whose content is unchanged; the standing instructions the removed messages
+        stated go in the same commit. Returns (messages removed, nodes removed or rebuilt). Raises ConflictError
+        when other writers kept committing to the source.
 
         Forgetting never waits on the embedder: if it fails, the source's nodes are all removed now and rebuilt
         from the remaining messages later (the backlog), so the forgotten text is gone at once either way.
         """
-        storage = self.storage
+        storage, keeper = self.storage, self.instructions
 
         def attempt() -> tuple[int, int]:
             src = storage.get_source(ns, source_id)
@@ -110,18 +120,24 @@ class Deleter:
             messages = storage.messages(ns, source_id)
             keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
             old = storage.source_nodes(ns, source_id)
+            found: tuple[list[Instruction], np.ndarray | None] = ([], None)
             if not keep:
                 batch = WriteBatch(source=src, delete_source=True)
                 removed = len(old)
             else:
+                chunked_to = max((o.tok_end for o in old if o.level == 1), default=0)
+                uncovered = newly_covered(keep, chunked_to, src.n_tokens)  # before the offsets are measured again
                 for seq, m in enumerate(keep):
                     m.seq = seq
                 offset = measure(keep, None, 0)
                 try:
                     nodes = self.rebuild(ns, src, keep, old)
+                    first = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes else []
+                    if first:  # kept messages no chunk had covered: read now, as the chunk step would have
+                        found = (first, self.builder.embedder.embed([said(i) for i in first], bulk=True))
                 except (EmbeddingError, SummaryError) as exc:
                     log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
-                    nodes = []
+                    nodes, found = [], ([], None)
                 old_ids = {o.id for o in old}
                 removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
                 batch = WriteBatch(
@@ -129,7 +145,9 @@ class Deleter:
                                      src.metadata),
                     messages=keep, nodes=nodes, replace=True,
                 )
-            storage.commit(ns, batch, src.version)
+            with keeper.lock(ns):
+                batch.instructions, batch.drop_instructions = keeper.forget(ns, source_id, message_ids, *found)
+                storage.commit(ns, batch, src.version)
             return len(messages) - len(keep), removed
 
         with self.locks(ns, source_id):

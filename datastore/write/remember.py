@@ -2,7 +2,9 @@
 
 validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> one atomic write. Everything a call
 computes is computed before anything is written (`TreeBuilder`), and written in one `Storage.commit`: an
-embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later).
+embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later). The
+standing instructions of the messages the new chunks cover are found, embedded with the chunks and committed in
+the same write (datastore/write/instructions.py), as the background indexer's steps do.
 `accept` is the store-now-index-later form the HTTP route uses: it stores the messages in one transaction and
 leaves the chunks and summaries to the background indexer (datastore/indexing).
 """
@@ -18,12 +20,14 @@ from typing import Any
 from pyramind.datastore.locks import SourceLocks, retry_conflicts
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
 from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
 from pyramind.models.memory import SourceType, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.models.time import utc
 from pyramind.services.chunking import measure
 from pyramind.services.errors import EmbeddingError, InvalidRequestError, SummaryError
+from pyramind.services.instructions import said
 from pyramind.services.sessions import assign_sessions
 from pyramind.services.tree import Frontier
 
@@ -48,14 +52,17 @@ class Writer:
 
     settings: the limits (MAX_MESSAGES, MAX_MESSAGE_CHARS, MAX_DOCUMENTS, MAX_DOCUMENT_CHARS) and
     SESSION_GAP_HOURS. builder: computes chunks and summaries. locks: serialises this process's writers of a
-    source (other processes are stopped by the version check of `Storage.commit`).
+    source (other processes are stopped by the version check of `Storage.commit`). instructions: finds the
+    standing instructions of the messages an indexing write covers and settles them for its commit.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
+                 instructions: InstructionKeeper) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
+        self.instructions = instructions
 
     def remember(self, ns: str, req: RememberRequest, index: bool = True) -> RememberResponse:
         """Add `req.messages` to a conversation and extend its tree.
@@ -182,7 +189,7 @@ class Writer:
         Raises InvalidRequestError (the id names the other kind of source), ConflictError (other writers kept
         committing), EmbeddingError/SummaryError (a backlog retry failed again).
         """
-        storage, builder = self.storage, self.builder
+        storage, builder, keeper = self.storage, self.builder, self.instructions
 
         def attempt() -> Extended:
             src = storage.get_source(ns, source_id)
@@ -226,15 +233,20 @@ class Writer:
             try:
                 chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
                 summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
-                nodes = builder.embed(chunks + summaries) + [(n, None) for n in reparented]
+                covered = newly_covered(prior + stored, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
+                found = keeper.detect(ns, source_type, source_id, covered)
+                nodes, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
+                nodes += [(n, None) for n in reparented]
             except (EmbeddingError, SummaryError) as exc:
                 if not stored:
                     raise  # a retry of the backlog failed again: nothing new to keep
                 log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
                 storage.commit(ns, backlog, version)
                 return Extended(skipped=skipped, pending=[m.id for m in stored])
-            storage.commit(ns, WriteBatch(source=source, messages=stored, nodes=nodes,
-                                          replace=replace and src is not None), version)
+            with keeper.lock(ns, bool(found)):
+                storage.commit(ns, WriteBatch(source=source, messages=stored, nodes=nodes,
+                                              replace=replace and src is not None,
+                                              instructions=keeper.settle(ns, found, said_vectors)), version)
             updated = [open_chunk.id] if open_chunk else []
             return Extended(created=[c.id for c in chunks if c.id not in updated], updated=updated,
                             summaries=[n.id for n in summaries], skipped=skipped)
