@@ -146,7 +146,8 @@ class Deleter:
                     messages=keep, nodes=nodes, replace=True,
                 )
             with keeper.lock(ns):
-                batch.instructions, batch.drop_instructions = keeper.forget(ns, source_id, message_ids, *found)
+                gone = message_ids if keep else None  # the whole source goes: every instruction said in it
+                batch.instructions, batch.drop_instructions = keeper.forget(ns, source_id, gone, *found)
                 storage.commit(ns, batch, src.version)
             return len(messages) - len(keep), removed
 
