@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
@@ -381,10 +381,35 @@ class Superseder:
                     items[i].superseded_by = items[j].id
         return items
 
+    def settle(self, items: Sequence[Instruction], vectors: np.ndarray,
+               fresh: Collection[str]) -> list[Instruction]:
+        """`supersede([], items, vectors)` (items oldest first, all in force; vectors float32 (len(items), d),
+        L2-normalised, in that order) comparing only the pairs that hold a `fresh` instruction (a new one, or one
+        just back in force): every other pair was compared when the later of the two was stored. Copies; the
+        inputs are not modified. len(items) * len(fresh) comparisons instead of len(items) squared, so a
+        namespace with thousands of instructions settles a step's few new ones at once."""
+        items = [i.model_copy() for i in items]
+        if len(vectors) != len(items):
+            raise ValueError(f"{len(vectors)} vectors for {len(items)} instructions")
+        marked = [k for k, i in enumerate(items) if i.id in fresh]
+        if not marked:
+            return items
+        cosines = np.asarray(vectors @ vectors[marked].T, dtype=np.float32)  # (len(items), len(marked))
+        column = {k: c for c, k in enumerate(marked)}
+        pairs = sorted({(min(a, k), max(a, k)) for k in marked for a in range(len(items)) if a != k},
+                       key=lambda pair: (pair[1], pair[0]))  # as `supersede` walks them: later one, then earlier
+        for i, j in pairs:
+            cosine = cosines[i, column[j]] if j in column else cosines[j, column[i]]
+            if items[i].superseded_by is None and items[i].id != items[j].id and \
+                    self._same(items[i], items[j], float(cosine)):
+                items[i].superseded_by = items[j].id
+        return items
+
 
 def said(instruction: Instruction) -> str:
     """What an instruction's embedding is of: its statement, else its sentence."""
     return instruction.statement or instruction.text
+
 
 _EPOCH = datetime.min.replace(tzinfo=UTC)
 
@@ -411,7 +436,7 @@ def after_removal(entries: Sequence[Instruction], removed: set[str]) -> dict[str
         while nxt is not None and nxt in removed and nxt not in seen:  # `seen`: a stored cycle cannot loop
             seen.add(nxt)
             nxt = successor.get(nxt)
-        out[i.id] = None if nxt in removed else nxt
+        out[i.id] = None if nxt in removed or nxt == i.id else nxt
     return out
 
 

@@ -71,7 +71,7 @@ def newly_covered(messages: Sequence[StoredMessage], chunked_to: int, new_end: i
 
 
 class InstructionKeeper:
-    """detect, settle, forget and remove: standing instructions kept with the writes of Writer, IndexSteps,
+    """detect, settle, forget and change: standing instructions kept with the writes of Writer, IndexSteps,
     Deleter and the Instructions service.
 
     storage: its `instructions` capability (None: nothing is detected or kept). detector: finds instructions in
@@ -172,7 +172,8 @@ class InstructionKeeper:
         items = sorted([*in_force, *(i for i, _ in new.values())], key=said_order)
         if not items:
             return [(i, None) for i in changed.values()]
-        settled = self.superseder.supersede([], items, np.stack([vectors[i.id] for i in items]))
+        fresh = {*new, *(i for i, c in changed.items() if c.superseded_by is None)}
+        settled = self.superseder.settle(items, np.stack([vectors[i.id] for i in items]), fresh)
         puts: dict[str, Put] = {i.id: (i, None) for i in changed.values()}
         for i in settled:
             if i.id in new:
