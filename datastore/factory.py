@@ -10,6 +10,7 @@ from pyramind.datastore.storage import Storage
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import Embedder, make_embedder
 from pyramind.services.errors import StoreError
+from pyramind.services.instructions import Detector, make_detector
 from pyramind.services.summarising import Summariser, make_summariser
 
 
@@ -42,16 +43,20 @@ def open_storage(settings: Settings, dimension: int) -> Storage:
 
 
 def open_memory(
-    settings: Settings, embedder: Embedder | None = None, summariser: Summariser | None = None
+    settings: Settings, embedder: Embedder | None = None, summariser: Summariser | None = None,
+    detector: Detector | None = None,
 ) -> Memory:
     """The Memory over the configured, opened Storage (see `open_storage`).
 
-    embedder/summariser default to what the settings choose (tests pass shared instances). Raises StoreError
-    for a provider that is not available, EmbeddingMismatchError when the store holds another model's vectors.
+    embedder/summariser/detector default to what the settings choose (tests pass shared instances; the
+    instruction detector is the LLM one when the summariser is openai, else the offline rules). Raises
+    StoreError for a provider that is not available, EmbeddingMismatchError when the store holds another model's
+    vectors, OpenAIMissingError when openai is chosen but not installed.
     """
     embedder = embedder or make_embedder(settings)
     summariser = summariser or make_summariser(settings)
-    return Memory(settings, open_storage(settings, embedder.dimension), embedder, summariser)
+    detector = detector or make_detector(settings)
+    return Memory(settings, open_storage(settings, embedder.dimension), embedder, summariser, detector)
 
 
 def store_location(settings: Settings) -> str:

@@ -10,6 +10,8 @@ Where each operation goes (one path each; a fork, a grant or an option is a para
     stats of a namespace       -> describer   (datastore/read/stats.py)
     /context                   -> context     (datastore/context/assemble.py, through reader and core)
     core memory                -> core        (datastore/context/core.py)
+    standing instructions      -> instructions (datastore/lifetime/instructions.py; found and dropped with the
+                                               messages by the writer, steps and deleter: write/instructions.py)
     visits and pins            -> visits      (datastore/lifetime/visits.py)
     forks                      -> forks       (datastore/lifetime/forks.py; reading a fork is the reader's)
     sessions of a conversation -> sessions    (datastore/lifetime/sessions.py)
@@ -27,6 +29,7 @@ from pyramind.datastore.context.assemble import ContextAssembler
 from pyramind.datastore.context.core import CoreMemory
 from pyramind.datastore.indexing.steps import IndexSteps
 from pyramind.datastore.lifetime.forks import Forks
+from pyramind.datastore.lifetime.instructions import Instructions
 from pyramind.datastore.lifetime.policy import ForgettingPolicy
 from pyramind.datastore.lifetime.sessions import Sessions
 from pyramind.datastore.lifetime.visits import Visits
@@ -38,10 +41,12 @@ from pyramind.datastore.read.stats import Describer
 from pyramind.datastore.storage import Storage
 from pyramind.datastore.write.build import TreeBuilder
 from pyramind.datastore.write.delete import Deleter
+from pyramind.datastore.write.instructions import InstructionKeeper
 from pyramind.datastore.write.remember import Writer
 from pyramind.models.settings import Settings
 from pyramind.services.embedding import Embedder
 from pyramind.services.errors import EmbeddingMismatchError
+from pyramind.services.instructions import Detector
 from pyramind.services.summarising import Summariser
 
 
@@ -50,10 +55,13 @@ class Memory:
 
     settings: the one settings object. storage: an opened provider (its optional capabilities are read here,
     once, by the services that use them). embedder: chunk and query embeddings. summariser: the roll-up's
-    summaries. Raises EmbeddingMismatchError (closing the storage) when the store holds another model's vectors.
+    summaries. detector: finds standing instructions in the messages being indexed (services/instructions.py,
+    `make_detector`). Raises EmbeddingMismatchError (closing the storage) when the store holds another model's
+    vectors.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, summariser: Summariser) -> None:
+    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, summariser: Summariser,
+                 detector: Detector) -> None:
         model, dimension = embedder.model_name, embedder.dimension
         recorded = storage.record_embedding(model, dimension)
         if recorded != (model, dimension):
@@ -66,11 +74,13 @@ class Memory:
         self.storage = storage
         self.embedder = embedder
         self.summariser = summariser
+        self.detector = detector
         locks = SourceLocks()
         builder = TreeBuilder(settings, embedder, summariser)
+        keeper = InstructionKeeper(storage, detector, embedder, locks)
         self.visits = Visits(storage)
-        self.deleter = Deleter(settings, storage, builder, locks)
-        self.writer = Writer(settings, storage, builder, locks, self.deleter.refresh_forks)
+        self.deleter = Deleter(settings, storage, builder, locks, keeper)
+        self.writer = Writer(settings, storage, builder, locks, keeper, self.deleter.refresh_forks)
         self.reader = Reader(settings, storage, embedder, self.visits)
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)
@@ -80,7 +90,8 @@ class Memory:
         self.forks = Forks(storage, self.deleter)
         self.sessions = Sessions(storage)
         self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)
-        self.steps = IndexSteps(settings, storage, builder, locks)
+        self.steps = IndexSteps(settings, storage, builder, locks, keeper)
+        self.instructions = Instructions(storage, keeper)
 
     @property
     def name(self) -> str:

@@ -4,7 +4,7 @@ The pipeline (datastore/write, read, context, lifetime, portability, indexing) h
 calls only the methods below. Every method is synchronous and takes the namespace first: a provider scopes every
 read, write, search and id lookup to it, so one namespace never sees another's memories.
 
-Four capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
+Five capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
 reads them once when it is composed (datastore/memory.py), and a service that needs one says so in its
 constructor:
 
@@ -13,7 +13,9 @@ constructor:
 - `rows: RowSearch`   search answered by row id from in-memory indexes, the vector index being exact or an ANN
   (hybrid fuses row ids and reads only the top_k rows it returns);
 - `core: CoreTable`   core memory entries per scope (without it, /core answers 501);
-- `marks: MarkTable`  visits and pins of nodes (without it, nothing is counted and nothing can be pinned).
+- `marks: MarkTable`  visits and pins of nodes (without it, nothing is counted and nothing can be pinned);
+- `instructions: InstructionTable`  standing instructions and preferences with their embeddings (without it,
+  none are detected or kept, and /instructions answers 501).
 
 The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics every provider applies
 (`node_matches`, `message_matches`, the SQL of the local and PostgreSQL stores do the same) live here too.
@@ -30,8 +32,10 @@ import numpy as np
 
 from pyramind.models.api import DeleteFilter, QueryFilter
 from pyramind.models.core import CoreEntry
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
 from pyramind.models.time import utc
+from pyramind.services.instructions import said_order
 
 Hits = list[tuple[MemoryNode, float]]
 """[(node, score)], best first; the score's scale is the search's own (cosine, BM25...)."""
@@ -56,8 +60,14 @@ class WriteBatch:
     """Everything one call writes for one source, applied atomically by `Storage.commit`.
 
     replace: delete all of the source's messages and nodes first. delete_source: remove the source entirely
-    (then the other fields are ignored). nodes: (node, vector); a None vector keeps the stored one (a metadata
+    (then messages and nodes are ignored). nodes: (node, vector); a None vector keeps the stored one (a metadata
     update of an existing node, e.g. its parent or its position).
+
+    Standing instructions are kept per namespace, not per source, and a batch names them explicitly (neither
+    replace nor delete_source touches them): drop_instructions are deleted, then instructions are written,
+    (instruction, its statement's embedding) by id; a None vector keeps the stored one (an update of
+    `superseded_by`, possibly of an instruction stated in another source). A provider without the `instructions`
+    capability is never sent any.
     """
 
     source: SourceRow
@@ -65,6 +75,8 @@ class WriteBatch:
     nodes: list[tuple[MemoryNode, np.ndarray | None]] = field(default_factory=list)
     replace: bool = False
     delete_source: bool = False
+    instructions: list[tuple[Instruction, np.ndarray | None]] = field(default_factory=list)
+    drop_instructions: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -208,6 +220,37 @@ class CoreTable(Protocol):
         ...
 
 
+class InstructionTable(Protocol):
+    """Standing instructions and preferences of a namespace, each with the embedding of its statement
+    (float32, (dimension,), L2-normalised), written by `Storage.commit` (with the messages' chunks, or with
+    their forgetting) and by `write`."""
+
+    def entries(self, ns: str, conversation_id: str | None = None,
+                include_superseded: bool = False) -> list[Instruction]:
+        """The namespace's instructions (those said in `conversation_id` only, when given), oldest first
+        (`instruction_order`); those with a `superseded_by` only when include_superseded."""
+        ...
+
+    def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
+        """The namespace's instructions with these ids (unknown ids left out; any order)."""
+        ...
+
+    def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{instruction id: embedding (float32, (dimension,), L2-normalised)} of the ids found."""
+        ...
+
+    def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
+        """In one transaction: delete the instructions with an id in `drop`, then write `put` by id (a None
+        vector keeps the stored one). Returns how many were deleted."""
+        ...
+
+
+def instruction_order(instructions: Sequence[Instruction]) -> list[Instruction]:
+    """Instructions oldest first (services.instructions.said_order): the order every provider's `entries`
+    returns, sorted here so that it is one rule for all of them."""
+    return sorted(instructions, key=said_order)
+
+
 class MarkTable(Protocol):
     """Visits and pins, kept apart from the node rows: recording a visit never rewrites a node or its vector."""
 
@@ -236,6 +279,7 @@ class Storage(Protocol):
     rows: RowSearch | None
     core: CoreTable | None
     marks: MarkTable | None
+    instructions: InstructionTable | None
 
     @property
     def location(self) -> str:
@@ -322,7 +366,8 @@ class Storage(Protocol):
         ...
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
-        """Remove everything of the namespace (core entries and marks too); returns (messages, nodes) removed."""
+        """Remove everything of the namespace (core entries, marks and instructions too); returns (messages,
+        nodes) removed."""
         ...
 
     # what the background indexer finds in the store

@@ -294,8 +294,9 @@ def migrate(
         src.close()
         dst.close()
     console.print(f"{report['copied']} sources copied, {report['skipped']} already there; "
-                  f"{report['messages']} messages, {report['nodes']} nodes, {report['marks']} marks and "
-                  f"{report['core_memory']} core memory entries verified at the destination")
+                  f"{report['messages']} messages, {report['nodes']} nodes, {report['marks']} marks, "
+                  f"{report['core_memory']} core memory entries and {report['instructions']} instructions verified "
+                  "at the destination")
 
 
 @app.command()

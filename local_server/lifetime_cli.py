@@ -45,7 +45,8 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
     finally:
         store.close()
     console.print(f"restored {report['sources']} sources, {report['messages']} messages, {report['nodes']} nodes, "
-                  f"{report['marks']} marks and {report['core_memory']} core memory entries")
+                  f"{report['marks']} marks, {report['core_memory']} core memory entries and "
+                  f"{report['instructions']} instructions")
 
 
 def register(app: typer.Typer) -> None:

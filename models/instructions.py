@@ -1,7 +1,8 @@
 """Standing instructions and preferences stated in chat messages (services/instructions.py finds them).
 
 A `Detected` is what a detector returns for one sentence of one message, before storage gives it an id; an
-`Instruction` is the stored form, which a later statement on the same subject can supersede.
+`Instruction` is the stored form, which a later statement on the same subject can supersede. `InstructionsQuery`,
+`InstructionList` and `InstructionDeleteResponse` are what GET and DELETE /instructions take and answer.
 """
 
 from __future__ import annotations
@@ -9,7 +10,9 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
+
+from pyramind.models.api import NAMESPACE_PATTERN
 
 InstructionKind = Literal["instruction", "preference"]
 """instruction: a rule for the assistant's future behaviour; preference: a durable taste or constraint."""
@@ -65,3 +68,39 @@ class Instruction(BaseModel):
         default=None, description="Id of the later instruction on the same subject that replaced it; null: in force."
     )
     detector: str = Field(default="pattern", description=_DETECTOR)
+    recorded_at: datetime | None = Field(
+        default=None, description="ISO 8601 UTC time Pyramind stored it (when the message was indexed)."
+    )
+
+
+class InstructionsQuery(BaseModel):
+    """Query string of GET /instructions."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Only those said in this conversation."
+    )
+    include_superseded: bool = Field(
+        default=False, description="true: also those a later one on the same subject replaced."
+    )
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="Static-token callers only.")
+
+
+class InstructionList(BaseModel):
+    """The standing instructions and preferences of a namespace (or of one conversation), oldest first."""
+
+    instructions: list[Instruction] = Field(
+        description="Oldest first (by when said: the message's time, else when stored); superseded ones only "
+                    "when asked for."
+    )
+    active: int = Field(description="How many of them are in force (superseded_by null).")
+
+
+class InstructionDeleteResponse(BaseModel):
+    """What deleting an instruction did."""
+
+    deleted: str = Field(description="Id of the instruction deleted.")
+    reactivated: list[str] = Field(
+        description="Ids of older instructions it had superseded that are in force again (none later replaced them)."
+    )

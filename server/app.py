@@ -18,6 +18,7 @@ from pyramind.server.context_routes import context_api
 from pyramind.server.conversations import conversations
 from pyramind.server.errors import install_error_handlers
 from pyramind.server.find_routes import explore
+from pyramind.server.instruction_routes import instructions_api
 from pyramind.server.lifetime import lifetime
 from pyramind.server.mcp_http import mount_mcp
 from pyramind.server.openapi import GPTActionsOpenAPI
@@ -70,6 +71,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     app.register_blueprint(explore)
     app.register_blueprint(wellknown)
     app.register_blueprint(context_api)
+    app.register_blueprint(instructions_api)
     mount_mcp(app, settings, authenticator, limiter)  # MCP over streamable HTTP at /mcp: same auth, limit, store
     app.register_blueprint(conversations)
     install_ui(app)

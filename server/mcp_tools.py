@@ -1,7 +1,8 @@
 """The MCP front door: Pyramind's memory tools over the Model Context Protocol (the official `mcp` SDK).
 
 Another door beside the REST routes, with no logic of its own: each tool is a few lines over the Memory
-service its route calls (remember, query, expand, find, describe, delete, context, core memory), with the
+service its route calls (remember, query, expand, find, describe, delete, context, core memory, standing
+instructions), with the
 namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio
 caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a
 schema. Store errors become tool errors that name the argument (`ids: unknown ids: ...`); nothing is changed by
@@ -47,6 +48,7 @@ from pyramind.models.core import (
     CorePutResponse,
 )
 from pyramind.models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
+from pyramind.models.instructions import InstructionDeleteResponse, InstructionList
 from pyramind.models.settings import Settings
 from pyramind.server.auth import Principal, namespace_for
 from pyramind.server.common import off_loop
@@ -62,7 +64,8 @@ INSTRUCTIONS = (
     "returns verbatim chunks (level 1) by default; `expand` one to reach the summary above it (level 2+), or a "
     "summary to read what it covers. `context` gives one block for the next answer (core memory first); keep "
     "lasting facts with `core_set`. Use `find` for exact words, names or numbers, `stats` for an overview, "
-    "`forget` only when the user asks."
+    "`forget` only when the user asks. The user's standing rules and preferences, stated once in chat, are kept "
+    "for you: `instructions_list` shows them."
 )
 
 Namespace = Annotated[str | None, Field(
@@ -337,5 +340,33 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
         """Remove a core-memory fact everywhere, including its moved-out copy in long-term memory."""
         return await _call(lambda: off_loop(get_memory().core.delete, ns(ctx, namespace, write=True), key,
                                            conversation_id))
+
+    @mcp.tool(annotations=read)
+    @_one_line
+    async def instructions_list(
+        ctx: Context,
+        conversation_id: Annotated[str | None, Field(
+            default=None, min_length=1, max_length=256,
+            description="Only those said in this conversation; omit for the namespace's.")] = None,
+        include_superseded: Annotated[bool, Field(
+            strict=True, description="true: also those a later one on the same subject replaced.")] = False,
+        namespace: Namespace = None,
+    ) -> Annotated[CallToolResult, InstructionList]:
+        """List the user's standing instructions and preferences (found in their messages as they are remembered),
+        oldest first, each with the message, conversation, speaker and time it came from."""
+        return await _call(lambda: off_loop(get_memory().instructions.list, ns(ctx, namespace), conversation_id,
+                                           include_superseded))
+
+    @mcp.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True,
+                                          open_world_hint=False))
+    @_one_line
+    async def instructions_delete(
+        ctx: Context,
+        id: Annotated[str, Field(min_length=1, max_length=256, description="An id from instructions_list.")],
+        namespace: Namespace = None,
+    ) -> Annotated[CallToolResult, InstructionDeleteResponse]:
+        """Stop following a standing instruction or preference (its message stays); an older one it replaced is in
+        force again. Only when the user asks."""
+        return await _call(lambda: off_loop(get_memory().instructions.delete, ns(ctx, namespace, write=True), id))
 
     return mcp

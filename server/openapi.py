@@ -35,6 +35,7 @@ PARAMETER_DESCRIPTIONS = {
     "conversation_id": "Id of a conversation (as given to /remember, or from GET /conversations); the browse "
     "routes also take a document id.",
     "key": "Key of the core memory entry, as set with PUT /core.",
+    "instruction_id": "Id of a standing instruction or preference, from GET /instructions.",
 }
 
 

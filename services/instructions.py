@@ -12,7 +12,8 @@ from __future__ import annotations
 import json
 import logging
 import re
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from datetime import UTC, datetime
 from typing import Any, Literal, Protocol
 
 import numpy as np
@@ -336,7 +337,7 @@ class Superseder:
 
     def similarity(self, a: Instruction, b: Instruction) -> float:
         """Cosine (-1..1) of the two instructions' statements."""
-        va, vb = self._embedder.embed([_said(a), _said(b)])
+        va, vb = self._embedder.embed([said(a), said(b)])
         return float(va @ vb)
 
     def same_subject(self, a: Instruction, b: Instruction) -> bool:
@@ -354,17 +355,23 @@ class Superseder:
             return cosine >= self.key_cosine
         return False
 
-    def supersede(self, existing: Sequence[Instruction], new: Sequence[Instruction]) -> list[Instruction]:
+    def supersede(self, existing: Sequence[Instruction], new: Sequence[Instruction],
+                  vectors: np.ndarray | None = None) -> list[Instruction]:
         """Every instruction of existing then new (copies, same order) with `superseded_by` set where a later one
         on the same subject replaced it.
 
         Order is the lists' order: each list oldest first, every new one later than every existing one. Only
         instructions still in force (superseded_by null) are replaced; each points at its direct successor, the
-        first later one on its subject. An existing one keeps its superseded_by. Inputs are not modified."""
+        first later one on its subject. An existing one keeps its superseded_by. Inputs are not modified.
+        vectors: the statements' embeddings (float32, (len(existing) + len(new), d), L2-normalised, in that
+        order) when the caller has them stored; else they are embedded here."""
         items = [i.model_copy() for i in (*existing, *new)]
         if not new:
             return items
-        vectors = self._embedder.embed([_said(i) for i in items])
+        if vectors is None:
+            vectors = self._embedder.embed([said(i) for i in items])
+        elif len(vectors) != len(items):
+            raise ValueError(f"{len(vectors)} vectors for {len(items)} instructions")
         cosines = np.asarray(vectors @ vectors.T, dtype=np.float32)
         first_new = len(existing)
         for j in range(first_new, len(items)):
@@ -374,9 +381,63 @@ class Superseder:
                     items[i].superseded_by = items[j].id
         return items
 
+    def settle(self, items: Sequence[Instruction], vectors: np.ndarray,
+               fresh: Collection[str]) -> list[Instruction]:
+        """`supersede([], items, vectors)` (items oldest first, all in force; vectors float32 (len(items), d),
+        L2-normalised, in that order) comparing only the pairs that hold a `fresh` instruction (a new one, or one
+        just back in force): every other pair was compared when the later of the two was stored. Copies; the
+        inputs are not modified. len(items) * len(fresh) comparisons instead of len(items) squared, so a
+        namespace with thousands of instructions settles a step's few new ones at once."""
+        items = [i.model_copy() for i in items]
+        if len(vectors) != len(items):
+            raise ValueError(f"{len(vectors)} vectors for {len(items)} instructions")
+        marked = [k for k, i in enumerate(items) if i.id in fresh]
+        if not marked:
+            return items
+        cosines = np.asarray(vectors @ vectors[marked].T, dtype=np.float32)  # (len(items), len(marked))
+        column = {k: c for c, k in enumerate(marked)}
+        pairs = sorted({(min(a, k), max(a, k)) for k in marked for a in range(len(items)) if a != k},
+                       key=lambda pair: (pair[1], pair[0]))  # as `supersede` walks them: later one, then earlier
+        for i, j in pairs:
+            cosine = cosines[i, column[j]] if j in column else cosines[j, column[i]]
+            if items[i].superseded_by is None and items[i].id != items[j].id and \
+                    self._same(items[i], items[j], float(cosine)):
+                items[i].superseded_by = items[j].id
+        return items
 
-def _said(instruction: Instruction) -> str:
+
+def said(instruction: Instruction) -> str:
+    """What an instruction's embedding is of: its statement, else its sentence."""
     return instruction.statement or instruction.text
+
+
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def said_order(instruction: Instruction) -> tuple[datetime, datetime, str]:
+    """Sort key, oldest first: when it was said (the message's time, else when it was stored), then when it was
+    stored (sentences of one message, messages without times), then the id."""
+    recorded = instruction.recorded_at or _EPOCH
+    return instruction.created_at or recorded, recorded, instruction.id
+
+
+def after_removal(entries: Sequence[Instruction], removed: set[str]) -> dict[str, str | None]:
+    """{id: its new superseded_by} for the kept entries whose successor is being removed (forgotten with its
+    message, or deleted): each now points at the first kept one along its chain of successors, or at none (in
+    force again) when the chain ends in removed ones. `entries`: every stored instruction of the namespace,
+    superseded ones too."""
+    successor = {i.id: i.superseded_by for i in entries}
+    out: dict[str, str | None] = {}
+    for i in entries:
+        if i.id in removed or i.superseded_by not in removed:
+            continue
+        nxt: str | None = i.superseded_by
+        seen: set[str] = set()
+        while nxt is not None and nxt in removed and nxt not in seen:  # `seen`: a stored cycle cannot loop
+            seen.add(nxt)
+            nxt = successor.get(nxt)
+        out[i.id] = None if nxt in removed or nxt == i.id else nxt
+    return out
 
 
 def supersede(existing: Sequence[Instruction], new: Sequence[Instruction], embedder: Embedder) -> list[Instruction]:

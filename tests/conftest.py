@@ -44,12 +44,12 @@ def mark_table(memory: Memory) -> MarkTable:
 
 
 def recompose(memory: Memory, *, settings: Settings | None = None, embedder: object | None = None,
-              summariser: object | None = None) -> Memory:
-    """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed or
-    summarise with another `embedder` / `summariser` (an injected fault, or one that acts mid-call); close only
-    the first."""
+              summariser: object | None = None, detector: object | None = None) -> Memory:
+    """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed,
+    summarise or detect instructions with another `embedder` / `summariser` / `detector` (an injected fault, or
+    one that acts mid-call); close only the first."""
     return Memory(settings or memory.settings, memory.storage, embedder or memory.embedder,  # type: ignore[arg-type]
-                  summariser or memory.summariser)  # type: ignore[arg-type]
+                  summariser or memory.summariser, detector or memory.detector)  # type: ignore[arg-type]
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:

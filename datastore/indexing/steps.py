@@ -11,6 +11,10 @@ A step computes without the source lock (embedding and summarising may take seco
 conversation must not wait for them) and commits under it, after checking that what it built on is unchanged:
 messages appended meanwhile are fine (they stay backlog for the next step); anything else (a delete, a replace,
 another writer's chunks or summaries) makes the step recompute.
+
+A chunk step also finds the standing instructions of the messages it newly covers (datastore/write/
+instructions.py: each message exactly once), embeds their statements in the chunks' embedding call, and commits
+them, settled against the namespace's stored ones, in the same WriteBatch as the chunks.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ from pyramind.datastore.locks import SourceLocks, retry_conflicts
 from pyramind.datastore.read.lineage import chunk_from, stream_messages
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.services.errors import ConflictError
+from pyramind.services.instructions import said
 from pyramind.services.tree import Frontier
 
 log = logging.getLogger(__name__)
@@ -73,20 +79,24 @@ class IndexSteps:
     `open_chunk_id` for a `wait: true` remember.
 
     settings: INDEX_CHUNK_BATCH, FAN_OUT, CHUNK_SIZE. builder: computes chunks, summaries and their embeddings.
-    locks: the writers' per-source locks (a step commits under its source's lock).
+    locks: the writers' per-source locks (a step commits under its source's lock). instructions: finds the
+    standing instructions of the messages a chunk step covers and settles them for its commit.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
+                 instructions: InstructionKeeper) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
+        self.instructions = instructions
 
     def chunks(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
         """Cut and embed at most `max_chunks` (default INDEX_CHUNK_BATCH) L1 chunks of the source's backlog and
-        commit them (no summaries). Returns the Step; nothing to do gives an empty Step. Raises EmbeddingError
-        (nothing written; the backlog stays) or ConflictError (the source kept changing; retry later)."""
-        s, storage, builder = self.settings, self.storage, self.builder
+        commit them (no summaries), with the standing instructions of the messages they newly cover. Returns the
+        Step; nothing to do gives an empty Step. Raises EmbeddingError (nothing written; the backlog stays) or
+        ConflictError (the source kept changing; retry later)."""
+        s, storage, builder, keeper = self.settings, self.storage, self.builder, self.instructions
         limit = max_chunks or s.index_chunk_batch
 
         def attempt() -> Step:
@@ -106,7 +116,9 @@ class IndexSteps:
             cut = bool(messages) and messages[-1].tok_offset + messages[-1].n_tokens < src.n_tokens
             chunks, planned_more = builder.chunks(frontier, messages, src.source_type, source_id,
                                                   src.source_type == "document", limit)
-            nodes = builder.embed(chunks)
+            covered = newly_covered(messages, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
+            found = keeper.detect(ns, src.source_type, source_id, covered)
+            nodes, said_vectors = builder.embed_with(chunks, [said(i) for i in found])
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)
                 if now is None or now.source_type != src.source_type:
@@ -114,7 +126,10 @@ class IndexSteps:
                 if now.version != src.version and not self._chunk_base_unchanged(ns, source_id, frontier,
                                                                                   start, messages):
                     raise _Moved(f"{source_id!r} changed while being indexed")
-                storage.commit(ns, WriteBatch(source=_bumped(now), nodes=nodes), now.version)
+                with keeper.lock(ns, bool(found)):
+                    batch = WriteBatch(source=_bumped(now), nodes=nodes,
+                                       instructions=keeper.settle(ns, found, said_vectors))
+                    storage.commit(ns, batch, now.version)
             sealed = len(frontier.pending.get(1, [])) + sum(1 for c in chunks if c.sealed)
             updated = [open_chunk.id] if open_chunk else []
             return Step(

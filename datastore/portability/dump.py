@@ -12,14 +12,17 @@ The dump, one JSON object per line, each carrying `sha256`, the SHA-256 of the l
      position, session_ids, ...; the embedding only with `embeddings`)
     {"type": "marks", "namespace", "id", "marks": {visit_count, last_visited_at, pinned, pin_message_ids}}
     {"type": "core_memory", "namespace", "entry": {...}}   (core memory, when the store keeps it: see below)
+    {"type": "instruction", "namespace", "instruction": Instruction, "embedding"?: [float]}   (standing
+     instructions and preferences, superseded ones too; the statement's embedding only with `embeddings`)
     {"type": "end", "records": n}                  (the number of lines before it: a cut dump is named)
 
 Import reads and checks every line first (JSON, checksum, shape, order, the end record) and writes nothing when
 one is wrong, naming the line. It then writes through `portability.migrate.copy` (the same per-source atomic
-copy and count verification as `pyramind migrate`, marks and core memory included), with the dump's vectors
-when it has them and the destination's embedder is the dump's model, else re-embedding every node's text with
-the destination's embedder (same chunks, summaries, ids and tree). It refuses a destination that already holds
-one of the dump's sources, and one that cannot keep the dump's core memory or marks.
+copy and count verification as `pyramind migrate`, marks, core memory and instructions included), with the
+dump's vectors when it has them and the destination's embedder is the dump's model, else re-embedding every
+node's text and every instruction's statement with the destination's embedder (same chunks, summaries, ids and
+tree; the same instructions, nothing detected again). It refuses a destination that already holds one of the
+dump's sources, and one that cannot keep the dump's core memory, marks or instructions.
 """
 
 from __future__ import annotations
@@ -36,11 +39,13 @@ from pydantic import BaseModel, ValidationError
 
 from pyramind.datastore.memory import Memory
 from pyramind.datastore.portability.migrate import copy
-from pyramind.datastore.storage import CoreTable, MarkTable, NodeMarks, SourceRow
+from pyramind.datastore.storage import CoreTable, InstructionTable, MarkTable, NodeMarks, SourceRow, instruction_order
 from pyramind.models.core import CoreEntry
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
 from pyramind.services.embedding import Embedder
 from pyramind.services.errors import InvalidRequestError, StoreError
+from pyramind.services.instructions import said
 
 FORMAT = "pyramind-dump"
 VERSION = 1
@@ -69,8 +74,8 @@ def is_dump(head: str) -> bool:
 # ---------------------------------------------------------------------- export
 def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings: bool = False) -> Iterator[str]:
     """The dump of `namespaces` (default: every namespace of the store), one line (no newline) at a time:
-    sources with their messages and nodes (and vectors with `embeddings`), then the namespace's marks and core
-    memory entries."""
+    sources with their messages and nodes (and vectors with `embeddings`), then the namespace's marks, core
+    memory entries and standing instructions (with their statements' vectors with `embeddings`)."""
     storage = memory.storage
     n = 0
 
@@ -102,6 +107,14 @@ def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings
         entries = storage.core.entries(ns, None) if storage.core is not None else []
         for e in sorted(entries, key=lambda e: (e.conversation_id or "", e.key)):
             yield emit({"type": "core_memory", "namespace": ns, "entry": e.model_dump(mode="json")})
+        table = storage.instructions
+        rules = table.entries(ns, include_superseded=True) if table is not None else []
+        rule_vectors = table.vectors(ns, [i.id for i in rules]) if table is not None and embeddings else {}
+        for rule in rules:
+            obj = {"type": "instruction", "namespace": ns, "instruction": rule.model_dump(mode="json")}
+            if embeddings:
+                obj["embedding"] = [float(v) for v in rule_vectors[rule.id]]
+            yield emit(obj)
     yield _line({"type": "end", "records": n})
 
 
@@ -130,8 +143,8 @@ class _Marks(BaseModel):
 
 class Dump:
     """A checked dump in memory, readable as `portability.migrate.copy` reads a store (`Readable`): sources,
-    messages, nodes and vectors, marks (`marks`) and core memory (`core`). Build with `Dump.read(lines)`;
-    raises DumpError naming the first bad line."""
+    messages, nodes and vectors, marks (`marks`), core memory (`core`) and standing instructions
+    (`instructions`). Build with `Dump.read(lines)`; raises DumpError naming the first bad line."""
 
     name = "dump"
 
@@ -145,9 +158,12 @@ class Dump:
         self.vectors: dict[tuple[str, str], np.ndarray] = {}
         self.marks_data: dict[str, dict[str, NodeMarks]] = {}
         self.core_memory: dict[str, list[CoreEntry]] = {}
+        self.rules: dict[str, list[Instruction]] = {}
+        self.rule_vectors: dict[tuple[str, str], np.ndarray] = {}
         self.embedder: Embedder | None = None
         self.marks: MarkTable | None = _DumpMarks(self)
         self.core: CoreTable | None = _DumpCore(self)
+        self.instructions: InstructionTable | None = _DumpInstructions(self)
 
     @classmethod
     def read(cls, lines: Iterable[str]) -> Dump:
@@ -214,6 +230,17 @@ class Dump:
                 elif kind == "core_memory":
                     d.core_memory.setdefault(str(obj["namespace"]), []).append(
                         CoreEntry.model_validate(obj["entry"]))
+                elif kind == "instruction":
+                    ns, rule = str(obj["namespace"]), Instruction.model_validate(obj["instruction"])
+                    if any(i.id == rule.id for i in d.rules.get(ns, [])):
+                        raise DumpError(f"line {n}: instruction {rule.id!r} appears twice", f"line {n}")
+                    d.rules.setdefault(ns, []).append(rule)
+                    if d.has_embeddings:
+                        vec = np.asarray(obj["embedding"], dtype=np.float32)
+                        if vec.shape != (d.dimension,):
+                            raise DumpError(f"line {n}: embedding of dimension {vec.shape}, the header says "
+                                            f"{d.dimension}", f"line {n}")
+                        d.rule_vectors[(ns, rule.id)] = vec
                 else:
                     raise DumpError(f"line {n}: unknown record type {kind!r}", f"line {n}")
             except (KeyError, TypeError, ValueError, ValidationError) as exc:
@@ -236,14 +263,16 @@ class Dump:
         self.sources = dict.fromkeys([namespace], *self.sources.values()) if self.sources else {}
         self.marks_data = dict.fromkeys([namespace], *self.marks_data.values()) if self.marks_data else {}
         self.core_memory = dict.fromkeys([namespace], *self.core_memory.values()) if self.core_memory else {}
+        self.rules = dict.fromkeys([namespace], *self.rules.values()) if self.rules else {}
+        self.rule_vectors = {(namespace, i): v for (_, i), v in self.rule_vectors.items()}
         self.messages_data = {(namespace, sid): v for (_, sid), v in self.messages_data.items()}
         self.nodes = {(namespace, sid): v for (_, sid), v in self.nodes.items()}
         self.vectors = {(namespace, i): v for (_, i), v in self.vectors.items()}
 
     # what `copy` reads (portability.migrate.Readable)
     def list_namespaces(self) -> list[str]:
-        """Every namespace with a source, a mark or a core entry in the dump, sorted."""
-        return sorted(set(self.sources) | set(self.marks_data) | set(self.core_memory))
+        """Every namespace with a source, a mark, a core entry or an instruction in the dump, sorted."""
+        return sorted(set(self.sources) | set(self.marks_data) | set(self.core_memory) | set(self.rules))
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
         """The namespace's source ids, sorted (all of them: a dump is read whole)."""
@@ -306,14 +335,46 @@ class _DumpCore:
         raise StoreError("a dump is read-only")
 
 
+class _DumpInstructions:
+    """The dump's standing instructions as a read-only InstructionTable; their vectors are the dump's, or (a dump
+    without them, or of another model) their statements embedded with the dump's `embedder`."""
+
+    def __init__(self, dump: Dump) -> None:
+        self.dump = dump
+
+    def entries(self, ns: str, conversation_id: str | None = None,
+                include_superseded: bool = False) -> list[Instruction]:
+        return instruction_order([i for i in self.dump.rules.get(ns, [])
+                                  if (conversation_id is None or i.conversation_id == conversation_id)
+                                  and (include_superseded or i.superseded_by is None)])
+
+    def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
+        wanted = set(ids)
+        return [i for i in self.dump.rules.get(ns, []) if i.id in wanted]
+
+    def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """Raises EmbeddingError when re-embedding fails."""
+        if self.dump.rule_vectors:
+            return {i: self.dump.rule_vectors[(ns, i)] for i in ids if (ns, i) in self.dump.rule_vectors}
+        rules = self.get(ns, ids)
+        if not rules:
+            return {}
+        assert self.dump.embedder is not None, "set Dump.embedder to re-embed"
+        return dict(zip([i.id for i in rules], self.dump.embedder.embed([said(i) for i in rules], bulk=True),
+                        strict=True))
+
+    def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
+        raise StoreError("a dump is read-only")
+
+
 def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = None) -> dict[str, Any]:
     """Restore a dump into `memory`'s store (any provider). `namespace`: put a one-namespace dump's contents
     there.
 
-    Returns the copy's report (`portability.migrate.copy`: sources, messages, nodes, marks and core memory
-    entries). Raises DumpError naming the line (nothing written) for a cut, changed or malformed dump, a dump of
-    several namespaces with `namespace`, a destination already holding one of the dump's sources, or one that
-    cannot keep the dump's core memory or marks.
+    Returns the copy's report (`portability.migrate.copy`: sources, messages, nodes, marks, core memory
+    entries and instructions). Raises DumpError naming the line (nothing written) for a cut, changed or
+    malformed dump, a dump of several namespaces with `namespace`, a destination already holding one of the
+    dump's sources, or one that cannot keep the dump's core memory, marks or instructions.
     """
     dump = Dump.read(lines)
     if namespace is not None:
@@ -324,7 +385,7 @@ def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = No
     embedder, storage = memory.embedder, memory.storage
     same_model = (dump.model, dump.dimension) == (embedder.model_name, embedder.dimension)
     if not (dump.has_embeddings and same_model):
-        dump.vectors = {}  # re-embed with the destination's model
+        dump.vectors, dump.rule_vectors = {}, {}  # re-embed with the destination's model
     dump.embedder = embedder
     for ns, sources in dump.sources.items():
         taken = [sid for sid in sources if storage.get_source(ns, sid) is not None]
@@ -335,4 +396,7 @@ def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = No
         raise DumpError(f"the dump has core memory entries and the {storage.name} store keeps none", "core_memory")
     if dump.marks_data and storage.marks is None:
         raise DumpError(f"the dump has visits and pins and the {storage.name} store keeps none", "marks")
+    if dump.rules and storage.instructions is None:
+        raise DumpError(f"the dump has standing instructions and the {storage.name} store keeps none",
+                        "instructions")
     return copy(dump, storage)

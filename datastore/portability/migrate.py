@@ -2,8 +2,9 @@
 
 Every table is copied as stored: source rows (version and counters), messages (seq and token offsets), nodes
 with their embeddings and tree links (ids, parent, children, positions), the marks of nodes (visits and pins),
-and core memory entries. Nothing is re-chunked, re-summarised or re-embedded, so both stores must use the same
-embedding model (`migrate_memory` checks; a dump re-embeds before it calls `copy`).
+core memory entries, and standing instructions with their embeddings and supersession. Nothing is re-chunked,
+re-summarised, re-detected or re-embedded, so both stores must use the same embedding model (`migrate_memory`
+checks; a dump re-embeds before it calls `copy`).
 """
 
 from __future__ import annotations
@@ -14,15 +15,24 @@ from typing import Any, Protocol
 import numpy as np
 
 from pyramind.datastore.memory import Memory
-from pyramind.datastore.storage import CoreTable, MarkTable, NodeMarks, SourceRow, Storage, WriteBatch
+from pyramind.datastore.storage import (
+    CoreTable,
+    InstructionTable,
+    MarkTable,
+    NodeMarks,
+    SourceRow,
+    Storage,
+    WriteBatch,
+)
 from pyramind.models.core import CoreEntry
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.services.errors import EmbeddingMismatchError, StoreError
 
 # progress(namespace, source_id, done, total, action): after each source; done/total count the namespace's
 # sources; action is "copied" or "skipped".
 Progress = Callable[[str, str, int, int, str], None]
-KEYS = ("sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory")
+KEYS = ("sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory", "instructions")
 
 
 class Readable(Protocol):
@@ -31,6 +41,7 @@ class Readable(Protocol):
     name: str
     core: CoreTable | None
     marks: MarkTable | None
+    instructions: InstructionTable | None
 
     def list_namespaces(self) -> list[str]: ...
 
@@ -61,27 +72,32 @@ def migrate_memory(src: Memory, dst: Memory, namespaces: list[str] | None = None
 
 def copy(src: Readable, dst: Storage, namespaces: list[str] | None = None,
          progress: Progress | None = None) -> dict[str, Any]:
-    """Copy every source of `namespaces` (default: all of `src`), then the marks and core memory entries of
-    each namespace, and verify the counts.
+    """Copy every source of `namespaces` (default: all of `src`), then the marks, core memory entries and
+    standing instructions of each namespace, and verify the counts.
 
     Resumable: a source whose row at the destination has the source's version is skipped (each source is
     written by one `commit`, its row last, so a present row means a finished copy); any other state at the
-    destination (absent, cut short, older) is replaced by the source's. Marks and core entries are written
-    by key (replacing), so a second run writes them again without doubling them.
+    destination (absent, cut short, older) is replaced by the source's. Marks, core entries and instructions
+    are written by key (replacing), so a second run writes them again without doubling them.
 
-    Returns {"namespaces": {ns: {"sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory"}},
-    plus the same totals}, all counts of the source. Raises StoreError before writing anything when the source
-    has marks or core entries the destination cannot keep, and after a copy whose counts at the destination
-    differ from the source's.
+    Returns {"namespaces": {ns: {"sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory",
+    "instructions"}}, plus the same totals}, all counts of the source. Raises StoreError before writing anything
+    when the source has marks, core entries or instructions the destination cannot keep, and after a copy
+    whose counts at the destination differ from the source's.
     """
     chosen = namespaces if namespaces is not None else src.list_namespaces()
     marks = {ns: src.marks.get(ns, None) if src.marks is not None else {} for ns in chosen}
     core = {ns: src.core.entries(ns, None) if src.core is not None else [] for ns in chosen}
+    rules = {ns: src.instructions.entries(ns, include_superseded=True) if src.instructions is not None else []
+             for ns in chosen}
     if any(core.values()) and dst.core is None:
         raise StoreError(f"the source holds {sum(map(len, core.values()))} core memory entries and the {dst.name} "
                          "store keeps none (use the local or postgres store)")
     if any(marks.values()) and dst.marks is None:
         raise StoreError(f"the source holds visits or pins of {sum(map(len, marks.values()))} nodes and the "
+                         f"{dst.name} store keeps none")
+    if any(rules.values()) and dst.instructions is None:
+        raise StoreError(f"the source holds {sum(map(len, rules.values()))} standing instructions and the "
                          f"{dst.name} store keeps none")
     report: dict[str, Any] = {"namespaces": {}, **dict.fromkeys(KEYS, 0)}
     for ns in chosen:
@@ -96,8 +112,15 @@ def copy(src: Readable, dst: Storage, namespaces: list[str] | None = None,
             assert dst.core is not None
             for entry in entries:
                 dst.core.write(ns, scope, entry, [])
-        counts["marks"], counts["core_memory"] = len(marks[ns]), len(core[ns])
-        _verify_extras(dst, ns, marks[ns], core[ns])
+        if rules[ns]:
+            assert src.instructions is not None and dst.instructions is not None
+            vectors = src.instructions.vectors(ns, [i.id for i in rules[ns]])
+            missing = [i.id for i in rules[ns] if i.id not in vectors]
+            if missing:
+                raise StoreError(f"{ns}: the source store has no vector for instructions {missing[:5]}")
+            dst.instructions.write(ns, [(i, vectors[i.id]) for i in rules[ns]], [])
+        counts["marks"], counts["core_memory"], counts["instructions"] = len(marks[ns]), len(core[ns]), len(rules[ns])
+        _verify_extras(dst, ns, marks[ns], core[ns], rules[ns])
         report["namespaces"][ns] = counts
         for k in KEYS:
             report[k] += counts[k]
@@ -152,8 +175,9 @@ def _same_marks(a: NodeMarks | None, b: NodeMarks) -> bool:
     return abs((a.last_visited_at - b.last_visited_at).total_seconds()) < 1e-3
 
 
-def _verify_extras(dst: Storage, ns: str, marks: dict[str, NodeMarks], core: list[CoreEntry]) -> None:
-    """Raise StoreError unless the destination holds every copied mark and core entry as copied."""
+def _verify_extras(dst: Storage, ns: str, marks: dict[str, NodeMarks], core: list[CoreEntry],
+                   rules: list[Instruction]) -> None:
+    """Raise StoreError unless the destination holds every copied mark, core entry and instruction as copied."""
     if marks and dst.marks is not None:
         held = dst.marks.get(ns, list(marks))
         wrong = [i for i, m in marks.items() if not _same_marks(held.get(i), m)]
@@ -166,3 +190,9 @@ def _verify_extras(dst: Storage, ns: str, marks: dict[str, NodeMarks], core: lis
         if lost:
             raise StoreError(f"{ns}: {len(lost)} core memory entries are missing at the destination (first: "
                              f"{lost[0]!r}); run migrate again")
+    if rules and dst.instructions is not None:
+        kept = {i.id: i.superseded_by for i in dst.instructions.get(ns, [i.id for i in rules])}
+        wrong = [i.id for i in rules if kept.get(i.id, "\x00") != i.superseded_by]
+        if wrong:
+            raise StoreError(f"{ns}: {len(wrong)} standing instructions are missing or differ at the destination "
+                             f"(first: {wrong[0]!r}); run migrate again")

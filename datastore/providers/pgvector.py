@@ -9,7 +9,8 @@
 - Search: HNSW (`vector_cosine_ops`); score = 1 - cosine distance. HNSW filters after its graph walk, so a
   selective filter can starve it: when it returns fewer than top_k rows the query is answered exactly.
 - Full text (the `text` capability): a generated `tsvector` column with a GIN index, ranked by `ts_rank`.
-- Core memory (`core`) and the marks of nodes (`marks`) are tables of their own.
+- Core memory (`core`), the marks of nodes (`marks`) and standing instructions (`instructions`, with a
+  `vector(dimension)` column of their own; read whole per namespace, so no index on it) are tables of their own.
 `PgVectorStorage` implements the Storage protocol (datastore/storage.py).
 """
 
@@ -29,6 +30,7 @@ from psycopg_pool import ConnectionPool
 from pyramind.datastore.storage import (
     CoreTable,
     Hits,
+    InstructionTable,
     MarkTable,
     NodeMarks,
     RowSearch,
@@ -36,9 +38,11 @@ from pyramind.datastore.storage import (
     SourceRow,
     TextSearch,
     WriteBatch,
+    instruction_order,
 )
 from pyramind.models.api import DeleteFilter, QueryFilter
 from pyramind.models.core import CoreEntry
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.models.time import utc
@@ -117,11 +121,25 @@ def _m004_visits_pins(conn: psycopg.Connection, dimension: int) -> None:
     )
 
 
+def _m005_instructions(conn: psycopg.Connection, dimension: int) -> None:
+    """Standing instructions and preferences per namespace, with their provenance and the embedding of their
+    statement (the store's dimension)."""
+    conn.execute(
+        f"""CREATE TABLE pyramind_instructions (namespace text NOT NULL, id text NOT NULL, kind text NOT NULL,
+            text text NOT NULL, statement text, subject text NOT NULL, message_id text, conversation_id text,
+            speaker text NOT NULL, created_at timestamptz, recorded_at timestamptz, superseded_by text,
+            detector text NOT NULL, embedding vector({int(dimension)}) NOT NULL, PRIMARY KEY (namespace, id))"""
+    )
+    conn.execute("CREATE INDEX pyramind_instructions_by_conversation ON pyramind_instructions "
+                 "(namespace, conversation_id)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
     ("003_sessions", _m003_sessions),
     ("004_visits_pins", _m004_visits_pins),
+    ("005_instructions", _m005_instructions),
 ]
 
 
@@ -204,6 +222,7 @@ class PgVectorStorage:
         self.rows: RowSearch | None = None  # search by row id is the local store's; hybrid fuses nodes here
         self.core: CoreTable | None = PgCore(self)
         self.marks: MarkTable | None = PgMarks(self)
+        self.instructions: InstructionTable | None = PgInstructions(self)
         self._open()
 
     # ------------------------------------------------------------------ lifecycle
@@ -421,6 +440,7 @@ class PgVectorStorage:
                 conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
                              "AND NOT (id = ANY(%s))", (*key, kept))
                 conn.execute("DELETE FROM pyramind_messages WHERE namespace = %s AND source_id = %s", key)
+            _write_instructions(conn, ns, batch.instructions, batch.drop_instructions)
             if batch.delete_source:
                 conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s AND source_id = %s", key)
                 return
@@ -454,13 +474,15 @@ class PgVectorStorage:
                 )
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
-        """Remove everything of the namespace (core entries and marks too); returns (messages, nodes) removed."""
+        """Remove everything of the namespace (core entries, marks and instructions too); returns (messages,
+        nodes) removed."""
         with self.pool.connection() as conn, conn.transaction():
             n_msgs = conn.execute("DELETE FROM pyramind_messages WHERE namespace = %s", (ns,)).rowcount
             n_nodes = conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s", (ns,)).rowcount
             conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_core WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
+            conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s", (ns,))
         return n_msgs, n_nodes
 
     # ------------------------------------------------------------------ search
@@ -582,3 +604,76 @@ class PgMarks:
                 [(ns, i, m.visit_count, m.last_visited_at, m.pinned, m.pin_message_ids)
                  for i, m in sorted(marks.items())],
             )
+
+
+_INSTRUCTION_COLS = ("id, kind, text, statement, subject, message_id, conversation_id, speaker, created_at, "
+                     "recorded_at, superseded_by, detector")
+
+
+def _instruction_row(i: Instruction) -> tuple[Any, ...]:
+    """The instruction's values in `_INSTRUCTION_COLS` order."""
+    return (i.id, i.kind, i.text, i.statement, i.subject, i.message_id, i.conversation_id, i.speaker, i.created_at,
+            i.recorded_at, i.superseded_by, i.detector)
+
+
+def _write_instructions(conn: psycopg.Connection, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]],
+                        drop: Sequence[str]) -> int:
+    """In the caller's transaction: delete `drop`, then write `put` (a None vector: every field but the
+    embedding). Returns how many were deleted."""
+    gone = conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
+                        (ns, list(drop))).rowcount if drop else 0
+    cols = [c.strip() for c in _INSTRUCTION_COLS.split(",")]
+    with conn.cursor() as cur:
+        cur.executemany(
+            f"UPDATE pyramind_instructions SET {', '.join(f'{c} = %s' for c in cols[1:])} "
+            "WHERE namespace = %s AND id = %s",
+            [(*_instruction_row(i)[1:], ns, i.id) for i, v in put if v is None],
+        )
+        cur.executemany(
+            f"INSERT INTO pyramind_instructions (namespace, {_INSTRUCTION_COLS}, embedding) "
+            f"VALUES (%s{', %s' * (len(cols) + 1)}) ON CONFLICT (namespace, id) DO UPDATE SET "
+            + ", ".join(f"{c} = EXCLUDED.{c}" for c in [*cols[1:], "embedding"]),
+            [(ns, *_instruction_row(i), np.asarray(v, dtype=np.float32)) for i, v in put if v is not None],
+        )
+    return gone
+
+
+class PgInstructions:
+    """InstructionTable over pyramind_instructions."""
+
+    def __init__(self, store: PgVectorStorage) -> None:
+        self.store = store
+
+    @staticmethod
+    def _of(r: dict[str, Any]) -> Instruction:
+        return Instruction(**{k: v for k, v in r.items() if k != "embedding"})
+
+    def entries(self, ns: str, conversation_id: str | None = None,
+                include_superseded: bool = False) -> list[Instruction]:
+        """The namespace's instructions (of one conversation when given), oldest first; in force only unless
+        include_superseded."""
+        sql = f"SELECT {_INSTRUCTION_COLS} FROM pyramind_instructions WHERE namespace = %s"
+        args: list[Any] = [ns]
+        if conversation_id is not None:
+            sql += " AND conversation_id = %s"
+            args.append(conversation_id)
+        if not include_superseded:
+            sql += " AND superseded_by IS NULL"
+        return instruction_order([self._of(r) for r in self.store.all(sql, args)])
+
+    def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
+        """The namespace's instructions with these ids (unknown ids left out)."""
+        return [self._of(r) for r in self.store.all(
+            f"SELECT {_INSTRUCTION_COLS} FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
+            (ns, list(ids)))]
+
+    def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{instruction id: embedding (float32, (dimension,))} of the ids found."""
+        rows = self.store.all("SELECT id, embedding FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
+                              (ns, list(ids)))
+        return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
+
+    def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
+        """Delete `drop`, then write `put`, in one transaction; returns how many were deleted."""
+        with self.store.pool.connection() as conn, conn.transaction():
+            return _write_instructions(conn, ns, put, drop)

@@ -7,6 +7,7 @@ source's records are listed by id prefix (Pinecone ids must be ASCII; the hash m
     src#<h(source_id)>                      the SourceRow (version, counters), the frontier, the source metadata
     msg#<h(source_id)>#<h(message_id)>      one StoredMessage (content, seq, token offsets, time as epoch float)
     node#<h(source_id)>#<node id>           one MemoryNode with its embedding (text and tree fields in metadata)
+    instr#<instruction id>                  one standing Instruction with its statement's embedding
     <record id>#p<i>                        part i of a text too large for Pinecone's 40 KB metadata limit
 
 (The ids, metadata codecs and the split live in `pinecone_records.py`.)
@@ -26,7 +27,9 @@ effort) and raises StoreError.
 Pinecone serverless is eventually consistent: a read straight after a write may not see it yet.
 
 `PineconeStorage` implements the Storage protocol (datastore/storage.py) with the `marks` capability (`mark#<node
-id>` records); it has no full-text search (hybrid ranks by cosine), no row search and no core memory.
+id>` records) and `instructions` (`instr#` records: a commit writes them with its messages and nodes, removals
+first, so a failure never leaves a forgotten message's instruction behind); it has no full-text search (hybrid
+ranks by cosine), no row search and no core memory.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ from pyramind.datastore.providers import pinecone_records as rec
 from pyramind.datastore.storage import (
     CoreTable,
     Hits,
+    InstructionTable,
     MarkTable,
     NodeMarks,
     RowSearch,
@@ -53,10 +57,12 @@ from pyramind.datastore.storage import (
     TextSearch,
     WriteBatch,
     facts_of,
+    instruction_order,
     message_matches,
     unrolled_of,
 )
 from pyramind.models.api import DeleteFilter, QueryFilter
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.models.time import utc
@@ -105,6 +111,7 @@ class PineconeStorage:
         self.settings = settings
         self.dimension = dimension
         self.marks: MarkTable | None = PineconeMarks(self)
+        self.instructions: InstructionTable | None = PineconeInstructions(self)
         self._open()
 
     # ------------------------------------------------------------------ lifecycle
@@ -358,7 +365,10 @@ class PineconeStorage:
         if (int(stored["version"]) if stored else 0) != expected_version:
             raise ConflictError(f"{src.source_id!r} changed meanwhile")
         old = self._list(ns, f"msg#{h}#") + self._list(ns, f"node#{h}#") if batch.replace or batch.delete_source else []
-        if batch.delete_source:
+        instructions = self.instructions
+        assert isinstance(instructions, PineconeInstructions)
+        if batch.delete_source:  # the instructions first: a failure never leaves a forgotten one behind
+            instructions.write(ns, batch.instructions, batch.drop_instructions)
             self._delete(ns, old + [f"src#{h}"])
             return
         fresh = batch.replace or stored is None
@@ -384,7 +394,14 @@ class PineconeStorage:
                 (rid, meta), *parts = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
                 updates.append((rid, meta))
                 records += [(part_id, self.dummy, part) for part_id, part in parts]
-        existing = set(old) | set(self._fetch(ns, [f"node#{h}#{n.id}" for n, _ in vectors])) | {r for r, _ in updates}
+        for i, v in batch.instructions:
+            if v is None:
+                updates.append((f"instr#{i.id}", rec.instruction_meta(i)))
+            else:
+                records.append((f"instr#{i.id}", np.asarray(v, dtype=np.float32).tolist(), rec.instruction_meta(i)))
+        fetched = [f"node#{h}#{n.id}" for n, _ in vectors]
+        fetched += [f"instr#{i.id}" for i, v in batch.instructions if v is not None]
+        existing = set(old) | set(self._fetch(ns, fetched)) | {r for r, _ in updates}
         written = {rid for rid, _, _ in records} | {rid for rid, _ in updates}
         source_meta = {
             "kind": "src", "source_id": src.source_id, "source_type": src.source_type, "version": src.version,
@@ -392,6 +409,7 @@ class PineconeStorage:
             "source_meta": json.dumps(src.metadata), "frontier": json.dumps(last), "chunked_to": chunked_to,
         }
         try:
+            self._delete(ns, [f"instr#{i}" for i in batch.drop_instructions])
             self._upsert(ns, records)
             for rid, meta in updates:
                 self._call(self._index.update, id=rid, namespace=ns, set_metadata=meta)
@@ -405,7 +423,8 @@ class PineconeStorage:
                 raise StoreError(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
-        """Delete every record of the Pinecone namespace (marks too); returns (messages, nodes) removed."""
+        """Delete every record of the Pinecone namespace (marks and instructions too); returns (messages, nodes)
+        removed."""
         ids = rec.main_ids(self._list(ns, ""))
         n_msgs = sum(1 for i in ids if i.startswith("msg#"))
         n_nodes = sum(1 for i in ids if i.startswith("node#"))
@@ -483,3 +502,44 @@ class PineconeMarks:
                 meta["last_visited_at"] = rec.ts(m.last_visited_at)
             records.append((f"mark#{i}", self.store.dummy, meta))
         self.store._upsert(ns, records)
+
+
+class PineconeInstructions:
+    """InstructionTable: standing instructions as `instr#<id>` records of the namespace, the statement's
+    embedding as the record's values."""
+
+    def __init__(self, store: PineconeStorage) -> None:
+        self.store = store
+
+    def entries(self, ns: str, conversation_id: str | None = None,
+                include_superseded: bool = False) -> list[Instruction]:
+        """The namespace's instructions (of one conversation when given), oldest first; in force only unless
+        include_superseded (a filtered query, or the `instr#` prefix listed past its cap)."""
+        conds: list[dict[str, Any]] = [{"kind": "instr"}]
+        if conversation_id is not None:
+            conds.append({"conversation_id": conversation_id})
+        found = [rec.to_instruction(m) for m in self.store._select(ns, {"$and": conds}, "instr#").values()]
+        return instruction_order([i for i in found if include_superseded or i.superseded_by is None])
+
+    def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
+        """The namespace's instructions with these ids (fetched by record id)."""
+        return [rec.to_instruction(m) for m in self.store._fetch(ns, [f"instr#{i}" for i in ids]).values()]
+
+    def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{instruction id: embedding (float32, (dimension,))}: the records' values."""
+        recs = self.store._fetch(ns, [f"instr#{i}" for i in ids], values=True)
+        return {m["instruction_id"]: np.asarray(m["_values"], dtype=np.float32) for m in recs.values()}
+
+    def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
+        """Delete `drop`, upsert `put` (a None vector: the metadata updated, the values kept). Not atomic
+        (Pinecone has no transactions): deletions go first. Returns how many of `drop` existed."""
+        store = self.store
+        gone = len(store._fetch(ns, [f"instr#{i}" for i in drop])) if drop else 0
+        store._delete(ns, [f"instr#{i}" for i in drop])
+        store._upsert(ns, [(f"instr#{i.id}", np.asarray(v, dtype=np.float32).tolist(), rec.instruction_meta(i))
+                           for i, v in put if v is not None])
+        for i, v in put:
+            if v is None:
+                store._call(store._index.update, id=f"instr#{i.id}", namespace=ns,
+                            set_metadata=rec.instruction_meta(i))
+        return gone

@@ -5,6 +5,7 @@ Record ids (Pinecone ids must be ASCII; a hash makes any source or message id fi
     src#<h(source_id)>                      a SourceRow
     msg#<h(source_id)>#<h(message_id)>      a StoredMessage
     node#<h(source_id)>#<node id>           a MemoryNode
+    instr#<instruction id>                  a standing Instruction (its values: the statement's embedding)
     <record id>#p<i>                        part i of a text too large for one record's metadata
 
 Metadata has no null (absent keys stand for None), times are epoch seconds (floats), lists hold strings.
@@ -19,6 +20,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.services.errors import StoreError
 
@@ -150,6 +152,33 @@ def to_message(m: dict[str, Any]) -> StoredMessage:
         speaker=m["speaker"], content=m["content"], created_at=dt(m.get("created_at")),
         tok_offset=int(m["tok_offset"]), n_tokens=int(m["n_tokens"]), show_time=bool(m["show_time"]),
         session_id=m.get("session_id"),
+    )
+
+
+def instruction_meta(i: Instruction) -> dict[str, Any]:
+    """An instruction's metadata: every Instruction field (times as epoch seconds and absent when None, like
+    message_id and conversation_id; statement and superseded_by "" when None, so that an update can clear them)
+    plus `kind` "instr"."""
+    meta: dict[str, Any] = {
+        "kind": "instr", "instruction_id": i.id, "instruction_kind": i.kind, "text": i.text,
+        "statement": i.statement or "", "has_statement": i.statement is not None, "subject": i.subject,
+        "speaker": i.speaker, "superseded_by": i.superseded_by or "", "detector": i.detector,
+    }
+    for key, value in (("message_id", i.message_id), ("conversation_id", i.conversation_id),
+                       ("created_at", ts(i.created_at)), ("recorded_at", ts(i.recorded_at))):
+        if value is not None:
+            meta[key] = value
+    return meta
+
+
+def to_instruction(m: dict[str, Any]) -> Instruction:
+    """The Instruction of an instruction record's metadata."""
+    return Instruction(
+        id=m["instruction_id"], kind=m["instruction_kind"], text=m["text"],
+        statement=m.get("statement") if m.get("has_statement") else None, subject=m["subject"],
+        message_id=m.get("message_id"), conversation_id=m.get("conversation_id"), speaker=m["speaker"],
+        created_at=dt(m.get("created_at")), recorded_at=dt(m.get("recorded_at")),
+        superseded_by=m.get("superseded_by") or None, detector=m["detector"],
     )
 
 

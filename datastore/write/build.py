@@ -77,6 +77,15 @@ class TreeBuilder:
         vectors = self.embedder.embed([n.text for n in nodes], bulk=True)
         return [(n, vectors[i]) for i, n in enumerate(nodes)]
 
+    def embed_with(self, nodes: Sequence[MemoryNode],
+                   texts: Sequence[str]) -> tuple[list[tuple[MemoryNode, np.ndarray | None]], np.ndarray]:
+        """`embed(nodes)` and the embeddings of `texts` (float32, (len(texts), dimension); e.g. the statements of
+        standing instructions found in the same messages) in the same bulk embedding call. Raises EmbeddingError."""
+        if not texts:
+            return self.embed(nodes), np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        vectors = self.embedder.embed([n.text for n in nodes] + list(texts), bulk=True)
+        return [(n, vectors[i]) for i, n in enumerate(nodes)], np.asarray(vectors[len(nodes):], dtype=np.float32)
+
     def rollable(self, frontier: Frontier) -> bool:
         """Whether a complete group of sealed nodes awaits its summary below MAX_LEVEL."""
         s = self.settings

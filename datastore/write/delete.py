@@ -1,7 +1,9 @@
 """Forgetting: delete messages, nodes, sources or a namespace, then rebuild what was derived from them.
 
 Every chunk and summary derived from a forgotten message is rebuilt from what remains (reusing every node whose
-content, and for a summary its context, is unchanged), so a forgotten text comes back from no level.
+content, and for a summary its context, is unchanged), so a forgotten text comes back from no level. The standing
+instructions a forgotten message stated go in the same commit (datastore/write/instructions.py: what they had
+superseded comes back into force).
 """
 
 from __future__ import annotations
@@ -17,11 +19,14 @@ from pyramind.datastore.read.lineage import Base, fork_base, lineage
 from pyramind.datastore.read.nodes import subtree
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
 from pyramind.models.api import DeleteRequest, DeleteResponse
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.services.chunking import measure
 from pyramind.services.errors import EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
+from pyramind.services.instructions import said
 from pyramind.services.tree import Frontier
 
 log = logging.getLogger(__name__)
@@ -31,13 +36,17 @@ class Deleter:
     """delete (the API's forget), and `forget_messages`, the cascade every removal of messages goes through.
 
     settings: MAX_DELETE_IDS. builder: rebuilds a source's tree. locks: the writers' per-source locks.
+    instructions: drops the standing instructions of forgotten messages (and finds those of kept messages that
+    the rebuild covers for the first time).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks) -> None:
+    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
+                 instructions: InstructionKeeper) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
+        self.instructions = instructions
 
     def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:
         """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
@@ -97,8 +106,9 @@ class Deleter:
 
     def forget_messages(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
         """Remove messages (all of the source, and the source itself, when None) and rebuild the source's tree,
-        reusing every chunk and summary whose content is unchanged. Returns (messages removed, nodes removed
-        or rebuilt). Raises ConflictError when other writers kept committing to the source.
+        reusing every chunk and summary whose content is unchanged; the standing instructions the removed messages
+        stated go in the same commit. Returns (messages removed, nodes removed or rebuilt). Raises ConflictError
+        when other writers kept committing to the source.
 
         Forgetting never waits on the embedder: if it fails, the source's nodes are all removed now and rebuilt
         from the remaining messages later (the backlog), so the forgotten text is gone at once either way.
@@ -108,7 +118,7 @@ class Deleter:
         ancestor are forgotten in that ancestor; an empty set rebuilds the fork from its parent as it is now,
         and a fork whose own messages are all forgotten stays a fork (delete its id to remove it).
         """
-        storage = self.storage
+        storage, keeper = self.storage, self.instructions
         counts = (0, 0)
         first = storage.get_source(ns, source_id)
         if first is not None and message_ids and "fork" in first.metadata:
@@ -123,20 +133,26 @@ class Deleter:
             messages = storage.messages(ns, source_id)
             keep = [m for m in messages if message_ids is not None and m.id not in message_ids]
             old = storage.source_nodes(ns, source_id)
+            found: tuple[list[Instruction], np.ndarray | None] = ([], None)
             if message_ids is None or (not keep and fork is None):
                 batch = WriteBatch(source=src, delete_source=True)
                 removed = len(old)
             else:
                 base = fork_base(storage, ns, fork, self.settings.chunk_overlap) if fork else Base()
+                chunked_to = max((o.tok_end for o in old if o.level == 1), default=0)
+                uncovered = newly_covered(keep, chunked_to, src.n_tokens)  # before the offsets are measured again
                 for seq, m in enumerate(keep):
                     m.seq = seq
                 previous = base.messages[-1].created_at if base.messages else None
                 offset = measure(keep, previous, base.tok_at)
                 try:
                     nodes = self.rebuild(ns, src, keep, old, base)
+                    stated = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes else []
+                    if stated:  # kept messages no chunk had covered: read now, as the chunk step would have
+                        found = (stated, self.builder.embedder.embed([said(i) for i in stated], bulk=True))
                 except (EmbeddingError, SummaryError) as exc:
                     log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
-                    nodes = []
+                    nodes, found = [], ([], None)
                 old_ids = {o.id for o in old}
                 removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
                 metadata = {**src.metadata, "fork": base.record(fork)} if fork else src.metadata
@@ -145,7 +161,10 @@ class Deleter:
                                      metadata),
                     messages=keep, nodes=nodes, replace=True,
                 )
-            storage.commit(ns, batch, src.version)
+            with keeper.lock(ns):
+                gone = None if message_ids is None else message_ids  # None: every instruction said in the source
+                batch.instructions, batch.drop_instructions = keeper.forget(ns, source_id, gone, *found)
+                storage.commit(ns, batch, src.version)
             return (len(messages) - len(keep), removed), forks
 
         with self.locks(ns, source_id):

@@ -2,7 +2,9 @@
 
 validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> one atomic write. Everything a call
 computes is computed before anything is written (`TreeBuilder`), and written in one `Storage.commit`: an
-embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later).
+embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later). The
+standing instructions of the messages the new chunks cover are found, embedded with the chunks and committed in
+the same write (datastore/write/instructions.py), as the background indexer's steps do.
 `accept` is the store-now-index-later form the HTTP route uses: it stores the messages in one transaction and
 leaves the chunks and summaries to the background indexer (datastore/indexing).
 """
@@ -23,12 +25,14 @@ from pyramind.datastore.read.lineage import chunk_from, stream_messages, tok_at
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
 from pyramind.datastore.write.order import place, surviving
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
 from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
 from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.models.time import utc
 from pyramind.services.chunking import measure
 from pyramind.services.errors import EmbeddingError, InvalidRequestError, SummaryError
+from pyramind.services.instructions import said
 from pyramind.services.sessions import assign_sessions
 from pyramind.services.tree import Frontier
 
@@ -53,17 +57,21 @@ class Writer:
 
     settings: the limits (MAX_MESSAGES, MAX_MESSAGE_CHARS, MAX_DOCUMENTS, MAX_DOCUMENT_CHARS) and
     SESSION_GAP_HOURS. builder: computes chunks and summaries. locks: serialises this process's writers of a
-    source (other processes are stopped by the version check of `Storage.commit`). refresh_forks(ns, source id,
-    fork ids): rebuilds a source's forks after a message was inserted before the end (`Deleter.refresh_forks`).
+    source (other processes are stopped by the version check of `Storage.commit`). instructions: finds the
+    standing instructions of the messages an indexing write covers and settles them for its commit.
+    refresh_forks(ns, source id, fork ids): rebuilds a source's forks after a message was inserted before the end
+    (`Deleter.refresh_forks`).
     """
 
     def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
+                 instructions: InstructionKeeper,
                  refresh_forks: Callable[[str, str, list[str]], None] | None = None) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
         self.refresh_forks = refresh_forks
+        self.instructions = instructions
 
     def remember(self, ns: str, req: RememberRequest, index: bool = True) -> RememberResponse:
         """Add `req.messages` to a conversation and extend its tree.
@@ -200,7 +208,7 @@ class Writer:
         Raises InvalidRequestError (the id names the other kind of source), ConflictError (other writers kept
         committing), EmbeddingError/SummaryError (a backlog retry failed again).
         """
-        storage, builder = self.storage, self.builder
+        storage, builder, keeper = self.storage, self.builder, self.instructions
 
         def attempt() -> Extended:
             src = storage.get_source(ns, source_id)
@@ -253,15 +261,20 @@ class Writer:
             try:
                 chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
                 summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
-                nodes = builder.embed(chunks + summaries) + [(n, None) for n in reparented]
+                covered = newly_covered(prior + stored, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
+                found = keeper.detect(ns, source_type, source_id, covered)
+                nodes, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
+                nodes += [(n, None) for n in reparented]
             except (EmbeddingError, SummaryError) as exc:
                 if not stored:
                     raise  # a retry of the backlog failed again: nothing new to keep
                 log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
                 storage.commit(ns, backlog, version)
                 return Extended(skipped=skipped, pending=[m.id for m in stored])
-            storage.commit(ns, WriteBatch(source=source, messages=stored, nodes=nodes,
-                                          replace=replace and src is not None), version)
+            with keeper.lock(ns, bool(found)):
+                storage.commit(ns, WriteBatch(source=source, messages=stored, nodes=nodes,
+                                              replace=replace and src is not None,
+                                              instructions=keeper.settle(ns, found, said_vectors)), version)
             updated = [open_chunk.id] if open_chunk else []
             return Extended(created=[c.id for c in chunks if c.id not in updated], updated=updated,
                             summaries=[n.id for n in summaries], skipped=skipped)
@@ -330,14 +343,20 @@ class Writer:
         held_at = tok_at(metadata.get("fork"))
         prior = stream_messages(storage, ns, source_id, start, held_at) if start < held_at else []
         prior += [m for m in merged if m.tok_offset + m.n_tokens > start]
+        keeper = self.instructions
+        covered_before = {mid for n in storage.source_nodes(ns, source_id, 1) for mid in n.message_ids}
         try:
             chunks, _ = builder.chunks(frontier, prior, source_type, source_id, False)
             summaries, _ = builder.summaries(frontier, [c for c in chunks if c.sealed])
-            made = builder.embed(chunks + summaries)
+            covered_now = {mid for c in chunks for mid in c.message_ids}
+            newly = [m for m in merged if m.id in covered_now and m.id not in covered_before]  # read once each
+            found = keeper.detect(ns, source_type, source_id, newly)
+            made, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
         except (EmbeddingError, SummaryError) as exc:
             log.warning("%s; keeping %d messages of %r to index later", exc.message, len(fresh), source_id)
             storage.commit(ns, backlog, version)
             return pending
-        storage.commit(ns, WriteBatch(source=source, messages=merged, nodes=kept_nodes + made, replace=True),
-                       version)
+        with keeper.lock(ns, bool(found)):
+            storage.commit(ns, WriteBatch(source=source, messages=merged, nodes=kept_nodes + made, replace=True,
+                                          instructions=keeper.settle(ns, found, said_vectors)), version)
         return Extended(created=[c.id for c in chunks], summaries=[n.id for n in summaries], skipped=skipped)

@@ -75,11 +75,12 @@ export async function api(method, path, { query = {}, body, token, namespace } =
 }
 
 /**
- * Which optional endpoints this server has, from its public OpenAPI document: context assembly, core memory, pins.
+ * Which optional endpoints this server has, from its public OpenAPI document: context assembly, core memory, pins,
+ * standing instructions.
  * A missing document (or a path absent from it) hides the feature; a later 404 from the route hides it too.
  */
 export async function detectFeatures() {
-  const features = { context: false, core: false, pin: false };
+  const features = { context: false, core: false, pin: false, instructions: false };
   try {
     const resp = await fetch(new URL("openapi.json", BASE), { cache: "no-store" });
     if (!resp.ok) return features;
@@ -87,6 +88,7 @@ export async function detectFeatures() {
     features.context = paths.includes("/context");
     features.core = paths.includes("/core");
     features.pin = paths.some((p) => p.startsWith("/memories/") && p.endsWith("/pin"));
+    features.instructions = paths.includes("/instructions");
   } catch {
     // no document: the optional panels stay hidden
   }

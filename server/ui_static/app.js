@@ -1,13 +1,14 @@
 // Pyramind's memory browser: sign in with a token, list conversations and documents, walk a tree from its roots
 // down to the chunks and messages, search, delete with a confirmation, and (when the server has them) assemble a
-// context block, edit core memory and pin memories. Plain DOM, no framework, no build step; text from the server
-// is only ever set as textContent.
+// context block, edit core memory, pin memories and review standing instructions. Plain DOM, no framework, no build
+// step; text from the server is only ever set as textContent.
 
 import { api, ApiError, detectFeatures, session } from "./api.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const enc = encodeURIComponent;
-const state = { features: { context: false, core: false, pin: false }, search: null, context: null };
+const state = { features: { context: false, core: false, pin: false, instructions: false }, search: null, context: null,
+  superseded: false };
 
 /** Make an element: attrs (class, data-*, on<event>, any attribute) and children (nodes, strings, arrays). */
 function h(tag, attrs = {}, ...children) {
@@ -557,6 +558,62 @@ async function renderCore() {
   await guard(load);
 }
 
+// ---------------------------------------------------------------- standing instructions (/instructions, when present)
+async function renderInstructions() {
+  setNav("instructions");
+  const body = h("tbody");
+  const summary = h("p", { class: "meta", id: "instructions-summary" });
+  const superseded = h("input", { id: "instructions-superseded", type: "checkbox", checked: state.superseded });
+  const load = async () => {
+    let res;
+    try {
+      res = await api("GET", "/instructions", { query: { include_superseded: superseded.checked ? "true" : "" } });
+    } catch (err) {
+      if (featureMissing(err, "instructions")) throw new ApiError(404, "not_found", "This server keeps no instructions.");
+      throw err;
+    }
+    const items = res.instructions || [];
+    summary.textContent = `${res.active} in force${superseded.checked ? `, ${items.length - res.active} replaced` : ""}.`;
+    body.replaceChildren(...(items.length ? items.map((i) => instructionRow(i, load))
+      : [h("tr", {}, h("td", { colspan: 6, class: "muted" }, "No standing instructions or preferences yet."))]));
+  };
+  superseded.addEventListener("change", () => {
+    state.superseded = superseded.checked;
+    clearMessages();
+    guard(load);
+  });
+  page(h("h2", {}, "Standing instructions and preferences"),
+    h("p", { class: "muted" }, "Rules and lasting preferences the user stated in chat, found as messages are indexed. ",
+      "A later one on the same subject replaces the older; deleting one stops it being followed (its message stays)."),
+    h("label", {}, superseded, "Show the ones a later instruction replaced"), summary,
+    h("table", { id: "instructions" }, h("thead", {}, h("tr", {}, ["kind", "instruction", "said by", "when", "where", ""]
+      .map((t) => h("th", {}, t)))), body));
+  await guard(load);
+}
+
+function instructionRow(i, reload) {
+  const where = i.conversation_id
+    ? [h("a", { href: `#/c/${enc(i.conversation_id)}` }, i.conversation_id), h("div", { class: "muted small" },
+      `message ${i.message_id ?? "?"}`)]
+    : "";
+  return h("tr", { "data-instruction-id": i.id, class: i.superseded_by ? "superseded" : null },
+    h("td", {}, i.kind),
+    h("td", {}, h("div", { class: "instruction-text" }, i.text),
+      i.superseded_by ? h("div", { class: "muted small" }, `replaced by ${i.superseded_by}`) : null),
+    h("td", {}, i.speaker),
+    h("td", {}, fmtTime(i.created_at) || h("span", { class: "muted" }, `stored ${fmtTime(i.recorded_at)}`)),
+    h("td", {}, where),
+    h("td", {}, h("button", { type: "button", class: "danger small", onclick: () => guard(async () => {
+      const ok = await confirmDialog("Delete this instruction?", h("blockquote", {}, `${i.speaker}: ${i.text}`),
+        "It is no longer followed. The message it came from stays in memory; an older instruction it replaced is " +
+        "in force again.");
+      if (!ok) return;
+      const res = await api("DELETE", `/instructions/${enc(i.id)}`);
+      await reload();
+      notify(`Deleted the instruction${res.reactivated.length ? `; ${res.reactivated.length} older one(s) in force again` : ""}.`);
+    }) }, "Delete")));
+}
+
 // ---------------------------------------------------------------- routing
 async function route() {
   clearMessages();
@@ -570,6 +627,7 @@ async function route() {
     if (parts[0] === "search") return renderSearch(params);
     if (parts[0] === "context" && state.features.context) return renderContext();
     if (parts[0] === "core" && state.features.core) return renderCore();
+    if (parts[0] === "instructions" && state.features.instructions) return renderInstructions();
     setNav("");
     page(h("h2", {}, "Not found"), h("p", {}, "This page has no such view. ", h("a", { href: "#/" }, "Back to the list.")));
     return undefined;

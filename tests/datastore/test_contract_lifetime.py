@@ -12,7 +12,7 @@ import pytest
 
 from pyramind.datastore.memory import Memory
 from pyramind.datastore.portability.dump import DumpError
-from pyramind.models.api import Query, QueryFilter, RememberRequest
+from pyramind.models.api import Message, Query, QueryFilter, RememberRequest
 from pyramind.models.core import CorePutRequest
 from pyramind.services.errors import InvalidRequestError, NotFoundError
 from tests.conftest import mark_table
@@ -176,6 +176,7 @@ def snapshot(ds: Memory, ns: str) -> dict:
     out["marks"] = mark_table(ds).get(ns, None)
     core = ds.storage.core.entries(ns, None) if ds.storage.core is not None else []
     out["core"] = sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core)
+    out["instructions"] = [i.model_dump() for i in ds.instructions.list(ns, include_superseded=True).instructions]
     return out
 
 
@@ -186,6 +187,11 @@ def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool
 
     three_sessions(ds, ns)
     ds.writer.upsert(ns, [Document(id="doc", text="The boiler manual. " * 200)])
+    ds.writer.remember(ns, RememberRequest(conversation_id="rules", messages=[  # standing instructions
+        Message(id="r1", speaker="Ann", content="From now on answer in French.", created_at=T0),
+        Message(id="r2", speaker="Ann", content="I prefer tabs. From now on answer in English.",
+                created_at=T0 + timedelta(hours=1))]))
+    assert ds.instructions.list(ns).active == 2
     ds.visits.record(ns, [ds.storage.source_nodes(ns, "conv")[0].id])
     ds.visits.flush()
     ds.visits.pin(ns, next(n.id for n in ds.storage.source_nodes(ns, "conv") if n.level == 2))
@@ -196,11 +202,16 @@ def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool
     lines = list(export_lines(ds, [ns], embeddings=embeddings))
     assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
     assert sum('"type": "core_memory"' in line for line in lines) == (2 if keeps_core else 0)
+    assert sum('"type": "instruction"' in line for line in lines) == 3
 
     copy = ns + "-copy"
     report = import_dump(ds, lines, namespace=copy)
-    assert report["sources"] == 2 and report["marks"] == 2 and report["core_memory"] == (2 if keeps_core else 0)
+    assert report["sources"] == 3 and report["marks"] == 2 and report["core_memory"] == (2 if keeps_core else 0)
+    assert report["instructions"] == 3
     assert snapshot(ds, copy) == snapshot(ds, ns)
+    a_rules, b_rules = ds.instructions.active(ns), ds.instructions.active(copy)  # vectors: the dump's or re-embedded
+    assert [i for i, _ in a_rules] == [i for i, _ in b_rules]
+    assert all(np.allclose(a, b, atol=1e-5) for (_, a), (_, b) in zip(a_rules, b_rules, strict=True))
     ids = [n.id for n in ds.storage.source_nodes(ns, "conv")]
     a, b = ds.storage.get_vectors(ns, ids), ds.storage.get_vectors(copy, ids)
     assert all(np.allclose(a[i], b[i], atol=1e-5) for i in ids)

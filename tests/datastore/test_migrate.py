@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 
 import numpy as np
@@ -21,16 +22,23 @@ from tests.conftest import make_settings, mark_table
 from tests.datastore.conftest import OtherEmbedder, unavailable
 from tests.datastore.synthetic import conversation, document_text
 
+RULES = {0: "From now on answer in French.", 2: "From now on answer in English.",
+         6: "I prefer Bootstrap over Foundation."}
+
 
 @pytest.fixture
 def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[Memory]:
-    """A local store with two namespaces: two conversations and a document in `ns`, one conversation in `ns-2`."""
+    """A local store with two namespaces: two conversations and a document in `ns`, one conversation in `ns-2`,
+    where Eve states three standing instructions (the second supersedes the first)."""
     (tmp_path / "src").mkdir()
     store = open_memory(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser())
     store.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
     store.writer.remember(ns, RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12)))
     store.writer.upsert(ns, [Document(id="d1", text=document_text(8, "work"))])
-    store.writer.remember(f"{ns}-2", RememberRequest(conversation_id="c1", messages=conversation(("Eve", "Fay"), 9)))
+    other = conversation(("Eve", "Fay"), 9)
+    for i, rule in RULES.items():
+        other[i] = other[i].model_copy(update={"content": rule})
+    store.writer.remember(f"{ns}-2", RememberRequest(conversation_id="c1", messages=other))
     nodes = store.storage.source_nodes(ns, "c1")  # every kind of record: visits, a pin, core memory
     store.visits.record(ns, [nodes[0].id, nodes[0].id, nodes[1].id])
     store.visits.flush()
@@ -49,11 +57,27 @@ def _dump(store: Memory, ns: str, sid: str) -> tuple:
 
 
 def _extras(store: Memory, ns: str) -> tuple:
-    """The namespace's marks and core memory entries, as stored."""
+    """The namespace's marks, core memory entries and standing instructions (with their vectors), as stored."""
     marks = {i: (m.visit_count, m.pinned, m.pin_message_ids, m.last_visited_at is not None)
              for i, m in mark_table(store).get(ns, None).items()} if store.storage.marks else {}
     core = store.storage.core.entries(ns, None) if store.storage.core else []
-    return marks, sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core)
+    return (marks, sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core),
+            instructions(store, ns))
+
+
+def instructions(store: Memory, ns: str) -> list[tuple]:
+    """Every standing instruction of the namespace, oldest first, with its vector (times to the millisecond:
+    providers keep them at different grains)."""
+    table = store.storage.instructions
+    assert table is not None
+    rules = table.entries(ns, include_superseded=True)
+    vectors = table.vectors(ns, [i.id for i in rules])
+
+    def ms(when: object) -> object:
+        return round(when.timestamp(), 3) if isinstance(when, datetime) else when
+
+    return [(i.model_dump(exclude={"created_at", "recorded_at"}), ms(i.created_at), ms(i.recorded_at),
+             np.round(vectors[i.id], 5).tolist()) for i in rules]
 
 
 def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, ds: Memory, ns: str) -> None:
@@ -66,7 +90,11 @@ def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, ds: 
     report = migrate(source, ds, [ns, f"{ns}-2"], lambda *event: seen.append(event))
     assert report["sources"] == 4 and report["copied"] == 4 and report["skipped"] == 0
     assert report["marks"] == 3 and report["core_memory"] == (0 if ds.storage.core is None else 2)
+    assert report["instructions"] == 3 and report["namespaces"][f"{ns}-2"]["instructions"] == 3
     assert _extras(ds, ns) == _extras(source, ns) and _extras(ds, ns)[0]
+    assert _extras(ds, f"{ns}-2") == _extras(source, f"{ns}-2")
+    rules = ds.instructions.list(f"{ns}-2", include_superseded=True).instructions
+    assert [(i.message_id, i.superseded_by is None) for i in rules] == [("m-0", False), ("m-2", True), ("m-6", True)]
     assert report["namespaces"][ns]["messages"] == 73 and report["nodes"] > 10
     assert seen[-1] == (f"{ns}-2", "c1", 1, 1, "copied")
     for space, sid in ((ns, "c1"), (ns, "c2"), (ns, "d1"), (f"{ns}-2", "c1")):
@@ -131,7 +159,8 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
     env = {"LOCAL_DB_PATH": str(source.settings.local_db_path), "POSTGRES_URL": url, "COLUMNS": "200"}
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert r.exit_code == 0, r.output
-    assert "4 sources copied, 0 already there" in r.output and "3 marks and 2 core memory entries" in r.output
+    assert "4 sources copied, 0 already there" in r.output
+    assert "3 marks, 2 core memory entries and 3 instructions" in r.output
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert "0 sources copied, 4 already there" in r.output
     dst = open_memory(make_settings(source.settings.local_db_path.parent, datastore="postgres", postgres_url=url),

@@ -34,7 +34,8 @@ from tests.conftest import TOKEN, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mcp-test-secret-0123456789abcdef0123456789"
-TOOLS = {"remember", "recall", "expand", "find", "stats", "forget", "context", "core_get", "core_set", "core_delete"}
+TOOLS = {"remember", "recall", "expand", "find", "stats", "forget", "context", "core_get", "core_set", "core_delete",
+         "instructions_list", "instructions_delete"}
 CHAT = [
     {"id": "m1", "speaker": "Caroline", "content": "I adopted a grey cat called Pepper last spring."},
     {"id": "m2", "speaker": "Melanie", "content": "Lovely! My passport number is X1234567, remind me later."},
@@ -129,6 +130,31 @@ async def test_http_tools_over_the_real_store(tmp_path: Path, store: Memory) -> 
         assert data(await client.call_tool("find", {"pattern": "passport"}))["matches"] == []
     # the tools wrote to the same store the REST routes read
     assert store.describer.describe("default", "c1").messages == 2
+
+
+async def test_standing_instructions_over_mcp(tmp_path: Path, store: Memory) -> None:
+    """A rule said in a remembered chat is listed with its provenance, and deleted only by the destructive tool;
+    another namespace's id is an error that changes nothing."""
+    chat = [{"id": "u1", "speaker": "Caroline", "content": "From now on answer in French."},
+            {"id": "u2", "speaker": "Caroline", "content": "Actually, from now on answer in English."},
+            {"id": "u3", "speaker": "assistant", "content": "Always happy to help."}]
+    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        listing, deleting = tools["instructions_list"].annotations, tools["instructions_delete"].annotations
+        assert listing and listing.read_only_hint and deleting and deleting.destructive_hint
+        data(await client.call_tool("remember", {"conversation_id": "c1", "messages": chat}))
+        data(await client.call_tool("remember", {"conversation_id": "c1", "messages": chat[:1], "namespace": "bob"}))
+        rules = data(await client.call_tool("instructions_list", {}))["instructions"]
+        assert [(r["message_id"], r["conversation_id"], r["speaker"]) for r in rules] == [("u2", "c1", "Caroline")]
+        every = data(await client.call_tool("instructions_list", {"include_superseded": True}))["instructions"]
+        assert [r["superseded_by"] for r in every] == [rules[0]["id"], None]
+        bobs = data(await client.call_tool("instructions_list", {"namespace": "bob"}))["instructions"]
+        assert "id: no instruction" in error_text(await client.call_tool("instructions_delete", {"id": bobs[0]["id"]}))
+        done = data(await client.call_tool("instructions_delete", {"id": rules[0]["id"]}))
+        assert done == {"deleted": rules[0]["id"], "reactivated": [every[0]["id"]]}
+        assert data(await client.call_tool("instructions_list", {"namespace": "bob"}))["instructions"] == bobs
+        missing = await client.call_tool("instructions_list", {"conversation_id": "nope"})
+        assert "conversation_id" in error_text(missing)
 
 
 async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, store: Memory) -> None:

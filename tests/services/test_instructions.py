@@ -24,7 +24,10 @@ from pyramind.services.instructions import (
     OpenAIDetector,
     PatternDetector,
     Superseder,
+    after_removal,
     make_detector,
+    said,
+    said_order,
     supersede,
 )
 from tests.conftest import make_settings
@@ -511,3 +514,46 @@ def test_descriptions_fit_an_openapi_document() -> None:
     for model in (Detected, Instruction):
         for name, field in model.model_fields.items():
             assert field.description and len(field.description) < 300, (model.__name__, name)
+
+
+# --- settling stored instructions (datastore/write/instructions.py uses these) -------------------------------------
+
+
+def test_settle_compares_only_the_fresh_pairs_and_agrees_with_supersede(superseder: Superseder,
+                                                                        embedder: LocalEmbedder) -> None:
+    """Instructions in force were compared when stored; settling a few fresh ones among them (wherever they fall
+    in time) gives what supersede over all of them gives."""
+    in_force = [instruction(f"s{k}", later) for k, (_, later, same) in enumerate(SUBJECT_PAIRS) if same is False]
+    in_force = [i for k, i in enumerate(in_force) if all(not superseder.same_subject(o, i) for o in in_force[:k])]
+    fresh = [instruction("f1", "From now on answer in German."), instruction("f2", "Always use emojis."),
+             instruction("f3", "Always give temperatures in Kelvin.")]
+    items = in_force[:3] + [fresh[0]] + in_force[3:8] + [fresh[1]] + in_force[8:] + [fresh[2]]
+    vectors = embedder.embed([said(i) for i in items])
+    settled = superseder.settle(items, vectors, {"f1", "f2", "f3"})
+    assert settled == superseder.supersede([], items, vectors)
+    assert superseder.settle(items, vectors, set()) == items and items[0].superseded_by is None
+    replaced = {i.id: i.superseded_by for i in settled if i.superseded_by}
+    assert replaced and all(i.startswith("f") or by.startswith("f") for i, by in replaced.items())
+
+
+def test_after_removal_points_each_at_the_next_kept_one_along_its_chain() -> None:
+    chain = [Instruction(id=i, text=i, kind="instruction", subject="s", speaker="u", superseded_by=nxt)
+             for i, nxt in (("a", "b"), ("b", "c"), ("c", "d"), ("d", None), ("x", None))]
+    assert after_removal(chain, {"b"}) == {"a": "c"}
+    assert after_removal(chain, {"b", "c"}) == {"a": "d"}
+    assert after_removal(chain, {"d"}) == {"c": None}
+    assert after_removal(chain, {"c", "d"}) == {"b": None}
+    assert after_removal(chain, {"x"}) == {} and after_removal(chain, set()) == {}
+    loop = [Instruction(id="p", text="p", kind="instruction", subject="s", speaker="u", superseded_by="q"),
+            Instruction(id="q", text="q", kind="instruction", subject="s", speaker="u", superseded_by="p")]
+    assert after_removal(loop, {"q"}) == {"p": None}  # a stored cycle ends; nothing points at itself
+
+
+def test_said_order_is_when_said_then_when_stored() -> None:
+    t = datetime(2024, 1, 1, tzinfo=UTC)
+    old = Instruction(id="z", text="a", kind="instruction", subject="", speaker="u", created_at=t,
+                      recorded_at=t.replace(year=2026))
+    untimed = Instruction(id="a", text="b", kind="instruction", subject="", speaker="u",
+                          recorded_at=t.replace(year=2025))
+    same_message = old.model_copy(update={"id": "y", "recorded_at": t.replace(year=2026, microsecond=1)})
+    assert [i.id for i in sorted([same_message, untimed, old], key=said_order)] == ["z", "y", "a"]

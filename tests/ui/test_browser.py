@@ -226,6 +226,45 @@ def test_core_memory_panel_saves_and_deletes_an_entry(tab: Page) -> None:
     row.wait_for(state="detached")
 
 
+def test_instructions_panel_lists_a_remembered_instruction_with_its_provenance_and_deletes_it(tab: Page) -> None:
+    _needs(tab, "/instructions")
+    ns = "rules"  # a namespace of its own: the other tests' lists stay as seeded
+    chat = [{"id": "r1", "speaker": "Ann", "content": "From now on answer in French.",
+             "created_at": "2024-03-01T10:00:00Z"},
+            {"id": "r2", "speaker": "Ann", "content": "Thanks! From now on answer in English, please.",
+             "created_at": "2024-03-02T11:30:00Z"}]
+    r = httpx.post(tab.url + "/remember", headers=AUTH, timeout=60,
+                   json={"namespace": ns, "conversation_id": "lang-chat", "messages": chat, "wait": True})
+    assert r.status_code == 200, r.text
+    page = tab.open()
+    page.fill("#token", TOKEN)
+    page.fill("#namespace", ns)
+    page.click("#login-submit")
+    page.wait_for_selector("#sources tbody tr[data-source-id='lang-chat']")
+    page.click("a[data-nav='instructions']")
+    rows = page.locator("#instructions tbody tr[data-instruction-id]")
+    rows.first.wait_for()
+    assert rows.count() == 1  # the French one was replaced by the later English one
+    row = rows.first.inner_text()
+    for shown in ("instruction", "From now on answer in English, please.", "Ann", "2024-03-02 11:30", "lang-chat",
+                  "message r2"):
+        assert shown in row, (shown, row)
+    page.check("#instructions-superseded")
+    page.wait_for_function("document.querySelectorAll('#instructions tr.superseded').length === 1")
+    assert "From now on answer in French." in page.locator("#instructions tr.superseded").inner_text()
+    english = page.locator("#instructions tr[data-instruction-id]:not(.superseded)")
+    english.locator("button.danger").click()
+    assert "stays in memory" in page.locator("#confirm-body").inner_text()
+    page.click("#confirm-ok")
+    page.wait_for_function("document.querySelector('#notice').textContent.includes('1 older one(s) in force again')")
+    page.uncheck("#instructions-superseded")
+    page.wait_for_function("document.querySelectorAll('#instructions tr.superseded').length === 0")
+    rows = page.locator("#instructions tbody tr[data-instruction-id]")
+    assert rows.count() == 1 and "From now on answer in French." in rows.first.inner_text()
+    listed = httpx.get(tab.url + "/instructions", headers=AUTH, params={"namespace": ns}).json()["instructions"]
+    assert [i["message_id"] for i in listed] == ["r1"]
+
+
 def test_context_panel_shows_the_block_and_its_sections(tab: Page) -> None:
     _needs(tab, "/context")
     page = tab.login()

@@ -99,6 +99,18 @@ def _m006_visits_pins(db: sqlite3.Connection) -> None:
     )
 
 
+def _m007_instructions(db: sqlite3.Connection) -> None:
+    """Standing instructions and preferences per namespace, with their provenance and the embedding of their
+    statement (float32 bytes)."""
+    db.execute(
+        "CREATE TABLE instructions (namespace TEXT NOT NULL, id TEXT NOT NULL, kind TEXT NOT NULL, "
+        "text TEXT NOT NULL, statement TEXT, subject TEXT NOT NULL, message_id TEXT, conversation_id TEXT, "
+        "speaker TEXT NOT NULL, created_at REAL, recorded_at REAL, superseded_by TEXT, detector TEXT NOT NULL, "
+        "embedding BLOB NOT NULL, PRIMARY KEY (namespace, id))"
+    )
+    db.execute("CREATE INDEX instructions_by_conversation ON instructions (namespace, conversation_id)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -106,4 +118,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("004_core_memory", _m004_core_memory),
     ("005_sessions", _m005_sessions),
     ("006_visits_pins", _m006_visits_pins),
+    ("007_instructions", _m007_instructions),
 ]

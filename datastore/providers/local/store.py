@@ -2,7 +2,8 @@
 
 `LocalStorage` implements the Storage protocol (datastore/storage.py) and offers every optional capability:
 `text` (BM25 from the in-memory `TextIndex`), `rows` (search answered by row id, for hybrid fusion), `core`
-(the core_memory table) and `marks` (the node_marks table). Its rooms:
+(the core_memory table), `marks` (the node_marks table) and `instructions` (the instructions table,
+instructions.py). Its rooms:
 
 - schema.py: named, idempotent migrations; connections.py: one writer inside `BEGIN IMMEDIATE`, a reader per
   thread; codecs.py: rows <-> nodes and messages;
@@ -23,9 +24,11 @@ import numpy as np
 from pyramind.datastore.providers.local.caches import NamespaceCaches, namespace_version
 from pyramind.datastore.providers.local.codecs import MSG_COLS, NODE_COLS, dt, message_of, node_of, ts
 from pyramind.datastore.providers.local.connections import Connections
+from pyramind.datastore.providers.local.instructions import LocalInstructions, write_instructions
 from pyramind.datastore.storage import (
     CoreTable,
     Hits,
+    InstructionTable,
     MarkTable,
     NodeMarks,
     RowSearch,
@@ -72,6 +75,7 @@ class LocalStorage:
         self.rows: RowSearch | None = self.row_search
         self.core: CoreTable | None = LocalCore(self.db)
         self.marks: MarkTable | None = LocalMarks(self.db)
+        self.instructions: InstructionTable | None = LocalInstructions(self.db)
 
     @property
     def location(self) -> str:
@@ -279,20 +283,22 @@ class LocalStorage:
                 )
                 for node, vector in batch.nodes:
                     _write_node(db, ns, node, vector, removed, added)
+            dropped = write_instructions(db, ns, batch.instructions, batch.drop_instructions)
             db.execute(
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
                 (ns,),
             )
             self.caches.apply(db, ns, ns_version, removed, added)
-        if batch.replace or batch.delete_source:
+        if batch.replace or batch.delete_source or dropped:
             self.db.scrub()
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
-        """Remove everything of the namespace (core entries and marks too); returns (messages, nodes) removed."""
+        """Remove everything of the namespace (core entries, marks and instructions too); returns (messages,
+        nodes) removed."""
         with self.db.transaction() as db:
             n_msgs = db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0]
             n_nodes = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
-            for table in ("nodes", "messages", "sources", "core_memory", "node_marks"):
+            for table in ("nodes", "messages", "sources", "core_memory", "node_marks", "instructions"):
                 db.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
             db.execute(
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
