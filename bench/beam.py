@@ -479,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
         results["chats"][number] = done["ingest"]
         questions += done["questions"]
         print(f"chat {number}: {done['ingest']}", flush=True)
-    embedder.close()
+    embedder.release()
     ingest_s = sum(c["ingest_s"] for c in results["chats"].values())
     results["questions_s"] = round(time.perf_counter() - t0 - ingest_s, 1)
     results["summary"] = summarise(questions, budgets)

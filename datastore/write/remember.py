@@ -24,8 +24,8 @@ from pyramind.datastore.locks import SourceLocks, retry_conflicts
 from pyramind.datastore.read.lineage import chunk_from, stream_messages, tok_at
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.order import place, surviving
 from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
+from pyramind.datastore.write.order import place, surviving
 from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
 from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
 from pyramind.models.settings import Settings
