@@ -25,18 +25,9 @@ from pyramind.models.settings import Settings
 from pyramind.services import instruction_rules as rules
 from pyramind.services.embedding import Embedder
 from pyramind.services.openai_client import openai_client
+from pyramind.services.speakers import is_human
 
 log = logging.getLogger(__name__)
-
-NON_HUMAN_SPEAKERS = frozenset({"assistant", "system", "tool", "bot", "ai", "function", "developer"})
-"""Speakers (case-insensitive) that never state the user's instructions: the assistant and the machinery."""
-
-
-def is_human(speaker: str) -> bool:
-    """Whether a message's speaker (or role) is a person: anything but NON_HUMAN_SPEAKERS, so chat apps' `user`
-    and LoCoMo's people's names both count."""
-    return speaker.strip().casefold() not in NON_HUMAN_SPEAKERS
-
 
 class Detector(Protocol):
     """What finds standing instructions and preferences in messages."""
@@ -79,13 +70,13 @@ class PatternDetector:
       - I'm trying / I want / I need to keep or stay ... under / within / lightweight / minimal ...
       - I usually go with / stick to / opt for ...
 
-    Never (each checked by tests/services/test_instructions.py): messages of NON_HUMAN_SPEAKERS; questions
-    ("Should I always use TypeScript?"); hypotheticals and conditions about the past or others ("If I always
-    used tabs, would it matter?", "What if I never ...", "Suppose I prefer ..."); text in code blocks, inline
-    code, `>` quote lines or quotation marks, and reported speech ("My boss said always use tabs"); others'
-    preferences ("My friend prefers Vue"); one-off requests ("Write me a poem", "Can you write this in French?",
-    "... this time", "... for now", "... today"); the past ("I always used to ...", "I never thought ...");
-    feelings ("I never know what to do").
+    Never (each checked by tests/services/test_instructions.py): messages of the assistant and the machinery
+    (services/speakers.NON_HUMAN_SPEAKERS); questions ("Should I always use TypeScript?"); hypotheticals and
+    conditions about the past or others ("If I always used tabs, would it matter?", "What if I never ...", "Suppose
+    I prefer ..."); text in code blocks, inline code, `>` quote lines or quotation marks, and reported speech ("My
+    boss said always use tabs"); others' preferences ("My friend prefers Vue"); one-off requests ("Write me a poem",
+    "Can you write this in French?", "... this time", "... for now", "... today"); the past ("I always used to ...",
+    "I never thought ..."); feelings ("I never know what to do").
 
     One Detected per matching sentence: text is the sentence, statement the matching clause, start/end the
     sentence's offsets in the message content, subject `rules.subject_key(statement)`.

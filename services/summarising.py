@@ -18,11 +18,13 @@ from pyramind.models.settings import Settings
 from pyramind.services import tokens as tok
 from pyramind.services.chunking import CONTINUATION
 from pyramind.services.openai_client import openai_client
+from pyramind.services.speakers import is_human
 
 log = logging.getLogger(__name__)
 
 # a speaker line (services/chunking.render): a name never starts with whitespace, a message's later lines always do
 _LINE = re.compile(r"^(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]][^:\n\[\]]{0,127}): (?P<body>.*)$")
+_CUT_STAMP = re.compile(r"[^\[\]\n]{1,39}\] (?=\S)")  # the tail of `[YYYY-MM-DD HH:MM] ` (a window cut it)
 _SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]\u201d\u2019]*\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
 _STOP = frozenset(
@@ -48,6 +50,7 @@ class _Sentence:
     prefix: str
     text: str
     terms: frozenset[str]
+    lead: bool = False  # the first sentence of a person's message (or a person's line of a summary)
 
     @property
     def line(self) -> str:
@@ -58,28 +61,34 @@ def _split(texts: list[str]) -> list[_Sentence]:
     """Candidate sentences of the children, attributed `[stamp] speaker: `; overlap repeats removed.
 
     A message's later lines (indented, see services/chunking.render) are attributed to the speaker line above
-    them, also across consecutive texts (a message split between two chunks).
+    them, and so is a text's first line when it continues the message of the text before (a chunk that starts
+    inside a message): its first sentence is dropped when it starts mid-sentence (the chunk overlap, which the
+    chunk before holds whole; chunking cuts a long message at a sentence end), its other sentences are kept.
     """
     out: list[_Sentence] = []
     prefix = ""
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]
+        if lines and (cut := _CUT_STAMP.match(lines[0])) and _LINE.match(lines[0][cut.end():]):
+            lines[0] = lines[0][cut.end():]  # a window that starts inside a line's time stamp: the line is whole
         parsed = [_LINE.match(ln) for ln in lines]
-        attributed = any(parsed)
         for i, (ln, m) in enumerate(zip(lines, parsed, strict=True)):
-            if m is None and attributed and i == 0:
-                continue  # the tail of a line that the previous chunk holds whole (chunk overlap)
             if m is not None:
                 prefix = f"{m['stamp'] or ''}{m['speaker']}: "
-            elif not ln.startswith(CONTINUATION):
+            elif i > 0 and not ln.startswith(CONTINUATION):
                 prefix = ""  # an unattributed line (a document's)
             body = m["body"] if m else ln
-            for sent in _SENTENCE_SPLIT.split(body.strip()):
+            first = m is not None and is_human(m["speaker"])
+            pieces = _SENTENCE_SPLIT.split(body.strip())
+            if m is None and i == 0 and not _starts_sentence(ln):
+                pieces = pieces[1:]  # the tail of a sentence that the text before holds whole
+            for sent in pieces:
                 sent = sent.strip()
                 if len(sent) < 2:
                     continue
                 terms = frozenset(w for w in _WORD.findall(sent.lower()) if w not in _STOP)
-                out.append(_Sentence(len(out), prefix, sent, terms))
+                out.append(_Sentence(len(out), prefix, sent, terms, lead=first))
+                first = False
     # drop exact repeats and fragments contained in a longer candidate (chunk overlap cuts lines in two)
     keep: list[_Sentence] = []
     seen: set[str] = set()
@@ -92,6 +101,13 @@ def _split(texts: list[str]) -> list[_Sentence]:
     return sorted(keep, key=lambda s: s.index)
 
 
+def _starts_sentence(line: str) -> bool:
+    """Whether a text's first line starts a sentence (a capital, a digit, a quote or a list mark), not inside one
+    (a chunk window starts at any token: "d in ledger 69. In 1970 ...")."""
+    head = line.lstrip()
+    return bool(head) and not line[0].isspace() and (head[0].isupper() or not head[0].isalpha())
+
+
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
     return len(a & b) / len(a | b) if a and b else 0.0
 
@@ -99,10 +115,14 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class ExtractiveSummariser:
     """Picks real sentences of the children, never writes a word of its own.
 
-    Score: the sentence's content terms weighted by how often the children use them (a lexical centroid),
-    length-normalised; selection by maximal marginal relevance against the sentences already picked and the
-    previous summary (context), until `max_tokens` is reached. The picked lines are returned in their original
-    order, each attributed `[time] speaker: ` as in the children. Deterministic; no model needed.
+    First what each person brought up: the lead sentence of every message of a person (services/speakers.py;
+    in a summary of summaries, every line of a person), so a summary tells what the user raised in that span
+    (an L2 holds the lead of each user message under it; higher levels choose among them). Then the rest of the
+    budget with the other sentences. Within each group the score is the sentence's content terms weighted by how
+    often the children use them (a lexical centroid), length-normalised, and the selection is by maximal marginal
+    relevance against the sentences already picked and the previous summary (context), until `max_tokens` is
+    reached. The picked lines are returned in their original order, each attributed `[time] speaker: ` as in the
+    children. Deterministic; no model needed.
     """
 
     name = "extractive"
@@ -125,22 +145,23 @@ class ExtractiveSummariser:
         context_terms = [s.terms for s in _split([context])] if context else []
         picked: list[_Sentence] = []
         used = 0
-        pool = list(sents)
-        while pool:
-            def mmr(s: _Sentence) -> float:
-                seen = [p.terms for p in picked] + context_terms
-                redundancy = max((_jaccard(s.terms, o) for o in seen), default=0.0)
-                return self._lambda * relevance[s.index] / top - (1 - self._lambda) * redundancy
+        # what each person's message brought up first (its lead sentence), then the rest by the same rule
+        for pool in ([s for s in sents if s.lead], [s for s in sents if not s.lead]):
+            while pool:
+                def mmr(s: _Sentence) -> float:
+                    seen = [p.terms for p in picked] + context_terms
+                    redundancy = max((_jaccard(s.terms, o) for o in seen), default=0.0)
+                    return self._lambda * relevance[s.index] / top - (1 - self._lambda) * redundancy
 
-            best = max(pool, key=mmr)
-            pool.remove(best)
-            cost = tok.count_tokens(best.line) + 1
-            if used + cost > max_tokens:
-                if not picked and cost > max_tokens:  # one long sentence: keep its head
-                    return tok.truncate(best.line, max_tokens), self.name
-                continue
-            picked.append(best)
-            used += cost
+                best = max(pool, key=mmr)
+                pool.remove(best)
+                cost = tok.count_tokens(best.line) + 1
+                if used + cost <= max_tokens:
+                    picked.append(best)
+                    used += cost
+        if not picked:  # every sentence is longer than the budget: keep the head of the most central one
+            best = max(sents, key=lambda s: (s.lead, relevance[s.index]))
+            return tok.truncate(best.line, max_tokens), self.name
         return "\n".join(s.line for s in sorted(picked, key=lambda s: s.index)), self.name
 
 

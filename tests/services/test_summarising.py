@@ -70,3 +70,34 @@ def test_later_lines_of_a_message_keep_their_speaker() -> None:
     assert "[2024-01-01 09:00] Ann: First I dig the beds in March." in lines
     assert not any(ln.startswith("Admin") for ln in lines)
     assert all(ln.startswith(("[2024-01-01 09:00] Ann: ", "Bob: ")) for ln in lines), lines
+
+
+def test_a_chunk_that_starts_inside_a_long_message_keeps_its_speaker() -> None:
+    """Chunking cuts a long message at a sentence end and the next chunk starts 20 tokens earlier, inside it:
+    that first line is still the assistant's, its leading fragment is not a sentence of its own."""
+    children = [
+        "[2024-01-01 09:00] user: Tell me about the ledgers.\n"
+        "assistant: In 1966 the crane was sold. In 1967 the aqueduct was moved by Tomasz.\n",
+        "d by Tomasz. In 1968 the tram depot was moved by Keiko. In 1969 the salt marsh was moved.\n"
+        "user: Thanks, and the kettle?\n",
+        "09:05] user: And the harbour crane?\nassistant: It was sold twice.\n",  # a window cut inside a stamp
+    ]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 400)
+    lines = summary.splitlines()
+    assert "assistant: In 1968 the tram depot was moved by Keiko." in lines
+    assert not any("d by Tomasz." == ln.split(": ", 1)[-1] for ln in lines)
+    assert "user: And the harbour crane?" in lines and "09:05" not in summary
+    assert all(ln.startswith(("[2024-01-01 09:00] user: ", "assistant: ", "user: ")) for ln in lines), lines
+
+
+def test_what_each_person_brought_up_comes_first() -> None:
+    """A summary too small for everything keeps the lead sentence of each of the user's messages before any
+    of the assistant's sentences: the timeline tells what the user raised, and when."""
+    answer = " ".join(f"Point {k}: the compiler inlines the loop and unrolls it by four for speed." for k in range(8))
+    children = [f"user: How do I speed up topic {k}? It is slow. I tried caching.\nassistant: {answer}\n"
+                for k in range(5)]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 80)
+    lines = summary.splitlines()
+    assert all(f"user: How do I speed up topic {k}?" in lines for k in range(5))
+    assert sum(ln.startswith("assistant: ") for ln in lines) < 3  # the rest of the room, not before them
+    assert tokens.count_tokens(summary) <= 80
