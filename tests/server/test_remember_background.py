@@ -174,17 +174,24 @@ class SlowEmbedder:
     def __init__(self, inner: LocalEmbedder, delay: float) -> None:
         self.inner, self.delay = inner, delay
         self.model_name, self.dimension = inner.model_name, inner.dimension
-        self.bulk_calls_done = 0
+        self.bulk_calls_started = self.bulk_calls_done = 0
 
     def close(self) -> None:
         """Nothing to release (the inner embedder is the session's)."""
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> Any:
+        if bulk:
+            self.bulk_calls_started += 1
         out = self.inner.embed(texts, bulk=bulk)
         if bulk:
             time.sleep(self.delay)
             self.bulk_calls_done += 1
         return out
+
+    @property
+    def in_flight(self) -> int:
+        """Bulk calls running now (a background step inside its embedding)."""
+        return self.bulk_calls_started - self.bulk_calls_done
 
 
 async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(tmp_path: Path,
@@ -203,7 +210,7 @@ async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(tmp_
             for cid in ("a", "b", "c"):  # ~15 chunks each, 4 a step: steps keep running for a while
                 r = await client.post("/remember", json=body(cid, 120, "harp"), headers=AUTH)
                 assert r.status_code == 202
-            await until(lambda: _true(slow.bulk_calls_done >= 1))  # the lanes are busy
+            await until(lambda: _true(slow.bulk_calls_done >= 1 and slow.in_flight >= 1))  # a step is running
             before = slow.bulk_calls_done
             await indexer.stop(grace=0.1)
             done = slow.bulk_calls_done
