@@ -86,12 +86,13 @@ class Memory:
         self.listing = Listing(storage)
         self.describer = Describer(storage)
         self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks)
-        self.context = ContextAssembler(settings, storage, embedder, self.reader, self.core, self.visits)
+        self.instructions = Instructions(storage, keeper)
+        self.context = ContextAssembler(settings, storage, embedder, self.reader, self.core, self.visits,
+                                        self.instructions if storage.instructions is not None else None)
         self.forks = Forks(storage, self.deleter)
         self.sessions = Sessions(storage)
         self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)
         self.steps = IndexSteps(settings, storage, builder, locks, keeper)
-        self.instructions = Instructions(storage, keeper)
 
     @property
     def name(self) -> str:

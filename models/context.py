@@ -10,13 +10,13 @@ from pyramind.models.api import IsoDateTime, RetrievalMode, namespace_field
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
-SectionName = Literal["core", "recent", "relevant", "timeline"]
-SECTIONS: tuple[str, ...] = ("core", "recent", "relevant", "timeline")
+SectionName = Literal["core", "instructions", "recent", "relevant", "timeline"]
+SECTIONS: tuple[str, ...] = ("core", "instructions", "recent", "relevant", "timeline")
 
 DEFAULT_CONTEXT_TEMPLATE = "Memory of {user_name}'s conversations with {assistant_name}.\n\n{memories}"
-DEFAULT_MEMORY_TEMPLATE = "- [{date}, {time_ago}] {text}"
-UNDATED_MEMORY_TEMPLATE = "- {text}"  # the default for a memory with no time at all
-CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "recent", "relevant", "timeline")
+DATE_LINE = "[{date}, {time_ago}]"  # the default rendering: one line per day, then its memories' lines
+CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "instructions", "recent", "relevant",
+                  "timeline")
 MEMORY_FIELDS = ("time_ago", "speaker", "text", "date", "level")
 
 
@@ -52,14 +52,15 @@ class ContextRequest(BaseModel):
         max_length=4000,
         description=(
             "Block template: {user_name} {assistant_name} {memories} (all sections) or "
-            "{core} {recent} {relevant} {timeline}."
+            "{core} {instructions} {recent} {relevant} {timeline}."
         ),
     )
     memory_template: str | None = Field(
         default=None,
         max_length=1000,
         description=(
-            "Per-memory template: {time_ago} {speaker} {text} {date} {level}. Default '- [{date}, {time_ago}] {text}'."
+            "Per-memory template: {time_ago} {speaker} {text} {date} {level}. Default: a '[date, time ago]' line per "
+            "day, then each memory's lines."
         ),
     )
     max_memory_chars: int = Field(
@@ -88,22 +89,26 @@ class ContextRequest(BaseModel):
         description="Relevant memories from every source of the namespace (false: this conversation only).",
     )
     core: bool = Field(default=True, strict=True, description="Include core memory.")
+    instructions: bool = Field(default=True, strict=True,
+                               description="Include the standing instructions and preferences the user stated.")
     recent: bool = Field(default=True, strict=True, description="Include recent turns verbatim.")
     relevant: bool = Field(default=True, strict=True, description="Include relevant memories.")
-    timeline: bool = Field(default=True, strict=True, description="Include the summarised rest of the timeline.")
+    timeline: bool = Field(default=True, strict=True,
+                           description="Include the timeline: dated lines of the periods the query points at.")
 
 
 class ContextItem(BaseModel):
     """One memory in the block."""
 
-    id: str = Field(description="Node id (chunk/summary), message id (recent turn) or core key.")
-    kind: Literal["core", "message", "chunk", "summary"] = Field(
-        description="core: a core-memory entry; message: a recent turn verbatim; chunk: an L1 chunk; summary: L2+."
+    id: str = Field(description="Node id (chunk/summary), message id (recent turn), instruction id or core key.")
+    kind: Literal["core", "instruction", "message", "chunk", "summary"] = Field(
+        description="core: a core-memory entry; instruction: a standing instruction or preference; message: a "
+        "recent turn verbatim; chunk: an L1 chunk (or its excerpt); summary: L2+."
     )
-    level: int = Field(description="0 core, 0 message, 1 chunk, >=2 summary.")
+    level: int = Field(description="0 core, instruction or message, 1 chunk, >=2 summary.")
     text: str = Field(
-        description="Its text before the memory template and max_memory_chars: `key: value` (core), `speaker: "
-        "content` (message), the node's text (chunk, summary)."
+        description="Its text as shown: `key: value` (core), the statement (instruction), `speaker: content` "
+        "(message), the node's text or its sentences closest to the query, `…` where text was left out."
     )
     speaker: str | None = Field(default=None, description="Who said it (a node: its speakers, comma-separated).")
     source_id: str | None = Field(default=None, description="Conversation or document id.")
@@ -121,9 +126,9 @@ class ContextItem(BaseModel):
 
 
 class ContextSection(BaseModel):
-    """One section of the block, in priority order: core, recent, relevant, timeline."""
+    """One section of the block, in priority order: core, instructions, recent, relevant, timeline."""
 
-    name: SectionName = Field(description="The section: core, recent, relevant or timeline.")
+    name: SectionName = Field(description="The section: core, instructions, recent, relevant or timeline.")
     budget_tokens: int = Field(description="Its share plus what earlier sections left unused.")
     tokens_used: int = Field(description="cl100k tokens its items and heading take in the block.")
     items: list[ContextItem] = Field(description="The memories included, in the order they appear in the block.")
@@ -133,7 +138,7 @@ class ContextSection(BaseModel):
 class LeftOut(BaseModel):
     """A candidate memory that did not fit in the budget."""
 
-    id: str = Field(description="Node id (chunk/summary), message id (recent turn) or core key.")
+    id: str = Field(description="Node id (chunk/summary), message id (recent turn), instruction id or core key.")
     section: SectionName = Field(description="The section it was a candidate for.")
     tokens: int = Field(description="cl100k tokens it would have taken.")
     reason: str = Field(description="Why it was left out, e.g. 'no room in the budget'.")
@@ -146,5 +151,5 @@ class ContextResponse(BaseModel):
     tokens_used: int = Field(description="cl100k tokens of `context`; never above budget_tokens.")
     budget_tokens: int = Field(description="cl100k token budget the block was assembled within.")
     query: str | None = Field(description="The query the memories were chosen for.")
-    sections: list[ContextSection] = Field(description="The four sections in priority order, with their items.")
+    sections: list[ContextSection] = Field(description="The five sections in priority order, with their items.")
     left_out: list[LeftOut] = Field(description="Candidates left out for lack of room (at most 50).")

@@ -1,170 +1,153 @@
 """The context block: one token-budgeted text of what an assistant should know before it answers (POST /context).
 
-Sections in priority order, each filled within its share of the budget (SHARES; a share left unused passes to
-the next section, the last section takes whatever is left):
+Sections in priority order. Core, instructions and recent turns each take what they need, up to their share of
+the budget (SHARES); the memories share the rest: relevant first, up to RELEVANT_SHARE of it (ASSISTANT_CHAT_SHARE
+in a chat where an assistant said most of the candidates' text, OVERVIEW_SHARE for a question about the course of
+things, `asks_overview`), and the timeline what relevant leaves.
 
 1. core: the core-memory entries of the namespace and the conversation (datastore/context/core.py), most
    important first.
-2. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
-   newest kept first.
-3. relevant: the same retrieval as /query (`mode`, default RETRIEVAL_MODE) for the query (default: the latest
-   message), over the whole namespace unless `all_conversations` is false, above `min_score`, each optionally
-   with its `neighbours` chunks (the read path's `Reader.search` and `Reader.neighbours`).
-4. timeline: the rest of the conversation's history, summarised: the highest-level nodes whose span holds nothing
-   already included, chosen by closeness to the query, the closest refined one level down while room remains.
+2. instructions: the standing instructions and preferences the user stated (datastore/lifetime/instructions.py),
+   the closest to the query first; a preference only where the query comes near it (PREFERENCE_FLOOR); one said
+   in a recent turn is read there.
+3. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
+   newest kept first, shown oldest first.
+4. relevant: the same retrieval as /query (`mode`, default RETRIEVAL_MODE) for the query (default: the latest
+   message), over the whole namespace unless `all_conversations` is false, above `min_score` (or clearly related,
+   `_above_floor`), drawn from several sessions (`diversified`); a chunk of short turns whole, a chunk of long
+   messages cut to its sentences closest to the query (datastore/context/evidence.py), the best hit whole; each
+   with its `neighbours` chunks when asked.
+5. timeline: what happened when, oldest first and dated: the periods the query points at (the conversation's
+   L2 summaries closest to it; chunks where it has none yet), each cut to its people's lines (a summary holds
+   the lead sentence of each of their messages, services/summarising.py), then its sentences closest to the
+   query. A budget with no room for a useful line of it has none.
 
-A span is never spent twice: a node's span is the range of L1 positions under it (a level-n node at position p
-covers L1 positions [p * F^(n-1), (p + 1) * F^(n-1)), F = FAN_OUT), and no included node's span meets another's;
-a chunk whose messages are all among the recent turns is not repeated. `tokens_used` is the cl100k count of the
-rendered block and never exceeds the budget. Each chunk and summary a block includes counts one visit.
+No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
+overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
+Rendering (datastore/context/render.py): one date line per day, then the memories' lines.
+`tokens_used` is the cl100k count of the rendered block and never exceeds the budget. Each chunk and summary a
+block includes counts one visit.
 """
 
 from __future__ import annotations
 
 import re
-import string
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from functools import cache
+from typing import Protocol
 
 import numpy as np
 
+from pyramind.datastore.context import evidence
 from pyramind.datastore.context.core import CoreMemory
+from pyramind.datastore.context.evidence import Shown, Texts
+from pyramind.datastore.context.render import HEADINGS, Section, template_fields
 from pyramind.datastore.lifetime.visits import Visits
 from pyramind.datastore.read.query import Reader
-from pyramind.datastore.storage import Storage
+from pyramind.datastore.storage import Hits, Storage
 from pyramind.models.api import QueryFilter
 from pyramind.models.context import (
     CONTEXT_FIELDS,
     DEFAULT_CONTEXT_TEMPLATE,
-    DEFAULT_MEMORY_TEMPLATE,
     MEMORY_FIELDS,
-    UNDATED_MEMORY_TEMPLATE,
     ContextItem,
     ContextRequest,
     ContextResponse,
     ContextSection,
-    LeftOut,
     SectionName,
 )
+from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.models.time import utc
+from pyramind.services import excerpts
 from pyramind.services.embedding import Embedder
-from pyramind.services.errors import InvalidRequestError, NotFoundError
-from pyramind.services.terms import text_terms
-from pyramind.services.timeago import time_ago
+from pyramind.services.errors import InvalidRequestError
+from pyramind.services.speakers import is_human
 from pyramind.services.tokens import count_tokens
 
-SHARES: dict[SectionName, float] = {"core": 0.15, "recent": 0.35, "relevant": 0.3, "timeline": 0.2}
-HEADINGS = {
-    "core": "## Core memory",
-    "recent": "## Recent turns",
-    "relevant": "## Relevant memories",
-    "timeline": "## Earlier, summarised",
-}
+SHARES: dict[SectionName, float] = {"core": 0.15, "instructions": 0.2, "recent": 0.35}
+RELEVANT_SHARE = 1.0  # of what core, instructions and recent turns leave: the rest is the timeline's
+ASSISTANT_CHAT_SHARE = 0.6  # the same where people said under PEOPLE_CHAT of the candidates' text (an assistant
+PEOPLE_CHAT = 0.5  # said the rest): their summaries' lines of what the user brought up earn the timeline more
+OVERVIEW_SHARE = 0.35  # the same for a question about the course of things (asks_overview): the timeline leads
+_OVERVIEW = re.compile(
+    r"\b(order|sequence|chronolog\w*|timeline|summar\w*|overview|recap|progress\w*|evolv\w*|over time|so far|"
+    r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went))\b", re.I)
 DEFAULT_BUDGET = 2000
 MAX_LEFT_OUT = 50
-MAX_ROOTS = 64  # a tree has few roots (about FAN_OUT per level); a flat store's latest 64 chunks stand in
-LEXICAL = 0.5  # weight of shared words in a timeline node's closeness to the query
-REFINE = 2  # timeline nodes refined one level down (the closest to the query), room permitting
-_STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
+CANDIDATE_TOKENS = 30  # one retrieval candidate per this many tokens of budget (within MIN/MAX_CANDIDATES)
+MIN_CANDIDATES, MAX_CANDIDATES = 10, 60
+WHOLE_HITS = 1  # the best hits shown whole (up to a chunk), whatever their turns
+HIT_TOKENS = 80  # the most tokens an excerpt of a later hit of long messages takes
+PREFERENCE_FLOOR = 0.1  # cosine to the query under which a stated preference is left out (instructions never are)
+MIN_ITEM = 16  # tokens: less room than this holds no useful line
+SESSION_FREE = 4  # hits of one session placed before its next one yields to other sessions
+SESSION_DECAY = 0.7  # a hit's score is multiplied by this per hit of its session placed past SESSION_FREE
+DENSE_FLOOR = 0.45  # cosine (MiniLM) at which a hit counts as related when no hit reaches min_score
+CLEAR_LEAD = 1.5  # the best hit counts when its score is this many times the next one's
+LEAD_FLOOR = 0.25  # ... and its cosine reaches this (MiniLM: unrelated texts score about 0 to 0.15)
+PERIOD_TOKENS = 60  # a timeline period is given about this many tokens (the periods follow from the budget)
+MAX_PERIODS = 40
+TIMELINE_LEVEL = 2  # the timeline's periods: summaries of this level
 
 
-@cache
-def _heading_tokens(name: str) -> int:
-    """Tokens a section's heading adds (its line and the blank line before it)."""
-    return count_tokens(HEADINGS[name] + "\n") + 1
+def asks_overview(query: str) -> bool:
+    """Whether a question asks about the course of things rather than a fact: the order things came up in, a
+    summary, the progress or history of something ("in what order did I...", "summarise how my project went").
+    English cue words; a question without them gets the relevant memories first."""
+    return _OVERVIEW.search(query) is not None
 
 
-def template_fields(template: str, allowed: tuple[str, ...], name: str) -> None:
-    """Raise InvalidRequestError naming `name` unless every {field} of `template` is in `allowed`."""
-    try:
-        fields = [f for _, f, _, _ in string.Formatter().parse(template) if f is not None]
-    except ValueError as exc:
-        raise InvalidRequestError(f"{name} is not a valid template: {exc}", name) from exc
-    unknown = sorted({f for f in fields if f not in allowed})
-    if unknown:
-        raise InvalidRequestError(
-            f"{name} has unknown fields {', '.join('{' + f + '}' for f in unknown)}; allowed: "
-            + ", ".join("{" + f + "}" for f in allowed),
-            name,
-        )
+class ActiveInstructions(Protocol):
+    """Where the standing instructions come from (datastore/lifetime/instructions.py)."""
+
+    def active(self, ns: str) -> list[tuple[Instruction, np.ndarray]]:
+        """The namespace's active instructions with their embeddings."""
+        ...
 
 
-def l1_span(node: MemoryNode, fan_out: int) -> tuple[int, int]:
-    """The L1 positions [first, last + 1) under `node` (the tree is regular: FAN_OUT children per summary)."""
-    width = fan_out ** (node.level - 1)
-    return node.position * width, (node.position + 1) * width
-
-
-@dataclass
-class _Spans:
-    """The L1 spans already spent, per source."""
-
-    taken: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
-
-    def free(self, source: str, span: tuple[int, int]) -> bool:
-        return all(span[1] <= lo or span[0] >= hi for lo, hi in self.taken.get(source, []))
-
-    def take(self, source: str, span: tuple[int, int]) -> None:
-        self.taken.setdefault(source, []).append(span)
-
-
-class _Section:
-    """Items of one section as they are admitted against its budget (heading cost included)."""
-
-    def __init__(self, name: SectionName, budget: int) -> None:
-        self.name, self.budget, self.used = name, budget, 0
-        self.items: list[ContextItem] = []
-        self.lines: list[str] = []
-        self.left_out: list[LeftOut] = []
-        self._heading = _heading_tokens(name)
-
-    def admit(self, item: ContextItem, line: str) -> bool:
-        cost = item.tokens + (self._heading if not self.items else 0)
-        if self.used + cost > self.budget:
-            self.left_out.append(
-                LeftOut(
-                    id=item.id,
-                    section=self.name,
-                    tokens=item.tokens,  # type: ignore[arg-type]
-                    reason="no room in the budget",
-                )
-            )
-            return False
-        self.used += cost
-        self.items.append(item)
-        self.lines.append(line)
-        return True
+def _when(n: MemoryNode | StoredMessage | Instruction | None) -> float:
+    t = None
+    if isinstance(n, MemoryNode):
+        t = n.start_time or n.end_time
+    elif isinstance(n, StoredMessage | Instruction):
+        t = n.created_at
+    return t.timestamp() if t is not None else 0.0
 
 
 class ContextAssembler:
     """assemble: the token-budgeted context block.
 
-    settings: CONTEXT_MAX_TOKENS, CONTEXT_MIN_SCORE, MAX_TOP_K, RETRIEVAL_MODE, FAN_OUT. embedder: the query's
-    embedding. reader: the relevant memories (the read path). core: the core section. visits: counts each
-    chunk and summary the block includes.
+    settings: CONTEXT_MAX_TOKENS, CONTEXT_MIN_SCORE, MAX_TOP_K, RETRIEVAL_MODE. embedder: the query's
+    embedding (one call per block). reader: the relevant memories (the read path). core: the core section.
+    visits: counts each chunk and summary the block includes. instructions: the standing instructions (None:
+    no such section).
     """
 
     def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, reader: Reader,
-                 core: CoreMemory, visits: Visits) -> None:
+                 core: CoreMemory, visits: Visits, instructions: ActiveInstructions | None = None) -> None:
         self.settings = settings
         self.storage = storage
         self.embedder = embedder
         self.reader = reader
         self.core = core
         self.visits = visits
+        self.instructions = instructions
 
     def assemble(self, ns: str, req: ContextRequest) -> ContextResponse:
         """Assemble the block (see the module doc). Raises InvalidRequestError (`budget_tokens`, `template`,
-        `memory_template`) and NotFoundError (`conversation_id`, also another namespace's) before reading more."""
-        res = self._assemble(ns, req)
+        `memory_template`) before reading anything. A conversation not yet remembered is an empty one (its core
+        entries, the instructions and the namespace's memories still count)."""
+        res = _Assembly(self, ns, req).run()
         self.visits.record(ns, [i.id for sec in res.sections for i in sec.items if i.kind in ("chunk", "summary")])
         return res
 
-    def _assemble(self, ns: str, req: ContextRequest) -> ContextResponse:
-        s = self.settings
+
+class _Assembly:
+    """One block being assembled: the request, what is shown so far, the sections."""
+
+    def __init__(self, owner: ContextAssembler, ns: str, req: ContextRequest) -> None:
+        s = owner.settings
         budget = DEFAULT_BUDGET if req.budget_tokens is None else req.budget_tokens
         if req.budget_tokens is None:
             budget = min(budget, s.context_max_tokens)
@@ -172,327 +155,300 @@ class ContextAssembler:
             raise InvalidRequestError(
                 f"budget_tokens must be between 1 and {s.context_max_tokens} (CONTEXT_MAX_TOKENS)", "budget_tokens"
             )
-        template = req.template if req.template is not None else DEFAULT_CONTEXT_TEMPLATE
-        memory_template = req.memory_template if req.memory_template is not None else DEFAULT_MEMORY_TEMPLATE
-        template_fields(template, CONTEXT_FIELDS, "template")
-        template_fields(memory_template, MEMORY_FIELDS, "memory_template")
+        self.template = req.template if req.template is not None else DEFAULT_CONTEXT_TEMPLATE
+        template_fields(self.template, CONTEXT_FIELDS, "template")
+        if req.memory_template is not None:
+            template_fields(req.memory_template, MEMORY_FIELDS, "memory_template")
+        self.o, self.ns, self.req, self.budget = owner, ns, req, budget
+        self.storage = owner.storage
+        self.now = utc(req.now) or datetime.now(UTC)
+        self.shown = Shown()
+        self.texts = Texts(owner.storage, ns)
         cid = req.conversation_id
-        tail: list[StoredMessage] = []
-        if cid is not None:
-            src = self.storage.get_source(ns, cid)
-            if src is None or src.source_type != "conversation":
-                raise NotFoundError(f"no conversation {cid!r}", "conversation_id")
-            tail = self.storage.messages(ns, cid, max(0, src.n_tokens - budget))
-        now = utc(req.now) or datetime.now(UTC)
-        query = req.query or (tail[-1].content if tail else None)
-        vector = self.embedder.embed([query])[0] if query and (req.relevant or req.timeline) else None
+        src = owner.storage.get_source(ns, cid) if cid is not None else None
+        self.cid = cid if src is not None and src.source_type == "conversation" else None
+        self.tail = owner.storage.messages(ns, self.cid, max(0, src.n_tokens - budget)) if self.cid and src else []
+        self.query = req.query or (self.tail[-1].content if self.tail else None)
+        wants_vector = req.relevant or req.timeline or req.instructions
+        self.vector = owner.embedder.embed([self.query])[0] if self.query and wants_vector else None
+        self.query_terms = set(excerpts.terms(self.query or ""))
+        self.candidates: list[tuple[MemoryNode, float]] = []
+        self.weights: dict[str, float] = {}
+        # where the memories come from: the namespace, or this conversation only (all_conversations false)
+        self.flt = None if req.all_conversations or cid is None else QueryFilter(conversation_id=cid)
+        self.nothing = self.flt is not None and self.cid is None  # a conversation not yet remembered holds none
+        self.people_share = 1.0  # of the candidates' text, what people (not an assistant) said
+        self.scores: dict[str, float] = {}
+        self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
+        self.overview = False
 
-        def render(item: ContextItem) -> str:
-            values = {
-                "time_ago": time_ago(item.end_time, now),
-                "speaker": item.speaker or "",
-                "date": _date(item),
-                "text": _cut(item.text, req.max_memory_chars),
-                "level": str(item.level),
-            }
-            if item.start_time is None and item.end_time is None and req.memory_template is None:
-                return UNDATED_MEMORY_TEMPLATE.format_map(values)  # not "[undated, at an unknown time]"
-            return memory_template.format_map(values)
-
-        frame = template.format_map(
-            {
-                "user_name": req.user_name,
-                "assistant_name": req.assistant_name,
-                "memories": "",
-                "core": "",
-                "recent": "",
-                "relevant": "",
-                "timeline": "",
-            }
-        )
-        room = budget - count_tokens(frame)
-        enabled = {
-            "core": req.core,
-            "recent": req.recent and bool(tail),
-            "relevant": req.relevant and vector is not None,
-            "timeline": req.timeline,
-        }
-        spans = _Spans()
-        shown: set[str] = set()  # message ids of the recent turns
-        sections: list[_Section] = []
-        carry = 0
-        for name, share in SHARES.items():
-            last = name == "timeline"
-            sec = _Section(name, max(0, room - sum(x.used for x in sections)) if last else int(room * share) + carry)
+    # ------------------------------------------------------------------ the block
+    def run(self) -> ContextResponse:
+        req = self.req
+        frame = self.template.format_map({k: "" if k not in ("user_name", "assistant_name") else
+                                          getattr(req, k) for k in CONTEXT_FIELDS})
+        room = self.budget - count_tokens(frame)
+        enabled = {"core": req.core, "instructions": req.instructions and self.o.instructions is not None,
+                   "recent": req.recent and bool(self.tail),
+                   "relevant": req.relevant and self.vector is not None,
+                   "timeline": req.timeline}
+        if enabled["relevant"] or enabled["timeline"]:
+            self._gather()
+        fill = {"core": self._fill_core, "instructions": self._fill_instructions, "recent": self._fill_recent}
+        sections: list[Section] = []
+        for name in ("core", "instructions", "recent"):  # each takes what it needs, up to its share
+            sec = Section(name, int(room * SHARES[name]), self.now, req.memory_template, req.max_memory_chars)
             if enabled[name]:
-                if name == "core":
-                    self._fill_core(ns, cid, sec)
-                elif name == "recent":
-                    self._fill_recent(tail, sec, render, shown)
-                elif name == "relevant":
-                    assert query is not None and vector is not None  # enabled only then
-                    self._fill_relevant(ns, req, query, vector, sec, render, shown, spans)
-                else:
-                    self._fill_timeline(ns, cid, query, vector, sec, render, spans, shown)
-            carry = sec.budget - sec.used
+                fill[name](sec)
             sections.append(sec)
-
-        def block() -> str:
-            parts: dict[str, str] = {x.name: "\n".join(x.lines) for x in sections}
-            memories = "\n\n".join(f"{HEADINGS[x.name]}\n{parts[x.name]}" for x in sections if x.lines)
-            return template.format_map(
-                {"user_name": req.user_name, "assistant_name": req.assistant_name, "memories": memories, **parts}
-            )
-
-        text = block()
+        # an instruction said in a recent turn is read there, verbatim: its line is not repeated
+        sections[1].discard({i for i, m in self.instruction_messages.items() if m in self.shown.messages})
+        memory = room - sum(x.used for x in sections)  # what the memories share
+        self.overview = asks_overview(self.query or "")
+        if self.overview:
+            fraction = OVERVIEW_SHARE
+        else:  # a chat with an assistant: the user's lines are rare in it, and the timeline holds them
+            fraction = RELEVANT_SHARE if self.people_share >= PEOPLE_CHAT else ASSISTANT_CHAT_SHARE
+        share = memory if not enabled["timeline"] else int(memory * fraction)
+        relevant = Section("relevant", share, self.now, req.memory_template, req.max_memory_chars)
+        if enabled["relevant"]:
+            self._fill_relevant(relevant, memory)
+        sections.append(relevant)
+        timeline = Section("timeline", memory - relevant.used, self.now, req.memory_template,
+                           req.max_memory_chars)
+        if enabled["timeline"]:
+            self._fill_timeline(timeline)
+        sections.append(timeline)
+        text = self._block(sections)
         used = count_tokens(text)
-        while used > budget:  # token merges at the joins can cost a token or two more than the parts: drop the last
-            sec = next(x for x in reversed(sections) if x.items)
-            dropped = sec.items.pop()
-            sec.lines.pop()
-            sec.left_out.append(
-                LeftOut(
-                    id=dropped.id,
-                    section=sec.name,
-                    tokens=dropped.tokens,  # type: ignore[arg-type]
-                    reason="no room in the budget",
-                )
-            )
-            text = block()
+        while used > self.budget:  # merges at the joins cost a token or two more than the parts: drop the last
+            next(x for x in reversed(sections) if x.entries).drop_last()
+            text = self._block(sections)
             used = count_tokens(text)
         return ContextResponse(
-            context=text,
-            tokens_used=used,
-            budget_tokens=budget,
-            query=query,
-            sections=[
-                ContextSection(
-                    name=x.name,
-                    budget_tokens=x.budget,
-                    tokens_used=x.used,  # type: ignore[arg-type]
-                    items=x.items,
-                    left_out=len(x.left_out),
-                )
-                for x in sections
-            ],
+            context=text, tokens_used=used, budget_tokens=self.budget, query=self.query,
+            sections=[ContextSection(name=x.name, budget_tokens=x.budget, tokens_used=x.used, items=x.items,
+                                     left_out=len(x.left_out)) for x in sections],
             left_out=[lo for x in sections for lo in x.left_out][:MAX_LEFT_OUT],
         )
 
-    # ------------------------------------------------------------------ sections
-    def _fill_core(self, ns: str, cid: str | None, sec: _Section) -> None:
-        for e in self.core.entries(ns, cid):
-            line = f"- {e.key}: {e.value}"
-            item = ContextItem(
-                id=e.key,
-                kind="core",
-                level=0,
-                text=f"{e.key}: {e.value}",
-                source_id=e.conversation_id,
-                start_time=e.updated_at,
-                end_time=e.updated_at,
-                why=f"core memory (importance {e.importance})",
-                tokens=count_tokens(line + "\n"),
-            )
-            sec.admit(item, line)
+    def _block(self, sections: list[Section]) -> str:
+        parts: dict[str, str] = {x.name: x.text() for x in sections}
+        memories = "\n\n".join(f"{HEADINGS[x.name]}\n{parts[x.name]}" for x in sections if x.entries)
+        return self.template.format_map({"user_name": self.req.user_name, "assistant_name": self.req.assistant_name,
+                                         "memories": memories, **parts})
 
-    def _fill_recent(self, tail: list[StoredMessage], sec: _Section, render, shown: set[str]) -> None:  # type: ignore[no-untyped-def]
-        kept: list[tuple[ContextItem, str]] = []
-        for m in reversed(tail):  # newest first
-            text = f"{m.speaker}: {' '.join(m.content.split())}"
-            item = ContextItem(
-                id=m.id,
-                kind="message",
-                level=0,
-                text=text,
-                speaker=m.speaker,
-                source_id=m.source_id,
-                start_time=m.created_at,
-                end_time=m.created_at,
-                why="recent turn",
-                tokens=0,
-            )
-            line = render(item)
-            item.tokens = count_tokens(line + "\n")
-            if not sec.admit(item, line):
-                break
-            kept.append((item, line))
-            shown.add(m.id)
-        kept.reverse()  # shown oldest first
-        sec.items, sec.lines = [k[0] for k in kept], [k[1] for k in kept]
-
-    def _node_item(self, n: MemoryNode, why: str, score: float | None, render) -> tuple[ContextItem, str]:  # type: ignore[no-untyped-def]
-        text = _STAMP.sub("", n.text.strip()).replace("\n", "\n  ")
-        item = ContextItem(
-            id=n.id,
-            kind="chunk" if n.level == 1 else "summary",
-            level=n.level,
-            text=text,
-            speaker=", ".join(n.speakers) or None,
-            source_id=n.source_id,
-            start_time=n.start_time,
-            end_time=n.end_time,
-            score=None if score is None else round(float(score), 6),
-            why=why,
-            tokens=0,
-        )
-        line = render(item)
-        item.tokens = count_tokens(line + "\n")
-        return item, line
-
-    def _fill_relevant(
-        self,
-        ns: str,
-        req: ContextRequest,
-        query: str,
-        vector: np.ndarray,
-        sec: _Section,  # type: ignore[no-untyped-def]
-        render,
-        shown: set[str],
-        spans: _Spans,
-    ) -> None:
-        s = self.settings
-        floor = s.context_min_score if req.min_score is None else req.min_score
-        flt = (
-            None
-            if req.all_conversations or req.conversation_id is None
-            else QueryFilter(conversation_id=req.conversation_id)
-        )
-        top_k = min(s.max_top_k, max(10, sec.budget // 60))
-        hits = self.reader.search(ns, query, vector, top_k, flt, req.mode)
-        fan = s.fan_out
-        for n, score in hits:
-            if score < floor:
-                break
-            if n.message_ids and set(n.message_ids) <= shown:
-                continue  # all of it is in the recent turns already
-            group: list[tuple[MemoryNode, str, float | None]] = [
-                (n, f"relevant to the query (score {score:.3f})", score)]
-            if req.neighbours and n.level == 1:
-                before, after = self.reader.neighbours(ns, n, req.neighbours, flt)
-                group = (
-                    [(b, f"neighbour of {n.id}", None) for b in before]
-                    + group
-                    + [(a, f"neighbour of {n.id}", None) for a in after]
-                )
-            for node, why, sc in group:
-                span = l1_span(node, fan)
-                if not spans.free(node.source_id, span) or (node.message_ids and set(node.message_ids) <= shown):
-                    continue
-                item, line = self._node_item(node, why, sc, render)
-                if sec.admit(item, line):
-                    spans.take(node.source_id, span)
-                elif node is n:
-                    break  # the hit itself did not fit: skip its neighbours
-            if sec.budget - sec.used < 20:
-                break
-
-    def _fill_timeline(
-        self,
-        ns: str,
-        cid: str | None,
-        query: str | None,
-        vector: np.ndarray | None,
-        sec: _Section,  # type: ignore[no-untyped-def]
-        render,
-        spans: _Spans,
-        shown: set[str],
-    ) -> None:
-        fan = self.settings.fan_out
-
-        def covered(n: MemoryNode) -> bool:  # a chunk all of whose messages are among the recent turns shown
-            return n.level == 1 and bool(n.message_ids) and set(n.message_ids) <= shown
-
-        if cid is not None:
-            todo = self.storage.roots(ns, cid, MAX_ROOTS)
-        else:  # namespace-wide: the summaries closest to the query (or none without one)
-            if vector is None:
-                return
-            todo = [n for n, _ in self.storage.search_vector(ns, vector, 20, QueryFilter(min_level=2))]
-        candidates: list[MemoryNode] = []
-        while todo:  # the highest nodes whose span is still free, splitting those that hold something spent
-            n = todo.pop()
-            if spans.free(n.source_id, l1_span(n, fan)) and not covered(n):
-                candidates.append(n)
-            elif n.level > 1 and n.children:
-                todo.extend(self.storage.get_nodes(ns, n.children))
-        if not candidates:
+    # ------------------------------------------------------------------ retrieval, shared by relevant and timeline
+    def _gather(self) -> None:
+        """The candidates both memory sections draw from: the read path's hits for the query, above the floor,
+        diversified across sessions; and the IDF weights of terms over their texts."""
+        if self.vector is None or not self.query or self.nothing:
             return
-        cos = self._closeness(ns, candidates, vector, query)
-        by_score = sorted(candidates, key=lambda n: (-cos[n.id], -n.level, n.position))
-        # refine the closest summaries one level down where the room allows it
-        refined: dict[str, list[MemoryNode]] = {}
-        room = sec.budget - count_tokens(HEADINGS["timeline"])
-        base = sum(n.token_count + 12 for n in by_score)
-        for n in by_score[:REFINE] if vector is not None else []:
-            if n.level < 2 or not n.children:
+        req, s = self.req, self.o.settings
+        top_k = min(s.max_top_k, MAX_CANDIDATES, max(MIN_CANDIDATES, self.budget // CANDIDATE_TOKENS))
+        hits = self.o.reader.search(self.ns, self.query, self.vector, top_k, self.flt, req.mode)
+        hits = self._above_floor(hits)
+        self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
+        self.candidates = diversified(hits)
+        self.weights = evidence.weights_of(self.texts.of(n) for n, _ in self.candidates)
+        said: dict[bool, int] = {True: 0, False: 0}
+        for n, _ in self.candidates[:MIN_CANDIDATES]:
+            for u in self.texts.piece(n).units:
+                said[is_human(u.speaker)] += len(u.text)
+        total = said[True] + said[False]
+        self.people_share = said[True] / total if total else 1.0
+
+    def _above_floor(self, hits: Hits) -> Hits:
+        """The hits at or above the floor (`min_score`, default CONTEXT_MIN_SCORE). When none is, a small store's
+        hits still count if they are clearly related (their cosine to the query is at least DENSE_FLOOR: a
+        question whose words the store holds in another form, "allergic" and "allergy", is not left empty), else
+        the best one if it is clearly the best (CLEAR_LEAD times the next, and related: LEAD_FLOOR)."""
+        floor = self.o.settings.context_min_score if self.req.min_score is None else self.req.min_score
+        kept = [(n, sc) for n, sc in hits if sc >= floor]
+        if kept or not hits:
+            return kept
+        vectors = self.storage.get_vectors(self.ns, [n.id for n, _ in hits[:5]])
+        assert self.vector is not None
+        cosine = {n.id: float(vectors[n.id] @ self.vector) for n, _ in hits[:5] if n.id in vectors}
+        related = [(n, sc) for n, sc in hits[:5] if cosine.get(n.id, 0.0) >= DENSE_FLOOR]
+        if related:
+            return related
+        (top, best), second = hits[0], (hits[1][1] if len(hits) > 1 else None)
+        lead = second is not None and best > 0 and best >= CLEAR_LEAD * second
+        return hits[:1] if lead and cosine.get(top.id, 0.0) >= LEAD_FLOOR else []
+
+    # ------------------------------------------------------------------ sections
+    def _fill_core(self, sec: Section) -> None:
+        for e in self.o.core.entries(self.ns, self.req.conversation_id):
+            item = ContextItem(id=e.key, kind="core", level=0, text=f"{e.key}: {e.value}", source_id=e.conversation_id,
+                               start_time=e.updated_at, end_time=e.updated_at,
+                               why=f"core memory (importance {e.importance})", tokens=0)
+            sec.admit(item)
+
+    def _fill_instructions(self, sec: Section) -> None:
+        """Every instruction in force while the share holds them, the closest to the query first (cosine of
+        their embeddings), then the newest; a preference only where the query comes near its topic
+        (PREFERENCE_FLOOR): "I prefer Bootstrap" matters to a question about CSS, not to one about dinner."""
+        assert self.o.instructions is not None
+        active = self.o.instructions.active(self.ns)
+        if not self.req.all_conversations and self.req.conversation_id is not None:  # this conversation's only
+            active = [(i, v) for i, v in active if i.conversation_id == self.req.conversation_id]
+        if self.vector is not None:
+            q = np.asarray(self.vector, dtype=np.float32)
+            active.sort(key=lambda iv: (-float(iv[1] @ q), -_when(iv[0])))
+        else:
+            active.sort(key=lambda iv: -_when(iv[0]))
+        for ins, vec in active:
+            score = float(vec @ self.vector) if self.vector is not None else None
+            if ins.kind == "preference" and score is not None and score < PREFERENCE_FLOOR:
+                continue  # a preference matters where its topic comes up; an instruction applies to every answer
+            item = ContextItem(id=ins.id, kind="instruction", level=0, text=ins.text, speaker=ins.speaker,
+                               source_id=ins.conversation_id, start_time=ins.created_at, end_time=ins.created_at,
+                               score=None if score is None else round(score, 6),
+                               why=f"a standing {ins.kind} stated in message {ins.message_id}", tokens=0)
+            if sec.admit(item):
+                self.shown.fingerprints |= excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
+                if ins.message_id is not None:
+                    self.instruction_messages[ins.id] = ins.message_id
+
+    def _fill_recent(self, sec: Section) -> None:
+        kept: list[StoredMessage] = []
+        for m in reversed(self.tail):  # newest first
+            item = ContextItem(id=m.id, kind="message", level=0, text=f"{m.speaker}: {' '.join(m.content.split())}",
+                               speaker=m.speaker, source_id=m.source_id, start_time=m.created_at,
+                               end_time=m.created_at, why="recent turn", tokens=0)
+            if not sec.admit(item, float(m.seq)):  # shown in the order said
+                break
+            kept.append(m)
+        for m in kept:
+            self.shown.messages.add(m.id)
+            self.shown.fingerprints |= excerpts.fingerprints(f"{m.speaker}: {m.content}")
+
+    def _node_item(self, n: MemoryNode, text: str, why: str, score: float | None) -> ContextItem:
+        return ContextItem(id=n.id, kind="chunk" if n.level == 1 else "summary", level=n.level, text=text,
+                           speaker=", ".join(n.speakers) or None, source_id=n.source_id, start_time=n.start_time,
+                           end_time=n.end_time, score=None if score is None else round(float(score), 6), why=why,
+                           tokens=0)
+
+    def _show(self, sec: Section, n: MemoryNode, budget: int, why: str, score: float | None,
+              people_first: bool = False) -> bool:
+        """Admit the excerpt of `n`'s text within `budget` tokens (and `max_memory_chars`) when something new
+        fits."""
+        limit = min(budget, sec.room_for(self._node_item(n, "", why, score)) - 2)  # a merge at a join
+        if limit < MIN_ITEM:
+            return False
+        piece = self.texts.piece(n)
+        weights = self.weights or evidence.weights_of([piece.text])
+        query = self.query or ""
+        ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
+        while ex is not None and len(ex.text) > self.req.max_memory_chars and limit > MIN_ITEM:
+            limit = max(MIN_ITEM, limit * self.req.max_memory_chars // len(ex.text) - 2)  # fewer units, still whole
+            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
+        if ex is None:
+            return False
+        if not sec.admit(self._node_item(n, ex.text, why, score), _when(n)):  # clipped to max_memory_chars
+            return False
+        self.shown.fingerprints |= ex.fingerprints()
+        self.shown.nodes.add(n.id)
+        if ex.whole:
+            self.shown.messages.update(n.message_ids if n.level == 1 else [])
+        return True
+
+    def _fill_relevant(self, sec: Section, most: int) -> None:
+        """The hits in their (diversified) order, each chunk of short turns whole, a chunk of long messages cut
+        to its closest sentences (the first hit whole up to a chunk); the section may stretch to `most` tokens
+        for its first item when its share cannot hold it (a small budget: the best chunk before a timeline)."""
+        fails = 0
+        for rank, (n, _) in enumerate(self.candidates):
+            score = self.scores.get(n.id, 0.0)
+            if fails >= 3:
+                break
+            if self.shown.covers(n):
                 continue
-            kids = self.storage.get_nodes(ns, n.children)
-            extra = sum(k.token_count + 12 for k in kids) - n.token_count - 12
-            if base + extra <= room:
-                refined[n.id] = kids
-                base += extra
-        chosen: list[tuple[MemoryNode, float, str]] = []
-        for n in by_score:
-            if n.id in refined:
-                kids = refined[n.id]
-                kc = self._closeness(ns, kids, vector, query)
-                chosen += [
-                    (k, kc[k.id], f"refined from {n.id}, closest part of the timeline to the query") for k in kids
-                ]
-            else:
-                chosen.append(
-                    (
-                        n,
-                        cos[n.id],
-                        "summarises a period not otherwise included"
-                        if n.level > 1
-                        else "a part of the timeline not otherwise included",
-                    )
-                )
-        # admit by closeness, render in time order
-        admitted: list[tuple[MemoryNode, ContextItem, str]] = []
-        for n, c, why in sorted(chosen, key=lambda x: -x[1]):
-            if n.token_count > sec.budget - sec.used:  # cannot fit: say so without rendering it
-                sec.left_out.append(LeftOut(id=n.id, section="timeline", tokens=n.token_count,
-                                            reason="no room in the budget"))
+            group = [n]  # the hit first: its neighbours only with it (the section shows them in time order)
+            if self.req.neighbours and n.level == 1:
+                before, after = self.o.reader.neighbours(self.ns, n, self.req.neighbours, self.flt)
+                group = [n] + before[::-1] + after
+            whole = rank < WHOLE_HITS or self._short_turns(n)
+            budget = self.o.settings.chunk_size + 2 * evidence.SHORT_TURN if whole else HIT_TOKENS
+            if not sec.entries and sec.budget < most:
+                sec.budget = min(most, max(sec.budget, self._cost_whole(sec, n)))
+            if sec.room < MIN_ITEM:
+                break
+            for node in group:
+                if self.shown.covers(node):
+                    continue
+                why = (f"relevant to the query (score {score:.3f})" if node is n else f"neighbour of {n.id}")
+                ok = self._show(sec, node, budget, why, score if node is n else None)
+                if node is n:
+                    fails = 0 if ok else fails + 1
+                    if not ok:
+                        break
+
+    def _cost_whole(self, sec: Section, n: MemoryNode) -> int:
+        """Tokens the section would take with `n` whole as its first item (heading and date line included)."""
+        return sec.cost(self._node_item(n, self.texts.of(n), "", None)) + 2
+
+    def _short_turns(self, n: MemoryNode) -> bool:
+        """Whether the chunk is a chat of turns (none over LONG_TURN tokens): it is shown whole, such a chunk
+        has no sentence to spare; a chunk of a long message (an assistant's answer, a document) is cut to its
+        sentences closest to the query."""
+        turns: dict[int, list[str]] = {}
+        for u in self.texts.piece(n).units:
+            turns.setdefault(u.turn, []).append(u.text)
+        return all(count_tokens(" ".join(t)) <= evidence.LONG_TURN for t in turns.values())
+
+    def _fill_timeline(self, sec: Section) -> None:
+        """What happened when: the periods the query points at (their summaries closest to it, TIMELINE_LEVEL),
+        oldest first, each with its people's lines (what the user brought up) and then its sentences closest to
+        the query; namespace-wide, the summaries of every conversation."""
+        periods = self._periods(sec, PERIOD_TOKENS)
+        if not periods:
+            return
+        per = max(MIN_ITEM + 8, min(PERIOD_TOKENS * 2, sec.room // len(periods)))
+        for p, score in periods:
+            if sec.room < MIN_ITEM:
+                break
+            if self.shown.covers(p):
                 continue
-            item, line = self._node_item(n, why, c if vector is not None else None, render)
-            if sec.admit(item, line):
-                spans.take(n.source_id, l1_span(n, fan))
-                admitted.append((n, item, line))
-        admitted.sort(
-            key=lambda x: (x[0].source_id, x[0].start_time or datetime.min.replace(tzinfo=UTC), l1_span(x[0], fan)[0])
-        )
-        sec.items, sec.lines = [a[1] for a in admitted], [a[2] for a in admitted]
+            what = "summarises a period the query points at" if p.level > 1 else "a part of the conversation"
+            self._show(sec, p, per, what, score, people_first=True)
 
-    def _closeness(self, ns: str, nodes: list[MemoryNode], vector: np.ndarray | None,
-                   query: str | None) -> dict[str, float]:
-        """How close each node is to the query, in [0, 1]: `(1 - LEXICAL) * max(cosine, 0) + LEXICAL * the share of
-        the query's words the node holds` (words matter on LoCoMo, see bench/RESULTS.md); without a query,
-        recency decides (newest first)."""
-        if vector is None or not query:
-            return {n.id: (n.end_time.timestamp() if n.end_time else 0.0) * 1e-12 for n in nodes}
-        q = np.asarray(vector, dtype=np.float32)
-        vecs = self.storage.get_vectors(ns, [n.id for n in nodes])
-        terms = set(text_terms(query))
-        out = {}
-        for n in nodes:
-            words = set(text_terms(n.text)) if terms else set()
-            lexical = len(terms & words) / len(terms) if terms else 0.0
-            cosine = max(float(vecs[n.id] @ q), 0.0) if n.id in vecs else 0.0
-            out[n.id] = (1 - LEXICAL) * cosine + LEXICAL * lexical
-        return out
+    def _periods(self, sec: Section, each: int) -> list[tuple[MemoryNode, float]]:
+        """The periods to show, best first: the summaries of TIMELINE_LEVEL (L2: about 1,000 tokens each) closest
+        to the query, as many as the room holds at PERIOD_TOKENS each (chunks where the conversation has no
+        summary yet)."""
+        if self.vector is None or not self.query or self.nothing:
+            return []
+        want = max(1, min(MAX_PERIODS, sec.room // each))
+        base = self.flt or (QueryFilter(conversation_id=self.cid) if self.cid else None)
+        for level in (TIMELINE_LEVEL, 1):
+            flt = (base or QueryFilter()).model_copy(update={"level": level})
+            hits = self.o.reader.search(self.ns, self.query, self.vector, want, flt, "hybrid")
+            if hits:
+                return hits
+        return []
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+def diversified(hits: Hits) -> Hits:
+    """The hits reordered so that one session does not take every place when several match: past SESSION_FREE
+    hits of a session, each further one has its score multiplied by SESSION_DECAY per hit of that session already
+    placed, so a hit of another session (or conversation) comes first. Greedy, stable; neighbouring chunks of one
+    session are left together up to the cap (they often hold a question and its answer)."""
+    placed: dict[str, int] = {}
+    pool = list(hits)
+    out: Hits = []
 
+    def session(n: MemoryNode) -> str:
+        return f"{n.source_id}/{n.session_ids[0] if n.session_ids else ''}"
 
-def _date(item: ContextItem) -> str:
-    start, end = item.start_time, item.end_time
-    if start is None and end is None:
-        return "undated"
-    a, b = (start or end), (end or start)
-    if a.date() == b.date():  # type: ignore[union-attr]
-        return f"{a:%Y-%m-%d}"
-    return f"{a:%Y-%m-%d} to {b:%Y-%m-%d}"
+    while pool:
+        def adjusted(h: tuple[MemoryNode, float]) -> float:
+            return h[1] * SESSION_DECAY ** max(0, placed.get(session(h[0]), 0) - SESSION_FREE + 1)
+
+        best = max(pool, key=adjusted)
+        pool.remove(best)
+        placed[session(best[0])] = placed.get(session(best[0]), 0) + 1
+        out.append(best)
+    return out
+

@@ -1,4 +1,5 @@
-"""The context block and core memory on the real SQLite store, MiniLM embedder and extractive summariser."""
+"""The context block (its sections, rendering, budget and templates) and core memory on the real SQLite store,
+MiniLM embedder and extractive summariser. What the memory sections choose: test_context_evidence.py."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from pathlib import Path
 
 import pytest
 
-from pyramind.datastore.context.assemble import l1_span
 from pyramind.datastore.context.core import core_document_id
 from pyramind.datastore.factory import open_memory
 from pyramind.datastore.memory import Memory
@@ -65,20 +65,7 @@ def test_time_ago_reads_like_a_person() -> None:
     assert time_ago(None, NOW) == "at an unknown time"
 
 
-def test_an_undated_memory_is_shown_without_a_date_by_the_default_template(store: Memory) -> None:
-    store.writer.remember("ns", RememberRequest(conversation_id="c", messages=[
-        Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)),
-        Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
-    ]))
-    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
-    assert "- [2024-05-30, 2 days ago] Ann: We land in Lisbon on 3 June." in block
-    assert "- Bob: Book the tram tour for the 4th, please." in block and "undated" not in block
-    custom = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300,
-                                                     memory_template="* {date}: {text}")).context
-    assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
-
-
-def test_default_block_for_a_small_conversation(store: Memory) -> None:
+def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> None:
     store.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
     store.core.put("ns", CorePutRequest(key="diet", value="vegetarian"))
     store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[
@@ -89,7 +76,7 @@ def test_default_block_for_a_small_conversation(store: Memory) -> None:
                 created_at=NOW - timedelta(hours=2)),
     ]))
     res = store.context.assemble("ns", ContextRequest(conversation_id="c1", now=NOW, user_name="Ann",
-                                                  assistant_name="Bo"))
+                                                      assistant_name="Bo"))
     assert res.context == (
         "Memory of Ann's conversations with Bo.\n"
         "\n"
@@ -98,79 +85,107 @@ def test_default_block_for_a_small_conversation(store: Memory) -> None:
         "- diet: vegetarian\n"
         "\n"
         "## Recent turns\n"
-        "- [2024-05-29, 3 days ago] Ann: I adopted a grey cat called Miso.\n"
-        "- [2024-05-29, 3 days ago] Bo: Lovely! How old is Miso?\n"
-        "- [2024-06-01, 2 hours ago] Ann: Two years old, and she hates the vacuum."
+        "[2024-05-29, 3 days ago]\n"
+        "Ann: I adopted a grey cat called Miso.\n"
+        "Bo: Lovely! How old is Miso?\n"
+        "[2024-06-01, 2 hours ago]\n"
+        "Ann: Two years old, and she hates the vacuum."
     )
     assert res.query == "Two years old, and she hates the vacuum."  # the latest message by default
     assert res.tokens_used == count_tokens(res.context) <= res.budget_tokens == 2000
-    assert [s.name for s in res.sections] == ["core", "recent", "relevant", "timeline"]
+    assert [s.name for s in res.sections] == ["core", "instructions", "recent", "relevant", "timeline"]
     # the only chunk holds nothing but the recent turns: neither relevant nor timeline repeats it
-    assert [len(s.items) for s in res.sections] == [2, 3, 0, 0]
+    assert [len(s.items) for s in res.sections] == [2, 0, 3, 0, 0]
+    # a section's tokens: its heading, date lines and lines, counted line by line (a bound on what it adds)
+    recent = res.sections[2]
+    assert count_tokens(res.context.split("\n\n")[-1]) + 2 <= recent.tokens_used
+    assert sum(i.tokens for i in recent.items) + count_tokens("## Recent turns\n") + 1 == recent.tokens_used
 
 
-@pytest.mark.parametrize("budget", [40, 120, 400, 900, 2500])
+def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(store: Memory) -> None:
+    store.writer.remember("ns", RememberRequest(conversation_id="c", messages=[
+        Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)),
+        Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
+    ]))
+    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
+    assert block.endswith("## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n"
+                          "[undated]\nBob: Book the tram tour for the 4th, please.")
+    custom = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300,
+                                                         memory_template="* {date}: {text}")).context
+    assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
+    assert "* 2024-05-30: Ann: We land in Lisbon" in custom and "[2024-05-30" not in custom
+
+
+UNICODE = [
+    "Ich würde gern Käsespätzle kochen 🧀🇩🇪 — für 4 Personen, bitte mit Ölpreis-Schätzung.",
+    "東京で寿司を食べました。とても美味しかったです！次は大阪に行きたい。",
+    "Here is the fix:\n```python\ndef total(xs: list[int]) -> int:\n    return sum(x * 2 for x in xs)  # doubled\n```"
+    "\nRun it with `python fix.py` 👩‍💻.",
+    "Emoji families 👨‍👩‍👧‍👦 and flags 🇯🇵🇧🇷 must never be split, nor é composed as e\u0301.",
+]
+
+
+@pytest.mark.parametrize("budget", [40, 120, 250, 400, 900, 2500])
 def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?",
-                                                   budget_tokens=budget, neighbours=1, now=NOW))
-    assert res.tokens_used == count_tokens(res.context) <= budget
-    assert sum(s.tokens_used for s in res.sections) <= budget
-    if budget >= 400:
-        assert res.left_out  # the conversation is bigger than the budget: something was left out, and said so
+    more = [Message(id=f"u{k}", speaker="Ann" if k % 2 else "Bo", content=UNICODE[k % len(UNICODE)] * (1 + k % 3),
+                    created_at=T0 + timedelta(days=80, minutes=k)) for k in range(12)]
+    filled.writer.remember("ns", RememberRequest(conversation_id="c2", messages=more))
+    for cid, query in (("c1", "Who joins Ann in Kyoto?"), ("c2", "Käsespätzle 寿司 python fix 👩‍💻")):
+        for recent in (True, False):
+            res = filled.context.assemble("ns", ContextRequest(conversation_id=cid, query=query, recent=recent,
+                                                               budget_tokens=budget, neighbours=1, now=NOW))
+            assert res.tokens_used == count_tokens(res.context) <= budget
+            assert sum(s.tokens_used for s in res.sections) <= budget
+            assert "\ufffd" not in res.context  # no character cut between two tokens
+            if budget >= 400 and cid == "c1" and recent:
+                assert res.left_out  # the turns are more than the budget: some were left out, and said so
 
 
 def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) -> None:
     filled.core.put("ns", CorePutRequest(key="home", value="Ann lives in Porto"))
+    filled.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[
+        Message(id="rule", speaker="Ann", content="Always give me the travel times in hours.",
+                created_at=T0 + timedelta(days=4)),
+    ]))
     res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto",
-                                                       budget_tokens=1500,
-                                                   min_score=0.0, now=NOW))
-    positions = [res.context.index(h) for h in ("## Core memory", "## Recent turns", "## Relevant memories",
-                                                "## Earlier, summarised")]
+                                                       budget_tokens=1500, now=NOW))
+    positions = [res.context.index(h) for h in ("## Core memory", "## Standing instructions and preferences",
+                                                "## Recent turns", "## Relevant memories", "## Timeline")]
     assert positions == sorted(positions)
-    core, recent, relevant, timeline = res.sections
-    assert core.items and recent.items and relevant.items and timeline.items
-    # core used a little of its share: the rest went on to the recent turns' budget
-    assert recent.budget_tokens > int(0.35 * 1500) and core.tokens_used < core.budget_tokens
-    assert "Kyoto" in relevant.items[0].text and relevant.items[0].score is not None
+    core, instructions, recent, relevant, timeline = res.sections
+    assert core.items and instructions.items and recent.items and relevant.items and timeline.items
+    assert instructions.items[0].text == "Always give me the travel times in hours."
+    # core, instructions and recent took what they needed up to their shares; the memories share the rest
+    assert core.tokens_used < core.budget_tokens and instructions.tokens_used < instructions.budget_tokens
+    assert recent.tokens_used <= recent.budget_tokens < 0.36 * 1500 and recent.left_out
+    frame = count_tokens("Memory of the user's conversations with the assistant.\n\n")
+    memories = 1500 - frame - core.tokens_used - instructions.tokens_used - recent.tokens_used
+    assert relevant.budget_tokens <= memories and relevant.tokens_used + timeline.budget_tokens == memories
+    assert relevant.items[0].score is not None and any("Kyoto" in i.text for i in relevant.items)
     assert all(i.kind == "message" for i in recent.items)
     times = [i.end_time.timestamp() if i.end_time else 0.0 for i in recent.items]
     assert times == sorted(times) and recent.items[-1].id == "d23c"  # newest kept, shown oldest first
+    for sec in (relevant, timeline):  # a dated section reads in time order
+        starts = [i.start_time.timestamp() if i.start_time else 0.0 for i in sec.items]
+        assert starts == sorted(starts)
 
 
 def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> None:
     res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False,
-                                                   budget_tokens=1000, now=NOW))
+                                                       budget_tokens=1000, now=NOW))
     names = {s.name: s for s in res.sections}
-    assert not names["recent"].items
-    assert names["relevant"].budget_tokens >= int(0.8 * 1000) - 30
+    assert not names["recent"].items and not names["core"].items and not names["instructions"].items
+    assert names["relevant"].budget_tokens >= 1000 - count_tokens(res.context.split("\n\n")[0]) - 10
+    assert names["relevant"].items and names["relevant"].tokens_used > 250
 
 
-def test_no_span_is_spent_twice(filled: Memory) -> None:
-    fan = filled.settings.fan_out
-    for budget, recent in ((700, False), (800, True), (2500, True), (2500, False)):
-        res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="bouldering in Oslo",
-                                                       budget_tokens=budget, neighbours=1, recent=recent,
-                                                       min_score=0.0, now=NOW))
-        shown = {i.id for i in res.sections[1].items}
-        nodes = filled.storage.get_nodes("ns", [i.id for s in res.sections[2:] for i in s.items])
-        assert len(nodes) == sum(len(s.items) for s in res.sections[2:])
-        spans = sorted(l1_span(n, fan) for n in nodes)
-        for (a0, a1), (b0, b1) in zip(spans, spans[1:], strict=False):
-            assert a1 <= b0, f"overlapping spans {(a0, a1)} and {(b0, b1)} at budget {budget}"
-        for n in nodes:  # no chunk that only repeats the recent turns
-            assert not (n.level == 1 and set(n.message_ids) <= shown)
-        if budget == 700:  # chunks where the query points, a summary for a period they leave out
-            assert {n.level for n in nodes} == {1, 2}
-
-
-def test_timeline_is_refined_where_the_query_points(filled: Memory) -> None:
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="bouldering in Oslo", relevant=False,
-                                                   recent=False, budget_tokens=3000, now=NOW))
-    items = res.sections[3].items
-    assert items and all(i.kind in ("summary", "chunk") for i in items)
-    assert any(i.why.startswith("refined from") for i in items)
-    starts = [i.start_time.timestamp() if i.start_time else 0.0 for i in items]
-    assert starts == sorted(starts)  # the timeline reads in time order
+def test_a_small_budget_holds_the_best_memory_and_no_timeline(filled: Memory) -> None:
+    for budget in (120, 250):
+        res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?",
+                                                           recent=False, budget_tokens=budget, now=NOW))
+        relevant, timeline = res.sections[3], res.sections[4]
+        assert relevant.items and "Kyoto" in relevant.items[0].text
+        assert not timeline.items and "## Timeline" not in res.context  # no room for a useful line of it
 
 
 def test_templates_and_their_fields(filled: Memory) -> None:
@@ -179,11 +194,17 @@ def test_templates_and_their_fields(filled: Memory) -> None:
         template="{assistant_name} remembers {user_name}:\n{recent}\n--\n{relevant}",
         memory_template="* {speaker} ({time_ago}, {date}, L{level}): {text}", max_memory_chars=40))
     assert res.context.startswith("Bo remembers Ann:\n* ")
-    assert "## " not in res.context  # the sections' own fields carry no headings
-    line = res.context.splitlines()[1]
-    assert line.startswith("* Ann (4 weeks ago, 2024-05-03, L0): Ann: On day 21")  # {text}: who said what
-    assert all(ln.endswith("…") or len(ln.split("): ", 1)[1]) <= 40 for ln in res.context.splitlines()
-               if ln.startswith("* "))
+    assert "## " not in res.context and "[20" not in res.context  # no headings, no date lines: the template's own
+    first = res.sections[2].items[0]  # the oldest recent turn kept
+    assert first.kind == "message" and first.start_time is not None
+    assert res.context.splitlines()[1] == (f"* {first.speaker} ({time_ago(first.end_time, NOW)}, "
+                                           f"{first.start_time:%Y-%m-%d}, L0): {first.text}")  # {text}: who said it
+    bodies = [ln.split("): ", 1)[1] for ln in res.context.splitlines() if ln.startswith("* ")]
+    assert bodies and all(len(b) <= 40 for b in bodies) and any(b.endswith("…") for b in bodies)
+    said = {m.id: f"{m.speaker}: {m.content}" for m in long_conversation()}
+    for turn in res.sections[2].items:  # a turn is clipped after a whole word
+        head = turn.text.removesuffix("…")
+        assert said[turn.id] == head or said[turn.id].startswith(head + " ")
     for field, bad in (("template", "{memories} {secret}"), ("memory_template", "{text} {user}"),
                        ("template", "{memories")):
         with pytest.raises(InvalidRequestError) as err:
@@ -191,21 +212,34 @@ def test_templates_and_their_fields(filled: Memory) -> None:
         assert err.value.field == field
 
 
-def test_bad_budgets_and_unknown_conversations(filled: Memory) -> None:
+def test_bad_budgets_are_refused(filled: Memory) -> None:
     for budget in (0, -5, filled.settings.context_max_tokens + 1):
         with pytest.raises(InvalidRequestError) as err:
             filled.context.assemble("ns", ContextRequest(conversation_id="c1", budget_tokens=budget))
         assert err.value.field == "budget_tokens"
-    for ns, cid in (("ns", "nope"), ("other", "c1")):  # another namespace's conversation does not exist here
-        with pytest.raises(NotFoundError) as nf:
-            filled.context.assemble(ns, ContextRequest(conversation_id=cid))
-        assert nf.value.field == "conversation_id"
+
+
+def test_a_conversation_not_yet_remembered_is_an_empty_one(filled: Memory) -> None:
+    """A chat app's first turn: get context, answer, remember. The new conversation has no turns yet; the core
+    memory scoped to it, the namespace's core memory and its memories still count."""
+    filled.core.put("ns", CorePutRequest(key="name", value="Ann Lee"))
+    filled.core.put("ns", CorePutRequest(key="topic", value="planning Kyoto", conversation_id="new"))
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?",
+                                                       budget_tokens=600, now=NOW))
+    core, _, recent, relevant, _ = res.sections
+    assert {i.id for i in core.items} == {"name", "topic"} and not recent.items
+    assert relevant.items and "Kyoto" in relevant.items[0].text  # the namespace's memories (all_conversations)
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?",
+                                                       all_conversations=False, now=NOW))
+    assert [len(s.items) for s in res.sections] == [2, 0, 0, 0, 0]  # its own memories: none yet
+    other = filled.context.assemble("other", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?"))
+    assert all(not s.items for s in other.sections) and "Ann" not in other.context  # another namespace's c1
 
 
 def test_namespace_wide_context_without_a_conversation(filled: Memory) -> None:
     res = filled.context.assemble("ns", ContextRequest(query="sourdough baking in Lima", budget_tokens=800, now=NOW))
-    assert not res.sections[1].items and res.sections[2].items
-    assert filled.context.assemble("other", ContextRequest(query="sourdough baking in Lima")).sections[2].items == []
+    assert not res.sections[2].items and res.sections[3].items
+    assert filled.context.assemble("other", ContextRequest(query="sourdough baking in Lima")).sections[3].items == []
 
 
 def test_neighbours_are_the_chunks_around_a_node(filled: Memory) -> None:
@@ -215,18 +249,21 @@ def test_neighbours_are_the_chunks_around_a_node(filled: Memory) -> None:
     assert [n.id for n in after] == [c.id for c in chunks[4:6]]
     assert filled.reader.neighbours("ns", chunks[0], 1) == ([], [chunks[1]])
     assert filled.reader.neighbours("other", chunks[3], 1) == ([], [])
+    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="violin in Lima", recent=False,
+                                                       timeline=False, neighbours=1, budget_tokens=2000, now=NOW))
+    assert any(i.why.startswith("neighbour of ") for i in res.sections[3].items)
 
 
 def test_hybrid_scores_mean_the_same_from_query_to_query(filled: Memory) -> None:
     res = filled.reader.query("ns", [Query(query="Who joins Ann in Kyoto for pottery?", top_k=3),
-                                   Query(query="quarterly tax filing deadlines for corporations", top_k=3)])
+                                     Query(query="quarterly tax filing deadlines for corporations", top_k=3)])
     related, unrelated = ([r.score for r in q.results] for q in res.results)
     assert all(0 <= s <= 1 for s in related + unrelated)
     assert related == sorted(related, reverse=True)
     assert related[0] > 0.3 > 0.15 > unrelated[0]  # the top hit of an unrelated query is no longer 1.0
     ctx = filled.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, timeline=False,
-                                                   query="quarterly tax filing deadlines for corporations"))
-    assert ctx.sections[2].items == []  # nothing above the floor: nothing included just to fill the budget
+                                                       query="quarterly tax filing deadlines for corporations"))
+    assert ctx.sections[3].items == []  # nothing above the floor: nothing included just to fill the budget
 
 
 # ---------------------------------------------------------------------------------------------- core memory
@@ -250,7 +287,7 @@ def test_core_overflow_moves_the_least_important_oldest_entries_to_long_term(sma
     assert hits.results[0].results[0].document_id == core_document_id("pet")
     assert "pet: a grey cat called Miso" in hits.results[0].results[0].text
     ctx = ds.context.assemble("ns", ContextRequest(query="what pet does Ann have?", min_score=0.0))
-    assert "Miso" in ctx.sections[2].items[0].text and "pet" not in {i.id for i in ctx.sections[0].items}
+    assert "Miso" in ctx.sections[3].items[0].text and "pet" not in {i.id for i in ctx.sections[0].items}
     # deleting the key removes it everywhere, the moved-out copy included
     assert ds.core.delete("ns", "pet").deleted_documents == 1
     hits = ds.reader.query("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])

@@ -24,7 +24,7 @@ def test_neighbours_roots_and_context_on_every_provider(ds: Memory, ns: str) -> 
     assert [(n.level, n.position) for n in roots] == sorted(((n.level, n.position) for n in roots), reverse=True)
     res = ds.context.assemble(ns, ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=900,
                                              now=datetime(2024, 6, 1, tzinfo=UTC)))
-    assert res.tokens_used <= 900 and res.sections[1].items and res.sections[2].items
+    assert res.tokens_used <= 900 and res.sections[2].items and res.sections[3].items  # recent, relevant
 
 
 def test_core_memory_where_the_provider_stores_it(ds: Memory, ns: str) -> None:

@@ -1,0 +1,210 @@
+"""What a memory shows in the block: a chunk's text made whole at both ends, cut to what is closest to the query.
+
+A chunk is a window of tokens, so its text may start or end inside a line, even inside a word: `Texts.of`
+completes its first line from its message (services/excerpts.complete_start) or drops it (a short turn the chunk
+before holds whole), completes a short last turn or cuts a long one back to a sentence end, and takes the
+session stamps (`[2024-03-15 09:00] `) out (the block writes dates once, on its date lines). `Texts.piece` cuts
+that text into units (services/excerpts: whole sentences, list items and code lines, each with its speaker) and
+says which turns are short (SHORT_TURN tokens or less, and whole: not the piece of a long message a window
+starts or ends inside). `cut` keeps the units closest to the query (`…` where text was left out): a short turn
+is kept or left whole, never cut to a sentence. `Shown` records what the block already holds, so no line is shown
+twice: the fingerprint of every unit shown (the 20 tokens two chunks share, a recent turn's sentences, an
+instruction), the messages shown whole, the nodes used.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+
+from pyramind.datastore.storage import Storage
+from pyramind.models.memory import MemoryNode
+from pyramind.services import excerpts
+from pyramind.services.chunking import render
+from pyramind.services.excerpts import Excerpt, Unit
+from pyramind.services.speakers import is_human
+from pyramind.services.tokens import count_tokens
+
+STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
+_SENTENCE_END = re.compile(r"[.!?…][\"')\]”’]*(?=\s|$)")
+SHORT_TURN = 80  # tokens: a turn this short is kept whole or left out whole (LoCoMo: ~25, BEAM user turns: ~46)
+LONG_TURN = 120  # tokens: a turn at most this long is completed where a chunk cuts its end, and left to the chunk
+# before (which holds it whole) where a chunk starts inside it; a longer one is cut at its sentences
+DISTINCT_CHARS = 30  # a sentence of a long turn this long counts as already shown when the same one was
+PERSON_BONUS = 0.15  # closeness added to a unit a person said (the user's own words answer "what did I say")
+
+
+@dataclass
+class Shown:
+    """What the block holds so far: unit fingerprints, messages shown whole, node ids used."""
+
+    fingerprints: set[str] = field(default_factory=set)
+    messages: set[str] = field(default_factory=set)
+    nodes: set[str] = field(default_factory=set)
+
+    def covers(self, node: MemoryNode) -> bool:
+        """Whether everything the node holds is already shown (it was used, or all its messages were)."""
+        return node.id in self.nodes or bool(node.message_ids) and set(node.message_ids) <= self.messages
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A node's text as the block shows it (Texts.of), cut into units (services/excerpts.segment).
+
+    short: the turns that are whole messages of at most SHORT_TURN tokens: each is kept or left out whole. A
+    summary has none (its lines are lead sentences of many messages); a chunk's first or last turn has none
+    when the window starts or ends inside a long message (its piece there is short, the message is not)."""
+
+    node: MemoryNode
+    text: str
+    units: list[Unit]
+    short: frozenset[int]
+
+
+def strip_stamps(text: str) -> str:
+    """The text without its session stamps (`[2024-03-15 09:00] ` at the head of a speaker line)."""
+    return STAMP.sub("", text)
+
+
+class Texts:
+    """The whole-start, stamp-free text of nodes, read once per request. storage: where a chunk's first
+    message is read from (one indexed read per chunk)."""
+
+    def __init__(self, storage: Storage, ns: str) -> None:
+        self.storage = storage
+        self.ns = ns
+        self._done: dict[str, str] = {}
+        self._inside: dict[str, tuple[bool, bool]] = {}  # node id -> (starts, ends) inside a long message
+        self._pieces: dict[str, Piece] = {}
+
+    def of(self, node: MemoryNode) -> str:
+        """A chunk's text made whole at both ends (a summary's as it is), stamps removed: its first line
+        completed from its message (services/excerpts.complete_start: the whole line of a short turn, else the
+        head of its first sentence); its last line, when the window cut it,
+        completed from its message when that is a short turn (SHORT_TURN tokens: shown whole, as a turn is), else
+        cut back to its last whole sentence."""
+        text = self._done.get(node.id)
+        if text is None:
+            text = node.text
+            starts_inside = ends_inside = False
+            if node.level == 1 and node.source_type == "conversation":
+                first = self.storage.messages(self.ns, node.source_id, node.tok_start, node.tok_start + 1, limit=1)
+                message = render(first[0]) if first else None
+                partial = None if not first else first[0].tok_offset != node.tok_start
+                short = bool(first) and count_tokens(first[0].content) <= LONG_TURN
+                if partial and short and "\n" in text:  # the overlap with the chunk before: a turn it holds whole
+                    text = text.split("\n", 1)[1]
+                else:
+                    text = excerpts.complete_start(text, message, speakers=node.speakers, partial=partial,
+                                                   mode="line" if short else "sentence")
+                    starts_inside = bool(partial) and not short
+                if text and not node.text.endswith("\n"):
+                    text, ends_inside = self._complete_end(node, text)
+            text = self._done[node.id] = strip_stamps(text).strip("\n")
+            self._inside[node.id] = (starts_inside, ends_inside)
+        return text
+
+    def piece(self, node: MemoryNode) -> Piece:
+        """The node's text (`of`), its units and its short turns (see Piece)."""
+        done = self._pieces.get(node.id)
+        if done is not None:
+            return done
+        text = self.of(node)
+        units = excerpts.segment(text, speakers=node.speakers if node.source_type == "conversation" else ())
+        short: set[int] = set()
+        if node.level == 1 and units:
+            starts_inside, ends_inside = self._inside[node.id]
+            turns: dict[int, list[str]] = {}
+            for u in units:
+                turns.setdefault(u.turn, []).append(u.text)
+            inside = ({units[0].turn} if starts_inside else set()) | ({units[-1].turn} if ends_inside else set())
+            short = {t for t, texts in turns.items()
+                     if t not in inside and count_tokens(" ".join(texts)) <= SHORT_TURN}
+        done = self._pieces[node.id] = Piece(node, text, units, frozenset(short))
+        return done
+
+    def _complete_end(self, node: MemoryNode, text: str) -> tuple[str, bool]:
+        """`text` whose last line the chunk's window cut: the whole message when it is a short turn, else the
+        line cut back to its last sentence end (nothing of it when it has none); and whether the text now ends
+        inside a message."""
+        last = self.storage.messages(self.ns, node.source_id, node.tok_end - 1, node.tok_end, limit=1)
+        head, _, tail = text.rpartition("\n")
+        if last and count_tokens(last[0].content) <= LONG_TURN:
+            rendered = render(last[0]).rstrip("\n")
+            whole = strip_stamps(rendered)
+            line = strip_stamps(tail)
+            if whole.endswith(line.strip()) or line.strip() in whole or whole.startswith(line.rstrip()):
+                return (f"{head}\n{rendered}" if head else rendered), False
+        ends = list(_SENTENCE_END.finditer(tail))
+        kept = tail[: ends[-1].end()] if ends else ""
+        return (f"{head}\n{kept}" if head and kept else (head or kept)), bool(kept)
+
+
+def closeness(piece: Piece, query_terms: set[str], weights: Mapping[str, float]) -> list[float]:
+    """Per unit: the summed weights of the query's terms it holds (its speaker's name counted), plus
+    PERSON_BONUS of the best weight when a person said it and it holds a query term; a short turn's units share
+    their turn's best score, so the turn is kept or left whole."""
+    top = max((weights.get(t, 0.0) for t in query_terms), default=0.0) or 1.0
+    out = []
+    for u in piece.units:
+        held = query_terms & set(excerpts.terms(f"{u.speaker or ''} {u.text}"))
+        score = sum(weights.get(t, 0.0) for t in held)
+        if score and is_human(u.speaker):
+            score += PERSON_BONUS * top
+        out.append(score)
+    for members in _turns(piece).values():
+        if len(members) > 1 and piece.units[members[0]].turn in piece.short:
+            best = max(out[i] for i in members)
+            for i in members:
+                out[i] = best
+    return out
+
+
+def cut(piece: Piece, query: str, budget: int, query_terms: set[str], weights: Mapping[str, float],
+        shown: Shown, people_first: bool = False) -> Excerpt | None:
+    """The excerpt of a piece within `budget` tokens: its units closest to the query (people's lines first
+    when `people_first`: a summary's lines of what the user brought up), those already shown left out; None
+    when nothing new fits."""
+    if budget <= 0 or not piece.units:
+        return None
+    scores = closeness(piece, query_terms, weights)
+    if people_first:
+        top = max(scores, default=0.0) or 1.0
+        scores = [sc + (top if is_human(u.speaker) else 0.0) for u, sc in zip(piece.units, scores, strict=True)]
+    node = piece.node
+    speakers = node.speakers if node.source_type == "conversation" else ()
+    ex = excerpts.excerpt(piece.text, query, budget, scores=scores, seen=seen_in(piece, shown), speakers=speakers)
+    return ex if ex.kept and ex.text.strip() else None
+
+
+def seen_in(piece: Piece, shown: Shown) -> set[str]:
+    """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn not
+    shown whole (a turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn); in a longer
+    turn, a unit of DISTINCT_CHARS or more ("Thanks!" is said in many turns)."""
+    out: set[str] = set()
+    for members in _turns(piece).values():
+        units = [piece.units[i] for i in members]
+        prints = [excerpts.fingerprint(u) for u in units]
+        seen = [p in shown.fingerprints for p in prints]
+        if not any(seen):
+            continue
+        short = units[0].turn in piece.short
+        if short and not all(seen):
+            continue
+        out.update(p for p, was, u in zip(prints, seen, units, strict=True)
+                   if was and (short or len(u.text) >= DISTINCT_CHARS))
+    return out
+
+
+def _turns(piece: Piece) -> dict[int, list[int]]:
+    """The piece's unit indices by turn."""
+    turns: dict[int, list[int]] = {}
+    for k, u in enumerate(piece.units):
+        turns.setdefault(u.turn, []).append(k)
+    return turns
+
+
+def weights_of(texts: Iterable[str]) -> dict[str, float]:
+    """IDF weights of terms over the candidates' texts (services/excerpts.term_weights)."""
+    return excerpts.term_weights(texts)
