@@ -5,11 +5,13 @@ Run: `.venv/bin/python -m bench.context` (about 10 minutes on 2 cores with a war
 the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
 
 1. Evidence: the 6 LoCoMo dev conversations are remembered as in bench/recall.py (tree store, default settings,
-   MiniLM through the on-disk embedding cache). For each question with evidence, at budgets 1000 / 2000 / 4000:
-   the block `context_sync(ContextRequest(conversation_id, query=question, budget_tokens, now=<the last
-   session's date>, all_conversations=false))` with the recent-turns section off (a chat app's own window holds
-   those), and with it on (the default request); and the `/query` results (default mode, top 40, filtered to the
-   conversation) cut at the same budget (items in rank order until one does not fit, as bench/metrics.py cuts).
+   MiniLM through the on-disk embedding cache). For each question with evidence, at budgets 250 / 500 / 1000 /
+   2000 / 4000: the block `memory.context.assemble(ns, ContextRequest(conversation_id, query=question,
+   budget_tokens, now=<the last session's date>, all_conversations=false, ...))` in each VARIANT (recent turns
+   off, as a chat app whose own window holds them asks; on, the default request; one row per rendering choice:
+   no timeline, a date on every line instead of one per day); and the `/query` results (default mode, top 40,
+   filtered to the conversation) cut at the same budget (items in rank order until one does not fit, as
+   bench/metrics.py cuts).
    An evidence turn counts as found when its text (whitespace folded) is inside the block, or inside the
    concatenated cut results: a summary holding the sentence verbatim counts, a paraphrase or a cut turn does not.
 2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, rolled
@@ -39,7 +41,13 @@ from pyramind.models.context import ContextRequest
 from pyramind.services.embedding import LocalEmbedder
 from pyramind.services.tokens import count_tokens
 
-BUDGETS = (1000, 2000, 4000)
+BUDGETS = (250, 500, 1000, 2000, 4000)
+VARIANTS: dict[str, dict[str, object]] = {  # row -> the ContextRequest fields it sets
+    "context": {"recent": False},
+    "context+recent": {"recent": True},
+    "context, no timeline": {"recent": False, "timeline": False},
+    "context, a date per line": {"recent": False, "memory_template": "- [{date}, {time_ago}] {text}"},
+}
 TOP_K = 40
 NS = "bench"
 SCALES = (10_000, 100_000)
@@ -96,10 +104,10 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
                 kept.append(r.text)
                 used += token_cache[r.id]
             scores["query"][b].append(found("\n".join(kept), q.evidence, tx))
-            for variant, recent in (("context", False), ("context+recent", True)):
-                ctx = store.context.assemble(NS, ContextRequest(
+            for variant, fields in VARIANTS.items():
+                ctx = store.context.assemble(NS, ContextRequest.model_validate(dict(
                     conversation_id=q.conversation_id, query=q.text, budget_tokens=b, now=ends[q.conversation_id],
-                    all_conversations=False, recent=recent))
+                    all_conversations=False, **fields)))
                 assert ctx.tokens_used <= b
                 scores[variant][b].append(found(ctx.context, q.evidence, tx))
                 for sec in ctx.sections:
@@ -173,9 +181,11 @@ def markdown(results: dict, command: str) -> str:
             f"Evidence share: the fraction of a question's evidence turns whose text is inside the block (any "
             f"section; summaries count when they hold the sentence verbatim), {ev['n_questions']} questions, "
             f"store {ev['store']}. `query`: /query (default mode, top {TOP_K}) cut at the budget. `context`: "
-            "the block without recent turns; `context+recent`: the default request (recent turns on).", "",
+            "the block without recent turns; `context+recent`: the default request (recent turns on); "
+            "`no timeline`: relevant memories only; `a date per line`: the memory_template "
+            "`- [{date}, {time_ago}] {text}` (the rendering before one date line per day).", "",
             "| variant | " + " | ".join(f"@{b}" for b in BUDGETS) + " | "
-            + " | ".join(f"{c} {names[int(c)]} (n={n}) @" + "/".join(str(b // 1000) + "k" for b in BUDGETS)
+            + " | ".join(f"{c} {names[int(c)]} (n={n}) @" + "/".join(str(b) for b in BUDGETS)
                          for c, n in ev["n_per_category"].items()) + " |",
             "| --- " * (1 + len(BUDGETS) + len(ev["n_per_category"])) + "|",
         ]

@@ -14,7 +14,8 @@ def test_evidence_counts_only_verbatim_turn_text() -> None:
 
 
 def test_markdown_lists_every_variant_and_scale() -> None:
-    groups = {"all": {1000: 0.5, 2000: 0.6, 4000: 0.7}, "1": {1000: 0.1, 2000: 0.2, 4000: 0.3}}
+    groups = {"all": {b: round(0.1 * k + 0.3, 1) for k, b in enumerate(context.BUDGETS)},
+              "1": {b: round(0.1 * k, 1) for k, b in enumerate(context.BUDGETS)}}
     results = {
         "evidence": {"n_questions": 2, "store": {"L1": 3}, "n_per_category": {"1": 2}, "elapsed_s": 1.0,
                      "variants": {"query": {"groups": groups, "mean_section_tokens": {}},
@@ -24,5 +25,6 @@ def test_markdown_lists_every_variant_and_scale() -> None:
                      "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}}],
     }
     md = context.markdown(results, "cmd")
-    assert "| query | 0.500 | 0.600 | 0.700 | 0.10 / 0.20 / 0.30 |" in md
+    assert "| query | 0.300 | 0.400 | 0.500 | 0.600 | 0.700 | 0.00 / 0.10 / 0.20 / 0.30 / 0.40 |" in md
+    assert "1 multi-hop (n=2) @250/500/1000/2000/4000" in md
     assert "/context at 10,000 nodes: p50 1.0 ms, p95 2.0 ms" in md
