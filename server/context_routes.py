@@ -38,9 +38,9 @@ def _arg(name: str, pattern: str | None = None) -> str | None:
 async def context(data: ContextRequest) -> ContextResponse:
     """Get the memory context for the next turn.
 
-    One block within `budget_tokens` (cl100k, default 2000): core memory, recent turns, memories relevant to
-    `query` (default: the latest message), the rest of the timeline summarised. Put `context` in the system
-    prompt; `sections` list every item and why.
+    One block within `budget_tokens` (cl100k, default 2000): core memory, the user's standing instructions,
+    recent turns, memories relevant to `query` (default: the latest message) and a dated timeline. Put
+    `context` in the system prompt; `sections` list every item and why.
     """
     return await off_loop(app_memory().context.assemble, resolve_namespace(data.namespace), data)
 

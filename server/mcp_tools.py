@@ -285,9 +285,9 @@ def build_mcp(get_memory: Callable[[], Memory], settings: Settings, default_name
                                                                "them already).")] = True,
         namespace: Namespace = None,
     ) -> Annotated[CallToolResult, ContextResponse]:
-        """Get one block of memory for the next answer, within a token budget: core facts, recent turns, the
-        memories most relevant to the query, and summaries of the rest of the history. Put `context` in your
-        prompt."""
+        """Get one block of memory for the next answer, within a token budget: core facts, the user's standing
+        instructions and preferences, recent turns, the memories most relevant to the query, and a dated
+        timeline of what happened when. Put `context` in your prompt and follow its instructions."""
         return await _call(lambda: off_loop(get_memory().context.assemble, ns(ctx, namespace), ContextRequest(
             conversation_id=conversation_id, query=query, budget_tokens=budget_tokens, recent=recent)))
 
