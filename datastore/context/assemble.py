@@ -180,7 +180,6 @@ class _Assembly:
         self.people_share = 1.0  # of the candidates' text, what people (not an assistant) said
         self.scores: dict[str, float] = {}
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
-        self.overview = False
 
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
@@ -204,8 +203,7 @@ class _Assembly:
         # an instruction said in a recent turn is read there, verbatim: its line is not repeated
         sections[1].discard({i for i, m in self.instruction_messages.items() if m in self.shown.messages})
         memory = room - sum(x.used for x in sections)  # what the memories share
-        self.overview = asks_overview(self.query or "")
-        if self.overview:
+        if asks_overview(self.query or ""):
             fraction = OVERVIEW_SHARE
         else:  # a chat with an assistant: the user's lines are rare in it, and the timeline holds them
             fraction = RELEVANT_SHARE if self.people_share >= PEOPLE_CHAT else ASSISTANT_CHAT_SHARE
