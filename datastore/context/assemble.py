@@ -248,10 +248,11 @@ class _Assembly:
         hits = self._above_floor(hits)
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
         self.candidates = diversified(hits)
-        self.weights = evidence.weights_of(self.texts.of(n) for n, _ in self.candidates)
+        # over the stored texts: a chunk is made whole (a read of its messages) only when it is shown
+        self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
         said: dict[bool, int] = {True: 0, False: 0}
         for n, _ in self.candidates[:MIN_CANDIDATES]:
-            for u in self.texts.piece(n).units:
+            for u in excerpts.segment(n.text, speakers=n.speakers):
                 said[is_human(u.speaker)] += len(u.text)
         total = said[True] + said[False]
         self.people_share = said[True] / total if total else 1.0

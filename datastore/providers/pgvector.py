@@ -134,12 +134,18 @@ def _m005_instructions(conn: psycopg.Connection, dimension: int) -> None:
                  "(namespace, conversation_id)")
 
 
+def _m006_messages_by_offset(conn: psycopg.Connection, dimension: int) -> None:
+    """Messages by their place in the source's token stream: a chunk's first and last message are a seek."""
+    conn.execute("CREATE INDEX pyramind_messages_by_offset ON pyramind_messages (namespace, source_id, tok_offset)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
     ("003_sessions", _m003_sessions),
     ("004_visits_pins", _m004_visits_pins),
     ("005_instructions", _m005_instructions),
+    ("006_messages_by_offset", _m006_messages_by_offset),
 ]
 
 
@@ -306,10 +312,13 @@ class PgVectorStorage:
     def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
                  limit: int | None = None) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
+        # the first message that can overlap starts at the largest offset <= tok_from (messages tile the stream)
         rows = self.all(
-            f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %s AND source_id = %s "
-            "AND tok_offset + n_tokens > %s AND (%s::integer IS NULL OR tok_offset < %s) ORDER BY seq LIMIT %s",
-            (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, tok_to, limit))
+            f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %(ns)s AND source_id = %(sid)s "
+            "AND tok_offset >= COALESCE((SELECT MAX(tok_offset) FROM pyramind_messages WHERE namespace = %(ns)s "
+            "AND source_id = %(sid)s AND tok_offset <= %(lo)s), 0) AND tok_offset < COALESCE(%(hi)s::integer, "
+            "2147483647) AND tok_offset + n_tokens > %(lo)s ORDER BY seq LIMIT %(limit)s",
+            {"ns": ns, "sid": source_id, "lo": tok_from if tok_from > 0 else -1, "hi": tok_to, "limit": limit})
         return [_message(r) for r in rows]
 
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:

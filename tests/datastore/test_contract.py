@@ -189,6 +189,22 @@ def test_incremental_remembers_keep_the_tree_invariants(ds: Memory, ns: str) -> 
     assert src is not None and src.n_messages == len(messages) and src.max_seq == len(messages) - 1
 
 
+def test_messages_by_their_place_in_the_token_stream(ds: Memory, ns: str) -> None:
+    """`messages(ns, source, tok_from, tok_to, limit)`: the messages whose tokens overlap [tok_from, tok_to), in
+    order: the one a window starts inside, the one it ends inside, none of another source or namespace."""
+    remember(ds, ns, "c", conversation(("Alice", "Bob"), 30), step=30)
+    remember(ds, ns, "c2", conversation(("Alice", "Bob"), 5, prefix="x"), step=5)
+    every = ds.storage.messages(ns, "c")
+    assert [m.seq for m in every] == sorted(m.seq for m in every) and len(every) == 30
+    assert all(b.tok_offset == a.tok_offset + a.n_tokens for a, b in zip(every, every[1:], strict=False))
+    for lo, hi in ((0, 1), (5, 90), (every[7].tok_offset, every[9].tok_offset), (every[7].tok_offset + 1, None),
+                   (every[-1].tok_offset + every[-1].n_tokens - 1, None), (every[-1].tok_offset + 500, None)):
+        want = [m.id for m in every if m.tok_offset + m.n_tokens > lo and (hi is None or m.tok_offset < hi)]
+        assert [m.id for m in ds.storage.messages(ns, "c", lo, hi)] == want, (lo, hi)
+        assert [m.id for m in ds.storage.messages(ns, "c", lo, hi, limit=1)] == want[:1]
+    assert ds.storage.messages(ns + "-other", "c", 0, 100) == []
+
+
 def test_resending_the_same_messages_changes_nothing(ds: Memory, ns: str) -> None:
     messages = conversation(("Alice", "Bob"), 45)
     remember(ds, ns, "c", messages, step=20)

@@ -111,6 +111,12 @@ def _m007_instructions(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX instructions_by_conversation ON instructions (namespace, conversation_id)")
 
 
+def _m008_messages_by_offset(db: sqlite3.Connection) -> None:
+    """Messages by their place in the source's token stream: a chunk's first and last message are a seek (the
+    context block reads them for each chunk it shows), not a scan of the source from its start."""
+    db.execute("CREATE INDEX messages_by_offset ON messages (namespace, source_id, tok_offset)")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -119,4 +125,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("005_sessions", _m005_sessions),
     ("006_visits_pins", _m006_visits_pins),
     ("007_instructions", _m007_instructions),
+    ("008_messages_by_offset", _m008_messages_by_offset),
 ]

@@ -154,10 +154,12 @@ class LocalStorage:
     def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
                  limit: int | None = None) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
+        # the first message that can overlap starts at the largest offset <= tok_from (messages tile the stream)
         rows = self.db.reader.execute(
-            f"SELECT {MSG_COLS} FROM messages WHERE namespace = ? AND source_id = ? AND tok_offset + n_tokens > ? "
-            "AND (? IS NULL OR tok_offset < ?) ORDER BY seq LIMIT ?",
-            (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, tok_to, -1 if limit is None else limit),
+            f"SELECT {MSG_COLS} FROM messages WHERE namespace = ?1 AND source_id = ?2 AND tok_offset >= COALESCE(("
+            "SELECT MAX(tok_offset) FROM messages WHERE namespace = ?1 AND source_id = ?2 AND tok_offset <= ?3), 0) "
+            "AND tok_offset < COALESCE(?4, 9223372036854775807) AND tok_offset + n_tokens > ?3 ORDER BY seq LIMIT ?5",
+            (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, -1 if limit is None else limit),
         )
         return [message_of(r) for r in rows]
 
