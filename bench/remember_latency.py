@@ -11,7 +11,7 @@ conversations, open-loop at `--rate` calls per second. Measured:
   INDEX_SUMMARY_CONCURRENCY for the N summaries made, and the most chat completions in flight at once.
 
     .venv/bin/python -m bench.remember_latency [--calls 100] [--rate 5] [--delay 2] [--concurrency 4]
-        [--write-results]
+        [--instruction-detector auto|pattern|openai] [--write-results]
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ async def bench(args: argparse.Namespace) -> dict:
         server = Server(folder, args.embed_threads, {
             "SUMMARISER": "openai", "OPENAI_API_KEY": llm.api_key, "OPENAI_BASE_URL": llm.base_url,
             "OPENAI_MAX_RETRIES": "0", "OPENAI_TIMEOUT": str(args.delay * 10),
-            "INDEX_SUMMARY_CONCURRENCY": str(args.concurrency),
+            "INDEX_SUMMARY_CONCURRENCY": str(args.concurrency), "INSTRUCTION_DETECTOR": args.instruction_detector,
         })
         try:
             await server.wait_ready()
@@ -149,7 +149,7 @@ def markdown(r: dict, args: argparse.Namespace, command: str) -> str:
         + header(command)
         + f"\n{r['calls']} remember calls of 10 LoCoMo messages over {args.conversations} conversations at "
         f"{args.rate:g} calls/s (statuses {r['statuses']}), local embedder, INDEX_SUMMARY_CONCURRENCY="
-        f"{args.concurrency}.\n\n"
+        f"{args.concurrency}, INSTRUCTION_DETECTOR={args.instruction_detector}.\n\n"
         "| measure | value | target |\n|---|---|---|\n"
         f"| remember p50 / p95 / max | {r['p50_ms']} / {r['p95_ms']} / {r['max_ms']} ms | p95 <= 100 ms "
         f"({'met' if ok else 'MISSED'}) |\n"
@@ -172,6 +172,8 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=2.0, help="seconds per chat completion")
     ap.add_argument("--concurrency", type=int, default=4, help="INDEX_SUMMARY_CONCURRENCY")
     ap.add_argument("--probes", type=int, default=5, help="idle remember -> searchable probes")
+    ap.add_argument("--instruction-detector", default="auto", choices=["auto", "pattern", "openai"],
+                    help="INSTRUCTION_DETECTOR (auto: the loopback model, as the summariser is openai)")
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--embed-threads", type=int, default=1)
     ap.add_argument("--data", default=str(dataset.DATA), help="LoCoMo JSON")
@@ -180,7 +182,7 @@ def main() -> None:
     r = asyncio.run(bench(args))
     text = markdown(r, args, "python -m bench.remember_latency " + " ".join(
         f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-        if k in ("calls", "rate", "delay", "concurrency", "conversations")))
+        if k in ("calls", "rate", "delay", "concurrency", "conversations", "instruction_detector")))
     print(text)
     if args.write_results:
         write_section("remember-latency", text)

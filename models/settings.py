@@ -126,6 +126,11 @@ class Settings(BaseSettings):
         description="Chat model that finds standing instructions and preferences (SUMMARISER=openai); "
         "default SUMMARY_MODEL.",
     )
+    instruction_detector: Literal["auto", "pattern", "openai"] = Field(
+        default="auto",
+        description="What finds standing instructions: auto (the chat model when the summariser is openai, else "
+        "the offline rules), pattern (the offline rules: no model call while indexing) or openai.",
+    )
 
     # OpenAI or any OpenAI-compatible server
     openai_api_key: SecretStr | None = Field(default=None, description="OpenAI API key.")

@@ -290,9 +290,12 @@ def _locate(content: str, quoted: str) -> tuple[int, int, int, int] | None:
 
 
 def make_detector(settings: Settings) -> Detector:
-    """The detector the settings choose: OpenAIDetector when the summariser is openai (SUMMARISER, else
-    OPENAI_API_KEY set), else PatternDetector. Raises OpenAIMissingError when openai is chosen but missing."""
-    if settings.resolved_summariser == "openai":
+    """The detector the settings choose (INSTRUCTION_DETECTOR): OpenAIDetector for `openai`, or for `auto` when
+    the summariser is openai (SUMMARISER, else OPENAI_API_KEY set); else PatternDetector. The model is called in
+    the chunk step, so with it chunks become searchable only after its answer (bench/RESULTS.md, "Remember
+    latency"). Raises OpenAIMissingError when openai is chosen but missing."""
+    choice = settings.instruction_detector
+    if choice == "openai" or (choice == "auto" and settings.resolved_summariser == "openai"):
         return OpenAIDetector(settings)
     return PatternDetector()
 

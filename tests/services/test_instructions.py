@@ -510,6 +510,17 @@ def test_the_offline_default_is_the_pattern_detector(tmp_path: Path) -> None:
                       PatternDetector)
 
 
+def test_instruction_detector_chooses_the_rules_or_the_model(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
+    """INSTRUCTION_DETECTOR=pattern keeps the model out of the chunk step even with an openai summariser;
+    openai asks the model whatever the summariser."""
+    llm = {"openai_api_key": fake_openai.api_key, "openai_base_url": fake_openai.base_url}
+    assert isinstance(make_detector(make_settings(tmp_path, summariser="openai", **llm)), OpenAIDetector)
+    assert isinstance(make_detector(make_settings(tmp_path, summariser="openai", instruction_detector="pattern",
+                                                  **llm)), PatternDetector)
+    assert isinstance(make_detector(make_settings(tmp_path, summariser="extractive", instruction_detector="openai",
+                                                  **llm)), OpenAIDetector)
+
+
 def test_descriptions_fit_an_openapi_document() -> None:
     for model in (Detected, Instruction):
         for name, field in model.model_fields.items():
