@@ -306,7 +306,9 @@ class _Assembly:
                                score=None if score is None else round(score, 6),
                                why=f"a standing {ins.kind} stated in message {ins.message_id}", tokens=0)
             if sec.admit(item):
-                self.shown.fingerprints |= excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
+                said = excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
+                self.shown.fingerprints |= said
+                self.shown.statements |= said
                 if ins.message_id is not None:
                     self.instruction_messages[ins.id] = ins.message_id
 

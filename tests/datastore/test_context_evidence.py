@@ -261,6 +261,17 @@ def test_an_instruction_said_in_a_recent_turn_is_read_there(ruled: Memory) -> No
                                                         "Always include version numbers when I ask about libraries."]
 
 
+def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -> None:
+    rule = "From now on answer in French."
+    store.writer.remember("ns", RememberRequest(conversation_id="c3", messages=instruction_chat("p", {
+        6: f"{rule} Also, the pottery class in Lisbon moved to Thursday evening at the old riverside studio."})))
+    res = store.context.assemble("ns", ContextRequest(conversation_id="c3", recent=False, budget_tokens=1000,
+                                                      query="When is the pottery class in Lisbon now?", now=NOW))
+    assert [i.text for i in res.sections[1].items] == [rule]
+    assert "riverside studio" in "\n".join(i.text for i in res.sections[3].items)  # the rest of the turn is shown
+    assert res.context.count(rule) == 1  # once, in the instructions section, not again in the chunk
+
+
 # ------------------------------------------------------------------------------------------------ timeline
 def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory) -> None:
     assert asks_overview("In what order did I bring up these topics?")
