@@ -30,9 +30,15 @@ from pyramind.services.speakers import is_human
 log = logging.getLogger(__name__)
 
 class Detector(Protocol):
-    """What finds standing instructions and preferences in messages."""
+    """What finds standing instructions and preferences in messages.
+
+    name: recorded on each Instruction as `detector`. calls_model: whether `detect` waits on a model (seconds a
+    call): the indexer then reads messages in the summary lane after their chunks are committed, not in the
+    chunk step (datastore/indexing/steps.py), so chunks stay searchable within the chunk step's time.
+    """
 
     name: str
+    calls_model: bool
 
     def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
         """The statements of the human speakers' messages, in message order, then sentence order."""
@@ -83,6 +89,7 @@ class PatternDetector:
     """
 
     name = "pattern"
+    calls_model = False
 
     def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
         """The statements of the human speakers' messages, in message order, then sentence order."""
@@ -185,6 +192,7 @@ class OpenAIDetector:
         self._client = openai_client(settings, "SUMMARISER=openai (instruction detection)")
         self.model = settings.instruction_model or settings.summary_model
         self.name = f"openai:{self.model}"
+        self.calls_model = True
         self._fallback = fallback or PatternDetector()
         self._max_chars = max_batch_chars
 
@@ -292,7 +300,7 @@ def _locate(content: str, quoted: str) -> tuple[int, int, int, int] | None:
 def make_detector(settings: Settings) -> Detector:
     """The detector the settings choose (INSTRUCTION_DETECTOR): OpenAIDetector for `openai`, or for `auto` when
     the summariser is openai (SUMMARISER, else OPENAI_API_KEY set); else PatternDetector. The model is called in
-    the chunk step, so with it chunks become searchable only after its answer (bench/RESULTS.md, "Remember
+    the summary lane, after the chunks of the messages it reads are committed (bench/RESULTS.md, "Remember
     latency"). Raises OpenAIMissingError when openai is chosen but missing."""
     choice = settings.instruction_detector
     if choice == "openai" or (choice == "auto" and settings.resolved_summariser == "openai"):

@@ -4,16 +4,18 @@ Two lanes over the store's backlog, on a thread pool of their own (so request th
 - the chunk lane cuts and embeds chunks (`IndexSteps.chunks`, at most INDEX_CHUNK_BATCH chunks per step, one
   step at a time, `embed(..., bulk=True)`); chunks are searchable as soon as their step commits;
 - the summary lane rolls complete groups up into summaries (`IndexSteps.summaries`), INDEX_SUMMARY_CONCURRENCY
-  sources at once, so a slow LLM summariser does not serialise every conversation.
+  sources at once, so a slow LLM summariser does not serialise every conversation; with an instruction detector
+  that calls a model, it also reads the chunked messages for standing instructions (`IndexSteps.detect`).
 Both take sources round-robin across namespaces, then sources: one caller's big backlog is worked on one
 bounded step at a time, between the steps of everyone else's. A namespace whose unindexed backlog exceeds
 MAX_PENDING_TOKENS gets 429 with Retry-After instead of queueing more.
 
 The backlog lives in the store, not in memory: at start (and every PENDING_RETRY_SECONDS) the indexer asks the
-store for sources with messages past their last chunk (`Storage.backlog`) or groups not yet summarised
-(`Storage.unrolled`),
-so a restart, a crash or an embedder outage loses nothing. `remember(..., wait=True)` drives the caller's own
-source to the end (chunks and summaries) before answering, within REMEMBER_WAIT_SECONDS.
+store for sources with messages past their last chunk (`Storage.backlog`), groups not yet summarised
+(`Storage.unrolled`) or chunked messages not yet read by a deferred detector (`IndexSteps.unread`: at start,
+and at each scan while the detector calls a model), so a restart, a crash or an embedder outage loses nothing.
+`remember(..., wait=True)` drives the caller's own source to the end (chunks, summaries, deferred detection)
+before answering, within REMEMBER_WAIT_SECONDS.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from werkzeug.exceptions import TooManyRequests
@@ -163,6 +166,7 @@ class Indexer:
         self._running: set[asyncio.Task[Any]] = set()
         self._in_flight: set[Future[Any]] = set()
         self._in_flight_guard = threading.Lock()
+        self._scanned = False  # whether a scan has looked for unread messages yet (always at start)
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -192,9 +196,13 @@ class Indexer:
                 await asyncio.wait(pending)
 
     async def scan(self) -> int:
-        """Queue every source the store reports with a backlog or an unsummarised group; returns how many."""
+        """Queue every source the store reports with a backlog, an unsummarised group or (at the first scan, and
+        while the detector is deferred) unread messages; returns how many."""
         backlog = await self._run(self.storage.backlog)
         unrolled = await self._run(self.storage.unrolled)
+        if not self._scanned or self.steps.instructions.deferred:
+            unrolled += await self._run(self.steps.unread)
+            self._scanned = True
         for key in backlog:
             self.chunks.add(key)
         for key in unrolled:
@@ -278,13 +286,21 @@ class Indexer:
         done = before - step.backlog_tokens
         if step.created and done > 0:
             self._rate = 0.8 * self._rate + 0.2 * done / max(time.monotonic() - t0, 1e-3)
-        if step.rollable:
+        if step.rollable or step.unread:
             self.summaries.add(key)
         return step
 
+    async def _slow_step(self, key: Key) -> Step:
+        """One step of the summary lane for a source: a deferred detector's reading (`IndexSteps.detect`, a no-op
+        without its mark), then a roll-up (`IndexSteps.summaries`); `more` when either has work left."""
+        read = await self._run(self.steps.detect, *key)
+        step = await self._run(self.steps.summaries, *key)
+        return replace(step, instructions=read.instructions, more=step.more or read.more)
+
     async def _drain(self, key: Key) -> None:
-        """Index one source to the end, chunks then summaries (a `wait: true` remember). Raises PyramindError
-        when chunking fails; a summary failure is logged (the chunks are searchable; the scan retries)."""
+        """Index one source to the end, chunks then summaries and deferred detection (a `wait: true` remember).
+        Raises PyramindError when chunking fails; a later failure is logged (the chunks are searchable; the scan
+        retries)."""
         async with self.chunks.locks[key]:
             more = True
             try:
@@ -296,7 +312,7 @@ class Indexer:
             try:
                 more = True
                 while more:
-                    more = (await self._run(self.steps.summaries, *key)).more
+                    more = (await self._slow_step(key)).more
             except PyramindError as exc:
                 log.warning("summarising %r failed (%s); retried later", key, exc.message)
             finally:
@@ -329,7 +345,7 @@ class Indexer:
         try:
             async with self.summaries.locks[key]:
                 try:
-                    more = (await self._run(self.steps.summaries, *key)).more
+                    more = (await self._slow_step(key)).more
                 except PyramindError as exc:
                     log.warning("summarising %r failed (%s); retried at the next scan", key, exc.message)
                 except Exception:

@@ -13,8 +13,11 @@ messages appended meanwhile are fine (they stay backlog for the next step); anyt
 another writer's chunks or summaries) makes the step recompute.
 
 A chunk step also finds the standing instructions of the messages it newly covers (datastore/write/
-instructions.py: each message exactly once), embeds their statements in the chunks' embedding call, and commits
-them, settled against the namespace's stored ones, in the same WriteBatch as the chunks.
+instructions.py: each message once), embeds their statements in the chunks' embedding call, and commits
+them, settled against the namespace's stored ones, in the same WriteBatch as the chunks. With a detector that
+calls a model, the chunk step commits its chunks with an `unread_from` mark instead, and `IndexSteps.detect`
+(the summary lane's) reads those messages after: chunks are searchable without waiting on the model, and the
+chunk lane, one step at a time, is not held up by it.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from pyramind.datastore.locks import SourceLocks, retry_conflicts
 from pyramind.datastore.read.lineage import chunk_from, stream_messages
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
 from pyramind.models.memory import MemoryNode, StoredMessage
 from pyramind.models.settings import Settings
 from pyramind.services.errors import ConflictError
@@ -42,15 +45,18 @@ class Step:
     """What one indexing step did to a source.
 
     created/updated: L1 chunk ids written (new, or the open chunk extended); summaries: summary ids written;
-    more: this phase has work left for the source; rollable: a complete group of sealed nodes awaits a summary;
-    backlog_tokens: tokens of the source past its last chunk after the step.
+    instructions: ids of the standing instructions found; more: this phase has work left for the source;
+    rollable: a complete group of sealed nodes awaits a summary; unread: chunked messages await a deferred
+    detector (`IndexSteps.detect`); backlog_tokens: tokens of the source past its last chunk after the step.
     """
 
     created: list[str] = field(default_factory=list)
     updated: list[str] = field(default_factory=list)
     summaries: list[str] = field(default_factory=list)
+    instructions: list[str] = field(default_factory=list)
     more: bool = False
     rollable: bool = False
+    unread: bool = False
     backlog_tokens: int = 0
 
 
@@ -75,12 +81,13 @@ class _Moved(ConflictError):
 
 
 class IndexSteps:
-    """chunks, summaries, backlog: the store side of the background indexer; `indexed_view` and
-    `open_chunk_id` for a `wait: true` remember.
+    """chunks, summaries, detect, backlog, unread: the store side of the background indexer;
+    `indexed_view` and `open_chunk_id` for a `wait: true` remember.
 
     settings: INDEX_CHUNK_BATCH, FAN_OUT, CHUNK_SIZE. builder: computes chunks, summaries and their embeddings.
     locks: the writers' per-source locks (a step commits under its source's lock). instructions: finds the
-    standing instructions of the messages a chunk step covers and settles them for its commit.
+    standing instructions of the messages a chunk step covers (or, when it is `deferred`, a detect step reads)
+    and settles them for its commit.
     """
 
     def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
@@ -93,8 +100,9 @@ class IndexSteps:
 
     def chunks(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
         """Cut and embed at most `max_chunks` (default INDEX_CHUNK_BATCH) L1 chunks of the source's backlog and
-        commit them (no summaries), with the standing instructions of the messages they newly cover. Returns the
-        Step; nothing to do gives an empty Step. Raises EmbeddingError (nothing written; the backlog stays) or
+        commit them (no summaries), with the standing instructions of the messages they newly cover (with a
+        deferred detector: with the `unread_from` mark at the step's start, Step.unread). Returns the Step;
+        nothing to do gives an empty Step. Raises EmbeddingError (nothing written; the backlog stays) or
         ConflictError (the source kept changing; retry later)."""
         s, storage, builder, keeper = self.settings, self.storage, self.builder, self.instructions
         limit = max_chunks or s.index_chunk_batch
@@ -117,7 +125,8 @@ class IndexSteps:
             chunks, planned_more = builder.chunks(frontier, messages, src.source_type, source_id,
                                                   src.source_type == "document", limit)
             covered = newly_covered(messages, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
-            found = keeper.detect(ns, src.source_type, source_id, covered)
+            unread = keeper.deferred and src.source_type == "conversation" and bool(covered)
+            found = [] if keeper.deferred else keeper.detect(ns, src.source_type, source_id, covered)
             nodes, said_vectors = builder.embed_with(chunks, [said(i) for i in found])
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)
@@ -126,15 +135,20 @@ class IndexSteps:
                 if now.version != src.version and not self._chunk_base_unchanged(ns, source_id, frontier,
                                                                                   start, messages):
                     raise _Moved(f"{source_id!r} changed while being indexed")
+                source = _bumped(now)
+                if unread:  # read by the detect step: from here, or from where it had still to read
+                    mark = unread_from(now.metadata)
+                    source = replace(source, metadata=with_unread(now.metadata, min(mark, chunked_to)
+                                                                  if mark is not None else chunked_to))
                 with keeper.lock(ns, bool(found)):
-                    batch = WriteBatch(source=_bumped(now), nodes=nodes,
-                                       instructions=keeper.settle(ns, found, said_vectors))
+                    batch = WriteBatch(source=source, nodes=nodes, instructions=keeper.settle(ns, found, said_vectors))
                     storage.commit(ns, batch, now.version)
             sealed = len(frontier.pending.get(1, [])) + sum(1 for c in chunks if c.sealed)
             updated = [open_chunk.id] if open_chunk else []
             return Step(
                 created=[c.id for c in chunks if c.id not in updated], updated=updated, more=cut or planned_more,
-                rollable=sealed >= s.fan_out or builder.rollable(frontier),
+                rollable=sealed >= s.fan_out or builder.rollable(frontier), unread=unread,
+                instructions=[i.id for i in found],
                 backlog_tokens=max(0, now.n_tokens - (chunks[-1].tok_end if chunks else chunked_to)),
             )
 
@@ -184,6 +198,60 @@ class IndexSteps:
         return retry_conflicts(attempt, f"{source_id!r} kept changing while being summarised; retried later",
                                "conversation_id")
 
+    def detect(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
+        """Read, with a deferred detector, the messages the chunk steps committed unread: those ending in
+        (the source's `unread_from` mark, min(its L1 end, mark + `max_chunks` (default INDEX_CHUNK_BATCH) x
+        CHUNK_SIZE)]; commit the instructions found, settled, with the mark moved past them (removed once every
+        chunked message is read). Returns the Step (more: chunked messages are left unread); a source without
+        the mark gives an empty Step. Raises EmbeddingError (nothing written; the mark stays) or ConflictError
+        (the messages kept changing; retry later)."""
+        s, storage, keeper = self.settings, self.storage, self.instructions
+        span = (max_chunks or s.index_chunk_batch) * s.chunk_size
+
+        def chunked_to(src: SourceRow) -> int:
+            last = Frontier.from_nodes(storage.frontier(ns, source_id), chunk_from(src.metadata)).last.get(1)
+            return last.tok_end if last else 0
+
+        def attempt() -> Step:
+            src = storage.get_source(ns, source_id)
+            mark = unread_from(src.metadata) if src is not None else None
+            if src is None or mark is None:
+                return Step()
+            to = min(chunked_to(src), mark + span)
+            messages = stream_messages(storage, ns, source_id, mark, to) if to > mark else []
+            found = keeper.detect(ns, src.source_type, source_id, newly_covered(messages, mark, to))
+            vectors = self.builder.embed_with([], [said(i) for i in found])[1]
+            with self.locks(ns, source_id):
+                now = storage.get_source(ns, source_id)
+                if now is None:
+                    return Step()
+                if unread_from(now.metadata) != mark or _message_key(
+                        stream_messages(storage, ns, source_id, mark, to) if to > mark else []) != _message_key(
+                        messages):
+                    raise _Moved(f"{source_id!r} changed while its messages were read")
+                left = to < chunked_to(now)
+                source = replace(_bumped(now), metadata=with_unread(now.metadata, to if left else None))
+                with keeper.lock(ns, bool(found)):
+                    batch = WriteBatch(source=source, instructions=keeper.settle(ns, found, vectors))
+                    storage.commit(ns, batch, now.version)
+            return Step(instructions=[i.id for i in found], more=left)
+
+        return retry_conflicts(attempt, f"{source_id!r} kept changing while its messages were read; retried later",
+                               "conversation_id")
+
+    def unread(self) -> list[tuple[str, str]]:
+        """(namespace, source id) of every source with messages a deferred detector has still to read (the
+        `unread_from` mark). Reads every source's row: the indexer calls it at start, and at each scan while the
+        detector is deferred."""
+        storage = self.storage
+        out = []
+        for ns in storage.list_namespaces():
+            for sid in storage.list_sources(ns):
+                src = storage.get_source(ns, sid)
+                if src is not None and unread_from(src.metadata) is not None:
+                    out.append((ns, sid))
+        return out
+
     def _rollup_base_unchanged(self, ns: str, source_id: str, reparented: list[MemoryNode],
                                summaries: list[MemoryNode], before: dict[str, tuple[int, str | None]],
                                counts: dict[int, int]) -> bool:
@@ -224,13 +292,14 @@ class IndexSteps:
 
     def backlog(self) -> int:
         """Index everything the store holds unindexed, in this thread: every source's chunks
-        (`Storage.backlog`), then its summaries (`Storage.unrolled`), until none is left. Returns the steps
-        taken. For tools and tests; the server runs the same steps in the background. Raises what the steps
-        raise."""
+        (`Storage.backlog`), then its summaries (`Storage.unrolled`) and its messages a deferred detector has
+        still to read (`unread`), until none is left. Returns the steps taken. For tools and tests; the server
+        runs the same steps in the background. Raises what the steps raise."""
         steps = 0
         while True:
             work = [(self.chunks, key) for key in self.storage.backlog()]
             work += [(self.summaries, key) for key in self.storage.unrolled()]
+            work += [(self.detect, key) for key in self.unread()]
             if not work:
                 return steps
             for step, (ns, source_id) in work:

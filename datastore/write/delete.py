@@ -19,7 +19,7 @@ from pyramind.datastore.read.lineage import Base, fork_base, lineage
 from pyramind.datastore.read.nodes import subtree
 from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
 from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
+from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
 from pyramind.models.api import DeleteRequest, DeleteResponse
 from pyramind.models.instructions import Instruction
 from pyramind.models.memory import MemoryNode, StoredMessage
@@ -140,15 +140,21 @@ class Deleter:
             else:
                 base = fork_base(storage, ns, fork, self.settings.chunk_overlap) if fork else Base()
                 chunked_to = max((o.tok_end for o in old if o.level == 1), default=0)
-                uncovered = newly_covered(keep, chunked_to, src.n_tokens)  # before the offsets are measured again
+                mark = unread_from(src.metadata)
+                read_to = chunked_to if mark is None else min(mark, chunked_to)  # what the detector has read
+                # before the offsets are measured again: the kept messages read, and those not read yet
+                read = [m for m in keep if m.tok_offset + m.n_tokens <= read_to]
+                uncovered = newly_covered(keep, read_to, src.n_tokens)
                 for seq, m in enumerate(keep):
                     m.seq = seq
                 previous = base.messages[-1].created_at if base.messages else None
                 offset = measure(keep, previous, base.tok_at)
+                deferred = keeper.deferred and src.source_type == "conversation" and bool(uncovered)
                 try:
                     nodes = self.rebuild(ns, src, keep, old, base)
-                    stated = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes else []
-                    if stated:  # kept messages no chunk had covered: read now, as the chunk step would have
+                    stated = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes and not deferred \
+                        else []
+                    if stated:  # kept messages no detector had read: read now, as the chunk step would have
                         found = (stated, self.builder.embedder.embed([said(i) for i in stated], bulk=True))
                 except (EmbeddingError, SummaryError) as exc:
                     log.warning("%s; %r is forgotten now and re-indexed later", exc.message, source_id)
@@ -156,6 +162,10 @@ class Deleter:
                 old_ids = {o.id for o in old}
                 removed = len(old) - sum(1 for n, _ in nodes if n.id in old_ids)
                 metadata = {**src.metadata, "fork": base.record(fork)} if fork else src.metadata
+                # a deferred detector reads the rest later, from the end of the last kept message it read (the
+                # offsets measured again); no nodes: every message is chunked, and marked, again
+                metadata = with_unread(metadata, max((m.tok_offset + m.n_tokens for m in read), default=base.tok_at)
+                                       if deferred and nodes else None)
                 batch = WriteBatch(
                     source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset, len(keep) - 1,
                                      metadata),

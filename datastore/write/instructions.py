@@ -6,10 +6,17 @@ Where each part runs (one rule for every path, and for every provider):
 - detect: `IndexSteps.chunks` (background) and `Writer.extend` (inline remember, the CLI importer) hand over the
   messages a step newly covers: those whose rendered tokens end within what the step newly chunked, i.e. in
   (the source's last L1 end before the step, the last new chunk's end]. A source's chunks only grow, so every
-  message's end falls in exactly one step's window: each message is read by the detector exactly once. Only
+  message's end falls in exactly one step's window: each message is read by the detector once. Only
   conversations are read (a document's author states no rules for the assistant); the detector itself skips
   the assistant's and the machinery's messages. A rebuild after a delete keeps the instructions of the kept
   messages and detects the kept messages no chunk had covered yet (`Deleter.forget_messages`).
+- deferred: a detector that calls a model (`Detector.calls_model`, seconds a call) is not waited on by the chunk
+  step. The chunk step commits its chunks with the source metadata's `unread_from` mark (UNREAD_KEY, a token
+  offset: the chunked messages ending past it are not read yet; a step lowers it to its window's start, never
+  raises it), and `IndexSteps.detect`, in the summary lane, reads the messages ending in (mark, L1 end],
+  a bounded window a step, and commits what it found with the mark moved past them (removed when all are
+  read). The mark lives in the source row, so a restart finds it (`IndexSteps.unread`); a delete's rebuild
+  reads the kept messages past it and removes it.
 - settle: under the namespace's instruction lock, inside the source's lock, just before the step's commit: the
   new instructions are merged with the stored ones in force, oldest first (`said_order`), and the Superseder
   (services/instructions.py) marks each one a later one on its subject replaces, with the stored embeddings (no
@@ -35,6 +42,7 @@ import logging
 from collections.abc import Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +60,8 @@ MAX_INSTRUCTION_CHARS = 2000
 """A sentence longer than this is not kept as a standing instruction (a run-on paste, not a rule; and it must fit
 one Pinecone record's metadata)."""
 LOCK_KEY = "\x00instructions"
+UNREAD_KEY = "unread_from"
+"""Source metadata key: the token offset past which chunked messages are not yet read by a deferred detector."""
 
 Put = tuple[Instruction, np.ndarray | None]
 
@@ -70,6 +80,18 @@ def newly_covered(messages: Sequence[StoredMessage], chunked_to: int, new_end: i
     return [m for m in messages if chunked_to < m.tok_offset + m.n_tokens <= new_end]
 
 
+def unread_from(metadata: dict[str, Any]) -> int | None:
+    """The source's `unread_from` mark (see the module docstring), or None when every chunked message is read."""
+    mark = metadata.get(UNREAD_KEY)
+    return int(mark) if mark is not None else None
+
+
+def with_unread(metadata: dict[str, Any], mark: int | None) -> dict[str, Any]:
+    """Source metadata with the `unread_from` mark set to `mark` (removed when None)."""
+    out = {k: v for k, v in metadata.items() if k != UNREAD_KEY}
+    return out if mark is None else {**out, UNREAD_KEY: mark}
+
+
 class InstructionKeeper:
     """detect, settle, forget and change: standing instructions kept with the writes of Writer, IndexSteps,
     Deleter and the Instructions service.
@@ -86,6 +108,12 @@ class InstructionKeeper:
         self.embedder = embedder
         self.superseder = Superseder(embedder)
         self.locks = locks
+
+    @property
+    def deferred(self) -> bool:
+        """Whether messages are read after their chunks are committed (a detector that calls a model), by
+        `IndexSteps.detect` in the summary lane, rather than in the step that chunks them."""
+        return self.table is not None and self.detector.calls_model
 
     def lock(self, ns: str, needed: bool = True) -> AbstractContextManager[object]:
         """The namespace's instruction lock (take it inside a source lock), or a no-op when not `needed` (a step

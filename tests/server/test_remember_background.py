@@ -4,6 +4,8 @@ summarised; `wait: true` answers with the chunks; a restart finds the backlog; a
 from __future__ import annotations
 
 import asyncio
+import json
+import threading
 import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -226,3 +228,45 @@ async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(tmp_
 
 async def _true(value: bool) -> bool:
     return value
+
+
+async def test_chunks_are_searchable_while_the_model_reads_them_for_instructions(tmp_path: Path,
+                                                                                 embedder: LocalEmbedder) -> None:
+    release = threading.Event()
+
+    def held(request: dict) -> str:  # the model answers only once released
+        release.wait(60)
+        sent = json.loads(request["messages"][-1]["content"])
+        return json.dumps({"instructions": [
+            {"message_id": m["message_id"], "text": m["content"], "kind": "preference", "subject": "css framework"}
+            for m in sent if "Bootstrap" in m["content"]]})
+
+    with LoopbackOpenAI() as llm:
+        llm.chat_reply = held
+        settings = make_settings(tmp_path, summariser="openai", openai_api_key=llm.api_key,
+                                 openai_base_url=llm.base_url, openai_max_retries=0)
+        store = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the model
+        try:
+            async with app_client(settings, store) as client:
+                payload = body("c", 12, "kazoo")
+                payload["messages"][4]["content"] = "I prefer Bootstrap over Foundation."
+                assert (await client.post("/remember", json=payload, headers=AUTH)).status_code == 202
+
+                async def asked() -> bool:
+                    return any(path == "/v1/chat/completions" for path, _ in llm.requests)
+
+                await until(asked)  # the model holds the messages...
+                assert await found(client, "kazoo")  # ...and their chunks are searchable already
+                assert not store.instructions.list("default").instructions
+                release.set()
+
+                async def kept() -> bool:
+                    return bool(store.instructions.list("default").instructions)
+
+                await until(kept)
+                assert [i.message_id for i in store.instructions.list("default").instructions] == ["c-4"]
+                source = store.storage.get_source("default", "c")
+                assert source is not None and "unread_from" not in source.metadata
+        finally:
+            release.set()
+            store.close()
