@@ -66,6 +66,7 @@ from pyramind.services.tokens import count_tokens
 ELISION = "…"
 _MARK = ELISION + " "
 NUMBER_BONUS = 0.5  # a unit holding a number or date the query names: + this times the query's largest weight
+MIN_FILL_WORDS = 4  # a unit close to nothing is kept only with this many words (see `excerpt`)
 BROKEN = "\ufffd"  # what tokens.decode makes of a character cut between two tokens
 
 Kind = Literal["sentence", "item", "code", "fence", "line"]
@@ -678,7 +679,10 @@ def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mappin
             fences.setdefault(u.block, []).append(u.index)
     top = max((closeness[u.index] for u in units if u.index not in dropped), default=0.0)
     distance = _distances([top > 0 and c == top and i not in dropped for i, c in enumerate(closeness)])
-    order = sorted((u.index for u in units if u.index not in dropped and u.kind != "fence"),
+    # around the closest units, a unit close to nothing fills the budget only when it says something: a list
+    # number, a heading or a name alone ("2.", "### Conclusion") costs its tokens and an elision mark
+    order = sorted((u.index for u in units if u.index not in dropped and u.kind != "fence"
+                    and (top <= 0 or closeness[u.index] > 0 or len(_WORD.findall(u.text)) >= MIN_FILL_WORDS)),
                    key=lambda i: (-closeness[i], distance[i], i))
     kept: set[int] = set()
     floor = 0  # a lower bound of the tokens of what is kept

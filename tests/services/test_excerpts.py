@@ -275,6 +275,17 @@ def test_query_rare_word_is_preferred_over_filler() -> None:
     assert weights[terms("cello")[0]] > weights[terms("trip")[0]]
 
 
+def test_a_line_that_says_nothing_does_not_fill_the_budget() -> None:
+    text = ("assistant: Here is the plan for the pilot.\n### Conclusion\n2.\nMontserrat Media Hub\n"
+            "- Track the interview scores of every candidate in the pilot each week.\n"
+            "- Keep the budget for the hiring software under review.")
+    e = excerpt(text, "Which hiring software did we pick?", 40)
+    assert "hiring software" in e.text and "budget" in e.text  # the close line, then the lines that say something
+    assert "Track the interview scores" in e.text
+    assert "Conclusion" not in e.text and "\n2.\n" not in e.text and "Montserrat" not in e.text
+    assert excerpt(text, None, 12).text.startswith("assistant: Here is the plan")  # no query: the head, as it is
+
+
 def test_a_date_or_number_the_query_names_wins_a_tie() -> None:
     text = ("[2023-05-07 10:00] Ann: We met at the cafe. We met at the park.\n"
             "[2023-06-02 10:00] Bob: We met at the museum. We met at the pier.")
