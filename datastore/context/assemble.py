@@ -9,7 +9,7 @@ things, `asks_overview`), and the timeline what relevant leaves.
    important first.
 2. instructions: the standing instructions and preferences the user stated (datastore/lifetime/instructions.py),
    the closest to the query first; a preference only where the query comes near it (PREFERENCE_FLOOR); one said
-   in a recent turn is read there.
+   in a recent turn, or in a short turn a memory shows whole (a turn is never cut), is read there.
 3. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
    newest kept first, shown oldest first.
 4. relevant: the same retrieval as /query (`mode`, default RETRIEVAL_MODE) for the query (default: the latest
@@ -180,6 +180,8 @@ class _Assembly:
         self.people_share = 1.0  # of the candidates' text, what people (not an assistant) said
         self.scores: dict[str, float] = {}
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
+        self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
+        self.memory_units: set[str] = set()  # the fingerprints of every unit the memory sections show
 
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
@@ -217,6 +219,8 @@ class _Assembly:
         if enabled["timeline"]:
             self._fill_timeline(timeline)
         sections.append(timeline)
+        # an instruction said in a short turn a memory shows whole is read there (a turn is kept whole)
+        sections[1].discard({i for i, units in self.instruction_units.items() if units <= self.memory_units})
         text = self._block(sections)
         used = count_tokens(text)
         while used > self.budget:  # merges at the joins cost a token or two more than the parts: drop the last
@@ -308,7 +312,7 @@ class _Assembly:
             if sec.admit(item):
                 said = excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
                 self.shown.fingerprints |= said
-                self.shown.statements |= said
+                self.instruction_units[ins.id] = said
                 if ins.message_id is not None:
                     self.instruction_messages[ins.id] = ins.message_id
 
@@ -350,6 +354,7 @@ class _Assembly:
         if not sec.admit(self._node_item(n, ex.text, why, score), _when(n)):  # clipped to max_memory_chars
             return False
         self.shown.fingerprints |= ex.fingerprints()
+        self.memory_units |= ex.fingerprints()
         self.shown.nodes.add(n.id)
         if ex.whole:
             self.shown.messages.update(n.message_ids if n.level == 1 else [])

@@ -42,7 +42,6 @@ class Shown:
     fingerprints: set[str] = field(default_factory=set)
     messages: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
-    statements: set[str] = field(default_factory=set)  # the fingerprints of the instructions shown
 
     def covers(self, node: MemoryNode) -> bool:
         """Whether everything the node holds is already shown (it was used, or all its messages were)."""
@@ -182,13 +181,11 @@ def cut(piece: Piece, query: str, budget: int, query_terms: set[str], weights: M
 def seen_in(piece: Piece, shown: Shown) -> set[str]:
     """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn not
     shown whole (a turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn); in a longer
-    turn, a unit of DISTINCT_CHARS or more ("Thanks!" is said in many turns); an instruction's sentence always
-    (the instructions section shows it, with the message it was said in)."""
+    turn, a unit of DISTINCT_CHARS or more ("Thanks!" is said in many turns)."""
     out: set[str] = set()
     for members in _turns(piece).values():
         units = [piece.units[i] for i in members]
         prints = [excerpts.fingerprint(u) for u in units]
-        out.update(p for p in prints if p in shown.statements)  # an instruction's own sentence: shown above
         seen = [p in shown.fingerprints for p in prints]
         if not any(seen):
             continue

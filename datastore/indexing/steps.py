@@ -212,22 +212,23 @@ class IndexSteps:
             last = Frontier.from_nodes(storage.frontier(ns, source_id), chunk_from(src.metadata)).last.get(1)
             return last.tok_end if last else 0
 
+        def window(mark: int, to: int) -> list[StoredMessage]:  # the stream's messages overlapping [mark, to)
+            return stream_messages(storage, ns, source_id, mark, to) if to > mark else []
+
         def attempt() -> Step:
             src = storage.get_source(ns, source_id)
             mark = unread_from(src.metadata) if src is not None else None
             if src is None or mark is None:
                 return Step()
             to = min(chunked_to(src), mark + span)
-            messages = stream_messages(storage, ns, source_id, mark, to) if to > mark else []
+            messages = window(mark, to)
             found = keeper.detect(ns, src.source_type, source_id, newly_covered(messages, mark, to))
             vectors = self.builder.embed_with([], [said(i) for i in found])[1]
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)
                 if now is None:
                     return Step()
-                if unread_from(now.metadata) != mark or _message_key(
-                        stream_messages(storage, ns, source_id, mark, to) if to > mark else []) != _message_key(
-                        messages):
+                if unread_from(now.metadata) != mark or _message_key(window(mark, to)) != _message_key(messages):
                     raise _Moved(f"{source_id!r} changed while its messages were read")
                 left = to < chunked_to(now)
                 source = replace(_bumped(now), metadata=with_unread(now.metadata, to if left else None))

@@ -267,9 +267,13 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -
         6: f"{rule} Also, the pottery class in Lisbon moved to Thursday evening at the old riverside studio."})))
     res = store.context.assemble("ns", ContextRequest(conversation_id="c3", recent=False, budget_tokens=1000,
                                                       query="When is the pottery class in Lisbon now?", now=NOW))
-    assert [i.text for i in res.sections[1].items] == [rule]
-    assert "riverside studio" in "\n".join(i.text for i in res.sections[3].items)  # the rest of the turn is shown
-    assert res.context.count(rule) == 1  # once, in the instructions section, not again in the chunk
+    assert res.context.count(rule) == 1  # once: the turn is shown whole (never cut), and read there
+    assert f"user: {rule} Also, the pottery class" in "\n".join(i.text for i in res.sections[3].items)
+    assert not res.sections[1].items and "## Standing" not in res.context
+    # where no memory shows its turn, the instruction has its own line
+    res = store.context.assemble("ns", ContextRequest(conversation_id="c3", recent=False, relevant=False,
+                                                      timeline=False, query="When is the pottery class?", now=NOW))
+    assert [i.text for i in res.sections[1].items] == [rule] and res.context.count(rule) == 1
 
 
 # ------------------------------------------------------------------------------------------------ timeline
