@@ -23,8 +23,9 @@ Either way a text that continues a message carries its speaker: `Ann: … rest` 
 unit holds (its speaker's name counted with it), plus NUMBER_BONUS times the query's top weight when the unit
 holds a number or date the query names (a message's date is its session's stamp), or a caller's own scores.
 Then ties go to units nearer the best ones and then to earlier ones. The best are kept whole, in their original
-order, while the rendered excerpt fits `budget_tokens` (cl100k, counted on the rendered text). A text that
-fits is returned as it is.
+order, while the rendered excerpt fits `budget_tokens` (cl100k, counted on the rendered text); a unit close to
+nothing (when some unit is close) fills the room only with MIN_FILL_WORDS words or more, or as a code line (a
+heading, a list number or a name alone says nothing). A text that fits is returned as it is.
 
 **Elision.** One mark, ELISION (`…`, one cl100k token), stands where text was left out, once per gap:
 `Ann: … sentence` (the head of a line left out), `sentence … sentence` (inside a line), `sentence …` (the rest
@@ -682,7 +683,8 @@ def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mappin
     # around the closest units, a unit close to nothing fills the budget only when it says something: a list
     # number, a heading or a name alone ("2.", "### Conclusion") costs its tokens and an elision mark
     order = sorted((u.index for u in units if u.index not in dropped and u.kind != "fence"
-                    and (top <= 0 or closeness[u.index] > 0 or len(_WORD.findall(u.text)) >= MIN_FILL_WORDS)),
+                    and (top <= 0 or closeness[u.index] > 0 or u.kind == "code"
+                         or len(_WORD.findall(u.text)) >= MIN_FILL_WORDS)),
                    key=lambda i: (-closeness[i], distance[i], i))
     kept: set[int] = set()
     floor = 0  # a lower bound of the tokens of what is kept
