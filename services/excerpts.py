@@ -23,9 +23,9 @@ Either way a text that continues a message carries its speaker: `Ann: … rest` 
 unit holds (its speaker's name counted with it), plus NUMBER_BONUS times the query's top weight when the unit
 holds a number or date the query names (a message's date is its session's stamp), or a caller's own scores.
 Then ties go to units nearer the best ones and then to earlier ones. The best are kept whole, in their original
-order, while the rendered excerpt fits `budget_tokens` (cl100k, counted on the rendered text); a unit close to
-nothing (when some unit is close) fills the room only with MIN_FILL_WORDS words or more, or as a code line (a
-heading, a list number or a name alone says nothing). A text that fits is returned as it is.
+order, while the rendered excerpt fits `budget_tokens` (cl100k, counted on the rendered text); a whole line of a
+message's body close to nothing (when some unit is close) fills the room only with MIN_FILL_WORDS words or more,
+or as code (a heading, a list number or a name alone says nothing). A text that fits is returned as it is.
 
 **Elision.** One mark, ELISION (`…`, one cl100k token), stands where text was left out, once per gap:
 `Ann: … sentence` (the head of a line left out), `sentence … sentence` (inside a line), `sentence …` (the rest
@@ -67,7 +67,7 @@ from pyramind.services.tokens import count_tokens
 ELISION = "…"
 _MARK = ELISION + " "
 NUMBER_BONUS = 0.5  # a unit holding a number or date the query names: + this times the query's largest weight
-MIN_FILL_WORDS = 4  # a unit close to nothing is kept only with this many words (see `excerpt`)
+MIN_FILL_WORDS = 4  # a body line close to nothing is kept only with this many words (see `excerpt`)
 BROKEN = "\ufffd"  # what tokens.decode makes of a character cut between two tokens
 
 Kind = Literal["sentence", "item", "code", "fence", "line"]
@@ -641,6 +641,13 @@ def _distances(best: list[bool]) -> list[int]:
     return out
 
 
+def _bare_line(u: Unit) -> bool:
+    """Whether the unit is a whole line of a message's body (not its speaker's line, not code) of fewer than
+    MIN_FILL_WORDS words."""
+    return (u.line_start and u.line_end and not u.on_speaker_line and u.kind != "code"
+            and len(_WORD.findall(u.text)) < MIN_FILL_WORDS)
+
+
 def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mapping[str, float] | None = None,
             scores: Scores | None = None, seen: Collection[str] = frozenset(), chunk: bool = False,
             message: str | None = None, first_speaker: str | None = None,
@@ -680,11 +687,11 @@ def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mappin
             fences.setdefault(u.block, []).append(u.index)
     top = max((closeness[u.index] for u in units if u.index not in dropped), default=0.0)
     distance = _distances([top > 0 and c == top and i not in dropped for i, c in enumerate(closeness)])
-    # around the closest units, a unit close to nothing fills the budget only when it says something: a list
-    # number, a heading or a name alone ("2.", "### Conclusion") costs its tokens and an elision mark
+    # around the closest units, a line of a message's body close to nothing fills the budget only when it says
+    # something: a list number, a heading or a name alone ("2.", "### Conclusion") costs its tokens and an
+    # elision mark (a sentence of a line, a speaker's first line and code are never left out for it)
     order = sorted((u.index for u in units if u.index not in dropped and u.kind != "fence"
-                    and (top <= 0 or closeness[u.index] > 0 or u.kind == "code"
-                         or len(_WORD.findall(u.text)) >= MIN_FILL_WORDS)),
+                    and (top <= 0 or closeness[u.index] > 0 or not _bare_line(u))),
                    key=lambda i: (-closeness[i], distance[i], i))
     kept: set[int] = set()
     floor = 0  # a lower bound of the tokens of what is kept
