@@ -284,7 +284,8 @@ def test_a_line_that_says_nothing_does_not_fill_the_budget() -> None:
     assert "Track the interview scores" in e.text
     assert "Conclusion" not in e.text and "\n2.\n" not in e.text and "Montserrat" not in e.text
     assert excerpt(text, None, 12).text.startswith("assistant: Here is the plan")  # no query: the head, as it is
-    chat = "user: Hi! I am planning a trip to Lisbon in May.\nassistant: Ok.\nuser: Where should we eat near the castle?"
+    chat = ("user: Hi! I am planning a trip to Lisbon in May.\nassistant: Ok.\n"
+            "user: Where should we eat near the castle?")
     ok = fingerprints("assistant: Ok.")  # shown elsewhere: the chat is excerpted, "Hi!" close to nothing
     e = excerpt(chat, "Where should we eat?", 100, seen=ok)
     assert e.text.startswith("user: Hi! I am planning a trip to Lisbon in May.\n")  # a turn's line is never bare
