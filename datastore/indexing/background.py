@@ -201,7 +201,7 @@ class Indexer:
         backlog = await self._run(self.storage.backlog)
         unrolled = await self._run(self.storage.unrolled)
         if not self._scanned or self.steps.instructions.deferred:
-            unrolled += await self._run(self.steps.unread)
+            unrolled = [*unrolled, *await self._run(self.steps.unread)]
             self._scanned = True
         for key in backlog:
             self.chunks.add(key)
