@@ -62,11 +62,11 @@ from pathlib import Path
 from bench import common
 from bench.cache import CachingEmbedder
 from bench.meters import CountingEmbedder
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, Query, QueryFilter, RememberRequest
-from pyramind.models.context import ContextRequest, ContextResponse
-from pyramind.services.embedding import Embedder, LocalEmbedder
-from pyramind.services.tokens import count_tokens
+from datastore.memory import Memory
+from models.api import Message, Query, QueryFilter, RememberRequest
+from models.context import ContextRequest, ContextResponse
+from services.embedding import Embedder, LocalEmbedder
+from services.tokens import count_tokens
 
 BUDGETS = (250, 500, 1000, 2000)
 DEFAULT_CHATS = "11-20"

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 
-from pyramind.services.embedding import Embedder
+from services.embedding import Embedder
 
 
 class CachingEmbedder:

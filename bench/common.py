@@ -10,12 +10,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import dataset
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import RememberRequest
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import Embedder
-from pyramind.services.summarising import ExtractiveSummariser, Summariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.api import RememberRequest
+from models.settings import Settings
+from services.embedding import Embedder
+from services.summarising import ExtractiveSummariser, Summariser
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"

@@ -36,10 +36,10 @@ from pathlib import Path
 from bench import common, dataset, synthetic
 from bench.cache import CachingEmbedder
 from bench.meters import percentiles
-from pyramind.models.api import DEFAULT_NAMESPACE, Query, QueryFilter
-from pyramind.models.context import ContextRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.tokens import count_tokens
+from models.api import DEFAULT_NAMESPACE, Query, QueryFilter
+from models.context import ContextRequest
+from services.embedding import LocalEmbedder
+from services.tokens import count_tokens
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
 VARIANTS: dict[str, dict[str, object]] = {  # row -> the ContextRequest fields it sets
@@ -138,7 +138,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
 
 def latency(n: int, questions: list[str], requests: int) -> dict:
     """POST /context latency over a synthetic store of n L1 nodes (see the module doc)."""
-    from pyramind.server.app import create_app
+    from server.app import create_app
 
     db = DIR / f"synthetic-{n}.db"
     embedder = LocalEmbedder()

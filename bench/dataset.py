@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from pyramind.models.api import Message
+from models.api import Message
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json"
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop", 5: "adversarial"}

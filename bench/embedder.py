@@ -26,8 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from bench import common, dataset
-from pyramind.services.embedding import Embedder, LocalEmbedder, SentenceTransformersEmbedder
-from pyramind.services.tokens import count_tokens
+from services.embedding import Embedder, LocalEmbedder, SentenceTransformersEmbedder
+from services.tokens import count_tokens
 
 DEFAULTS = common.bench_settings(common.OUT / "unused.db")
 
@@ -117,7 +117,7 @@ def run(rounds: int, n_chunks: int, n_questions: int, data_path: Path = dataset.
 
 def fidelity(onnx: LocalEmbedder, torch: SentenceTransformersEmbedder, data: dict[str, list[str]]) -> dict:
     """Cosine between the two embedders' vectors, and word-piece id agreement, per kind of text."""
-    from pyramind.services.embedders.onnx_minilm import load_tokenizer
+    from services.embedders.onnx_minilm import load_tokenizer
 
     tokenizer = load_tokenizer()
     torch.load()

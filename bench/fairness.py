@@ -1,6 +1,6 @@
 """Fairness: one caller's bulk ingest must not stall another caller's queries (issue 13, item 1).
 
-A real `python -m pyramind.server.main` (local store, local embedder, extractive summaries). A reader namespace
+A real `python -m server.main` (local store, local embedder, extractive summaries). A reader namespace
 holds one
 LoCoMo conversation (remembered with `wait: true`). First the reader's query latency is measured on the idle
 server (`--queries` top_k=3 queries, one after another); then two bulk callers, each in its own namespace, send

@@ -22,9 +22,9 @@ import json
 import random
 from pathlib import Path
 
-from pyramind.models.api import Message
-from pyramind.models.instructions import Detected
-from pyramind.services.instructions import PatternDetector
+from models.api import Message
+from models.instructions import Detected
+from services.instructions import PatternDetector
 
 KEYS = {"instruction_following": "instruction_being_tested", "preference_following": "preference_being_tested"}
 

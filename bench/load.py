@@ -2,7 +2,7 @@
 
 Run: `.venv/bin/python -m bench.load --duration 600 --rate 100` (10 minutes; `--duration 60` for a check).
 
-A `python -m pyramind.server.main` process is started on 127.0.0.1 (a free port) over a fresh local store in a temporary
+A `python -m server.main` process is started on 127.0.0.1 (a free port) over a fresh local store in a temporary
 folder, with the offline embedder and summariser. Requests are sent open-loop: arrivals are scheduled at `--rate`
 per second (Poisson, seeded) whatever the answers, each a remember (`--remember-share`, default 30%: two new
 messages into one of `--conversations`) or a query (top 5 over everything). A request's latency runs from its
@@ -47,7 +47,7 @@ GROWTH_LIMIT = 0.10
 WORDS = ("garden lake cabin violin bakery report sister cat train museum recipe budget concert hiking doctor "
          "birthday holiday piano painting football camera kitchen library market river island project").split()
 USAGE = """Open-loop mix of remember (`--remember-share`, two messages each) and query (top 5) against a real
-`python -m pyramind.server.main` on 127.0.0.1 over a fresh local store; every 10 s: error rate, latency
+`python -m server.main` on 127.0.0.1 over a fresh local store; every 10 s: error rate, latency
 p50/p95/p99 and the
 server's RSS. Run on a quiet machine (10 minutes):
 
@@ -109,7 +109,7 @@ class Server:
         env.update(extra or {})  # more settings (the remember-latency and fairness benchmarks)
         self.log_path = folder / "server.log"
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "pyramind.server.main"], cwd=folder, env=env,
+            self.proc = subprocess.Popen([sys.executable, "-m", "server.main"], cwd=folder, env=env,
                                          stdout=log,
                                          stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
 
@@ -149,7 +149,7 @@ class Server:
 
 
 def _setting_names() -> set[str]:
-    from pyramind.models.settings import Settings
+    from models.settings import Settings
 
     return {name.upper() for name in Settings.model_fields}
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from pyramind.services.embedding import Embedder
-from pyramind.services.summarising import Summariser
-from pyramind.services.tokens import count_tokens
+from services.embedding import Embedder
+from services.summarising import Summariser
+from services.tokens import count_tokens
 
 
 class CountingEmbedder:

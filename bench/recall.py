@@ -21,11 +21,11 @@ from pathlib import Path
 
 from bench import common, dataset, metrics, report
 from bench.cache import CachingEmbedder
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Query, QueryFilter
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.tokens import count_tokens
+from datastore.memory import Memory
+from models.api import Query, QueryFilter
+from models.settings import Settings
+from services.embedding import LocalEmbedder
+from services.tokens import count_tokens
 
 BUDGETS = (250, 500, 1000, 2000)
 TOP_K = 40  # enough items to fill the largest budget

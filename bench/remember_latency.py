@@ -1,7 +1,7 @@
 """Remember latency with a slow LLM summariser: /remember must not wait for a model.
 
 A loopback OpenAI-compatible server (bench/openai_loopback.py) answers each chat completion after `--delay`
-seconds (default 2). A real `python -m pyramind.server.main` (local store, local embedder, SUMMARISER=openai pointed at
+seconds (default 2). A real `python -m server.main` (local store, local embedder, SUMMARISER=openai pointed at
 the loopback) gets `--calls` remember calls of 10 LoCoMo messages each, spread over `--conversations`
 conversations, open-loop at `--rate` calls per second. Measured:
 - remember latency over HTTP (p50/p95/max; target p95 <= 100 ms);

@@ -42,12 +42,12 @@ import numpy as np
 
 from bench import common, dataset, speed_report, synthetic
 from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.read import ranking
-from pyramind.models.api import DEFAULT_NAMESPACE, QueryFilter
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.read import ranking
+from models.api import DEFAULT_NAMESPACE, QueryFilter
+from models.settings import Settings
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 
 DIR = common.OUT / "speed"
 TOKEN = "speed-bench-token"
@@ -194,8 +194,8 @@ def serve_child(db: str, port: int) -> None:
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
 
-    from pyramind.server.app import create_app
-    from pyramind.server.main import one_blas_thread
+    from server.app import create_app
+    from server.main import one_blas_thread
 
     one_blas_thread()  # as `pyramind serve` does
     settings = _settings(db, bearer_token=TOKEN, port=port, pending_retry_seconds=0)

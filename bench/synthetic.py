@@ -20,11 +20,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 
 from bench import dataset
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.storage import SourceRow, WriteBatch
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.services.tree import Frontier, roll_up
+from datastore.memory import Memory
+from datastore.storage import SourceRow, WriteBatch
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from services.tree import Frontier, roll_up
 
 PER_SOURCE = 1000
 CENTRES = 2000

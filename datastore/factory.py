@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.storage import Storage
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import Embedder, make_embedder
-from pyramind.services.errors import StoreError
-from pyramind.services.instructions import Detector, make_detector
-from pyramind.services.summarising import Summariser, make_summariser
+from datastore.memory import Memory
+from datastore.storage import Storage
+from models.settings import Settings
+from services.embedding import Embedder, make_embedder
+from services.errors import StoreError
+from services.instructions import Detector, make_detector
+from services.summarising import Summariser, make_summariser
 
 
 def open_storage(settings: Settings, dimension: int) -> Storage:
@@ -22,19 +22,19 @@ def open_storage(settings: Settings, dimension: int) -> Storage:
     """
     choice = settings.resolved_datastore
     if choice == "local":
-        from pyramind.datastore.providers.local import LocalStorage
+        from datastore.providers.local import LocalStorage
 
         return LocalStorage(settings, dimension)
     if choice == "postgres":
         try:
-            from pyramind.datastore.providers.pgvector import PgVectorStorage
+            from datastore.providers.pgvector import PgVectorStorage
         except ImportError as exc:
             raise StoreError(f"DATASTORE=postgres needs: pip install 'pyramind[postgres]' ({exc})") from exc
 
         return PgVectorStorage(settings, dimension)
     if choice == "pinecone":
         try:
-            from pyramind.datastore.providers.pinecone import PineconeStorage
+            from datastore.providers.pinecone import PineconeStorage
         except ImportError as exc:
             raise StoreError(f"DATASTORE=pinecone needs: pip install 'pyramind[pinecone]' ({exc})") from exc
 

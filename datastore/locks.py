@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from tenacity import RetryError, Retrying, retry_if_exception_type, stop_after_attempt, wait_random_exponential
 
-from pyramind.services.errors import ConflictError
+from services.errors import ConflictError
 
 T = TypeVar("T")
 COMMIT_ATTEMPTS = 12

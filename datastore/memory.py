@@ -25,29 +25,29 @@ threads. `open_memory` (datastore/factory.py) opens the configured Storage and c
 
 from __future__ import annotations
 
-from pyramind.datastore.context.assemble import ContextAssembler
-from pyramind.datastore.context.core import CoreMemory
-from pyramind.datastore.indexing.steps import IndexSteps
-from pyramind.datastore.lifetime.forks import Forks
-from pyramind.datastore.lifetime.instructions import Instructions
-from pyramind.datastore.lifetime.policy import ForgettingPolicy
-from pyramind.datastore.lifetime.sessions import Sessions
-from pyramind.datastore.lifetime.visits import Visits
-from pyramind.datastore.locks import SourceLocks
-from pyramind.datastore.read.find import Finder
-from pyramind.datastore.read.listing import Listing
-from pyramind.datastore.read.query import Reader
-from pyramind.datastore.read.stats import Describer
-from pyramind.datastore.storage import Storage
-from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.delete import Deleter
-from pyramind.datastore.write.instructions import InstructionKeeper
-from pyramind.datastore.write.remember import Writer
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import Embedder
-from pyramind.services.errors import EmbeddingMismatchError
-from pyramind.services.instructions import Detector
-from pyramind.services.summarising import Summariser
+from datastore.context.assemble import ContextAssembler
+from datastore.context.core import CoreMemory
+from datastore.indexing.steps import IndexSteps
+from datastore.lifetime.forks import Forks
+from datastore.lifetime.instructions import Instructions
+from datastore.lifetime.policy import ForgettingPolicy
+from datastore.lifetime.sessions import Sessions
+from datastore.lifetime.visits import Visits
+from datastore.locks import SourceLocks
+from datastore.read.find import Finder
+from datastore.read.listing import Listing
+from datastore.read.query import Reader
+from datastore.read.stats import Describer
+from datastore.storage import Storage
+from datastore.write.build import TreeBuilder
+from datastore.write.delete import Deleter
+from datastore.write.instructions import InstructionKeeper
+from datastore.write.remember import Writer
+from models.settings import Settings
+from services.embedding import Embedder
+from services.errors import EmbeddingMismatchError
+from services.instructions import Detector
+from services.summarising import Summariser
 
 
 class Memory:

@@ -30,12 +30,12 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pyramind.models.api import DeleteFilter, QueryFilter
-from pyramind.models.core import CoreEntry
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
-from pyramind.models.time import utc
-from pyramind.services.instructions import said_order
+from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
+from models.instructions import Instruction
+from models.memory import MemoryNode, SourceType, StoredMessage
+from models.time import utc
+from services.instructions import said_order
 
 Hits = list[tuple[MemoryNode, float]]
 """[(node, score)], best first; the score's scale is the search's own (cosine, BM25...)."""

@@ -14,10 +14,10 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.tree import Tree
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import DEFAULT_NAMESPACE, Query, QueryFilter, RememberRequest
-from pyramind.models.memory import MemoryNode
-from pyramind.models.settings import Settings
+from datastore.memory import Memory
+from models.api import DEFAULT_NAMESPACE, Query, QueryFilter, RememberRequest
+from models.memory import MemoryNode
+from models.settings import Settings
 
 app = typer.Typer(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
 console = Console()
@@ -33,7 +33,7 @@ Db = Annotated[
 def _settings(db: Path | None) -> Settings:
     """Settings from the environment (a bad value: one line and exit 2), with `--db` (when given) choosing the
     local store at that file."""
-    from pyramind.server.main import settings_or_exit
+    from server.main import settings_or_exit
 
     settings = settings_or_exit()
     if db is not None:
@@ -45,7 +45,7 @@ def _store(settings: Settings, create: bool = False) -> Memory:
     """The opened store, after printing where it is (stderr). A read command (`create` False) refuses a local
     file that does not exist rather than creating an empty one; a store that cannot be opened is one line on
     stderr and exit status 1."""
-    from pyramind.datastore.factory import open_memory, store_location
+    from datastore.factory import open_memory, store_location
 
     where = store_location(settings)
     if settings.resolved_datastore == "local" and not create and not settings.local_db_path.exists():
@@ -56,7 +56,7 @@ def _store(settings: Settings, create: bool = False) -> Memory:
     try:
         return open_memory(settings)
     except Exception as exc:  # any provider, any cause: one line, not a traceback
-        from pyramind.server.main import open_error
+        from server.main import open_error
 
         status.print(f"[red]cannot open the store ({where}):[/red] {open_error(exc)}", highlight=False)
         raise typer.Exit(1) from None
@@ -65,7 +65,7 @@ def _store(settings: Settings, create: bool = False) -> Memory:
 def serve_settings(settings: Settings, local: bool, host: str | None, port: int | None) -> Settings:
     """What `pyramind serve` runs with: the settings with `--host`/`--port` applied, and in local mode the local
     settings on that port (whose OpenAPI `servers` entry and ai-plugin.json name it)."""
-    from pyramind.local_server.main import local_settings
+    from local_server.main import local_settings
 
     if local:
         return local_settings(settings, host, port)
@@ -81,11 +81,11 @@ def serve(
     db: Db = None,
 ) -> None:
     """Run the HTTP server (settings from the environment and .env)."""
-    from pyramind.server.main import serve as run
+    from server.main import serve as run
 
     settings = serve_settings(_settings(db), local, host, port)
     try:
-        from pyramind.server.auth import check_auth_settings
+        from server.auth import check_auth_settings
 
         check_auth_settings(settings)  # fail fast, before loading any model
     except ValueError as exc:  # one line on stderr, like a bad setting
@@ -106,8 +106,8 @@ def import_(
 ) -> None:
     """Remember every conversation in a chat-history file, with a progress bar; or restore a `pyramind export`
     dump exactly (detected from its first line)."""
-    from pyramind.local_server.lifetime_cli import import_dump_file, looks_like_dump
-    from pyramind.services.importers import read
+    from local_server.lifetime_cli import import_dump_file, looks_like_dump
+    from services.importers import read
 
     if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
         raise typer.BadParameter("--format must be auto, locomo, chatgpt, jsonl or dump")
@@ -155,7 +155,7 @@ def query(
     db: Db = None,
 ) -> None:
     """Search memories and print the best, with their date and conversation."""
-    from pyramind.datastore.read.ranking import MODES
+    from datastore.read.ranking import MODES
 
     if mode is not None and mode not in MODES:
         raise typer.BadParameter(f"one of {', '.join(MODES)}", param_hint="--mode")
@@ -190,7 +190,7 @@ def show(
     db: Db = None,
 ) -> None:
     """Print a memory and its subtree down to the L1 chunks."""
-    from pyramind.services.errors import NotFoundError
+    from services.errors import NotFoundError
 
     store = _store(_settings(db))
     try:
@@ -268,9 +268,9 @@ def migrate(
     Both providers are configured from the environment (LOCAL_DB_PATH, POSTGRES_URL, PINECONE_*). Resumable:
     run it again after an interruption and finished conversations are skipped.
     """
-    from pyramind.datastore.factory import open_memory
-    from pyramind.datastore.portability.migrate import migrate_memory
-    from pyramind.services.errors import PyramindError
+    from datastore.factory import open_memory
+    from datastore.portability.migrate import migrate_memory
+    from services.errors import PyramindError
 
     providers = ("local", "postgres", "pinecone")
     if source not in providers or target not in providers or source == target:
@@ -310,7 +310,7 @@ def mcp(
     Opens the store configured in the environment (.env), creating it on first use; a local process the user
     starts, so no token is asked. Its status lines go to stderr: stdout carries only the protocol.
     """
-    from pyramind.server.mcp_tools import build_mcp
+    from server.mcp_tools import build_mcp
 
     settings = _settings(db)
     store = _store(settings, create=True)
@@ -332,8 +332,8 @@ def openapi(
 
     from pydantic import SecretStr
 
-    from pyramind.local_server.main import local_settings
-    from pyramind.server.app import create_app
+    from local_server.main import local_settings
+    from server.app import create_app
 
     settings = _settings(None)
     if local:
@@ -354,7 +354,7 @@ def openapi(
         typer.echo(text, nl=False)
 
 
-from pyramind.local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
+from local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
 
 _register_lifetime(app)
 

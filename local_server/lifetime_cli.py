@@ -21,7 +21,7 @@ Db = Annotated[  # as local_server.cli.Db (typer reads the annotation from this 
 
 def looks_like_dump(path: Path) -> bool:
     """Whether the file is a `pyramind export` dump (its first line is the dump header)."""
-    from pyramind.datastore.portability.dump import is_dump
+    from datastore.portability.dump import is_dump
 
     with path.open(encoding="utf-8", errors="replace") as f:
         return is_dump(f.readline())
@@ -30,12 +30,12 @@ def looks_like_dump(path: Path) -> bool:
 def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) -> None:
     """Restore a dump into the configured store (created when missing); exits 2 naming the bad line (nothing
     written)."""
-    from pyramind.local_server.cli import _settings, _store, console
-    from pyramind.services.errors import PyramindError
+    from local_server.cli import _settings, _store, console
+    from services.errors import PyramindError
 
     store = _store(_settings(db), create=True)
     try:
-        from pyramind.datastore.portability.dump import import_dump
+        from datastore.portability.dump import import_dump
 
         with path.open(encoding="utf-8") as f:
             report = import_dump(store, f, namespace)
@@ -51,7 +51,7 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
 
 def register(app: typer.Typer) -> None:
     """Add the lifetime commands to the `pyramind` CLI."""
-    from pyramind.local_server.cli import _settings, _store, console
+    from local_server.cli import _settings, _store, console
 
     @app.command()
     def forget(
@@ -95,7 +95,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Write every conversation, document, message, node, visit, pin and core memory entry as a JSONL dump
         (`pyramind import` restores it into any provider)."""
-        from pyramind.datastore.portability.dump import export_lines
+        from datastore.portability.dump import export_lines
 
         store = _store(_settings(db))
         try:

@@ -1,12 +1,12 @@
-"""`python -m pyramind.local_server.main`: the same app as `server`, with local settings (no auth, CORS, port 3333).
+"""`python -m local_server.main`: the same app as `server`, with local settings (no auth, CORS, port 3333).
 
 For trying Pyramind as a ChatGPT plugin or GPT Action on your own machine; bind stays on 127.0.0.1.
 """
 
 from __future__ import annotations
 
-from pyramind.models.settings import Settings
-from pyramind.server.main import serve
+from models.settings import Settings
+from server.main import serve
 
 LOCAL_PORT = 3333
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
@@ -34,7 +34,7 @@ def local_settings(base: Settings | None = None, host: str | None = None, port: 
 
 
 def start() -> None:
-    from pyramind.server.main import settings_or_exit
+    from server.main import settings_or_exit
 
     serve(local_settings(settings_or_exit()))
 

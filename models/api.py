@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
 
-from pyramind.models.memory import SourceType
+from models.memory import SourceType
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
 MAX_LEVEL_FILTER = 64

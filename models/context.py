@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pyramind.models.api import IsoDateTime, RetrievalMode, namespace_field
+from models.api import IsoDateTime, RetrievalMode, namespace_field
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pyramind.models.api import namespace_field
+from models.api import namespace_field
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from pyramind.models.api import IsoDateTime, namespace_field
-from pyramind.models.memory import SourceType
+from models.api import IsoDateTime, namespace_field
+from models.memory import SourceType
 
 MAX_PATTERN_CHARS = 1000
 MARK_OPEN, MARK_CLOSE = "**", "**"

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pyramind.models.api import NAMESPACE_PATTERN
+from models.api import NAMESPACE_PATTERN
 
 InstructionKind = Literal["instruction", "preference"]
 """instruction: a rule for the assistant's future behaviour; preference: a durable taste or constraint."""

@@ -9,8 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from pyramind.models.api import NAMESPACE_PATTERN, NodeView
-from pyramind.models.memory import SourceType
+from models.api import NAMESPACE_PATTERN, NodeView
+from models.memory import SourceType
 
 MAX_LIST_LIMIT = 100
 

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
-from pyramind.models.api import RetrievalMode
+from models.api import RetrievalMode
 
 # RFC 7518 §3.2: an HMAC key must be at least as long as the hash output.
 JWT_HMAC_MIN_BYTES = {"HS256": 32, "HS384": 48, "HS512": 64}

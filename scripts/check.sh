@@ -1,13 +1,8 @@
 #!/usr/bin/env bash
-# Lint and type-check the project as installed: ruff over the tree, mypy over the `pyramind` package, bench/ and
-# tests/. The repository's top-level folders are `pyramind`'s subpackages (pyproject.toml, package-dir), a
-# mapping mypy cannot read from the editable install, so a tree of links under build/typecheck gives it the
-# import names the code uses (`pyramind.server` -> server/, ...).
+# Lint and type-check the project from the repository root, where every import resolves as it does installed:
+# ruff over the tree, mypy over the packages, bench/ and tests/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=".venv/bin/python"
-shadow="build/typecheck/pyramind"
-rm -rf build/typecheck && mkdir -p "$shadow"
-for d in models services datastore server local_server; do ln -s "$PWD/$d" "$shadow/$d"; done
 "$py" -m ruff check .
-MYPYPATH=build/typecheck "$py" -m mypy -p pyramind -p bench -p tests
+"$py" -m mypy -p models -p services -p datastore -p server -p local_server -p bench -p tests

@@ -9,22 +9,22 @@ from datetime import timedelta
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.indexing.background import Indexer
-from pyramind.datastore.memory import Memory
-from pyramind.models.settings import Settings
-from pyramind.server.auth import install_auth, rate_limit_key
-from pyramind.server.context_routes import context_api
-from pyramind.server.conversations import conversations
-from pyramind.server.errors import install_error_handlers
-from pyramind.server.find_routes import explore
-from pyramind.server.instruction_routes import instructions_api
-from pyramind.server.lifetime import lifetime
-from pyramind.server.mcp_http import mount_mcp
-from pyramind.server.openapi import GPTActionsOpenAPI
-from pyramind.server.routes import api
-from pyramind.server.ui import install_ui
-from pyramind.server.wellknown import wellknown
+from datastore.factory import open_memory
+from datastore.indexing.background import Indexer
+from datastore.memory import Memory
+from models.settings import Settings
+from server.auth import install_auth, rate_limit_key
+from server.context_routes import context_api
+from server.conversations import conversations
+from server.errors import install_error_handlers
+from server.find_routes import explore
+from server.instruction_routes import instructions_api
+from server.lifetime import lifetime
+from server.mcp_http import mount_mcp
+from server.openapi import GPTActionsOpenAPI
+from server.routes import api
+from server.ui import install_ui
+from server.wellknown import wellknown
 
 log = logging.getLogger(__name__)
 

@@ -18,10 +18,10 @@ from jose import ExpiredSignatureError, jwt
 from jose.exceptions import JOSEError
 from quart import Quart, Response, g, request
 
-from pyramind.models.api import DEFAULT_NAMESPACE, is_namespace
-from pyramind.models.settings import Settings
-from pyramind.server.errors import error_response
-from pyramind.services.errors import PyramindError
+from models.api import DEFAULT_NAMESPACE, is_namespace
+from models.settings import Settings
+from server.errors import error_response
+from services.errors import PyramindError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/legal", "/favicon.ico"})
 NUMERIC_CLAIMS = ("exp", "nbf", "iat")

@@ -9,10 +9,10 @@ from typing import Any, ParamSpec, TypeVar
 from quart import current_app, request
 from quart_schema import document_response
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import NAMESPACE_PATTERN, ErrorResponse, is_namespace
-from pyramind.server.auth import resolve_namespace
-from pyramind.services.errors import InvalidRequestError
+from datastore.memory import Memory
+from models.api import NAMESPACE_PATTERN, ErrorResponse, is_namespace
+from server.auth import resolve_namespace
+from services.errors import InvalidRequestError
 
 P = ParamSpec("P")
 T = TypeVar("T")

@@ -11,11 +11,11 @@ import re
 from quart import Blueprint, request
 from quart_schema import operation_id, tag, validate_request, validate_response
 
-from pyramind.models.context import ContextRequest, ContextResponse
-from pyramind.models.core import CoreDeleteResponse, CoreListResponse, CorePutRequest, CorePutResponse
-from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_memory, errors, off_loop, query_namespace
-from pyramind.services.errors import InvalidRequestError
+from models.context import ContextRequest, ContextResponse
+from models.core import CoreDeleteResponse, CoreListResponse, CorePutRequest, CorePutResponse
+from server.auth import resolve_namespace
+from server.common import app_memory, errors, off_loop, query_namespace
+from services.errors import InvalidRequestError
 
 context_api = Blueprint("context_api", __name__)
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 from quart import Blueprint
 from quart_schema import operation_id, tag, validate_querystring, validate_response
 
-from pyramind.models.listing import ListQuery, MessageList, MessagesQuery, NamespaceQuery, SourceDetail, SourceList
-from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_memory, errors, off_loop
+from models.listing import ListQuery, MessageList, MessagesQuery, NamespaceQuery, SourceDetail, SourceList
+from server.auth import resolve_namespace
+from server.common import app_memory, errors, off_loop
 
 conversations = Blueprint("conversations", __name__)
 

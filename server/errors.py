@@ -10,7 +10,7 @@ from quart import Quart, Response, current_app, jsonify, request
 from quart_schema import RequestSchemaValidationError
 from werkzeug.exceptions import BadRequest, HTTPException
 
-from pyramind.services.errors import PyramindError
+from services.errors import PyramindError
 
 log = logging.getLogger(__name__)
 

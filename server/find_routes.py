@@ -9,11 +9,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from quart import Blueprint, current_app
 from quart_schema import operation_id, tag, validate_querystring, validate_request, validate_response
 
-from pyramind.models.api import namespace_field
-from pyramind.models.find import FindRequest, FindResponse, StatsResponse
-from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_memory, errors, off_loop
-from pyramind.server.fit import fit_find
+from models.api import namespace_field
+from models.find import FindRequest, FindResponse, StatsResponse
+from server.auth import resolve_namespace
+from server.common import app_memory, errors, off_loop
+from server.fit import fit_find
 
 explore = Blueprint("explore", __name__)
 

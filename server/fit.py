@@ -13,8 +13,8 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from pyramind.models.api import QueryResponse
-from pyramind.models.find import FindResponse
+from models.api import QueryResponse
+from models.find import FindResponse
 
 M = TypeVar("M", bound=BaseModel)
 

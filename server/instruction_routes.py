@@ -9,10 +9,10 @@ from __future__ import annotations
 from quart import Blueprint
 from quart_schema import operation_id, tag, validate_querystring, validate_response
 
-from pyramind.models.instructions import InstructionDeleteResponse, InstructionList, InstructionsQuery
-from pyramind.models.listing import NamespaceQuery
-from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_memory, errors, off_loop
+from models.instructions import InstructionDeleteResponse, InstructionList, InstructionsQuery
+from models.listing import NamespaceQuery
+from server.auth import resolve_namespace
+from server.common import app_memory, errors, off_loop
 
 instructions_api = Blueprint("instructions_api", __name__)
 

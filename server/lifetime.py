@@ -12,8 +12,8 @@ import logging
 from quart import Blueprint, Response, current_app, request
 from quart_schema import hide, operation_id, tag, validate_request, validate_response
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.lifetime import (
+from datastore.memory import Memory
+from models.lifetime import (
     ForgetReport,
     ForgetRequest,
     ForkRequest,
@@ -21,9 +21,9 @@ from pyramind.models.lifetime import (
     PinResponse,
     SessionsResponse,
 )
-from pyramind.server.auth import resolve_namespace
-from pyramind.server.common import app_memory, errors, off_loop, query_namespace
-from pyramind.services.errors import InvalidRequestError
+from server.auth import resolve_namespace
+from server.common import app_memory, errors, off_loop, query_namespace
+from services.errors import InvalidRequestError
 
 lifetime = Blueprint("lifetime", __name__)
 log = logging.getLogger(__name__)
@@ -155,7 +155,7 @@ async def export_memories() -> Response:
     flag = request.args.get("embeddings", "false").lower()
     if flag not in ("true", "false"):
         raise InvalidRequestError("embeddings must be true or false", "embeddings")
-    from pyramind.datastore.portability.dump import export_lines
+    from datastore.portability.dump import export_lines
 
     memory = app_memory()
     lines = await off_loop(lambda: [line + "\n" for line in export_lines(memory, [ns], flag == "true")])

@@ -1,4 +1,4 @@
-"""`python -m pyramind.server.main`: serve the API with hypercorn, settings from the environment."""
+"""`python -m server.main`: serve the API with hypercorn, settings from the environment."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import sys
 
 from pydantic import ValidationError
 
-from pyramind.models.settings import Settings
+from models.settings import Settings
 
 
 def open_error(exc: BaseException) -> str:
@@ -21,7 +21,7 @@ def open_error(exc: BaseException) -> str:
 def check_store(settings: Settings) -> str:
     """Open and close the configured store once, so a store that cannot be opened is one clear line on stderr
     and exit status 1 (not a traceback from inside the server); returns its location (never a secret)."""
-    from pyramind.datastore.factory import open_memory, store_location
+    from datastore.factory import open_memory, store_location
 
     where = store_location(settings)
     try:
@@ -47,9 +47,9 @@ def serve(settings: Settings) -> None:
     from hypercorn.asyncio import serve as hypercorn_serve
     from hypercorn.config import Config
 
-    from pyramind.server import http_errors
-    from pyramind.server.app import create_app
-    from pyramind.server.auth import check_auth_settings
+    from server import http_errors
+    from server.app import create_app
+    from server.auth import check_auth_settings
 
     try:
         check_auth_settings(settings)  # a missing key: one line, before the store and the model are loaded

@@ -20,10 +20,10 @@ from mcp.server.transport_security import TransportSecuritySettings
 from quart import Quart
 from quart_rate_limiter import RateLimiter
 
-from pyramind.models.settings import Settings
-from pyramind.server.auth import Authenticator
-from pyramind.server.errors import too_large_message
-from pyramind.server.mcp_tools import PRINCIPAL_KEY, build_mcp
+from models.settings import Settings
+from server.auth import Authenticator
+from server.errors import too_large_message
+from server.mcp_tools import PRINCIPAL_KEY, build_mcp
 
 MCP_PATH = "/mcp"
 LOCAL_HOSTS = ["127.0.0.1:*", "localhost:*", "[::1]:*"]

@@ -23,9 +23,9 @@ from mcp.server.mcpserver.exceptions import ToolError
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
-from pyramind.datastore.indexing.background import Indexer
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import (
+from datastore.indexing.background import Indexer
+from datastore.memory import Memory
+from models.api import (
     MAX_LEVEL_FILTER,
     DeleteFilter,
     DeleteRequest,
@@ -39,21 +39,21 @@ from pyramind.models.api import (
     RememberResponse,
     RetrievalMode,
 )
-from pyramind.models.context import ContextRequest, ContextResponse
-from pyramind.models.core import (
+from models.context import ContextRequest, ContextResponse
+from models.core import (
     MAX_TTL_SECONDS,
     CoreDeleteResponse,
     CoreListResponse,
     CorePutRequest,
     CorePutResponse,
 )
-from pyramind.models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
-from pyramind.models.instructions import InstructionDeleteResponse, InstructionList
-from pyramind.models.settings import Settings
-from pyramind.server.auth import Principal, namespace_for
-from pyramind.server.common import off_loop
-from pyramind.server.fit import fit_find, fit_query
-from pyramind.services.errors import PyramindError
+from models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
+from models.instructions import InstructionDeleteResponse, InstructionList
+from models.settings import Settings
+from server.auth import Principal, namespace_for
+from server.common import off_loop
+from server.fit import fit_find, fit_query
+from services.errors import PyramindError
 
 F = TypeVar("F", bound=Callable[..., Any])
 PRINCIPAL_KEY = "pyramind.principal"  # where server/mcp_http.py leaves the caller in the ASGI scope

@@ -16,7 +16,7 @@ from typing import Any
 from quart_schema import OpenAPIProvider
 from quart_schema.openapi import QUART_SCHEMA_OPERATION_ID_ATTRIBUTE
 
-from pyramind.models.settings import Settings
+from models.settings import Settings
 
 # (component schema, property) -> (JSON-schema keyword, setting); missing components are skipped (a route
 # module that another build leaves out)

@@ -16,8 +16,8 @@ from quart_schema import (
     validate_response,
 )
 
-from pyramind.datastore.indexing.background import Indexer
-from pyramind.models.api import (
+from datastore.indexing.background import Indexer
+from models.api import (
     NAMESPACE_PATTERN,
     DeleteRequest,
     DeleteResponse,
@@ -32,10 +32,10 @@ from pyramind.models.api import (
     UpsertResponse,
     is_namespace,
 )
-from pyramind.server.auth import readable_namespaces, resolve_namespace
-from pyramind.server.common import app_memory, errors, off_loop
-from pyramind.server.fit import fit_query
-from pyramind.services.errors import InvalidRequestError
+from server.auth import readable_namespaces, resolve_namespace
+from server.common import app_memory, errors, off_loop
+from server.fit import fit_query
+from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
 

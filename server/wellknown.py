@@ -15,7 +15,7 @@ import yaml
 from quart import Blueprint, Response, abort, current_app, send_file
 from quart_schema import hide
 
-from pyramind.models.settings import Settings
+from models.settings import Settings
 
 WELL_KNOWN_DIR = Path(__file__).resolve().parent.parent / ".well-known"
 

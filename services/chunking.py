@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from pyramind.models.memory import StoredMessage
-from pyramind.services import tokens as tok
+from models.memory import StoredMessage
+from services import tokens as tok
 
 _SENTENCE_END = (b".", b"!", b"?")
 _CLOSERS = b"\"')]\xe2\x80\x9d\xe2\x80\x99"  # quotes and brackets that may follow the full stop

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pyramind.models.settings import Settings
-from pyramind.services.embedders.openai_api import OpenAIEmbedder
-from pyramind.services.embedders.priority import PriorityBatcher
+from models.settings import Settings
+from services.embedders.openai_api import OpenAIEmbedder
+from services.embedders.priority import PriorityBatcher
 
 LOCAL_MODEL = "all-MiniLM-L6-v2"
 LOCAL_DIMENSION = 384
@@ -109,7 +109,7 @@ class LocalEmbedder(_LocalModel):
         super().__init__(workers, batch_size, bulk_batch)
 
     def _load(self) -> Any:
-        from pyramind.services.embedders.onnx_minilm import OnnxMiniLM
+        from services.embedders.onnx_minilm import OnnxMiniLM
 
         return OnnxMiniLM(threads=self._threads)
 
@@ -129,7 +129,7 @@ class SentenceTransformersEmbedder(_LocalModel):
 
     def __init__(self, path: str | None = None, dimension: int | None = None, threads: int = 1,
                  batch_size: int = 32, workers: int = 1, bulk_batch: int = 8) -> None:
-        from pyramind.services.embedders import sentence_transformers as st
+        from services.embedders import sentence_transformers as st
 
         self._path = Path(path).expanduser() if path else st.default_model_path()
         self._threads = threads
@@ -145,7 +145,7 @@ class SentenceTransformersEmbedder(_LocalModel):
         self._model = preloaded
 
     def _load(self) -> Any:
-        from pyramind.services.embedders import sentence_transformers as st
+        from services.embedders import sentence_transformers as st
 
         return st.load(self._path, self._threads)
 

@@ -60,9 +60,9 @@ from typing import Literal
 
 import Stemmer
 
-from pyramind.services.chunking import CONTINUATION
-from pyramind.services.terms import STOP_WORDS
-from pyramind.services.tokens import count_tokens
+from services.chunking import CONTINUATION
+from services.terms import STOP_WORDS
+from services.tokens import count_tokens
 
 ELISION = "…"
 _MARK = ELISION + " "

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pyramind.models.api import Message
+from models.api import Message
 
 Format = Literal["auto", "locomo", "chatgpt", "jsonl"]
 BATCH = 200

@@ -19,13 +19,13 @@ from typing import Any, Literal, Protocol
 import numpy as np
 from pydantic import BaseModel, Field, ValidationError
 
-from pyramind.models.api import Message
-from pyramind.models.instructions import Detected, Instruction
-from pyramind.models.settings import Settings
-from pyramind.services import instruction_rules as rules
-from pyramind.services.embedding import Embedder
-from pyramind.services.openai_client import openai_client
-from pyramind.services.speakers import is_human
+from models.api import Message
+from models.instructions import Detected, Instruction
+from models.settings import Settings
+from services import instruction_rules as rules
+from services.embedding import Embedder
+from services.openai_client import openai_client
+from services.speakers import is_human
 
 log = logging.getLogger(__name__)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from pyramind.models.settings import Settings
-from pyramind.services.errors import PyramindError
+from models.settings import Settings
+from services.errors import PyramindError
 
 
 class OpenAIMissingError(PyramindError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from datetime import datetime, timedelta
 
-from pyramind.models.memory import StoredMessage
+from models.memory import StoredMessage
 
 
 def inferred_session_id(created_at: datetime | None) -> str:

@@ -14,11 +14,11 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Protocol
 
-from pyramind.models.settings import Settings
-from pyramind.services import tokens as tok
-from pyramind.services.chunking import CONTINUATION
-from pyramind.services.openai_client import openai_client
-from pyramind.services.speakers import is_human
+from models.settings import Settings
+from services import tokens as tok
+from services.chunking import CONTINUATION
+from services.openai_client import openai_client
+from services.speakers import is_human
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from pyramind.models.memory import MemoryNode, SourceType
-from pyramind.services import tokens as tok
-from pyramind.services.chunking import TokenStream, Window, window_meta
-from pyramind.services.sessions import sessions_of
+from models.memory import MemoryNode, SourceType
+from services import tokens as tok
+from services.chunking import TokenStream, Window, window_meta
+from services.sessions import sessions_of
 
 SummariseFn = Callable[[list[str], str | None], tuple[str, str]]
 

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.providers.local import LocalStorage
-from pyramind.datastore.storage import MarkTable, TextSearch
-from pyramind.models.api import Message
-from pyramind.models.settings import Settings
-from pyramind.services import importers
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from datastore.providers.local import LocalStorage
+from datastore.storage import MarkTable, TextSearch
+from models.api import Message
+from models.settings import Settings
+from services import importers
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 
 TOKEN = "test-token"
 # LoCoMo (see README, "Tests"): `shared/bench/data/locomo_dev.json` beside the checkout, or PYRAMIND_LOCOMO
@@ -78,7 +78,7 @@ def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[Memory]:
 
 @pytest.fixture
 async def client(settings: Settings, store: Memory) -> AsyncIterator[object]:
-    from pyramind.server.app import create_app
+    from server.app import create_app
 
     app = create_app(settings, store)
     async with app.test_app() as test_app:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from pyramind.models.memory import MemoryNode
-from pyramind.services import tokens
+from models.memory import MemoryNode
+from services import tokens
 
 
 def check_tree(nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: int, max_level: int = 99,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pyramind.models.settings import Settings
+from models.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[1]
 KEYS = [name.upper() for name in Settings.model_fields]

@@ -1,50 +1,78 @@
-"""The installed package: one import name, `pyramind`, holding every folder of the project's code.
+"""The installed packages: the repository's top-level folders under their own names, as the design card lays them out.
 
-The repository's top-level folders (models, services, datastore, server, local_server) are the subpackages of
-`pyramind` (pyproject.toml maps the name onto the repository). A folder missing from the package list would be
-absent from a user's wheel although every test here passes through the editable install; an import by the bare
-folder name would load a second copy of a module (two `Settings` classes, two caches) wherever the repository
-happens to be on sys.path.
+`models`, `services`, `datastore`, `server` and `local_server` are installed packages (pyproject.toml, poetry-core),
+so `from datastore.memory import Memory` means the same thing to the interpreter, mypy, an IDE and an import graph,
+from the repository root with no set-up. The wheel a user installs must hold exactly the modules the editable install
+serves from this tree (a folder missing from it would pass every test here and fail on a user's machine), and no
+module may reach the code through a second name (`pyramind.server`), which would load a second copy of a module (two
+`Settings` classes, two caches).
 """
 
 from __future__ import annotations
 
+import os
 import re
-import tomllib
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CODE = ("models", "services", "datastore", "server", "local_server")
-BARE_IMPORT = re.compile(rf"^\s*(from|import) ({'|'.join(CODE)})(\.|\s|$)", re.M)
+SECOND_NAME = re.compile(r"^\s*(from|import) pyramind\b", re.M)
 
 
-def test_every_code_folder_is_a_listed_subpackage() -> None:
-    listed = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"])
-    on_disk = {
-        "pyramind." + ".".join(init.parent.relative_to(ROOT).parts)
-        for top in CODE
-        for init in (ROOT / top).rglob("__init__.py")
-    }
-    assert on_disk, "no package folders found"
-    assert on_disk <= listed, f"folders with an __init__.py missing from [tool.setuptools] packages: {on_disk - listed}"
-    assert listed - {"pyramind"} <= on_disk, f"listed packages with no folder: {listed - {'pyramind'} - on_disk}"
+def tracked_files() -> list[str]:
+    out = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True)
+    return out.stdout.split()
 
 
-def test_no_module_imports_a_folder_by_its_bare_name() -> None:
+@pytest.fixture(scope="module")
+def wheel_files(tmp_path_factory: pytest.TempPathFactory) -> set[str]:
+    """The files of the wheel poetry-core builds from this tree (the build a `pip install .` runs)."""
+    from poetry.core.masonry.api import build_wheel
+
+    out = tmp_path_factory.mktemp("wheel")
+    cwd = Path.cwd()
+    try:
+        os.chdir(ROOT)
+        name = build_wheel(str(out))
+    finally:
+        os.chdir(cwd)
+    with zipfile.ZipFile(out / name) as wheel:
+        return {n for n in wheel.namelist() if ".dist-info/" not in n}
+
+
+def test_the_wheel_holds_every_module_and_file_of_the_code_folders(wheel_files: set[str]) -> None:
+    in_tree = {f for f in tracked_files() if f.split("/")[0] in CODE}
+    assert in_tree, "no tracked files under the code folders"
+    assert in_tree - wheel_files == set(), "in the tree but not in the wheel"
+    extra = {f for f in wheel_files - in_tree if not f.startswith(".well-known/")}
+    assert extra == set(), "in the wheel but not tracked in the tree"
+
+
+def test_the_wheel_holds_the_well_known_files(wheel_files: set[str]) -> None:
+    """server/wellknown.py reads `.well-known/` beside the packages, in the tree and in site-packages alike."""
+    assert {f for f in tracked_files() if f.startswith(".well-known/")} <= wheel_files
+
+
+def test_no_module_imports_through_a_second_name() -> None:
     offenders = []
     for top in (*CODE, "bench", "tests"):
         for path in (ROOT / top).rglob("*.py"):
-            for m in BARE_IMPORT.finditer(path.read_text()):
+            for m in SECOND_NAME.finditer(path.read_text()):
                 offenders.append(f"{path.relative_to(ROOT)}: {m.group(0).strip()}")
-    assert not offenders, "import these through `pyramind.`: " + "; ".join(offenders[:10])
+    assert not offenders, "import the packages by their own names: " + "; ".join(offenders[:10])
 
 
-def test_the_bare_names_are_not_importable_as_the_project(tmp_path: Path) -> None:
-    """From outside the repository, `import server` must not find this project (it is `pyramind.server`)."""
-    import subprocess
-    import sys
-
-    code = ("import importlib.util as u; "
-            "print(u.find_spec('server') is None, u.find_spec('pyramind.server') is not None)")
+def test_the_installed_packages_are_this_tree(tmp_path: Path) -> None:
+    """From outside the repository the editable install finds these folders, and `pyramind` is not a package."""
+    code = "import importlib.util as u; " + "; ".join(
+        [f"print(u.find_spec({name!r}).origin)" for name in CODE] + ["print(u.find_spec('pyramind'))"]
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True, check=True)
-    assert out.stdout.split() == ["True", "True"]
+    *origins, pyramind = out.stdout.split("\n")[:-1]
+    assert origins == [str(ROOT / name / "__init__.py") for name in CODE]
+    assert pyramind == "None"

@@ -37,15 +37,15 @@ from typing import Protocol
 
 import numpy as np
 
-from pyramind.datastore.context import evidence
-from pyramind.datastore.context.core import CoreMemory
-from pyramind.datastore.context.evidence import Shown, Texts
-from pyramind.datastore.context.render import HEADINGS, Section, template_fields
-from pyramind.datastore.lifetime.visits import Visits
-from pyramind.datastore.read.query import Reader
-from pyramind.datastore.storage import Hits, Storage
-from pyramind.models.api import QueryFilter
-from pyramind.models.context import (
+from datastore.context import evidence
+from datastore.context.core import CoreMemory
+from datastore.context.evidence import Shown, Texts
+from datastore.context.render import HEADINGS, Section, template_fields
+from datastore.lifetime.visits import Visits
+from datastore.read.query import Reader
+from datastore.storage import Hits, Storage
+from models.api import QueryFilter
+from models.context import (
     CONTEXT_FIELDS,
     DEFAULT_CONTEXT_TEMPLATE,
     MEMORY_FIELDS,
@@ -55,15 +55,15 @@ from pyramind.models.context import (
     ContextSection,
     SectionName,
 )
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.models.time import utc
-from pyramind.services import excerpts
-from pyramind.services.embedding import Embedder
-from pyramind.services.errors import InvalidRequestError
-from pyramind.services.speakers import is_human
-from pyramind.services.tokens import count_tokens
+from models.instructions import Instruction
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from models.time import utc
+from services import excerpts
+from services.embedding import Embedder
+from services.errors import InvalidRequestError
+from services.speakers import is_human
+from services.tokens import count_tokens
 
 SHARES: dict[SectionName, float] = {"core": 0.15, "instructions": 0.2, "recent": 0.35}
 RELEVANT_SHARE = 1.0  # of what core, instructions and recent turns leave: the rest is the timeline's

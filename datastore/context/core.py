@@ -14,15 +14,15 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from urllib.parse import quote
 
-from pyramind.datastore.locks import SourceLocks
-from pyramind.datastore.storage import CoreTable, Storage
-from pyramind.datastore.write.delete import Deleter
-from pyramind.datastore.write.remember import Writer
-from pyramind.models.api import DeleteRequest, Document, DocumentMetadata
-from pyramind.models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
-from pyramind.models.settings import Settings
-from pyramind.services.errors import InvalidRequestError, NotFoundError, UnsupportedError
-from pyramind.services.tokens import count_tokens
+from datastore.locks import SourceLocks
+from datastore.storage import CoreTable, Storage
+from datastore.write.delete import Deleter
+from datastore.write.remember import Writer
+from models.api import DeleteRequest, Document, DocumentMetadata
+from models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
+from models.settings import Settings
+from services.errors import InvalidRequestError, NotFoundError, UnsupportedError
+from services.tokens import count_tokens
 
 
 def core_document_id(key: str, conversation_id: str | None = None) -> str:

@@ -18,13 +18,13 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from pyramind.datastore.storage import Storage
-from pyramind.models.memory import MemoryNode
-from pyramind.services import excerpts
-from pyramind.services.chunking import render
-from pyramind.services.excerpts import Excerpt, Unit
-from pyramind.services.speakers import is_human
-from pyramind.services.tokens import count_tokens
+from datastore.storage import Storage
+from models.memory import MemoryNode
+from services import excerpts
+from services.chunking import render
+from services.excerpts import Excerpt, Unit
+from services.speakers import is_human
+from services.tokens import count_tokens
 
 STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]”’]*(?=\s|$)")

@@ -17,11 +17,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
 
-from pyramind.models.context import DATE_LINE, ContextItem, LeftOut, SectionName
-from pyramind.services.errors import InvalidRequestError
-from pyramind.services.excerpts import ELISION
-from pyramind.services.timeago import time_ago
-from pyramind.services.tokens import count_tokens
+from models.context import DATE_LINE, ContextItem, LeftOut, SectionName
+from services.errors import InvalidRequestError
+from services.excerpts import ELISION
+from services.timeago import time_ago
+from services.tokens import count_tokens
 
 HEADINGS: dict[SectionName, str] = {
     "core": "## Core memory",

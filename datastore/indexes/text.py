@@ -36,7 +36,7 @@ from functools import lru_cache
 import numpy as np
 import Stemmer
 
-from pyramind.datastore.indexes.rows import RowTable
+from datastore.indexes.rows import RowTable
 
 K1 = 1.2
 B = 0.75

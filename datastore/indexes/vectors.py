@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyramind.datastore.indexes import ann as ann_module
-from pyramind.datastore.indexes.ann import IVFIndex
-from pyramind.datastore.indexes.rows import RowTable
+from datastore.indexes import ann as ann_module
+from datastore.indexes.ann import IVFIndex
+from datastore.indexes.rows import RowTable
 
 _ANN_CANDIDATES = 256  # candidates drawn from the IVF index per query (at least 8 x top_k)
 

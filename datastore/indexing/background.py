@@ -35,12 +35,12 @@ from typing import Any, TypeVar
 
 from werkzeug.exceptions import TooManyRequests
 
-from pyramind.datastore.indexing.steps import IndexSteps, Step
-from pyramind.datastore.storage import Storage
-from pyramind.datastore.write.remember import Writer
-from pyramind.models.api import RememberRequest, RememberResponse
-from pyramind.models.settings import Settings
-from pyramind.services.errors import PyramindError
+from datastore.indexing.steps import IndexSteps, Step
+from datastore.storage import Storage
+from datastore.write.remember import Writer
+from models.api import RememberRequest, RememberResponse
+from models.settings import Settings
+from services.errors import PyramindError
 
 log = logging.getLogger(__name__)
 

@@ -26,16 +26,16 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from pyramind.datastore.locks import SourceLocks, retry_conflicts
-from pyramind.datastore.read.lineage import chunk_from, stream_messages
-from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
-from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.services.errors import ConflictError
-from pyramind.services.instructions import said
-from pyramind.services.tree import Frontier
+from datastore.locks import SourceLocks, retry_conflicts
+from datastore.read.lineage import chunk_from, stream_messages
+from datastore.storage import SourceRow, Storage, WriteBatch
+from datastore.write.build import TreeBuilder
+from datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from services.errors import ConflictError
+from services.instructions import said
+from services.tree import Frontier
 
 log = logging.getLogger(__name__)
 

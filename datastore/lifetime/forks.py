@@ -17,11 +17,11 @@ from __future__ import annotations
 
 import uuid
 
-from pyramind.datastore.read.lineage import fork_info, fork_point, lineage
-from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
-from pyramind.datastore.write.delete import Deleter
-from pyramind.models.lifetime import ForkResponse
-from pyramind.services.errors import ConflictError, NotFoundError
+from datastore.read.lineage import fork_info, fork_point, lineage
+from datastore.storage import SourceRow, Storage, WriteBatch
+from datastore.write.delete import Deleter
+from models.lifetime import ForkResponse
+from services.errors import ConflictError, NotFoundError
 
 
 class Forks:

@@ -15,10 +15,10 @@ import builtins
 
 import numpy as np
 
-from pyramind.datastore.storage import InstructionTable, Storage
-from pyramind.datastore.write.instructions import InstructionKeeper
-from pyramind.models.instructions import Instruction, InstructionDeleteResponse, InstructionList
-from pyramind.services.errors import NotFoundError, UnsupportedError
+from datastore.storage import InstructionTable, Storage
+from datastore.write.instructions import InstructionKeeper
+from models.instructions import Instruction, InstructionDeleteResponse, InstructionList
+from services.errors import NotFoundError, UnsupportedError
 
 
 class Instructions:

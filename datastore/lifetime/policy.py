@@ -16,12 +16,12 @@ import math
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 
-from pyramind.datastore.lifetime.visits import Visits
-from pyramind.datastore.storage import NodeMarks, Storage
-from pyramind.datastore.write.delete import Deleter
-from pyramind.models.lifetime import ForgetReport, ForgottenLeaf
-from pyramind.models.memory import MemoryNode
-from pyramind.models.settings import Settings
+from datastore.lifetime.visits import Visits
+from datastore.storage import NodeMarks, Storage
+from datastore.write.delete import Deleter
+from models.lifetime import ForgetReport, ForgottenLeaf
+from models.memory import MemoryNode
+from models.settings import Settings
 
 MAX_STEPS = 50  # rounds of forgetting in one run (each recounts the chunks after the rebuild)
 _NEVER = datetime.min.replace(tzinfo=UTC)

@@ -3,10 +3,10 @@
 
 from __future__ import annotations
 
-from pyramind.datastore.storage import Storage
-from pyramind.models.lifetime import SessionInfo
-from pyramind.models.memory import MemoryNode
-from pyramind.services.errors import NotFoundError
+from datastore.storage import Storage
+from models.lifetime import SessionInfo
+from models.memory import MemoryNode
+from services.errors import NotFoundError
 
 
 class Sessions:

@@ -15,11 +15,11 @@ from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
 
-from pyramind.datastore.read.nodes import subtree
-from pyramind.datastore.storage import MarkTable, NodeMarks, Storage
-from pyramind.models.api import NodeView
-from pyramind.models.lifetime import PinResponse
-from pyramind.services.errors import UnsupportedError
+from datastore.read.nodes import subtree
+from datastore.storage import MarkTable, NodeMarks, Storage
+from models.api import NodeView
+from models.lifetime import PinResponse
+from services.errors import UnsupportedError
 
 
 class Visits:

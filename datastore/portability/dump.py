@@ -37,15 +37,15 @@ from typing import Any
 import numpy as np
 from pydantic import BaseModel, ValidationError
 
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.portability.migrate import copy
-from pyramind.datastore.storage import CoreTable, InstructionTable, MarkTable, NodeMarks, SourceRow, instruction_order
-from pyramind.models.core import CoreEntry
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
-from pyramind.services.embedding import Embedder
-from pyramind.services.errors import InvalidRequestError, StoreError
-from pyramind.services.instructions import said
+from datastore.memory import Memory
+from datastore.portability.migrate import copy
+from datastore.storage import CoreTable, InstructionTable, MarkTable, NodeMarks, SourceRow, instruction_order
+from models.core import CoreEntry
+from models.instructions import Instruction
+from models.memory import MemoryNode, SourceType, StoredMessage
+from services.embedding import Embedder
+from services.errors import InvalidRequestError, StoreError
+from services.instructions import said
 
 FORMAT = "pyramind-dump"
 VERSION = 1

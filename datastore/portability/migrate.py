@@ -14,8 +14,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.storage import (
+from datastore.memory import Memory
+from datastore.storage import (
     CoreTable,
     InstructionTable,
     MarkTable,
@@ -24,10 +24,10 @@ from pyramind.datastore.storage import (
     Storage,
     WriteBatch,
 )
-from pyramind.models.core import CoreEntry
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.services.errors import EmbeddingMismatchError, StoreError
+from models.core import CoreEntry
+from models.instructions import Instruction
+from models.memory import MemoryNode, StoredMessage
+from services.errors import EmbeddingMismatchError, StoreError
 
 # progress(namespace, source_id, done, total, action): after each source; done/total count the namespace's
 # sources; action is "copied" or "skipped".

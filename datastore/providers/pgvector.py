@@ -27,7 +27,7 @@ from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
-from pyramind.datastore.storage import (
+from datastore.storage import (
     CoreTable,
     Hits,
     InstructionTable,
@@ -40,14 +40,14 @@ from pyramind.datastore.storage import (
     WriteBatch,
     instruction_order,
 )
-from pyramind.models.api import DeleteFilter, QueryFilter
-from pyramind.models.core import CoreEntry
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.models.time import utc
-from pyramind.services.errors import ConflictError, StoreError
-from pyramind.services.terms import text_terms
+from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
+from models.instructions import Instruction
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from models.time import utc
+from services.errors import ConflictError, StoreError
+from services.terms import text_terms
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "

@@ -44,8 +44,8 @@ from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeou
 from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from pyramind.datastore.providers import pinecone_records as rec
-from pyramind.datastore.storage import (
+from datastore.providers import pinecone_records as rec
+from datastore.storage import (
     CoreTable,
     Hits,
     InstructionTable,
@@ -61,12 +61,12 @@ from pyramind.datastore.storage import (
     message_matches,
     unrolled_of,
 )
-from pyramind.models.api import DeleteFilter, QueryFilter
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.models.time import utc
-from pyramind.services.errors import ConflictError, EmbeddingMismatchError, StoreError
+from models.api import DeleteFilter, QueryFilter
+from models.instructions import Instruction
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from models.time import utc
+from services.errors import ConflictError, EmbeddingMismatchError, StoreError
 
 META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record
 _META_ID = "meta#embedding"

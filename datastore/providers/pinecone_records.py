@@ -20,9 +20,9 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.services.errors import StoreError
+from models.instructions import Instruction
+from models.memory import MemoryNode, StoredMessage
+from services.errors import StoreError
 
 METADATA_LIMIT = 39_000  # bytes of metadata JSON per record (Pinecone: 40 KB)
 PART_BYTES = 30_000  # bytes of text per part record

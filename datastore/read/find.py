@@ -12,12 +12,12 @@ import time
 
 import re2
 
-from pyramind.datastore.storage import Storage
-from pyramind.models.api import DeleteFilter
-from pyramind.models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.services.errors import InvalidRequestError, NotFoundError
+from datastore.storage import Storage
+from models.api import DeleteFilter
+from models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from services.errors import InvalidRequestError, NotFoundError
 
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
 MAX_SPANS = 50  # matches marked per message

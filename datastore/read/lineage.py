@@ -30,9 +30,9 @@ from typing import Any
 
 import numpy as np
 
-from pyramind.datastore.storage import Hits, RowSearch, Storage, TextSearch
-from pyramind.models.api import QueryFilter
-from pyramind.models.memory import MemoryNode, StoredMessage
+from datastore.storage import Hits, RowSearch, Storage, TextSearch
+from models.api import QueryFilter
+from models.memory import MemoryNode, StoredMessage
 
 SEARCH_CAP = 1000  # most nodes drawn from one ancestor per search (top_k plus its nodes past the fork point)
 Lineage = list[tuple[str, set[str] | None]]  # [(source id, ids of its nodes the fork sees, None = all)]

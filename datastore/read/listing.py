@@ -13,11 +13,11 @@ import base64
 import binascii
 from collections.abc import Sequence
 
-from pyramind.datastore.read.lineage import stream_messages
-from pyramind.datastore.storage import SourceFacts, Storage
-from pyramind.models.api import node_view
-from pyramind.models.listing import MessageList, MessageView, SourceDetail, SourceList, SourceSummary
-from pyramind.services.errors import InvalidRequestError, NotFoundError
+from datastore.read.lineage import stream_messages
+from datastore.storage import SourceFacts, Storage
+from models.api import node_view
+from models.listing import MessageList, MessageView, SourceDetail, SourceList, SourceSummary
+from services.errors import InvalidRequestError, NotFoundError
 
 MAX_ROOTS = 10_000  # a source has a few roots per level (fewer than FAN_OUT each); this only bounds the read
 

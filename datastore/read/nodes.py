@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from pyramind.datastore.storage import Storage
-from pyramind.models.memory import MemoryNode
-from pyramind.services.errors import NotFoundError
+from datastore.storage import Storage
+from models.memory import MemoryNode
+from services.errors import NotFoundError
 
 
 def get_node(storage: Storage, ns: str, node_id: str) -> MemoryNode:

@@ -13,12 +13,12 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pyramind.datastore.lifetime.visits import Visits
-from pyramind.datastore.read.lineage import view_for
-from pyramind.datastore.read.nodes import get_node, subtree
-from pyramind.datastore.read.ranking import Searchable, rank
-from pyramind.datastore.storage import Hits, Storage
-from pyramind.models.api import (
+from datastore.lifetime.visits import Visits
+from datastore.read.lineage import view_for
+from datastore.read.nodes import get_node, subtree
+from datastore.read.ranking import Searchable, rank
+from datastore.storage import Hits, Storage
+from models.api import (
     ExpandResponse,
     Query,
     QueryFilter,
@@ -27,10 +27,10 @@ from pyramind.models.api import (
     QueryResults,
     node_view,
 )
-from pyramind.models.memory import MemoryNode
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import Embedder
-from pyramind.services.errors import InvalidRequestError, NotFoundError
+from models.memory import MemoryNode
+from models.settings import Settings
+from services.embedding import Embedder
+from services.errors import InvalidRequestError, NotFoundError
 
 
 class Reader:

@@ -31,9 +31,9 @@ from typing import Protocol, TypeVar, get_args
 
 import numpy as np
 
-from pyramind.datastore.storage import Hits, RowSearch, TextSearch, node_matches
-from pyramind.models.api import QueryFilter, RetrievalMode
-from pyramind.models.memory import MemoryNode
+from datastore.storage import Hits, RowSearch, TextSearch, node_matches
+from models.api import QueryFilter, RetrievalMode
+from models.memory import MemoryNode
 
 K = TypeVar("K", bound=Hashable)
 

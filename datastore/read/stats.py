@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from datetime import datetime
 
-from pyramind.datastore.storage import Storage
-from pyramind.models.api import DeleteFilter
-from pyramind.models.find import LevelCount, SpeakerCount, StatsResponse
-from pyramind.models.time import utc
-from pyramind.services.errors import NotFoundError
+from datastore.storage import Storage
+from models.api import DeleteFilter
+from models.find import LevelCount, SpeakerCount, StatsResponse
+from models.time import utc
+from services.errors import NotFoundError
 
 MAX_SPEAKERS = 100
 

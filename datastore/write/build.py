@@ -11,12 +11,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.services.chunking import TokenStream, plan_windows
-from pyramind.services.embedding import Embedder
-from pyramind.services.summarising import Summariser
-from pyramind.services.tree import Frontier, chunk_nodes, roll_up
+from models.memory import MemoryNode, SourceType, StoredMessage
+from models.settings import Settings
+from services.chunking import TokenStream, plan_windows
+from services.embedding import Embedder
+from services.summarising import Summariser
+from services.tree import Frontier, chunk_nodes, roll_up
 
 Reuse = Callable[[list[MemoryNode], MemoryNode | None], MemoryNode | None]
 

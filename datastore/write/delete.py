@@ -14,20 +14,20 @@ from dataclasses import replace
 
 import numpy as np
 
-from pyramind.datastore.locks import SourceLocks, retry_conflicts
-from pyramind.datastore.read.lineage import Base, fork_base, lineage
-from pyramind.datastore.read.nodes import subtree
-from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
-from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
-from pyramind.models.api import DeleteRequest, DeleteResponse
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.services.chunking import measure
-from pyramind.services.errors import EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
-from pyramind.services.instructions import said
-from pyramind.services.tree import Frontier
+from datastore.locks import SourceLocks, retry_conflicts
+from datastore.read.lineage import Base, fork_base, lineage
+from datastore.read.nodes import subtree
+from datastore.storage import SourceRow, Storage, WriteBatch
+from datastore.write.build import TreeBuilder
+from datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
+from models.api import DeleteRequest, DeleteResponse
+from models.instructions import Instruction
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from services.chunking import measure
+from services.errors import EmbeddingError, InvalidRequestError, NotFoundError, SummaryError
+from services.instructions import said
+from services.tree import Frontier
 
 log = logging.getLogger(__name__)
 

@@ -46,13 +46,13 @@ from typing import Any
 
 import numpy as np
 
-from pyramind.datastore.locks import SourceLocks
-from pyramind.datastore.storage import InstructionTable, Storage
-from pyramind.models.api import Message
-from pyramind.models.instructions import Instruction
-from pyramind.models.memory import SourceType, StoredMessage
-from pyramind.services.embedding import Embedder
-from pyramind.services.instructions import Detector, Superseder, after_removal, said, said_order
+from datastore.locks import SourceLocks
+from datastore.storage import InstructionTable, Storage
+from models.api import Message
+from models.instructions import Instruction
+from models.memory import SourceType, StoredMessage
+from services.embedding import Embedder
+from services.instructions import Detector, Superseder, after_removal, said, said_order
 
 log = logging.getLogger(__name__)
 

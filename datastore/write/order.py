@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
-from pyramind.models.memory import MemoryNode, StoredMessage
+from models.memory import MemoryNode, StoredMessage
 
 
 def place(existing: Sequence[StoredMessage], fresh: Sequence[StoredMessage]) -> list[StoredMessage]:

@@ -20,21 +20,21 @@ from typing import Any
 
 import numpy as np
 
-from pyramind.datastore.locks import SourceLocks, retry_conflicts
-from pyramind.datastore.read.lineage import chunk_from, stream_messages, tok_at
-from pyramind.datastore.storage import SourceRow, Storage, WriteBatch
-from pyramind.datastore.write.build import TreeBuilder
-from pyramind.datastore.write.instructions import InstructionKeeper, newly_covered
-from pyramind.datastore.write.order import place, surviving
-from pyramind.models.api import Document, RememberRequest, RememberResponse, UpsertResponse
-from pyramind.models.memory import MemoryNode, SourceType, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.models.time import utc
-from pyramind.services.chunking import measure
-from pyramind.services.errors import EmbeddingError, InvalidRequestError, SummaryError
-from pyramind.services.instructions import said
-from pyramind.services.sessions import assign_sessions
-from pyramind.services.tree import Frontier
+from datastore.locks import SourceLocks, retry_conflicts
+from datastore.read.lineage import chunk_from, stream_messages, tok_at
+from datastore.storage import SourceRow, Storage, WriteBatch
+from datastore.write.build import TreeBuilder
+from datastore.write.instructions import InstructionKeeper, newly_covered
+from datastore.write.order import place, surviving
+from models.api import Document, RememberRequest, RememberResponse, UpsertResponse
+from models.memory import MemoryNode, SourceType, StoredMessage
+from models.settings import Settings
+from models.time import utc
+from services.chunking import measure
+from services.errors import EmbeddingError, InvalidRequestError, SummaryError
+from services.instructions import said
+from services.sessions import assign_sessions
+from services.tree import Frontier
 
 log = logging.getLogger(__name__)
 

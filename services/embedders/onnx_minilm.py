@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from pyramind.services.errors import EmbeddingError
+from services.errors import EmbeddingError
 
 MODEL = "all-MiniLM-L6-v2"
 DIMENSION = 384

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from pyramind.models.settings import Settings
-from pyramind.services.errors import EmbeddingError
-from pyramind.services.openai_client import openai_client
+from models.settings import Settings
+from services.errors import EmbeddingError
+from services.openai_client import openai_client
 
 OPENAI_DEFAULT_MODEL = "text-embedding-3-small"
 OPENAI_DEFAULT_DIMENSION = 1536

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from pyramind.services.errors import EmbeddingError
+from services.errors import EmbeddingError
 
 Encode = Callable[[list[str]], np.ndarray]
 IDLE_EXIT_S = 30.0  # a worker idle this long ends (started again by the next call), so a dropped embedder is freed

@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pyramind.services.errors import EmbeddingError
+from services.errors import EmbeddingError
 
 MINILM = "all-MiniLM-L6-v2"
 

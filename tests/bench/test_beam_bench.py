@@ -10,7 +10,7 @@ import pytest
 
 from bench import beam
 from bench.meters import CountingEmbedder
-from pyramind.services.embedding import LocalEmbedder
+from services.embedding import LocalEmbedder
 
 UNIQUE = "My sister Alma is moving to Lisbon in the first week of June."
 SHARED = "Please always answer me with a short bulleted list of the steps."

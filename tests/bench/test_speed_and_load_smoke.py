@@ -10,10 +10,10 @@ import numpy as np
 
 from bench import load, synthetic
 from bench.meters import CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
-from pyramind.datastore.factory import open_memory
-from pyramind.services import tokens
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from services import tokens
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 from tests.conftest import local_storage, make_settings
 
 

@@ -16,12 +16,12 @@ import numpy as np
 import pytest
 
 from bench.servers import Needle, Postgres
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import EmbeddingError
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.settings import Settings
+from services.embedding import LocalEmbedder
+from services.errors import EmbeddingError
+from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 
 PROVIDERS = ["local", "pgvector", "pinecone"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pyramind.models.api import Message
+from models.api import Message
 
 TOPICS = {
     "garden": ["tomatoes ripened on the south fence", "the compost heap needs turning", "slugs ate the lettuce",

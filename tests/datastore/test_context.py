@@ -10,16 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from pyramind.datastore.context.core import core_document_id
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, Query, QueryFilter, RememberRequest
-from pyramind.models.context import ContextRequest
-from pyramind.models.core import CorePutRequest
-from pyramind.services.errors import InvalidRequestError, NotFoundError
-from pyramind.services.summarising import ExtractiveSummariser
-from pyramind.services.timeago import time_ago
-from pyramind.services.tokens import count_tokens
+from datastore.context.core import core_document_id
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.api import Message, Query, QueryFilter, RememberRequest
+from models.context import ContextRequest
+from models.core import CorePutRequest
+from services.errors import InvalidRequestError, NotFoundError
+from services.summarising import ExtractiveSummariser
+from services.timeago import time_ago
+from services.tokens import count_tokens
 from tests.conftest import make_settings
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 import pytest
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import RememberRequest
-from pyramind.models.context import ContextRequest
-from pyramind.models.core import CorePutRequest
-from pyramind.services.errors import UnsupportedError
+from datastore.memory import Memory
+from models.api import RememberRequest
+from models.context import ContextRequest
+from models.core import CorePutRequest
+from services.errors import UnsupportedError
 from tests.datastore.test_context import long_conversation
 
 

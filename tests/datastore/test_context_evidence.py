@@ -10,14 +10,14 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from pyramind.datastore.context.assemble import asks_overview, diversified
-from pyramind.datastore.context.render import clip
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.models.context import ContextRequest, ContextResponse
-from pyramind.models.memory import MemoryNode
-from pyramind.services.excerpts import ELISION
-from pyramind.services.tokens import count_tokens
+from datastore.context.assemble import asks_overview, diversified
+from datastore.context.render import clip
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from models.context import ContextRequest, ContextResponse
+from models.memory import MemoryNode
+from services.excerpts import ELISION
+from services.tokens import count_tokens
 from tests.datastore.synthetic import conversation
 from tests.datastore.test_context import NOW, T0, long_conversation
 

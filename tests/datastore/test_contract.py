@@ -11,9 +11,9 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.storage import SourceRow, WriteBatch
-from pyramind.models.api import (
+from datastore.memory import Memory
+from datastore.storage import SourceRow, WriteBatch
+from models.api import (
     DeleteFilter,
     DeleteRequest,
     Document,
@@ -22,9 +22,9 @@ from pyramind.models.api import (
     QueryFilter,
     RememberRequest,
 )
-from pyramind.models.memory import MemoryNode
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from models.memory import MemoryNode
+from services.embedding import LocalEmbedder
+from services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
 from tests.conftest import recompose, text_search
 from tests.datastore.conftest import FailingEmbedder, OtherEmbedder
 from tests.datastore.synthetic import conversation, document_text
@@ -433,7 +433,7 @@ def test_node_counts_are_per_level_or_none(ds: Memory, ns: str) -> None:
 
 
 def test_upsert_never_replaces_a_conversation_and_message_ids_are_scoped(ds: Memory, ns: str) -> None:
-    from pyramind.services.errors import InvalidRequestError
+    from services.errors import InvalidRequestError
 
     remember(ds, ns, "a", conversation(("Alice", "Bob"), 6))
     remember(ds, ns, "b", conversation(("Carol", "Dan"), 6))

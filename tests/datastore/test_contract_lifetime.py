@@ -10,11 +10,11 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.portability.dump import DumpError
-from pyramind.models.api import Message, Query, QueryFilter, RememberRequest
-from pyramind.models.core import CorePutRequest
-from pyramind.services.errors import InvalidRequestError, NotFoundError
+from datastore.memory import Memory
+from datastore.portability.dump import DumpError
+from models.api import Message, Query, QueryFilter, RememberRequest
+from models.core import CorePutRequest
+from services.errors import InvalidRequestError, NotFoundError
 from tests.conftest import mark_table
 from tests.datastore.synthetic import conversation
 
@@ -65,7 +65,7 @@ def test_sessions_are_stored_listed_and_filtered(ds: Memory, ns: str, mode: str)
 
 def test_sessions_survive_a_delete_rebuild(ds: Memory, ns: str) -> None:
     three_sessions(ds, ns)
-    from pyramind.models.api import DeleteRequest
+    from models.api import DeleteRequest
 
     ds.deleter.delete(ns, DeleteRequest(ids=["m-3"]))
     msgs = ds.storage.messages(ns, "conv", -1)
@@ -182,8 +182,8 @@ def snapshot(ds: Memory, ns: str) -> dict:
 
 @pytest.mark.parametrize("embeddings", [False, True])
 def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool) -> None:
-    from pyramind.datastore.portability.dump import export_lines, import_dump
-    from pyramind.models.api import Document
+    from datastore.portability.dump import export_lines, import_dump
+    from models.api import Document
 
     three_sessions(ds, ns)
     ds.writer.upsert(ns, [Document(id="doc", text="The boiler manual. " * 200)])
@@ -222,7 +222,7 @@ def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool
 
 
 def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: Memory, ns: str) -> None:
-    from pyramind.datastore.portability.dump import export_lines, import_dump
+    from datastore.portability.dump import export_lines, import_dump
 
     three_sessions(ds, ns)
     lines = list(export_lines(ds, [ns]))
@@ -254,8 +254,8 @@ def index(mid: str) -> int:
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
 def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) -> None:
-    from pyramind.models.api import DeleteRequest
-    from pyramind.services.errors import ConflictError
+    from models.api import DeleteRequest
+    from services.errors import ConflictError
 
     ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
     a = ds.forks.fork(ns, "p", "m-19", "a")
@@ -356,9 +356,9 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
     fork point and holds that one's first part (up to the fork message) as its own chunk, which its messages
     continue (positions, token offsets, overlap); a parent's change before the fork point rebuilds it; a dump
     carries it like any node."""
-    from pyramind.datastore.portability.dump import export_lines, import_dump
-    from pyramind.datastore.read.lineage import lineage
-    from pyramind.models.api import DeleteRequest
+    from datastore.portability.dump import export_lines, import_dump
+    from datastore.read.lineage import lineage
+    from models.api import DeleteRequest
     from tests.invariants import check_tree
 
     s = ds.settings
@@ -425,8 +425,8 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
 def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, ns: str) -> None:
     """A fork record written by an earlier version (no `tok_at`: nothing of the parent held) still reads as it
     did; forking it, or a rebuild of it, gives it its base and lists it in its parent's `forks`."""
-    from pyramind.datastore.read.lineage import fork_info
-    from pyramind.datastore.storage import SourceRow, WriteBatch
+    from datastore.read.lineage import fork_info
+    from datastore.storage import SourceRow, WriteBatch
 
     ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
     old = {"parent_id": "p", "at_message_id": "m-19", "at_seq": 19, "at_time": (T0 + timedelta(minutes=19)).isoformat()}
@@ -455,7 +455,7 @@ def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) 
     latest (one re-remembered after its deletion) is inserted in time order, inline or through the background
     steps, and the tree is rebuilt from there: it ends exactly as if everything had been remembered in order at
     once, forks included."""
-    from pyramind.models.api import DeleteRequest
+    from models.api import DeleteRequest
     from tests.invariants import check_tree
 
     s = ds.settings

@@ -7,10 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.models.find import FindRequest
-from pyramind.services.errors import InvalidRequestError, NotFoundError
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from models.find import FindRequest
+from services.errors import InvalidRequestError, NotFoundError
 from tests.datastore.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.indexing.background import RoundRobin
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.indexing.background import RoundRobin
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings, recompose
 from tests.invariants import check_tree
 

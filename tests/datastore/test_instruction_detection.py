@@ -14,12 +14,12 @@ from pathlib import Path
 import pytest
 
 from bench.openai_loopback import LoopbackOpenAI
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import DeleteRequest, Message, RememberRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.instructions import OpenAIDetector, PatternDetector
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.api import DeleteRequest, Message, RememberRequest
+from services.embedding import LocalEmbedder
+from services.instructions import OpenAIDetector, PatternDetector
+from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.datastore.synthetic import conversation
 

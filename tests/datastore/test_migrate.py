@@ -9,15 +9,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.portability.migrate import migrate_memory as migrate
-from pyramind.datastore.storage import WriteBatch
-from pyramind.models.api import Document, Query, RememberRequest
-from pyramind.models.core import CorePutRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import EmbeddingMismatchError, StoreError
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from datastore.portability.migrate import migrate_memory as migrate
+from datastore.storage import WriteBatch
+from models.api import Document, Query, RememberRequest
+from models.core import CorePutRequest
+from services.embedding import LocalEmbedder
+from services.errors import EmbeddingMismatchError, StoreError
+from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings, mark_table
 from tests.datastore.conftest import OtherEmbedder, unavailable
 from tests.datastore.synthetic import conversation, document_text
@@ -150,8 +150,8 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
     """`pyramind migrate --from local --to postgres`, configured from the environment as a user would."""
     from typer.testing import CliRunner
 
-    from pyramind.datastore.factory import open_memory
-    from pyramind.local_server.cli import app
+    from datastore.factory import open_memory
+    from local_server.cli import app
 
     if isinstance(pg_server, str):
         unavailable(pg_server)

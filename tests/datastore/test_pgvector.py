@@ -10,13 +10,13 @@ import psycopg
 import pytest
 
 from bench.servers import free_port
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.providers.pgvector import MIGRATIONS
-from pyramind.models.api import RememberRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import ConflictError, StoreError
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from datastore.providers.pgvector import MIGRATIONS
+from models.api import RememberRequest
+from services.embedding import LocalEmbedder
+from services.errors import ConflictError, StoreError
+from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings, text_search
 from tests.datastore.synthetic import conversation
 from tests.invariants import check_tree

@@ -21,14 +21,14 @@ import pytest
 from pinecone import ApiError
 
 from bench.servers import Needle
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.providers import pinecone as pc_store
-from pyramind.datastore.providers import pinecone_records
-from pyramind.models.api import Message, Query, RememberRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import EmbeddingMismatchError, StoreError
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from datastore.providers import pinecone as pc_store
+from datastore.providers import pinecone_records
+from models.api import Message, Query, RememberRequest
+from services.embedding import LocalEmbedder
+from services.errors import EmbeddingMismatchError, StoreError
+from services.summarising import ExtractiveSummariser
 from tests.conftest import make_settings
 from tests.datastore.conftest import OtherEmbedder
 from tests.datastore.synthetic import conversation

@@ -7,19 +7,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import DeleteRequest, Document, Message, Query, QueryFilter, RememberRequest
-from pyramind.services.embedders.openai_api import OpenAIEmbedder
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.errors import (
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.api import DeleteRequest, Document, Message, Query, QueryFilter, RememberRequest
+from services.embedders.openai_api import OpenAIEmbedder
+from services.embedding import LocalEmbedder
+from services.errors import (
     EmbeddingError,
     EmbeddingMismatchError,
     InvalidRequestError,
     NotFoundError,
     SummaryError,
 )
-from pyramind.services.summarising import ExtractiveSummariser
+from services.summarising import ExtractiveSummariser
 from tests.conftest import locomo_sessions, make_settings, recompose, text_search
 from tests.invariants import check_tree
 

@@ -11,16 +11,16 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.indexes import text as text_index
-from pyramind.datastore.indexes.text import TextIndex
-from pyramind.datastore.memory import Memory
-from pyramind.datastore.read import ranking
-from pyramind.datastore.storage import RowSearch
-from pyramind.models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
-from pyramind.services.terms import text_terms
+from datastore.factory import open_memory
+from datastore.indexes import text as text_index
+from datastore.indexes.text import TextIndex
+from datastore.memory import Memory
+from datastore.read import ranking
+from datastore.storage import RowSearch
+from models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
+from services.terms import text_terms
 from tests.conftest import local_storage, make_settings, text_search
 from tests.datastore.synthetic import conversation
 

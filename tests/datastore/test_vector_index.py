@@ -8,7 +8,7 @@ from importlib.util import find_spec
 import numpy as np
 import pytest
 
-from pyramind.datastore.indexes.vectors import VectorIndex
+from datastore.indexes.vectors import VectorIndex
 
 
 def clustered(n: int, dim: int = 64, centres: int = 40, seed: int = 0) -> np.ndarray:
@@ -83,7 +83,7 @@ def test_large_namespaces_go_through_ivf_with_high_recall() -> None:
 def test_without_faiss_a_large_namespace_is_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     """faiss is the optional `ann` extra: when it cannot be imported, the index past ann_min_rows answers with the
     exact scan (same ids and scores as brute force) instead of failing."""
-    from pyramind.datastore.indexes import ann
+    from datastore.indexes import ann
 
     monkeypatch.setitem(sys.modules, "faiss", None)  # `import faiss` now raises ImportError, as without the extra
     monkeypatch.setattr(ann.importlib.util, "find_spec", lambda name: None if name == "faiss" else find_spec(name))

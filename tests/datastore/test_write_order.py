@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pyramind.datastore.write.order import place
-from pyramind.models.memory import StoredMessage
+from datastore.write.order import place
+from models.memory import StoredMessage
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from pyramind.local_server.cli import app
-from pyramind.services.importers import detect_format, read
+from local_server.cli import app
+from services.importers import detect_format, read
 
 runner = CliRunner()
 
@@ -71,9 +71,9 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     e = env(tmp_path)
     res = runner.invoke(app, ["import", str(path)], env=e)
     assert res.exit_code == 0, res.output
-    from pyramind.datastore.factory import open_memory
-    from pyramind.datastore.read.lineage import fork_info, lineage
-    from pyramind.models.settings import Settings
+    from datastore.factory import open_memory
+    from datastore.read.lineage import fork_info, lineage
+    from models.settings import Settings
 
     store = open_memory(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))  # type: ignore[call-arg]
     try:

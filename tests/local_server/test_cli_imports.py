@@ -8,14 +8,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.models.settings import Settings
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from models.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PROBE = """
 import sys
-from pyramind.local_server.cli import main
+from local_server.cli import main
 sys.argv = ["pyramind", *sys.argv[1:]]
 try:
     main()

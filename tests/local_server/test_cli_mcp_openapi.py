@@ -9,9 +9,9 @@ from pathlib import Path
 import yaml
 from typer.testing import CliRunner
 
-from pyramind.local_server.cli import app
-from pyramind.local_server.main import local_settings
-from pyramind.models.settings import Settings
+from local_server.cli import app
+from local_server.main import local_settings
+from models.settings import Settings
 from tests.server.test_gpt_actions import served
 
 

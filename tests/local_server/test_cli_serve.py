@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 import pytest
 
-from pyramind.models.settings import Settings
+from models.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 NOT_A_KEY = "-----BEGIN PUBLIC KEY-----\nbm90IGEga2V5IGF0IGFsbA==\n-----END PUBLIC KEY-----\n"
@@ -45,7 +45,7 @@ def run_serve(tmp_path: Path, *args: str, timeout: float = 30,
     still running after `timeout` seconds is a failure (it started when it should not have)."""
     started = time.monotonic()
     try:
-        out = subprocess.run([sys.executable, "-m", "pyramind.local_server.cli", "serve", *args], cwd=tmp_path,
+        out = subprocess.run([sys.executable, "-m", "local_server.cli", "serve", *args], cwd=tmp_path,
                              env=clean_env(**settings), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"pyramind serve was still running after {timeout} s: {exc.stderr!r}")
@@ -79,7 +79,7 @@ def serving(tmp_path: Path, *args: str, **settings: str) -> Iterator[tuple[str, 
     port = free_port()
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
-        command = [sys.executable, "-m", "pyramind.local_server.cli", "serve", *args, "--port", str(port)]
+        command = [sys.executable, "-m", "local_server.cli", "serve", *args, "--port", str(port)]
         proc = subprocess.Popen(command, cwd=tmp_path, env=clean_env(**settings), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"

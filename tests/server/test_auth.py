@@ -16,9 +16,9 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
 from jose import jwk, jwt
 
-from pyramind.datastore.factory import open_memory
-from pyramind.server.app import create_app
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from server.app import create_app
+from services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings
 
 SECRET = "s3cret-for-tests-only-0123456789abcdef"

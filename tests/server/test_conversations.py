@@ -3,7 +3,7 @@ public, packaged files of the web page and of Swagger UI, on the real app, store
 
 from __future__ import annotations
 
-from pyramind.models.api import RememberRequest
+from models.api import RememberRequest
 from tests.conftest import AUTH
 from tests.datastore.synthetic import conversation
 from tests.server.test_api import is_error

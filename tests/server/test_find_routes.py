@@ -7,9 +7,9 @@ import json
 import time
 from pathlib import Path
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.server.app import create_app
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from server.app import create_app
 from tests.conftest import AUTH, make_settings, recompose
 from tests.server.test_api import is_error
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typing
 
-from pyramind.models.api import RetrievalMode
+from models.api import RetrievalMode
 from tests.conftest import AUTH, locomo_sessions, text_search
 
 MODES = list(typing.get_args(RetrievalMode))

@@ -18,9 +18,9 @@ from typing import Any
 import pytest
 import yaml
 
-from pyramind.local_server.main import local_settings
-from pyramind.models.settings import Settings
-from pyramind.server.app import create_app
+from local_server.main import local_settings
+from models.settings import Settings
+from server.app import create_app
 from tests.conftest import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -14,7 +14,7 @@ from pathlib import Path
 from hypercorn.config import Config
 from hypercorn.protocol.h11 import H11Protocol
 
-from pyramind.server import http_errors
+from server import http_errors
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.settings import Settings
-from pyramind.server.app import create_app
-from pyramind.services.errors import UnsupportedError
+from datastore.memory import Memory
+from models.settings import Settings
+from server.app import create_app
+from services.errors import UnsupportedError
 from tests.conftest import AUTH, recompose
 from tests.server.test_api import is_error
 

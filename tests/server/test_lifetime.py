@@ -62,9 +62,9 @@ async def test_pin_unpin_and_foreign_namespace(client, store) -> None:  # type: 
 
 
 async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None:  # type: ignore[no-untyped-def]
-    from pyramind.datastore.factory import open_memory
-    from pyramind.server.app import create_app
-    from pyramind.services.summarising import ExtractiveSummariser
+    from datastore.factory import open_memory
+    from server.app import create_app
+    from services.summarising import ExtractiveSummariser
     from tests.conftest import make_settings
 
     settings = make_settings(tmp_path, forget_max_nodes=2, forget_fraction=0.5)

@@ -27,9 +27,9 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 from mcp_types import TextContent
 
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.server.app import create_app
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from server.app import create_app
 from tests.conftest import TOKEN, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -242,7 +242,7 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
 
 async def test_stdio_transport(tmp_path: Path) -> None:
     env = {**os.environ, "LOCAL_DB_PATH": str(tmp_path / "stdio.db"), "AUTH": "none", "EMBED_WORKERS": "1"}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "pyramind.local_server.cli", "mcp", "-n", "me"],
+    params = StdioServerParameters(command=sys.executable, args=["-m", "local_server.cli", "mcp", "-n", "me"],
                                    env=env, cwd=str(ROOT))
     async with Client(params) as client:
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
@@ -255,7 +255,7 @@ async def test_stdio_transport(tmp_path: Path) -> None:
 
 
 async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_path: Path, store: Memory) -> None:
-    from pyramind.local_server.main import local_settings
+    from local_server.main import local_settings
 
     async with serving(local_settings(make_settings(tmp_path)), store) as url:
         async with mcp_client(url, None) as client:  # AUTH=none: the local server, like its REST routes

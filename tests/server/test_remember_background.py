@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from bench.openai_loopback import LoopbackOpenAI
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.models.settings import Settings
-from pyramind.server.app import create_app
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser, OpenAISummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from models.settings import Settings
+from server.app import create_app
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser, OpenAISummariser
 from tests.conftest import AUTH, make_settings
 
 

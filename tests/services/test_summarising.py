@@ -1,5 +1,5 @@
-from pyramind.services import tokens
-from pyramind.services.summarising import ExtractiveSummariser
+from services import tokens
+from services.summarising import ExtractiveSummariser
 
 CHILDREN = [
     "[2023-05-08 13:56] Caroline: I went to a LGBTQ support group yesterday and it was so powerful.\n"

@@ -1,4 +1,4 @@
-from pyramind.services import tokens
+from services import tokens
 
 
 def test_cl100k_loads_offline_and_matches_known_ids() -> None:

@@ -1,4 +1,4 @@
-"""What the trust tests share: a real `python -m pyramind.server.main` process on loopback, and a whole-store check.
+"""What the trust tests share: a real `python -m server.main` process on loopback, and a whole-store check.
 
 `ServerProcess` starts the server in its own session with settings from the environment (as an operator would),
 waits for /health, and is always stopped by its owner (`kill` = SIGKILL, `stop` = SIGTERM then SIGKILL).
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import httpx
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.models.settings import Settings
-from pyramind.services.embedding import Embedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from models.settings import Settings
+from services.embedding import Embedder
+from services.summarising import ExtractiveSummariser
 from tests.conftest import TOKEN, local_storage
 from tests.invariants import check_tree
 
@@ -38,7 +38,7 @@ def free_port() -> int:
 
 
 class ServerProcess:
-    """`python -m pyramind.server.main` bound to 127.0.0.1 on a free port, over the SQLite file `db`.
+    """`python -m server.main` bound to 127.0.0.1 on a free port, over the SQLite file `db`.
 
     env: extra settings (CHUNK_SIZE=..., FAN_OUT=...). The log (hypercorn's access log included) goes to `log`.
     """
@@ -66,7 +66,7 @@ class ServerProcess:
         env.update(self.extra)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "pyramind.server.main"], cwd=self.db.parent,
+                [sys.executable, "-m", "server.main"], cwd=self.db.parent,
                 env={**env, "PYTHONPATH": str(ROOT)},
                 stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
             )

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.memory import Memory
+from datastore.memory import Memory
 from tests.conftest import AUTH, local_storage
 from tests.server.test_api import is_error
 

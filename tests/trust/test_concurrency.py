@@ -22,7 +22,7 @@ from pathlib import Path
 
 import httpx
 
-from pyramind.services.embedding import LocalEmbedder
+from services.embedding import LocalEmbedder
 from tests.conftest import local_storage
 from tests.trust.harness import AUTH, ServerProcess, check_store, open_store, store_settings
 

@@ -1,7 +1,7 @@
 """SIGKILL a real server while clients stream /remember and its background indexer works; after a restart nothing
 acknowledged is lost and nothing is half-written.
 
-Three rounds on one SQLite file: start `python -m pyramind.server.main`, stream remember calls into three conversations
+Three rounds on one SQLite file: start `python -m server.main`, stream remember calls into three conversations
 (one sequential client each; conv-0 waits for indexing, the others do not, so the indexer always has a backlog,
 cut into steps of three chunks), SIGKILL the server at a random moment, then open the file directly and check:
 every message of a 200 or 202 is stored; a call cut off by the kill is stored whole or not at all; everything
@@ -25,7 +25,7 @@ from typing import Any
 
 import httpx
 
-from pyramind.services.embedding import LocalEmbedder
+from services.embedding import LocalEmbedder
 from tests.trust.harness import AUTH, ServerProcess, check_store, open_store, store_settings
 
 # small chunks: several chunks and summaries per call; small indexing steps: many commits to interrupt

@@ -15,10 +15,10 @@ import httpx
 import pytest
 from pydantic import ValidationError
 
-from pyramind.datastore.factory import open_memory
-from pyramind.models.api import DeleteRequest
-from pyramind.models.settings import Settings
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from models.api import DeleteRequest
+from models.settings import Settings
+from services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, local_storage, make_settings
 from tests.server.test_api import is_error
 from tests.trust.harness import ServerProcess
@@ -155,7 +155,7 @@ async def test_delete_with_too_many_ids_is_422(client, store, settings) -> None:
 def test_delete_by_300000_ids_is_batched_below_sqlite_limits(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
     """With MAX_DELETE_IDS raised, the local store batches the lookup (SQLite allows 32766 variables per
     statement by default, Debian's build 250000)."""
-    from pyramind.models.api import Message, RememberRequest
+    from models.api import Message, RememberRequest
 
     store = open_memory(make_settings(tmp_path, max_delete_ids=50_000), embedder, ExtractiveSummariser())
     try:
@@ -365,7 +365,7 @@ def test_a_bad_setting_is_one_line_at_start(tmp_path: Path) -> None:
 
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(ROOT), "BEARER_TOKEN": "x", "JWT_LEEWAY": "soon",
            "LOCAL_DB_PATH": str(tmp_path / "p.db")}
-    out = subprocess.run([sys.executable, "-m", "pyramind.server.main"], cwd=tmp_path, env=env, capture_output=True,
+    out = subprocess.run([sys.executable, "-m", "server.main"], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 2
     assert out.stderr.strip().splitlines() == [

@@ -17,11 +17,11 @@ import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
 
-from pyramind.datastore.factory import open_memory
-from pyramind.datastore.memory import Memory
-from pyramind.server.app import create_app
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from datastore.memory import Memory
+from server.app import create_app
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 from tests.conftest import AUTH, make_settings
 
 

@@ -1,4 +1,4 @@
-"""Browser fixtures: the real server (`python -m pyramind.server.main`, hypercorn on a free loopback port) over a SQLite
+"""Browser fixtures: the real server (`python -m server.main`, hypercorn on a free loopback port) over a SQLite
 store seeded with real data, and Debian's chromium driven headless by Playwright (its Python package talks to the
 system browser at /usr/bin/chromium; no browser is downloaded).
 
@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.models.api import Document, RememberRequest
-from pyramind.services.embedding import LocalEmbedder
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from models.api import Document, RememberRequest
+from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 from tests.conftest import TOKEN, make_settings
 from tests.datastore.conftest import unavailable
 from tests.datastore.synthetic import conversation, document_text

@@ -12,9 +12,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from pyramind.datastore.factory import open_memory
-from pyramind.models.api import RememberRequest
-from pyramind.services.summarising import ExtractiveSummariser
+from datastore.factory import open_memory
+from models.api import RememberRequest
+from services.summarising import ExtractiveSummariser
 from tests.conftest import TOKEN, make_settings
 from tests.datastore.synthetic import conversation
 from tests.trust.harness import ServerProcess

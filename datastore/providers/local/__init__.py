@@ -1,5 +1,5 @@
 """The embedded default store (one SQLite file); `LocalStorage` is in store.py."""
 
-from pyramind.datastore.providers.local.store import LocalStorage
+from datastore.providers.local.store import LocalStorage
 
 __all__ = ["LocalStorage"]

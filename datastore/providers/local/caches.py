@@ -17,8 +17,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from pyramind.datastore.indexes.text import TextIndex
-from pyramind.datastore.indexes.vectors import VectorIndex
+from datastore.indexes.text import TextIndex
+from datastore.indexes.vectors import VectorIndex
 
 LOAD_SLICE = 20_000  # rows fetched at a time when a namespace's cache is loaded (caps the loading peak)
 IDLE_SECONDS = 900.0  # a namespace cache unused this long is dropped

@@ -6,7 +6,7 @@ import json
 import sqlite3
 from datetime import UTC, datetime
 
-from pyramind.models.memory import MemoryNode, StoredMessage
+from models.memory import MemoryNode, StoredMessage
 
 NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "

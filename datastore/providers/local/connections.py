@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
-from pyramind.datastore.providers.local.schema import MIGRATIONS
-from pyramind.services.errors import StoreError
+from datastore.providers.local.schema import MIGRATIONS
+from services.errors import StoreError
 
 log = logging.getLogger(__name__)
 

@@ -8,10 +8,10 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from pyramind.datastore.providers.local.codecs import dt, ts
-from pyramind.datastore.providers.local.connections import Connections
-from pyramind.datastore.storage import instruction_order
-from pyramind.models.instructions import Instruction
+from datastore.providers.local.codecs import dt, ts
+from datastore.providers.local.connections import Connections
+from datastore.storage import instruction_order
+from models.instructions import Instruction
 
 _COLS = ("id, kind, text, statement, subject, message_id, conversation_id, speaker, created_at, recorded_at, "
          "superseded_by, detector")

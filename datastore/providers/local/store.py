@@ -21,11 +21,11 @@ from pathlib import Path
 
 import numpy as np
 
-from pyramind.datastore.providers.local.caches import NamespaceCaches, namespace_version
-from pyramind.datastore.providers.local.codecs import MSG_COLS, NODE_COLS, dt, message_of, node_of, ts
-from pyramind.datastore.providers.local.connections import Connections
-from pyramind.datastore.providers.local.instructions import LocalInstructions, write_instructions
-from pyramind.datastore.storage import (
+from datastore.providers.local.caches import NamespaceCaches, namespace_version
+from datastore.providers.local.codecs import MSG_COLS, NODE_COLS, dt, message_of, node_of, ts
+from datastore.providers.local.connections import Connections
+from datastore.providers.local.instructions import LocalInstructions, write_instructions
+from datastore.storage import (
     CoreTable,
     Hits,
     InstructionTable,
@@ -37,13 +37,13 @@ from pyramind.datastore.storage import (
     TextSearch,
     WriteBatch,
 )
-from pyramind.models.api import DeleteFilter, QueryFilter
-from pyramind.models.core import CoreEntry
-from pyramind.models.memory import MemoryNode, StoredMessage
-from pyramind.models.settings import Settings
-from pyramind.models.time import utc
-from pyramind.services.errors import ConflictError
-from pyramind.services.terms import text_terms
+from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
+from models.memory import MemoryNode, StoredMessage
+from models.settings import Settings
+from models.time import utc
+from services.errors import ConflictError
+from services.terms import text_terms
 
 _PART = 500  # ids per `IN (...)`: far below SQLite's limit on variables per statement
 
