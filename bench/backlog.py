@@ -32,13 +32,17 @@ def read_work(db: Path, fan_out: int = 5, max_level: int = 5) -> Work:
     try:
         unchunked = con.execute(
             """SELECT COUNT(*) FROM sources s WHERE s.n_tokens > COALESCE((SELECT MAX(n.tok_end) FROM nodes n
-                   WHERE n.namespace = s.namespace AND n.source_id = s.source_id AND n.level = 1), 0)""").fetchone()[0]
+                   WHERE n.namespace = s.namespace AND n.source_id = s.source_id AND n.level = 1), 0)"""
+        ).fetchone()[0]
         unrolled = con.execute(
             """SELECT COUNT(DISTINCT namespace || ' ' || source_id) FROM (SELECT namespace, source_id FROM nodes
                    WHERE parent_id IS NULL AND sealed AND level < ? GROUP BY namespace, source_id, level
-                   HAVING COUNT(*) >= ?)""", (max_level, fan_out)).fetchone()[0]
+                   HAVING COUNT(*) >= ?)""",
+            (max_level, fan_out),
+        ).fetchone()[0]
         chunks, summaries = con.execute(
-            "SELECT COALESCE(SUM(level = 1), 0), COALESCE(SUM(level > 1), 0) FROM nodes").fetchone()
+            "SELECT COALESCE(SUM(level = 1), 0), COALESCE(SUM(level > 1), 0) FROM nodes"
+        ).fetchone()
         return Work(unchunked, unrolled, chunks, summaries)
     finally:
         con.close()

@@ -73,8 +73,17 @@ DEFAULT_CHATS = "11-20"
 TOP_K = 40
 NS = "bench"
 MIN_SENTENCE = 40
-TYPES = ("contradiction_resolution", "event_ordering", "information_extraction", "instruction_following",
-         "knowledge_update", "multi_session_reasoning", "preference_following", "summarization", "temporal_reasoning")
+TYPES = (
+    "contradiction_resolution",
+    "event_ordering",
+    "information_extraction",
+    "instruction_following",
+    "knowledge_update",
+    "multi_session_reasoning",
+    "preference_following",
+    "summarization",
+    "temporal_reasoning",
+)
 VARIANTS = ("context", "query")
 DIR = common.OUT / "beam"
 OUT_JSON = common.OUT / "beam.json"
@@ -172,8 +181,15 @@ def load_chat(folder: Path, number: int) -> Chat:
             step = when + timedelta(seconds=1) if when else None
             anchor = anchor_time(m["time_anchor"]) if m.get("time_anchor") else None
             when = max(anchor, step) if anchor and step else anchor or step
-            msgs.append(Message(id=str(m["id"]), speaker=m["role"], content=clean(m["content"]), created_at=when,
-                                session_id=f"batch-{batch['batch_number']}"))
+            msgs.append(
+                Message(
+                    id=str(m["id"]),
+                    speaker=m["role"],
+                    content=clean(m["content"]),
+                    created_at=when,
+                    session_id=f"batch-{batch['batch_number']}",
+                )
+            )
         if msgs:
             sessions.append(msgs)
     ids = {m.id for s in sessions for m in s}
@@ -210,8 +226,10 @@ def unique_sentences(contents: dict[str, str]) -> dict[str, tuple[str, ...]]:
     possibly none. `contents`: message id -> content."""
     folded = {i: fold(c) for i, c in contents.items()}
     everything = "\x00".join(folded.values())  # one haystack: a sentence is unique when all its hits are its own
-    return {i: tuple(s for s in dict.fromkeys(sentences(c)) if everything.count(s) == folded[i].count(s))
-            for i, c in contents.items()}
+    return {
+        i: tuple(s for s in dict.fromkeys(sentences(c)) if everything.count(s) == folded[i].count(s))
+        for i, c in contents.items()
+    }
 
 
 def signatures(contents: dict[str, str]) -> dict[str, tuple[str, ...]]:
@@ -275,15 +293,24 @@ def remember(store: Memory, chat: Chat) -> dict[str, int]:
 
 def ask_context(store: Memory, chat: Chat, question: str, budget: int, now: datetime) -> ContextResponse:
     """The /context block for `question` at `budget` tokens, recent turns off, this conversation only."""
-    return store.context.assemble(NS, ContextRequest(conversation_id=chat.conversation_id, query=question,
-                                                 budget_tokens=budget, now=now, all_conversations=False,
-                                                 recent=False))
+    return store.context.assemble(
+        NS,
+        ContextRequest(
+            conversation_id=chat.conversation_id,
+            query=question,
+            budget_tokens=budget,
+            now=now,
+            all_conversations=False,
+            recent=False,
+        ),
+    )
 
 
 def ask_query(store: Memory, chat: Chat, question: str) -> list[tuple[str, int]]:
     """/query (default mode, top TOP_K, this conversation): `(text, level)` in rank order."""
-    res = store.reader.query(NS, [Query(query=question, top_k=TOP_K,
-                                      filter=QueryFilter(conversation_id=chat.conversation_id))])
+    res = store.reader.query(
+        NS, [Query(query=question, top_k=TOP_K, filter=QueryFilter(conversation_id=chat.conversation_id))]
+    )
     return [(r.text, r.level) for r in res.results[0].results]
 
 
@@ -298,8 +325,9 @@ class _Counting(CountingEmbedder):
         self.runtime = inner.runtime
 
 
-def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets: Sequence[int],
-             folder: Path = DIR) -> dict:
+def run_chat(
+    chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets: Sequence[int], folder: Path = DIR
+) -> dict:
     """Ingest one chat into a fresh store in `folder` and score its questions. `embedder` embeds (through the
     cache in a run); `counter` is the CountingEmbedder under it, read for the embedding work.
 
@@ -317,11 +345,14 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
     t0 = time.perf_counter()
     counts = remember(store, chat)
     ingest = {
-        "messages": len(contents), "sessions": len(chat.sessions),
+        "messages": len(contents),
+        "sessions": len(chat.sessions),
         "tokens": sum(count_tokens(c) for c in contents.values()),
         "ingest_s": round(time.perf_counter() - t0, 1),
-        "embedded_texts": counter.texts - embedded, "embed_s": round(counter.seconds - embed_s, 1),
-        "store": counts, "questions": len(chat.questions),
+        "embedded_texts": counter.texts - embedded,
+        "embed_s": round(counter.seconds - embed_s, 1),
+        "store": counts,
+        "questions": len(chat.questions),
         "messages_without_unique_sentence": sum(not s for s in unique.values()),
         "evidence_without_unique_sentence": sum(not unique[e] for q in chat.questions for e in q.evidence),
     }
@@ -334,11 +365,20 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
         for text, _ in ranked:
             if text not in token_cache:
                 token_cache[text] = count_tokens(text)
-        record: dict = {"chat": chat.number, "type": q.type, "n_evidence": len(q.evidence),
-                        "roles": [roles[e] for e in q.evidence], "present": {v: {} for v in VARIANTS},
-                        "scores": {v: {} for v in VARIANTS}, "found_in": {}, "section_tokens": {},
-                        "query_levels": {}, "truncated_items": {}, "context_items": {},
-                        "query_top_k": evidence_share("\n".join(t for t, _ in ranked), q.evidence, sigs)}
+        record: dict = {
+            "chat": chat.number,
+            "type": q.type,
+            "n_evidence": len(q.evidence),
+            "roles": [roles[e] for e in q.evidence],
+            "present": {v: {} for v in VARIANTS},
+            "scores": {v: {} for v in VARIANTS},
+            "found_in": {},
+            "section_tokens": {},
+            "query_levels": {},
+            "truncated_items": {},
+            "context_items": {},
+            "query_top_k": evidence_share("\n".join(t for t, _ in ranked), q.evidence, sigs),
+        }
         for b in budgets:
             kept = cut_texts([(t, token_cache[t]) for t, _ in ranked], b)
             ctx = ask_context(store, chat, q.text, b, now)
@@ -347,11 +387,10 @@ def run_chat(chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets:
                 flags = present_flags(shown, q.evidence, sigs)
                 record["present"][variant][b] = flags
                 record["scores"][variant][b] = sum(flags) / len(flags)
-            record["query_levels"][b] = dict(Counter(f"L{lvl}" for _, lvl in ranked[:len(kept)]))
+            record["query_levels"][b] = dict(Counter(f"L{lvl}" for _, lvl in ranked[: len(kept)]))
             record["section_tokens"][b] = {s.name: s.tokens_used for s in ctx.sections if s.tokens_used}
             record["context_items"][b] = {s.name: [i.id for i in s.items] for s in ctx.sections if s.items}
-            record["truncated_items"][b] = sum(len(i.text) > MAX_MEMORY_CHARS
-                                               for s in ctx.sections for i in s.items)
+            record["truncated_items"][b] = sum(len(i.text) > MAX_MEMORY_CHARS for s in ctx.sections for i in s.items)
             parts = {name: fold(text) for name, text in block_sections(ctx.context).items()}
             found: Counter[str] = Counter()
             for e in q.evidence:
@@ -375,13 +414,21 @@ def summarise(questions: list[dict], budgets: Sequence[int]) -> dict:
         for group in ("all", *types):
             qs = [q for q in questions if group in ("all", q["type"])]
             scores[v][group] = {b: round(sum(q["scores"][v][b] for q in qs) / len(qs), 4) for b in budgets}
-    top_k = {g: round(sum(q["query_top_k"] for q in questions if g in ("all", q["type"]))
-                      / sum(g in ("all", q["type"]) for q in questions), 4) for g in ("all", *types)}
+    top_k = {
+        g: round(
+            sum(q["query_top_k"] for q in questions if g in ("all", q["type"]))
+            / sum(g in ("all", q["type"]) for q in questions),
+            4,
+        )
+        for g in ("all", *types)
+    }
     by_role: dict = {v: {} for v in VARIANTS}  # share of evidence messages present, per speaker of the message
     for v in VARIANTS:
         for role in sorted({r for q in questions for r in q["roles"]}):
-            flags = {b: [f for q in questions for f, r in zip(q["present"][v][b], q["roles"], strict=True) if r == role]
-                     for b in budgets}
+            flags = {
+                b: [f for q in questions for f, r in zip(q["present"][v][b], q["roles"], strict=True) if r == role]
+                for b in budgets
+            }
             by_role[v][role] = {b: round(sum(fs) / len(fs), 4) for b, fs in flags.items()}
     tokens: dict = {}
     found: dict = {}
@@ -417,44 +464,68 @@ def markdown(results: dict, command: str) -> str:
     s = results["summary"]
     budgets = results["budgets"]
     lines = [
-        "## Context block on BEAM", "", common.header(command),
+        "## Context block on BEAM",
+        "",
+        common.header(command),
         f"Evidence share: the fraction of a question's evidence messages (`source_chat_ids`) present in the text "
         f"(one of their unique sentences of {MIN_SENTENCE}+ characters verbatim, whitespace folded; see "
         f"bench/beam.py), BEAM 100K chats {results['chats_spec']}, {s['n_questions']} questions (abstention "
-        f"skipped). Each cell: `/context` (recent turns off) / `/query` (top {TOP_K}, cut at the budget).", "",
+        f"skipped). Each cell: `/context` (recent turns off) / `/query` (top {TOP_K}, cut at the budget).",
+        "",
         "| type (questions, evidence messages) | " + " | ".join(f"@{b}" for b in budgets) + " |",
         "| --- " * (1 + len(budgets)) + "|",
     ]
     sc = s["scores"]
     for group in sc["context"]:
-        label = (f"**overall** ({s['n_questions']}, {sum(s['n_evidence_per_type'].values())})" if group == "all"
-                 else f"{group} ({s['n_per_type'][group]}, {s['n_evidence_per_type'][group]})")
+        label = (
+            f"**overall** ({s['n_questions']}, {sum(s['n_evidence_per_type'].values())})"
+            if group == "all"
+            else f"{group} ({s['n_per_type'][group]}, {s['n_evidence_per_type'][group]})"
+        )
         cells = [f"{sc['context'][group][b]:.3f} / {sc['query'][group][b]:.3f}" for b in budgets]
         if group == "all":
             cells = [f"**{c}**" for c in cells]
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
-    lines += ["", f"Ceiling: /query's whole top {TOP_K}, uncut, holds {s['query_top_k']['all']:.3f} of the evidence ("
-              + ", ".join(f"{k} {v:.2f}" for k, v in s["query_top_k"].items() if k != "all") + ").",
-              "", "By who wrote the evidence message: the share of those messages present (all questions pooled), "
-              "/context / /query:", "", "| speaker (evidence messages) | " + " | ".join(f"@{b}" for b in budgets)
-              + " |", "| --- " * (1 + len(budgets)) + "|"]
+    lines += [
+        "",
+        f"Ceiling: /query's whole top {TOP_K}, uncut, holds {s['query_top_k']['all']:.3f} of the evidence ("
+        + ", ".join(f"{k} {v:.2f}" for k, v in s["query_top_k"].items() if k != "all")
+        + ").",
+        "",
+        "By who wrote the evidence message: the share of those messages present (all questions pooled), "
+        "/context / /query:",
+        "",
+        "| speaker (evidence messages) | " + " | ".join(f"@{b}" for b in budgets) + " |",
+        "| --- " * (1 + len(budgets)) + "|",
+    ]
     for role, n in s["evidence_messages_per_role"].items():
         ctx, qry = s["by_role"]["context"][role], s["by_role"]["query"][role]
         lines.append(f"| {role} ({n}) | " + " | ".join(f"{ctx[b]:.3f} / {qry[b]:.3f}" for b in budgets) + " |")
-    lines += ["", "Where /context found the evidence (messages, summed over questions) and its mean tokens per "
-              "section:", ""]
+    lines += [
+        "",
+        "Where /context found the evidence (messages, summed over questions) and its mean tokens per section:",
+        "",
+    ]
     for b in budgets:
-        lines.append(f"- @{b}: found in " + (", ".join(f"{k} {n}" for k, n in
-                                                       s["context_evidence_found_in_section"][b].items()) or "none")
-                     + "; tokens " + ", ".join(f"{k} {n}" for k, n in s["context_mean_section_tokens"][b].items())
-                     + "; /query items " + ", ".join(f"{k} {n}" for k, n in s["query_mean_items_per_level"][b].items()))
+        lines.append(
+            f"- @{b}: found in "
+            + (", ".join(f"{k} {n}" for k, n in s["context_evidence_found_in_section"][b].items()) or "none")
+            + "; tokens "
+            + ", ".join(f"{k} {n}" for k, n in s["context_mean_section_tokens"][b].items())
+            + "; /query items "
+            + ", ".join(f"{k} {n}" for k, n in s["query_mean_items_per_level"][b].items())
+        )
     lines += ["", "| chat | messages | tokens | store | ingest s | embedded texts (s) |", "| --- " * 6 + "|"]
     for n, c in results["chats"].items():
         store = ", ".join(f"{k} {v}" for k, v in c["store"].items() if k.startswith("L"))
-        lines.append(f"| {n} | {c['messages']} | {c['tokens']:,} | {store} | {c['ingest_s']} | "
-                     f"{c['embedded_texts']} ({c['embed_s']}) |")
-    lines += ["", f"- questions asked in {results['questions_s']} s ({len(budgets)} /context calls and one /query "
-              "per question)"]
+        lines.append(
+            f"| {n} | {c['messages']} | {c['tokens']:,} | {store} | {c['ingest_s']} | "
+            f"{c['embedded_texts']} ({c['embed_s']}) |"
+        )
+    lines += [
+        "",
+        f"- questions asked in {results['questions_s']} s ({len(budgets)} /context calls and one /query per question)",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -469,8 +540,7 @@ def main(argv: list[str] | None = None) -> None:
     budgets = sorted({int(b) for b in args.budgets.split(",")})
     counter = _Counting(LocalEmbedder(threads=2))
     embedder = CachingEmbedder(counter, common.OUT / "embeddings.sqlite")
-    results: dict = {"data": str(folder), "chats_spec": args.chats, "budgets": budgets, "top_k": TOP_K,
-                     "chats": {}}
+    results: dict = {"data": str(folder), "chats_spec": args.chats, "budgets": budgets, "top_k": TOP_K, "chats": {}}
     questions: list[dict] = []
     t0 = time.perf_counter()
     for number in parse_chats(args.chats):

@@ -60,8 +60,10 @@ class CachingEmbedder:
             self.misses += len(missing)
             if missing:
                 vectors = self.inner.embed(missing, bulk=bulk)
-                new = {self._key(t): np.ascontiguousarray(v, dtype=np.float32).tobytes()
-                       for t, v in zip(missing, vectors, strict=True)}
+                new = {
+                    self._key(t): np.ascontiguousarray(v, dtype=np.float32).tobytes()
+                    for t, v in zip(missing, vectors, strict=True)
+                }
                 self._db.execute("BEGIN")
                 self._db.executemany("INSERT OR REPLACE INTO vectors VALUES (?, ?)", list(new.items()))
                 self._db.execute("COMMIT")

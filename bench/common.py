@@ -63,8 +63,9 @@ def machine() -> str:
 def commit() -> str:
     """The short git commit of the working tree (read-only `git rev-parse`), or 'unknown'."""
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                              text=True, check=True).stdout.strip()
+        return subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=True
+        ).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -72,8 +73,10 @@ def commit() -> str:
 def header(command: str) -> str:
     """The provenance lines every results section starts with."""
     now = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
-    return (f"- date: {now}\n- machine: {machine()}\n- commit: `{commit()}` (plus uncommitted changes, if any)\n"
-            f"- command: `{command}`\n")
+    return (
+        f"- date: {now}\n- machine: {machine()}\n- commit: `{commit()}` (plus uncommitted changes, if any)\n"
+        f"- command: `{command}`\n"
+    )
 
 
 def write_section(name: str, body: str, path: Path = RESULTS) -> None:
@@ -82,7 +85,7 @@ def write_section(name: str, body: str, path: Path = RESULTS) -> None:
     text = path.read_text() if path.exists() else "# Benchmark results\n\n"
     block = f"{start}\n{body.rstrip()}\n{end}"
     if start in text and end in text:
-        text = text[: text.index(start)] + block + text[text.index(end) + len(end):]
+        text = text[: text.index(start)] + block + text[text.index(end) + len(end) :]
     else:
         text = text.rstrip() + "\n\n" + block + "\n"
     path.write_text(text)

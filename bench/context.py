@@ -63,12 +63,16 @@ def _fold(text: str) -> str:
 def turns(sample: dict) -> dict[str, str]:
     """dia_id -> the turn's text, whitespace folded (what a chunk holds of it)."""
     conv = sample["conversation"]
-    return {t["dia_id"]: _fold(dataset.turn_text(t)) for k in dataset.session_keys(conv) for t in conv[k]
-            if t.get("text", "").strip()}
+    return {
+        t["dia_id"]: _fold(dataset.turn_text(t))
+        for k in dataset.session_keys(conv)
+        for t in conv[k]
+        if t.get("text", "").strip()
+    }
 
 
 def last_time(sample: dict) -> datetime:
-    return max(m.created_at for s in dataset.sessions(sample) for m in s if m.created_at)  # type: ignore[type-var]
+    return max(m.created_at for s in dataset.sessions(sample) for m in s if m.created_at)
 
 
 def found(text: str, evidence: tuple[str, ...], texts: dict[str, str]) -> float:
@@ -92,8 +96,13 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
     t0 = time.perf_counter()
     for i, q in enumerate(questions):
         tx = texts[q.conversation_id]
-        res = store.reader.query(NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(
-            conversation_id=q.conversation_id))]).results[0].results
+        res = (
+            store.reader.query(
+                NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(conversation_id=q.conversation_id))]
+            )
+            .results[0]
+            .results
+        )
         for r in res:
             token_cache.setdefault(r.id, count_tokens(r.text))
         for b in BUDGETS:
@@ -105,9 +114,19 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
                 used += token_cache[r.id]
             scores["query"][b].append(found("\n".join(kept), q.evidence, tx))
             for variant, fields in VARIANTS.items():
-                ctx = store.context.assemble(NS, ContextRequest.model_validate(dict(
-                    conversation_id=q.conversation_id, query=q.text, budget_tokens=b, now=ends[q.conversation_id],
-                    all_conversations=False, **fields)))
+                ctx = store.context.assemble(
+                    NS,
+                    ContextRequest.model_validate(
+                        dict(
+                            conversation_id=q.conversation_id,
+                            query=q.text,
+                            budget_tokens=b,
+                            now=ends[q.conversation_id],
+                            all_conversations=False,
+                            **fields,
+                        )
+                    ),
+                )
                 assert ctx.tokens_used <= b
                 scores[variant][b].append(found(ctx.context, q.evidence, tx))
                 for sec in ctx.sections:
@@ -128,8 +147,11 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
                 groups[k][b] = round(sum(vs) / len(vs), 4)
         out["variants"][variant] = {
             "groups": {k: groups[k] for k in sorted(groups, key=lambda k: (k != "all", k))},
-            "mean_section_tokens": {b: {k: round(v / len(questions)) for k, v in sections[variant][b].items()}
-                                    for b in BUDGETS} if variant in sections else {},
+            "mean_section_tokens": {
+                b: {k: round(v / len(questions)) for k, v in sections[variant][b].items()} for b in BUDGETS
+            }
+            if variant in sections
+            else {},
         }
     out["n_per_category"] = {str(c): categories.count(c) for c in sorted(set(categories))}
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
@@ -145,7 +167,7 @@ def latency(n: int, questions: list[str], requests: int) -> dict:
     settings = common.bench_settings(db, bearer_token="bench", pending_retry_seconds=0)
     t = time.perf_counter()
     store = common.open_store(settings, embedder)
-    synthetic.fill(store, DEFAULT_NAMESPACE, n)  # type: ignore[arg-type]
+    synthetic.fill(store, DEFAULT_NAMESPACE, n)
     build = time.perf_counter() - t
     sources = store.storage.list_sources(DEFAULT_NAMESPACE)
     rng = random.Random(7)
@@ -183,24 +205,44 @@ def markdown(results: dict, command: str) -> str:
             f"store {ev['store']}. `query`: /query (default mode, top {TOP_K}) cut at the budget. `context`: "
             "the block without recent turns; `context+recent`: the default request (recent turns on); "
             "`no timeline`: relevant memories only; `a date per line`: the memory_template "
-            "`- [{date}, {time_ago}] {text}` (the rendering before one date line per day).", "",
-            "| variant | " + " | ".join(f"@{b}" for b in BUDGETS) + " | "
-            + " | ".join(f"{c} {names[int(c)]} (n={n}) @" + "/".join(str(b) for b in BUDGETS)
-                         for c, n in ev["n_per_category"].items()) + " |",
+            "`- [{date}, {time_ago}] {text}` (the rendering before one date line per day).",
+            "",
+            "| variant | "
+            + " | ".join(f"@{b}" for b in BUDGETS)
+            + " | "
+            + " | ".join(
+                f"{c} {names[int(c)]} (n={n}) @" + "/".join(str(b) for b in BUDGETS)
+                for c, n in ev["n_per_category"].items()
+            )
+            + " |",
             "| --- " * (1 + len(BUDGETS) + len(ev["n_per_category"])) + "|",
         ]
         for variant, v in ev["variants"].items():
             g = v["groups"]
-            lines.append(f"| {variant} | " + " | ".join(f"{g['all'][b]:.3f}" for b in BUDGETS) + " | "
-                         + " | ".join(" / ".join(f"{g[c][b]:.2f}" for b in BUDGETS) for c in ev["n_per_category"])
-                         + " |")
-        lines += ["", "Mean tokens per section (context, without recent turns): " + "; ".join(
-            f"@{b}: " + ", ".join(f"{k} {t}" for k, t in ev["variants"]["context"]["mean_section_tokens"][b].items())
-            for b in BUDGETS), "", f"- evidence part: {ev['elapsed_s']} s"]
+            lines.append(
+                f"| {variant} | "
+                + " | ".join(f"{g['all'][b]:.3f}" for b in BUDGETS)
+                + " | "
+                + " | ".join(" / ".join(f"{g[c][b]:.2f}" for b in BUDGETS) for c in ev["n_per_category"])
+                + " |"
+            )
+        lines += [
+            "",
+            "Mean tokens per section (context, without recent turns): "
+            + "; ".join(
+                f"@{b}: "
+                + ", ".join(f"{k} {t}" for k, t in ev["variants"]["context"]["mean_section_tokens"][b].items())
+                for b in BUDGETS
+            ),
+            "",
+            f"- evidence part: {ev['elapsed_s']} s",
+        ]
     for lat in results.get("latency", []):
         p = lat["latency_ms"]
-        lines.append(f"- /context at {lat['nodes']:,} nodes: p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms "
-                     f"({lat['requests']} requests, default request, budget 2000; store built in {lat['build_s']} s)")
+        lines.append(
+            f"- /context at {lat['nodes']:,} nodes: p50 {p['p50']} ms, p95 {p['p95']} ms, p99 {p['p99']} ms "
+            f"({lat['requests']} requests, default request, budget 2000; store built in {lat['build_s']} s)"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -66,10 +66,13 @@ def sessions(sample: dict, captions: bool = False) -> list[list[Message]]:
     out = []
     for key in session_keys(conv):
         when = datetime.strptime(conv[f"{key}_date_time"], "%I:%M %p on %d %B, %Y")
-        out.append([
-            Message(id=t["dia_id"], speaker=t["speaker"], content=turn_text(t, captions), created_at=when)
-            for t in conv[key] if t.get("text", "").strip()
-        ])
+        out.append(
+            [
+                Message(id=t["dia_id"], speaker=t["speaker"], content=turn_text(t, captions), created_at=when)
+                for t in conv[key]
+                if t.get("text", "").strip()
+            ]
+        )
     return [s for s in out if s]
 
 

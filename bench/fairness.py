@@ -31,8 +31,10 @@ from bench.common import header, write_section
 from bench.load import TOKEN, Server
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
-WORDS = ("harbour lantern orchid granite meadow violin compass saffron glacier ember quarry willow beacon "
-         "thistle copper falcon juniper marble nectar pebble").split()
+WORDS = (
+    "harbour lantern orchid granite meadow violin compass saffron glacier ember quarry willow beacon "
+    "thistle copper falcon juniper marble nectar pebble"
+).split()
 
 
 def bulk_body(caller: int, call: int, rng: random.Random, chars: int = 11_000) -> dict:
@@ -60,14 +62,20 @@ async def bench(args: argparse.Namespace) -> dict:
         await server.wait_ready()
         async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=300) as http:
             for session in dataset.sessions(samples[0]):
-                body = {"namespace": "reader", "conversation_id": samples[0]["sample_id"], "wait": True,
-                        "messages": [m.model_dump(mode="json", exclude_none=True) for m in session]}
+                body = {
+                    "namespace": "reader",
+                    "conversation_id": samples[0]["sample_id"],
+                    "wait": True,
+                    "messages": [m.model_dump(mode="json", exclude_none=True) for m in session],
+                }
                 (await http.post("/remember", json=body)).raise_for_status()
 
             async def query(i: int) -> float:
                 t = time.perf_counter()
-                r = await http.post("/query", json={"namespace": "reader", "queries": [
-                    {"query": questions[i % len(questions)], "top_k": 3}]})
+                r = await http.post(
+                    "/query",
+                    json={"namespace": "reader", "queries": [{"query": questions[i % len(questions)], "top_k": 3}]},
+                )
                 r.raise_for_status()
                 return (time.perf_counter() - t) * 1000
 
@@ -103,17 +111,27 @@ async def bench(args: argparse.Namespace) -> dict:
         server.stop()
     shutil.rmtree(folder, ignore_errors=True)
     return {
-        "idle_p50": pct(idle, 50), "idle_p95": pct(idle, 95), "loaded_p50": pct(loaded, 50),
-        "loaded_p95": pct(loaded, 95), "loaded_max": round(max(loaded), 1), "loaded_n": len(loaded),
-        "bulk_p50": pct(bulk_ms, 50), "bulk_max": round(max(bulk_ms), 1), "statuses": statuses,
-        "indexed_after_s": None if indexed_after is None else round(indexed_after, 1), "chunks": work.chunks,
+        "idle_p50": pct(idle, 50),
+        "idle_p95": pct(idle, 95),
+        "loaded_p50": pct(loaded, 50),
+        "loaded_p95": pct(loaded, 95),
+        "loaded_max": round(max(loaded), 1),
+        "loaded_n": len(loaded),
+        "bulk_p50": pct(bulk_ms, 50),
+        "bulk_max": round(max(bulk_ms), 1),
+        "statuses": statuses,
+        "indexed_after_s": None if indexed_after is None else round(indexed_after, 1),
+        "chunks": work.chunks,
     }
 
 
 def markdown(r: dict, args: argparse.Namespace, command: str) -> str:
     ratio = r["loaded_p95"] / r["idle_p95"]
-    indexed = (f"{r['indexed_after_s']} s" if r["indexed_after_s"] is not None
-               else f"not within {args.max_seconds:g} s (queries measured until then)")
+    indexed = (
+        f"{r['indexed_after_s']} s"
+        if r["indexed_after_s"] is not None
+        else f"not within {args.max_seconds:g} s (queries measured until then)"
+    )
     return (
         "## Fairness: a reader's queries while two callers bulk-ingest\n\n"
         + header(command)

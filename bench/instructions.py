@@ -32,8 +32,13 @@ KEYS = {"instruction_following": "instruction_being_tested", "preference_followi
 def load_chat(folder: Path) -> tuple[list[Message], set[str]]:
     """(the chat's messages in order, ids of the messages where an instruction or preference was given)."""
     batches = json.loads((folder / "chat.json").read_text())
-    messages = [Message(id=str(m["id"]), role=m["role"], content=m["content"])
-                for batch in batches for turn in batch["turns"] for m in turn if m["content"].strip()]
+    messages = [
+        Message(id=str(m["id"]), role=m["role"], content=m["content"])
+        for batch in batches
+        for turn in batch["turns"]
+        for m in turn
+        if m["content"].strip()
+    ]
     probes = json.loads((folder / "probing_questions" / "probing_questions.json").read_text())
     sources = {str(i) for key in KEYS for item in probes.get(key, []) for i in item["source_chat_ids"]}
     return messages, sources
@@ -73,8 +78,10 @@ def main() -> None:
             for i in sorted(sources - hit_ids, key=int):
                 print(f"MISS chat {n} message {i}: {by_id[i].content[:300]!r}")
         print(f"chat {n}: {len(sources & hit_ids)}/{len(sources)} source messages found, {len(found)} detections")
-    print(f"recall {found_sources}/{total_sources} = {found_sources / max(total_sources, 1):.1%}; "
-          f"{len(detections)} detections in {user_messages} user messages")
+    print(
+        f"recall {found_sources}/{total_sources} = {found_sources / max(total_sources, 1):.1%}; "
+        f"{len(detections)} detections in {user_messages} user messages"
+    )
     rng = random.Random(args.seed)
     for n, d in rng.sample(detections, min(args.sample, len(detections))):
         print(f"[chat {n} msg {d.message_id} {d.kind} {d.rule}] {d.statement[:220]!r}")

@@ -44,8 +44,10 @@ ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "bench" / "out"
 TOKEN = "load-test-token"
 GROWTH_LIMIT = 0.10
-WORDS = ("garden lake cabin violin bakery report sister cat train museum recipe budget concert hiking doctor "
-         "birthday holiday piano painting football camera kitchen library market river island project").split()
+WORDS = (
+    "garden lake cabin violin bakery report sister cat train museum recipe budget concert hiking doctor "
+    "birthday holiday piano painting football camera kitchen library market river island project"
+).split()
 USAGE = """Open-loop mix of remember (`--remember-share`, two messages each) and query (top 5) against a real
 `python -m server.main` on 127.0.0.1 over a fresh local store; every 10 s: error rate, latency
 p50/p95/p99 and the
@@ -100,18 +102,33 @@ class Server:
     def __init__(self, folder: Path, threads: int, extra: dict[str, str] | None = None) -> None:
         self.folder, self.port = folder, free_port()
         env = {k: v for k, v in os.environ.items() if k.upper() not in _setting_names()}
-        env.update({
-            "LOCAL_DB_PATH": str(folder / "pyramind.db"), "BEARER_TOKEN": TOKEN, "HOST": "127.0.0.1",
-            "PORT": str(self.port), "EMBED_THREADS": str(threads), "DATASTORE": "local", "EMBEDDER": "local",
-            "SUMMARISER": "extractive", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
-            "PYTHONPATH": str(ROOT),
-        })
+        env.update(
+            {
+                "LOCAL_DB_PATH": str(folder / "pyramind.db"),
+                "BEARER_TOKEN": TOKEN,
+                "HOST": "127.0.0.1",
+                "PORT": str(self.port),
+                "EMBED_THREADS": str(threads),
+                "DATASTORE": "local",
+                "EMBEDDER": "local",
+                "SUMMARISER": "extractive",
+                "HF_HUB_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                "PYTHONPATH": str(ROOT),
+            }
+        )
         env.update(extra or {})  # more settings (the remember-latency and fairness benchmarks)
         self.log_path = folder / "server.log"
         with open(self.log_path, "ab") as log:
-            self.proc = subprocess.Popen([sys.executable, "-m", "server.main"], cwd=folder, env=env,
-                                         stdout=log,
-                                         stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "server.main"],
+                cwd=folder,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
 
     @property
     def url(self) -> str:
@@ -172,9 +189,14 @@ class Load:
             for j in range(2):
                 self.next_msg += 1
                 a, b, c = rng.sample(WORDS, 3)
-                msgs.append({"id": f"m{self.next_msg}", "speaker": ("Ana", "Ben")[j],
-                             "content": f"Note {self.next_msg}: the {a} plan moved to {b} day, so bring the {c} "
-                                        f"and call before {rng.randrange(1, 12)} o'clock."})
+                msgs.append(
+                    {
+                        "id": f"m{self.next_msg}",
+                        "speaker": ("Ana", "Ben")[j],
+                        "content": f"Note {self.next_msg}: the {a} plan moved to {b} day, so bring the {c} "
+                        f"and call before {rng.randrange(1, 12)} o'clock.",
+                    }
+                )
             return {"conversation_id": conv, "messages": msgs}
         a, b = rng.sample(WORDS, 2)
         return {"queries": [{"query": f"when is the {a} {b}?", "top_k": 5}]}
@@ -199,8 +221,9 @@ class Load:
         a = self.args
         limits = httpx.Limits(max_connections=a.max_in_flight, max_keepalive_connections=a.max_in_flight)
         timeout = httpx.Timeout(a.timeout, pool=a.timeout)
-        async with httpx.AsyncClient(base_url=self.server.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                     timeout=timeout, limits=limits) as http:
+        async with httpx.AsyncClient(
+            base_url=self.server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=timeout, limits=limits
+        ) as http:
             tasks: set[asyncio.Task] = set()
             start = time.monotonic()
             next_at, next_window = start, start + a.interval
@@ -232,8 +255,7 @@ class Load:
 
 async def preload(server: Server, load: Load, calls: int) -> None:
     """A few remember calls per conversation, so queries have something to find from the start."""
-    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"},
-                                 timeout=60) as http:
+    async with httpx.AsyncClient(base_url=server.url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as http:
         for _ in range(calls):
             r = await http.post("/remember", json=load.body("remember"))
             r.raise_for_status()
@@ -246,11 +268,19 @@ def window(load: Load, since: float, until: float, t: float, pid: int) -> Window
     shed = sum(1 for d in rows if d[3] == "shed")
     by_kind = {k: [(d[2] - d[1]) * 1000 for d in rows if d[3] is None and d[0] == k] for k in ("remember", "query")}
     return Window(
-        t=round(t, 1), completed=len(rows), errors=errors, shed=shed,
+        t=round(t, 1),
+        completed=len(rows),
+        errors=errors,
+        shed=shed,
         error_rate=round(errors / len(rows), 4) if rows else 0.0,
-        p50_ms=pct(lat, 50), p95_ms=pct(lat, 95), p99_ms=pct(lat, 99), rate=round(len(rows) / (until - since), 1),
-        in_flight=load.in_flight, rss_mib=(round(r, 1) if (r := proc_rss_mib(pid)) is not None else None),
-        remember_p50_ms=pct(by_kind["remember"], 50), query_p50_ms=pct(by_kind["query"], 50),
+        p50_ms=pct(lat, 50),
+        p95_ms=pct(lat, 95),
+        p99_ms=pct(lat, 99),
+        rate=round(len(rows) / (until - since), 1),
+        in_flight=load.in_flight,
+        rss_mib=(round(r, 1) if (r := proc_rss_mib(pid)) is not None else None),
+        remember_p50_ms=pct(by_kind["remember"], 50),
+        query_p50_ms=pct(by_kind["query"], 50),
     )
 
 
@@ -265,13 +295,18 @@ def summarise(load: Load, run: Run, warmup: float) -> dict:
     base, last = (after[0], after[-1]) if after else (None, None)
     growth = (last - base) / base if base and last is not None else None
     return {
-        "requests": len(rows), "errors": len(rows) - len(ok),
+        "requests": len(rows),
+        "errors": len(rows) - len(ok),
         "shed": sum(1 for d in rows if d[3] == "shed"),
         "error_rate": round((len(rows) - len(ok)) / len(rows), 4) if rows else 0.0,
-        "p50_ms": pct(ok, 50), "p95_ms": pct(ok, 95), "p99_ms": pct(ok, 99),
+        "p50_ms": pct(ok, 50),
+        "p95_ms": pct(ok, 95),
+        "p99_ms": pct(ok, 99),
         "achieved_rate": round(len(rows) / run.args["duration"], 1),
         "served_rate": round(len(ok) / run.args["duration"], 1),
-        "rss_start_mib": rss[0][1] if rss else None, "rss_after_warmup_mib": base, "rss_end_mib": last,
+        "rss_start_mib": rss[0][1] if rss else None,
+        "rss_after_warmup_mib": base,
+        "rss_end_mib": last,
         "rss_max_mib": max((r for _, r in rss), default=None),
         "rss_growth_after_warmup": round(growth, 4) if growth is not None else None,
         "rss_grew_over_10pct": (growth > GROWTH_LIMIT) if growth is not None else None,
@@ -284,24 +319,31 @@ def markdown(run: Run) -> str:
     from bench.common import machine
 
     lines = [
-        "## Load", "", USAGE,
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}", f"- machine: {machine()}",
+        "## Load",
+        "",
+        USAGE,
+        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- machine: {machine()}",
         f"- command: `.venv/bin/python -m bench.load --duration {a['duration']:g} --rate {a['rate']:g}`",
         f"- mix: {a['remember_share']:.0%} remember (2 messages each), {1 - a['remember_share']:.0%} query "
-        f"(top 5); {a['conversations']} conversations; open loop, max {a['max_in_flight']} in flight", "",
+        f"(top 5); {a['conversations']} conversations; open loop, max {a['max_in_flight']} in flight",
+        "",
         f"**{s['requests']} requests, error rate {s['error_rate']:.2%} ({s['shed']} shed), "
         f"latency p50/p95/p99 {s['p50_ms']} / "
         f"{s['p95_ms']} / {s['p99_ms']} ms, offered {s['achieved_rate']} req/s, "
         f"served {s.get('served_rate')} req/s without error; RSS {s['rss_after_warmup_mib']} "
         f"MiB after a {s['warmup_s']:g} s warm-up, {s['rss_end_mib']} MiB at the end "
         f"({(s['rss_growth_after_warmup'] or 0):+.1%}: {'GREW beyond' if s['rss_grew_over_10pct'] else 'within'} "
-        "10%).**", "",
+        "10%).**",
+        "",
         "| t (s) | done | errors | of which shed | p50 ms | p95 ms | p99 ms | req/s | in flight | RSS MiB |",
         "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for w in run.windows:
-        lines.append(f"| {w.t:g} | {w.completed} | {w.error_rate:.1%} | {w.shed} | {w.p50_ms} | {w.p95_ms} | "
-                     f"{w.p99_ms} | {w.rate} | {w.in_flight} | {w.rss_mib} |")
+        lines.append(
+            f"| {w.t:g} | {w.completed} | {w.error_rate:.1%} | {w.shed} | {w.p50_ms} | {w.p95_ms} | "
+            f"{w.p99_ms} | {w.rate} | {w.in_flight} | {w.rss_mib} |"
+        )
     if run.errors_by_kind:
         lines += ["", "Errors: " + ", ".join(f"{k} {v}" for k, v in sorted(run.errors_by_kind.items()))]
     return "\n".join(lines) + "\n"
@@ -316,16 +358,25 @@ async def bench(args: argparse.Namespace) -> Run:
         await server.wait_ready()
         load = Load(args, server)
         await preload(server, load, args.conversations)
-        print(f"server pid {server.proc.pid} on {server.url}; {args.rate:g} req/s for {args.duration:g} s "
-              f"(warm-up {warmup:g} s)", flush=True)
-        print(f"{'t':>6} {'done':>6} {'err%':>6} {'shed':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>6} {'open':>5} "
-              f"{'RSS MiB':>8}", flush=True)
+        print(
+            f"server pid {server.proc.pid} on {server.url}; {args.rate:g} req/s for {args.duration:g} s "
+            f"(warm-up {warmup:g} s)",
+            flush=True,
+        )
+        print(
+            f"{'t':>6} {'done':>6} {'err%':>6} {'shed':>5} {'p50':>8} {'p95':>8} {'p99':>8} {'req/s':>6} {'open':>5} "
+            f"{'RSS MiB':>8}",
+            flush=True,
+        )
 
         def on_window(t: float, start: float) -> None:
             w = window(load, start + t - args.interval, start + t, t, server.proc.pid)
             run.windows.append(w)
-            print(f"{w.t:6g} {w.completed:6d} {w.error_rate:6.1%} {w.shed:5d} {w.p50_ms!s:>8} {w.p95_ms!s:>8} "
-                  f"{w.p99_ms!s:>8} {w.rate:6g} {w.in_flight:5d} {w.rss_mib!s:>8}", flush=True)
+            print(
+                f"{w.t:6g} {w.completed:6d} {w.error_rate:6.1%} {w.shed:5d} {w.p50_ms!s:>8} {w.p95_ms!s:>8} "
+                f"{w.p99_ms!s:>8} {w.rate:6g} {w.in_flight:5d} {w.rss_mib!s:>8}",
+                flush=True,
+            )
 
         await load.run(on_window)
         run.summary = summarise(load, run, warmup)
@@ -345,8 +396,9 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--remember-share", type=float, default=0.3, help="share of remember calls (default 0.3)")
     p.add_argument("--conversations", type=int, default=20, help="conversations remembered into (default 20)")
     p.add_argument("--interval", type=float, default=10, help="seconds per reported window (default 10)")
-    p.add_argument("--warmup", type=float, default=None, help="seconds before the RSS baseline (default 60 or "
-                                                              "a fifth of the run)")
+    p.add_argument(
+        "--warmup", type=float, default=None, help="seconds before the RSS baseline (default 60 or a fifth of the run)"
+    )
     p.add_argument("--max-in-flight", type=int, default=500, help="open requests before arrivals are shed")
     p.add_argument("--timeout", type=float, default=30, help="seconds per request (default 30)")
     p.add_argument("--embed-threads", type=int, default=1, help="EMBED_THREADS of the server (default 1)")
@@ -358,9 +410,17 @@ def main(argv: list[str] | None = None) -> None:
         p.error("--duration and --rate must be positive, --remember-share within [0, 1]")
     run = asyncio.run(bench(args))
     OUT.mkdir(parents=True, exist_ok=True)
-    (OUT / "load.json").write_text(json.dumps(
-        {"args": run.args, "summary": run.summary, "errors": run.errors_by_kind,
-         "windows": [asdict(w) for w in run.windows]}, indent=1))
+    (OUT / "load.json").write_text(
+        json.dumps(
+            {
+                "args": run.args,
+                "summary": run.summary,
+                "errors": run.errors_by_kind,
+                "windows": [asdict(w) for w in run.windows],
+            },
+            indent=1,
+        )
+    )
     text = markdown(run)
     print("\n" + text)
     if args.write_results:

@@ -87,5 +87,10 @@ def proc_status_mib(pid: int, key: str) -> float | None:
 def percentiles(ms: list[float]) -> dict[str, float]:
     """p50/p95/p99/mean of latencies in milliseconds (rounded to 0.01)."""
     a = np.asarray(ms, dtype=np.float64)
-    return {"n": len(ms), "p50": round(float(np.percentile(a, 50)), 2), "p95": round(float(np.percentile(a, 95)), 2),
-            "p99": round(float(np.percentile(a, 99)), 2), "mean": round(float(a.mean()), 2)}
+    return {
+        "n": len(ms),
+        "p50": round(float(np.percentile(a, 50)), 2),
+        "p95": round(float(np.percentile(a, 95)), 2),
+        "p99": round(float(np.percentile(a, 99)), 2),
+        "mean": round(float(a.mean()), 2),
+    }

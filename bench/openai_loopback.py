@@ -59,8 +59,9 @@ class LoopbackOpenAI(ThreadingHTTPServer):
     def __enter__(self) -> LoopbackOpenAI:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         self.stop()
 
 
@@ -90,8 +91,15 @@ class _Handler(BaseHTTPRequestHandler):
                 seed = int(hashlib.sha256(text.encode()).hexdigest()[:8], 16)
                 vec = np.random.default_rng(seed).normal(size=dim) * 3  # not normalised: the client must do it
                 data.append({"object": "embedding", "index": i, "embedding": vec.tolist()})
-            return self._send(200, {"object": "list", "data": data[::-1], "model": body["model"],
-                                    "usage": {"prompt_tokens": 1, "total_tokens": 1}})
+            return self._send(
+                200,
+                {
+                    "object": "list",
+                    "data": data[::-1],
+                    "model": body["model"],
+                    "usage": {"prompt_tokens": 1, "total_tokens": 1},
+                },
+            )
         if self.path == "/v1/chat/completions":
             with srv._guard:
                 srv.in_flight += 1
@@ -104,12 +112,19 @@ class _Handler(BaseHTTPRequestHandler):
                     srv.completions += 1
             user = body["messages"][-1]["content"]
             content = srv.chat_reply(body) if srv.chat_reply else f"SUMMARY of {len(user)} chars"
-            return self._send(200, {
-                "id": "chatcmpl-1", "object": "chat.completion", "created": 0, "model": body["model"],
-                "choices": [{"index": 0, "finish_reason": "stop",
-                             "message": {"role": "assistant", "content": content}}],
-                "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
-            })
+            return self._send(
+                200,
+                {
+                    "id": "chatcmpl-1",
+                    "object": "chat.completion",
+                    "created": 0,
+                    "model": body["model"],
+                    "choices": [
+                        {"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}
+                    ],
+                    "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
+                },
+            )
         self._send(404, {"error": {"message": "no route"}})
 
     def _send(self, status: int, payload: dict) -> None:

@@ -30,7 +30,7 @@ from services.tokens import count_tokens
 BUDGETS = (250, 500, 1000, 2000)
 TOP_K = 40  # enough items to fill the largest budget
 NS = "bench"
-DEFAULTS = Settings(_env_file=None)  # type: ignore[call-arg]
+DEFAULTS = Settings(_env_file=None)
 
 
 @dataclass(frozen=True)
@@ -56,12 +56,19 @@ VARIANTS = [
     Variant("a", "(a) flat, no overlap, dense", "flat0", "dense"),
     Variant("b", f"(b) flat, overlap {OV}, dense", "flat", "dense"),
     Variant("d", "(d) BM25 over (b)'s chunks", "flat", "text"),
-    Variant("c", f"(c) Pyramind default: tree, overlap {OV}, {DEFAULTS.retrieval_mode}", "tree",
-            DEFAULTS.retrieval_mode),
-    *[Variant(f"tree-{m}", f"tree, overlap {OV}, {m}", "tree", m)
-      for m in ("dense", "text", "hybrid", "tree") if m != DEFAULTS.retrieval_mode],
-    *[Variant(f"ov{ov}", f"tree, overlap {ov}, {DEFAULTS.retrieval_mode}", f"tree{ov}", DEFAULTS.retrieval_mode)
-      for ov in (0, 20, 40, 60) if ov != OV],
+    Variant(
+        "c", f"(c) Pyramind default: tree, overlap {OV}, {DEFAULTS.retrieval_mode}", "tree", DEFAULTS.retrieval_mode
+    ),
+    *[
+        Variant(f"tree-{m}", f"tree, overlap {OV}, {m}", "tree", m)
+        for m in ("dense", "text", "hybrid", "tree")
+        if m != DEFAULTS.retrieval_mode
+    ],
+    *[
+        Variant(f"ov{ov}", f"tree, overlap {ov}, {DEFAULTS.retrieval_mode}", f"tree{ov}", DEFAULTS.retrieval_mode)
+        for ov in (0, 20, 40, 60)
+        if ov != OV
+    ],
 ]
 
 
@@ -80,8 +87,15 @@ def answers(store: Memory, questions: list[dataset.Question], mode: str) -> list
     batch = store.settings.max_queries
     for i in range(0, len(questions), batch):
         part = questions[i : i + batch]
-        queries = [Query(query=q.text, top_k=TOP_K, mode=mode,  # type: ignore[arg-type]
-                         filter=QueryFilter(conversation_id=q.conversation_id)) for q in part]
+        queries = [
+            Query(
+                query=q.text,
+                top_k=TOP_K,
+                mode=mode,
+                filter=QueryFilter(conversation_id=q.conversation_id),
+            )
+            for q in part
+        ]
         for res in store.reader.query(NS, queries).results:
             items = []
             for r in res.results:
@@ -104,17 +118,26 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
     for key in STORES:
         t0 = time.perf_counter()
         store = build(key, embedder, samples, captions)
-        results["stores"][key] = {"settings": STORES[key], "counts": store.storage.counts(NS),
-                                  "ingest_s": round(time.perf_counter() - t0, 1)}
+        results["stores"][key] = {
+            "settings": STORES[key],
+            "counts": store.storage.counts(NS),
+            "ingest_s": round(time.perf_counter() - t0, 1),
+        }
         print(f"store {key}: {results['stores'][key]}", flush=True)
         for v in (v for v in VARIANTS if v.store == key):
             t1 = time.perf_counter()
-            scored = [metrics.score(items, q.evidence, BUDGETS)
-                      for items, q in zip(answers(store, questions, v.mode), questions, strict=True)]
+            scored = [
+                metrics.score(items, q.evidence, BUDGETS)
+                for items, q in zip(answers(store, questions, v.mode), questions, strict=True)
+            ]
             groups = metrics.by_category(scored, categories)
-            results["variants"][v.key] = {"label": v.label, "store": v.store, "mode": v.mode,
-                                          "query_s": round(time.perf_counter() - t1, 1),
-                                          "groups": {k: asdict(g) for k, g in groups.items()}}
+            results["variants"][v.key] = {
+                "label": v.label,
+                "store": v.store,
+                "mode": v.mode,
+                "query_s": round(time.perf_counter() - t1, 1),
+                "groups": {k: asdict(g) for k, g in groups.items()},
+            }
             print(f"  {v.label}: " + " ".join(f"{groups['all'].recall[b]:.3f}" for b in BUDGETS), flush=True)
         store.close()
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
@@ -125,8 +148,11 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.recall", description=__doc__.splitlines()[0])
-    parser.add_argument("--captions", action="store_true",
-                        help="append image captions to the turns that share an image (section recall-captions)")
+    parser.add_argument(
+        "--captions",
+        action="store_true",
+        help="append image captions to the turns that share an image (section recall-captions)",
+    )
     args = parser.parse_args(argv)
     results = run(args.captions)
     name = "recall-captions" if args.captions else "recall"

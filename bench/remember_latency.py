@@ -40,8 +40,12 @@ def calls_from_locomo(samples: list[dict], conversations: int, calls: int, per_c
     queues = []
     for sample in samples[:conversations]:
         msgs = [m.model_dump(mode="json", exclude_none=True) for s in dataset.sessions(sample) for m in s]
-        queues.append([{"conversation_id": sample["sample_id"], "messages": msgs[i:i + per_call]}
-                       for i in range(0, len(msgs), per_call)])
+        queues.append(
+            [
+                {"conversation_id": sample["sample_id"], "messages": msgs[i : i + per_call]}
+                for i in range(0, len(msgs), per_call)
+            ]
+        )
     out: list[dict] = []
     while len(out) < calls and any(queues):
         for q in queues:
@@ -54,7 +58,7 @@ def pct(values: list[float], q: float) -> float:
     return round(float(np.percentile(values, q)), 1) if values else float("nan")
 
 
-async def wait_for(check, timeout: float, every: float = 0.1) -> float | None:  # type: ignore[no-untyped-def]
+async def wait_for(check, timeout: float, every: float = 0.1) -> float | None:
     """Seconds until `check()` is true, or None after `timeout`."""
     t0 = time.monotonic()
     while time.monotonic() - t0 < timeout:
@@ -70,11 +74,19 @@ async def bench(args: argparse.Namespace) -> dict:
     folder = Path(tempfile.mkdtemp(prefix="pyramind-remember-"))
     db = folder / "pyramind.db"
     with LoopbackOpenAI(delay=args.delay) as llm:
-        server = Server(folder, args.embed_threads, {
-            "SUMMARISER": "openai", "OPENAI_API_KEY": llm.api_key, "OPENAI_BASE_URL": llm.base_url,
-            "OPENAI_MAX_RETRIES": "0", "OPENAI_TIMEOUT": str(args.delay * 10),
-            "INDEX_SUMMARY_CONCURRENCY": str(args.concurrency), "INSTRUCTION_DETECTOR": args.instruction_detector,
-        })
+        server = Server(
+            folder,
+            args.embed_threads,
+            {
+                "SUMMARISER": "openai",
+                "OPENAI_API_KEY": llm.api_key,
+                "OPENAI_BASE_URL": llm.base_url,
+                "OPENAI_MAX_RETRIES": "0",
+                "OPENAI_TIMEOUT": str(args.delay * 10),
+                "INDEX_SUMMARY_CONCURRENCY": str(args.concurrency),
+                "INSTRUCTION_DETECTOR": args.instruction_detector,
+            },
+        )
         try:
             await server.wait_ready()
             async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=120) as http:
@@ -110,16 +122,23 @@ async def bench(args: argparse.Namespace) -> dict:
                 searchable: list[float] = []
                 for k in range(args.probes):
                     word = f"zebraprobe{k}x"
-                    body = {"conversation_id": f"probe-{k}", "messages": [
-                        {"id": f"probe-{k}-{j}", "speaker": "Ann", "content": f"Message {j} of probe {k}: "
-                         + ("the " + word + " is in the shed. " if j == 9 else "nothing to see here. ")}
-                        for j in range(10)]}
+                    body = {
+                        "conversation_id": f"probe-{k}",
+                        "messages": [
+                            {
+                                "id": f"probe-{k}-{j}",
+                                "speaker": "Ann",
+                                "content": f"Message {j} of probe {k}: "
+                                + ("the " + word + " is in the shed. " if j == 9 else "nothing to see here. "),
+                            }
+                            for j in range(10)
+                        ],
+                    }
                     t = time.monotonic()
                     await http.post("/remember", json=body)
 
                     async def found(word: str = word) -> bool:
-                        r = await http.post("/query", json={"queries": [
-                            {"query": word, "top_k": 1, "mode": "text"}]})
+                        r = await http.post("/query", json={"queries": [{"query": word, "top_k": 1, "mode": "text"}]})
                         return any(word in x["text"] for x in r.json()["results"][0]["results"])
 
                     if await wait_for(found, 30, every=0.02) is not None:
@@ -130,11 +149,20 @@ async def bench(args: argparse.Namespace) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     bound = work.summaries * args.delay / args.concurrency
     return {
-        "calls": len(bodies), "statuses": statuses, "p50_ms": pct(latencies, 50), "p95_ms": pct(latencies, 95),
-        "max_ms": round(max(latencies), 1), "chunks_after_last_s": chunks_after_last,
-        "ingest_s": round(t_last - t_first, 1), "summaries_since_first_s": summaries_since_first,
-        "summaries": work.summaries, "chunks": work.chunks, "completions": llm_completions, "peak_llm": peak,
-        "bound_s": round(bound, 1), "searchable_s": [round(s, 2) for s in searchable],
+        "calls": len(bodies),
+        "statuses": statuses,
+        "p50_ms": pct(latencies, 50),
+        "p95_ms": pct(latencies, 95),
+        "max_ms": round(max(latencies), 1),
+        "chunks_after_last_s": chunks_after_last,
+        "ingest_s": round(t_last - t_first, 1),
+        "summaries_since_first_s": summaries_since_first,
+        "summaries": work.summaries,
+        "chunks": work.chunks,
+        "completions": llm_completions,
+        "peak_llm": peak,
+        "bound_s": round(bound, 1),
+        "searchable_s": [round(s, 2) for s in searchable],
     }
 
 
@@ -172,17 +200,28 @@ def main() -> None:
     ap.add_argument("--delay", type=float, default=2.0, help="seconds per chat completion")
     ap.add_argument("--concurrency", type=int, default=4, help="INDEX_SUMMARY_CONCURRENCY")
     ap.add_argument("--probes", type=int, default=5, help="idle remember -> searchable probes")
-    ap.add_argument("--instruction-detector", default="auto", choices=["auto", "pattern", "openai"],
-                    help="INSTRUCTION_DETECTOR (auto: the loopback model, as the summariser is openai)")
+    ap.add_argument(
+        "--instruction-detector",
+        default="auto",
+        choices=["auto", "pattern", "openai"],
+        help="INSTRUCTION_DETECTOR (auto: the loopback model, as the summariser is openai)",
+    )
     ap.add_argument("--timeout", type=float, default=600.0)
     ap.add_argument("--embed-threads", type=int, default=1)
     ap.add_argument("--data", default=str(dataset.DATA), help="LoCoMo JSON")
     ap.add_argument("--write-results", action="store_true", help="write the section of bench/RESULTS.md")
     args = ap.parse_args()
     r = asyncio.run(bench(args))
-    text = markdown(r, args, "python -m bench.remember_latency " + " ".join(
-        f"--{k.replace('_', '-')} {v}" for k, v in vars(args).items()
-        if k in ("calls", "rate", "delay", "concurrency", "conversations", "instruction_detector")))
+    text = markdown(
+        r,
+        args,
+        "python -m bench.remember_latency "
+        + " ".join(
+            f"--{k.replace('_', '-')} {v}"
+            for k, v in vars(args).items()
+            if k in ("calls", "rate", "delay", "concurrency", "conversations", "instruction_detector")
+        ),
+    )
     print(text)
     if args.write_results:
         write_section("remember-latency", text)

@@ -20,18 +20,28 @@ def recall_markdown(results: dict, budgets: Sequence[int], header: str, png: str
     """The `recall` section of RESULTS.md: provenance, overall table, per-category table, stores, notes."""
     variants = results["variants"]
     n_by_cat = {k: g["n"] for k, g in next(iter(variants.values()))["groups"].items()}
-    out = [f"## Recall on LoCoMo (dev, 6 conversations, {results['n_questions']} questions)\n", header,
-           f"- elapsed: {results['elapsed_s']} s (embedding cache: {results['embedder']['hits']} hits, "
-           f"{results['embedder']['misses']} misses)\n"]
-    out.append("Turn-evidence recall (fraction of a question's evidence turns held by the returned L1 chunks, "
-               "items cut at the token budget), session recall and MRR (within the largest budget), overall:\n")
+    out = [
+        f"## Recall on LoCoMo (dev, 6 conversations, {results['n_questions']} questions)\n",
+        header,
+        f"- elapsed: {results['elapsed_s']} s (embedding cache: {results['embedder']['hits']} hits, "
+        f"{results['embedder']['misses']} misses)\n",
+    ]
+    out.append(
+        "Turn-evidence recall (fraction of a question's evidence turns held by the returned L1 chunks, "
+        "items cut at the token budget), session recall and MRR (within the largest budget), overall:\n"
+    )
     head = ["variant", *[f"recall@{b}" for b in budgets], *[f"sess@{b}" for b in budgets], "MRR"]
     rows = []
     for v in variants.values():
         g = v["groups"]["all"]
-        rows.append([v["label"], *[f"{_get(g['recall'], b):.3f}"
-                                   for b in budgets],
-                     *[f"{_get(g['session_recall'], b):.3f}" for b in budgets], f"{g['mrr']:.3f}"])
+        rows.append(
+            [
+                v["label"],
+                *[f"{_get(g['recall'], b):.3f}" for b in budgets],
+                *[f"{_get(g['session_recall'], b):.3f}" for b in budgets],
+                f"{g['mrr']:.3f}",
+            ]
+        )
     out.append(_table(head, rows))
     out.append(f"\n![recall vs budget]({png})\n")
     out.append("Turn recall per category, at " + " / ".join(str(b) for b in budgets) + " tokens:\n")
@@ -39,15 +49,18 @@ def recall_markdown(results: dict, budgets: Sequence[int], header: str, png: str
     head = ["variant", *[f"{k} {CATEGORIES[int(k)]} (n={n_by_cat[k]})" for k in cats]]
     rows = []
     for v in variants.values():
-        rows.append([v["label"], *[" / ".join(f"{_get(v['groups'][k]['recall'], b):.2f}" for b in budgets)
-                                   for k in cats]])
+        rows.append(
+            [v["label"], *[" / ".join(f"{_get(v['groups'][k]['recall'], b):.2f}" for b in budgets) for k in cats]]
+        )
     out.append(_table(head, rows))
     out.append("\nMRR per category:\n")
     rows = [[v["label"], *[f"{v['groups'][k]['mrr']:.3f}" for k in cats]] for v in variants.values()]
     out.append(_table(["variant", *[f"{k} {CATEGORIES[int(k)]}" for k in cats]], rows))
     out.append("\nStores (chunk size 200 everywhere; ingest time includes embedding cache misses):\n")
-    rows = [[k, s["settings"] or "defaults", ", ".join(f"{a} {b}" for a, b in s["counts"].items()), s["ingest_s"]]
-            for k, s in results["stores"].items()]
+    rows = [
+        [k, s["settings"] or "defaults", ", ".join(f"{a} {b}" for a, b in s["counts"].items()), s["ingest_s"]]
+        for k, s in results["stores"].items()
+    ]
     out.append(_table(["store", "settings", "counts", "ingest s"], rows))
     return "\n".join(out) + "\n"
 

@@ -47,8 +47,11 @@ class Postgres:
             try:
                 pwd.getpwnam(PG_USER)
             except KeyError:
-                subprocess.run(["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
-                               check=True, capture_output=True)
+                subprocess.run(
+                    ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", PG_USER],
+                    check=True,
+                    capture_output=True,
+                )
             shutil.chown(self.root, PG_USER)
             # that user may not reach the wheel's binaries (a clone under a root-only folder): run a copy
             # inside our own folder, laid out as in site-packages (the binaries' RPATH is
@@ -59,8 +62,9 @@ class Postgres:
             self.bin = self.root / "pgserver" / "pginstall" / "bin"
 
     def _run(self, *args: str) -> None:
-        done = subprocess.run([str(self.bin / args[0]), *args[1:]], user=self.user, capture_output=True, text=True,
-                              timeout=120)
+        done = subprocess.run(
+            [str(self.bin / args[0]), *args[1:]], user=self.user, capture_output=True, text=True, timeout=120
+        )
         if done.returncode != 0:
             raise RuntimeError(f"{args[0]} failed ({done.returncode}): {done.stderr.strip() or done.stdout.strip()}")
 
@@ -75,8 +79,19 @@ class Postgres:
 
     def _start(self) -> Postgres:
         self._run("initdb", "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8", "--no-sync")
-        self._run("pg_ctl", "-D", str(self.data), "-l", str(self.root / "log"), "-w", "-t", "60", "-o",
-                  f"-h 127.0.0.1 -p {self.port} -k {self.root} -F", "start")
+        self._run(
+            "pg_ctl",
+            "-D",
+            str(self.data),
+            "-l",
+            str(self.root / "log"),
+            "-w",
+            "-t",
+            "60",
+            "-o",
+            f"-h 127.0.0.1 -p {self.port} -k {self.root} -F",
+            "start",
+        )
         import psycopg
 
         with psycopg.connect(self.url("template1"), autocommit=True) as conn:
@@ -139,9 +154,24 @@ class Needle:
     def _start(self) -> Needle:
         log = open(self.root / "log", "wb")  # noqa: SIM115 (closed with the process)
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "needledb", "serve", "--no-auth", "--host", "127.0.0.1", "--port", str(self.port),
-             "--data", str(self.root / "data"), "--log-level", "warning"],
-            stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+            [
+                sys.executable,
+                "-m",
+                "needledb",
+                "serve",
+                "--no-auth",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--data",
+                str(self.root / "data"),
+                "--log-level",
+                "warning",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         log.close()
         deadline = time.monotonic() + 60

@@ -70,22 +70,32 @@ def ingest(samples: list[dict], overlap: int | None) -> dict:
     n_messages = common.ingest(store, samples, DEFAULT_NAMESPACE)
     wall = time.perf_counter() - t
     counts = store.storage.counts(DEFAULT_NAMESPACE)
-    chunks = [n.text for s in samples for n in store.storage.source_nodes(DEFAULT_NAMESPACE, s["sample_id"])
-              if n.level == 1]
+    chunks = [
+        n.text for s in samples for n in store.storage.source_nodes(DEFAULT_NAMESPACE, s["sample_id"]) if n.level == 1
+    ]
     store.close()
     t = time.perf_counter()
     inner.embed(chunks)
     raw = time.perf_counter() - t
     return {
-        "overlap": settings.chunk_overlap, "threads": settings.embed_threads, "messages": n_messages,
-        "counts": counts, "wall_s": round(wall, 1),
-        "messages_per_s": round(n_messages / wall, 1), "chunks_per_s": round(counts["L1"] / wall, 2),
-        "embedded_texts": embedder.texts, "embed_calls": embedder.calls, "embed_s": round(embedder.seconds, 1),
-        "summariser_calls": summariser.calls, "summariser_s": round(summariser.seconds, 1),
+        "overlap": settings.chunk_overlap,
+        "threads": settings.embed_threads,
+        "messages": n_messages,
+        "counts": counts,
+        "wall_s": round(wall, 1),
+        "messages_per_s": round(n_messages / wall, 1),
+        "chunks_per_s": round(counts["L1"] / wall, 2),
+        "embedded_texts": embedder.texts,
+        "embed_calls": embedder.calls,
+        "embed_s": round(embedder.seconds, 1),
+        "summariser_calls": summariser.calls,
+        "summariser_s": round(summariser.seconds, 1),
         "summariser_calls_per_1000_messages": round(1000 * summariser.calls / n_messages, 1),
         "summariser_tokens_in": summariser.tokens_in,
         "summariser_tokens_per_1000_messages": round(1000 * summariser.tokens_in / n_messages),
-        "raw_texts": len(chunks), "raw_s": round(raw, 1), "raw_texts_per_s": round(len(chunks) / raw, 2),
+        "raw_texts": len(chunks),
+        "raw_s": round(raw, 1),
+        "raw_texts_per_s": round(len(chunks) / raw, 2),
         "ingest_vs_raw": round((counts["L1"] / wall) / (len(chunks) / raw), 3),
     }
 
@@ -98,8 +108,9 @@ def _child_argv(*args: str) -> list[str]:
 
 def _child(args: list[str], timeout: float) -> dict:
     """Run `python -m bench.speed <args>` and return the JSON it prints last."""
-    out = subprocess.run(_child_argv(*args), cwd=common.ROOT, capture_output=True,
-                         text=True, timeout=timeout, check=False)
+    out = subprocess.run(
+        _child_argv(*args), cwd=common.ROOT, capture_output=True, text=True, timeout=timeout, check=False
+    )
     if out.returncode != 0:
         raise RuntimeError(f"child {args} failed:\n{out.stderr[-3000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
@@ -121,7 +132,7 @@ def build_child(db: str, n: int) -> dict:
             Path(f"{db}{suffix}").unlink(missing_ok=True)
         store = common.open_store(_settings(db), LocalEmbedder())
     t = time.perf_counter()
-    synthetic.fill(store, DEFAULT_NAMESPACE, n)  # type: ignore[arg-type]
+    synthetic.fill(store, DEFAULT_NAMESPACE, n)
     build = time.perf_counter() - t
     if db.startswith("postgresql://"):
         with store.storage.pool.connection() as conn:  # type: ignore[attr-defined]
@@ -130,8 +141,12 @@ def build_child(db: str, n: int) -> dict:
         store.storage.db.scrub()  # type: ignore[attr-defined]  # checkpoint the WAL into the file
         size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
     store.close()
-    return {"build_s": round(build, 1), "build_peak_rss_mib": round(peak_rss_mib()), "disk_mib": round(size / 2**20, 1),
-            "disk_bytes_per_node": round(size / n)}
+    return {
+        "build_s": round(build, 1),
+        "build_peak_rss_mib": round(peak_rss_mib()),
+        "disk_mib": round(size / 2**20, 1),
+        "disk_bytes_per_node": round(size / n),
+    }
 
 
 def search_child(db: str) -> dict:
@@ -152,23 +167,39 @@ def search_child(db: str) -> dict:
     extra = _text_figures(store, queries[1:])
     if db.startswith("postgresql://"):
         store.close()
-        return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
-                "python_baseline_rss_mib": round(base_rss), "ann": "HNSW", "recall_at_5_vs_exact": "not measured",
-                **extra}
+        return {
+            "cache_load_s": round(load, 2),
+            "latency_ms": percentiles(ms),
+            "peak_rss_mib": round(peak_rss_mib()),
+            "python_baseline_rss_mib": round(base_rss),
+            "ann": "HNSW",
+            "recall_at_5_vs_exact": "not measured",
+            **extra,
+        }
     local = store.storage
     cache = local.caches.get(local.db.reader, DEFAULT_NAMESPACE)  # type: ignore[attr-defined]
     index = cache.index  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
     ids = dict(local.db.reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
-    recall = np.mean([len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
-                      for f, q in zip(found[:50], queries[1:51], strict=True)])
+    recall = np.mean(
+        [
+            len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
+            for f, q in zip(found[:50], queries[1:51], strict=True)
+        ]
+    )
     store.close()
     text_index = cache.text
     extra["text_index_mib"] = round(text_index.nbytes / 2**20, 1)
     extra["text_terms"] = len(text_index.vocab.terms)
-    return {"cache_load_s": round(load, 2), "latency_ms": percentiles(ms), "peak_rss_mib": round(peak_rss_mib()),
-            "python_baseline_rss_mib": round(base_rss), "ann": index.ann is not None,
-            "recall_at_5_vs_exact": round(float(recall), 3), **extra}
+    return {
+        "cache_load_s": round(load, 2),
+        "latency_ms": percentiles(ms),
+        "peak_rss_mib": round(peak_rss_mib()),
+        "python_baseline_rss_mib": round(base_rss),
+        "ann": index.ann is not None,
+        "recall_at_5_vs_exact": round(float(recall), 3),
+        **extra,
+    }
 
 
 def _text_figures(store: object, vectors: np.ndarray) -> dict:
@@ -203,7 +234,7 @@ def serve_child(db: str, port: int) -> None:
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     config.startup_timeout = 600  # loading the embedder on a busy shared machine can take over the default 60 s
-    asyncio.run(serve(create_app(settings), config))  # type: ignore[arg-type]
+    asyncio.run(serve(create_app(settings), config))
 
 
 # ---------------------------------------------------------------------------------------------- end to end
@@ -216,8 +247,9 @@ def _free_port() -> int:
 def end_to_end(db: str | Path, questions: list[str]) -> dict:
     """HTTP /query latency against a server child over `db` (default mode, then dense); server peak RSS."""
     port = _free_port()
-    proc = subprocess.Popen(_child_argv("--serve", str(db), str(port)),
-                            cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        _child_argv("--serve", str(db), str(port)), cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     url = f"http://127.0.0.1:{port}"
     try:
         with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {TOKEN}"}, timeout=60) as client:
@@ -326,13 +358,18 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.splitlines()[0])
     parser.add_argument("--scale-1m", action="store_true", help="add the 1M-node point (~15 min more)")
     parser.add_argument("--sizes", help="scale points instead of 10000,100000 (e.g. 100000,1000000)")
-    parser.add_argument("--scale-only", action="store_true",
-                        help="only the scale points, no ingest figures (section speed-scale)")
-    parser.add_argument("--keep", action="store_true",
-                        help="keep the built scale stores under bench/out/speed/ and reuse those kept before")
+    parser.add_argument(
+        "--scale-only", action="store_true", help="only the scale points, no ingest figures (section speed-scale)"
+    )
+    parser.add_argument(
+        "--keep",
+        action="store_true",
+        help="keep the built scale stores under bench/out/speed/ and reuse those kept before",
+    )
     parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (default: %(default)s)")
-    parser.add_argument("--postgres", action="store_true",
-                        help="only the 10k and 100k points, on the pgvector provider (~10 min)")
+    parser.add_argument(
+        "--postgres", action="store_true", help="only the 10k and 100k points, on the pgvector provider (~10 min)"
+    )
     parser.add_argument("--build", nargs=2, metavar=("DB", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--search", metavar="DB", help=argparse.SUPPRESS)
     parser.add_argument("--serve", nargs=2, metavar=("DB", "PORT"), help=argparse.SUPPRESS)
@@ -353,21 +390,35 @@ def main(argv: list[str] | None = None) -> None:
         questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]
         random.Random(0).shuffle(questions)
         load_before = os.getloadavg()[0]
-        pg = {"scale_pg": postgres_points(questions, (10_000, 100_000)), "load_before": load_before,
-              "load_after": os.getloadavg()[0], "elapsed_s": round(time.perf_counter() - started, 1)}
+        pg = {
+            "scale_pg": postgres_points(questions, (10_000, 100_000)),
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
+            "elapsed_s": round(time.perf_counter() - started, 1),
+        }
         (common.OUT / "speed_pgvector.json").write_text(json.dumps(pg, indent=1))
         header = common.header(".venv/bin/python -m bench.speed --postgres")
         common.write_section("speed-pgvector", speed_report.pgvector_markdown(pg, header))
         print(f"done in {pg['elapsed_s']} s; wrote {common.RESULTS}")
         return
-    sizes = tuple(int(n) for n in args.sizes.split(",")) if args.sizes else (
-        10_000, 100_000, *((1_000_000,) if args.scale_1m else ()))
+    sizes = (
+        tuple(int(n) for n in args.sizes.split(","))
+        if args.sizes
+        else (10_000, 100_000, *((1_000_000,) if args.scale_1m else ()))
+    )
     results = run(sizes, not args.scale_only, args.keep)
     name = "speed-scale" if args.scale_only else "speed"
     (common.OUT / f"{name.replace('-', '_')}.json").write_text(json.dumps(results, indent=1))
-    command = ".venv/bin/python -m bench.speed" + "".join(f" {flag}" for flag, on in (
-        ("--scale-1m", args.scale_1m), (f"--sizes {args.sizes}", args.sizes), ("--scale-only", args.scale_only),
-        ("--keep", args.keep)) if on)
+    command = ".venv/bin/python -m bench.speed" + "".join(
+        f" {flag}"
+        for flag, on in (
+            ("--scale-1m", args.scale_1m),
+            (f"--sizes {args.sizes}", args.sizes),
+            ("--scale-only", args.scale_only),
+            ("--keep", args.keep),
+        )
+        if on
+    )
     report = speed_report.scale_markdown if args.scale_only else speed_report.markdown
     common.write_section(name, report(results, common.header(command)))
     print(f"done in {results['elapsed_s']} s; wrote {common.RESULTS}")

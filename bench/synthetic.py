@@ -38,6 +38,7 @@ def unit_vectors(rng: np.random.Generator, count: int) -> np.ndarray:
     v = centres[rng.integers(0, CENTRES, count)] + SPREAD * rng.standard_normal((count, 384)) / np.sqrt(384) * 3
     return (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
 
+
 LINES = 5
 WORDS_PER_LINE = (8, 40)
 SPEAKERS = ("Alice", "Bob")
@@ -53,7 +54,7 @@ def with_summaries(leaves: list[tuple[MemoryNode, np.ndarray]]) -> list[tuple[Me
     """The sealed L1 `leaves` (node, vector) of one conversation followed by their summaries, rolled up as
     `remember` does; each summary's vector is the normalised mean of its children's. Sets the children's
     parent_id."""
-    defaults = Settings(_env_file=None)  # type: ignore[call-arg]
+    defaults = Settings(_env_file=None)
     made = roll_up(Frontier(), [n for n, _ in leaves], _summarise, defaults.fan_out, defaults.max_level)
     vectors = {n.id: v for n, v in leaves}
     out: list[tuple[MemoryNode, np.ndarray | None]] = list(leaves)
@@ -68,8 +69,9 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
     """LoCoMo's words and their relative frequencies (falls back to a tiny list without the data)."""
     try:
         samples = dataset.load()
-        text = " ".join(t["text"] for s in samples for k in dataset.session_keys(s["conversation"])
-                        for t in s["conversation"][k])
+        text = " ".join(
+            t["text"] for s in samples for k in dataset.session_keys(s["conversation"]) for t in s["conversation"][k]
+        )
     except FileNotFoundError:
         text = "memory garden lake cabin violin bakery sister train museum recipe concert hiking piano " * 10
     counts = Counter(re.findall(r"[a-z']+", text.lower()))
@@ -102,12 +104,39 @@ def fill(store: Memory, ns: str, n: int, seed: int = 0) -> None:
                 mid = f"m{i}-{j}"
                 ids.append(mid)
                 lines.append(f"{speaker}: {content}")
-                messages.append(StoredMessage(id=mid, source_id=sid, seq=k, speaker=speaker, content=content,
-                                              created_at=when, tok_offset=k * 40, n_tokens=40))
-            nodes.append((MemoryNode(id=f"c1_{sid}_{i}", source_id=sid, level=1, position=i,
-                                     text="\n".join(lines) + "\n", token_count=200, message_ids=ids,
-                                     speakers=list(SPEAKERS), start_time=when, end_time=when, sealed=True,
-                                     tok_start=i * 200, tok_end=(i + 1) * 200), vecs[i]))
-        src = SourceRow(sid, "conversation", 1, n_messages=len(messages), n_tokens=count * 200,
-                        max_seq=len(messages) - 1)
+                messages.append(
+                    StoredMessage(
+                        id=mid,
+                        source_id=sid,
+                        seq=k,
+                        speaker=speaker,
+                        content=content,
+                        created_at=when,
+                        tok_offset=k * 40,
+                        n_tokens=40,
+                    )
+                )
+            nodes.append(
+                (
+                    MemoryNode(
+                        id=f"c1_{sid}_{i}",
+                        source_id=sid,
+                        level=1,
+                        position=i,
+                        text="\n".join(lines) + "\n",
+                        token_count=200,
+                        message_ids=ids,
+                        speakers=list(SPEAKERS),
+                        start_time=when,
+                        end_time=when,
+                        sealed=True,
+                        tok_start=i * 200,
+                        tok_end=(i + 1) * 200,
+                    ),
+                    vecs[i],
+                )
+            )
+        src = SourceRow(
+            sid, "conversation", 1, n_messages=len(messages), n_tokens=count * 200, max_seq=len(messages) - 1
+        )
         store.storage.commit(ns, WriteBatch(source=src, messages=messages, nodes=with_summaries(nodes)), 0)

@@ -43,7 +43,9 @@ def open_storage(settings: Settings, dimension: int) -> Storage:
 
 
 def open_memory(
-    settings: Settings, embedder: Embedder | None = None, summariser: Summariser | None = None,
+    settings: Settings,
+    embedder: Embedder | None = None,
+    summariser: Summariser | None = None,
     detector: Detector | None = None,
 ) -> Memory:
     """The Memory over the configured, opened Storage (see `open_storage`).

@@ -45,8 +45,11 @@ def retry_conflicts(attempt: Callable[[], T], message: str, field: str | None) -
     growing delay (to ~0.5 s) between tries, so a writer in another process that keeps committing to the same
     source cannot starve this one. An attempt recomputes from the stored state; raising ConflictError is how it
     says the state moved under it. Raises ConflictError(message, field) when every attempt conflicted."""
-    retrying = Retrying(retry=retry_if_exception_type(ConflictError), stop=stop_after_attempt(COMMIT_ATTEMPTS),
-                        wait=wait_random_exponential(multiplier=0.01, max=0.5))
+    retrying = Retrying(
+        retry=retry_if_exception_type(ConflictError),
+        stop=stop_after_attempt(COMMIT_ATTEMPTS),
+        wait=wait_random_exponential(multiplier=0.01, max=0.5),
+    )
     try:
         return retrying(attempt)
     except RetryError as exc:

@@ -60,8 +60,9 @@ class Memory:
     vectors.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, summariser: Summariser,
-                 detector: Detector) -> None:
+    def __init__(
+        self, settings: Settings, storage: Storage, embedder: Embedder, summariser: Summariser, detector: Detector
+    ) -> None:
         model, dimension = embedder.model_name, embedder.dimension
         recorded = storage.record_embedding(model, dimension)
         if recorded != (model, dimension):
@@ -87,8 +88,15 @@ class Memory:
         self.describer = Describer(storage)
         self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks)
         self.instructions = Instructions(storage, keeper)
-        self.context = ContextAssembler(settings, storage, embedder, self.reader, self.core, self.visits,
-                                        self.instructions if storage.instructions is not None else None)
+        self.context = ContextAssembler(
+            settings,
+            storage,
+            embedder,
+            self.reader,
+            self.core,
+            self.visits,
+            self.instructions if storage.instructions is not None else None,
+        )
         self.forks = Forks(storage, self.deleter)
         self.sessions = Sessions(storage)
         self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)

@@ -188,13 +188,13 @@ class RowSearch(Protocol):
     """Both searches answered as (row ids, scores) from in-memory indexes without reading a row, so `hybrid`
     fuses two pools and reads only the top_k rows it returns (`hits`). Row ids are the provider's own."""
 
-    def vector_rows(self, ns: str, vector: np.ndarray, top_k: int,
-                    flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+    def vector_rows(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
         ...
 
-    def text_rows(self, ns: str, text: str, top_k: int,
-                  flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+    def text_rows(self, ns: str, text: str, top_k: int, flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
         """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
         ...
 
@@ -225,8 +225,9 @@ class InstructionTable(Protocol):
     (float32, (dimension,), L2-normalised), written by `Storage.commit` (with the messages' chunks, or with
     their forgetting) and by `write`."""
 
-    def entries(self, ns: str, conversation_id: str | None = None,
-                include_superseded: bool = False) -> list[Instruction]:
+    def entries(
+        self, ns: str, conversation_id: str | None = None, include_superseded: bool = False
+    ) -> list[Instruction]:
         """The namespace's instructions (those said in `conversation_id` only, when given), oldest first
         (`instruction_order`); those with a `superseded_by` only when include_superseded."""
         ...
@@ -316,14 +317,16 @@ class Storage(Protocol):
         """Which of `ids` the source holds."""
         ...
 
-    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                 limit: int | None = None) -> list[StoredMessage]:
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to) (to the end when tok_to is
         None), in seq order, at most `limit`. tok_from 0: from the first message."""
         ...
 
-    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
-                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+    def find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
         """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
         ...
 
@@ -337,8 +340,9 @@ class Storage(Protocol):
         """The source's nodes without a parent, plus the last node (highest position) of every level."""
         ...
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]:
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
         """The source's nodes (of `level` only, with position in [first, last], when given), ordered by level
         then position."""
         ...

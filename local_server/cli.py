@@ -49,8 +49,11 @@ def _store(settings: Settings, create: bool = False) -> Memory:
 
     where = store_location(settings)
     if settings.resolved_datastore == "local" and not create and not settings.local_db_path.exists():
-        status.print(f"[red]no store at {settings.local_db_path.expanduser().resolve()}[/red]: give --db PATH or "
-                     "set LOCAL_DB_PATH (pyramind import creates one)", highlight=False)
+        status.print(
+            f"[red]no store at {settings.local_db_path.expanduser().resolve()}[/red]: give --db PATH or "
+            "set LOCAL_DB_PATH (pyramind import creates one)",
+            highlight=False,
+        )
         raise typer.Exit(1)
     status.print(f"store: {where}", highlight=False)
     try:
@@ -98,8 +101,10 @@ def serve(
 
 @app.command("import")
 def import_(
-    path: Annotated[Path, typer.Argument(
-        exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json, JSONL or a dump.")],
+    path: Annotated[
+        Path,
+        typer.Argument(exists=True, dir_okay=False, help="LoCoMo JSON, ChatGPT conversations.json, JSONL or a dump."),
+    ],
     fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt, jsonl or dump.")] = "auto",
     namespace: Namespace = DEFAULT_NAMESPACE,
     db: Db = None,
@@ -124,14 +129,16 @@ def import_(
     convs: set[str] = set()
     chunks = summaries = 0
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as bar:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as bar:
             task = bar.add_task("remembering", total=total)
             for b in batches:
                 if b.fork is not None and store.storage.get_source(namespace, b.conversation_id) is None:
                     store.forks.fork(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
-                r = store.writer.remember(namespace, RememberRequest(conversation_id=b.conversation_id,
-                                                                   messages=b.messages, title=b.title))
+                r = store.writer.remember(
+                    namespace, RememberRequest(conversation_id=b.conversation_id, messages=b.messages, title=b.title)
+                )
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)
                 summaries += len(r.summary_ids)
@@ -147,9 +154,13 @@ def query(
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many results.")] = 5,
     level: Annotated[int | None, typer.Option(min=1, help="Only this level.")] = None,
     conversation_id: Annotated[str | None, typer.Option(help="Only this conversation.")] = None,
-    mode: Annotated[str | None, typer.Option(
-        help="Ranking: hybrid (L1 chunks, BM25 + cosine), dense (cosine, every level), text (BM25, every level) "
-        "or tree; default RETRIEVAL_MODE.")] = None,
+    mode: Annotated[
+        str | None,
+        typer.Option(
+            help="Ranking: hybrid (L1 chunks, BM25 + cosine), dense (cosine, every level), text (BM25, every level) "
+            "or tree; default RETRIEVAL_MODE."
+        ),
+    ] = None,
     namespace: Namespace = DEFAULT_NAMESPACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON.")] = False,
     db: Db = None,
@@ -162,7 +173,7 @@ def query(
     store = _store(_settings(db))
     try:
         flt = QueryFilter(level=level, conversation_id=conversation_id) if (level or conversation_id) else None
-        res = store.reader.query(namespace, [Query(query=text, top_k=top_k, filter=flt, mode=mode)])  # type: ignore[arg-type]
+        res = store.reader.query(namespace, [Query(query=text, top_k=top_k, filter=flt, mode=mode)])
     finally:
         store.close()
     if as_json:
@@ -201,8 +212,10 @@ def show(
     finally:
         store.close()
     root = nodes[0]
-    console.print(f"[bold]L{root.level} {root.id}[/bold] {root.source_type} {root.source_id} "
-                  f"parent={root.parent_id} {root.start_time or ''}..{root.end_time or ''}")
+    console.print(
+        f"[bold]L{root.level} {root.id}[/bold] {root.source_type} {root.source_id} "
+        f"parent={root.parent_id} {root.start_time or ''}..{root.end_time or ''}"
+    )
     console.print(root.text)
     by_id = {n.id: n for n in nodes}
     tree = Tree(_label(root))
@@ -247,13 +260,18 @@ def conversations(
     if as_json:
         console.print_json(json.dumps([s.model_dump(mode="json", exclude={"metadata"}) for s in sources]))
         return
-    table = Table("id", "title", "messages", "from", "to", title=f"{namespace}: {len(sources)} conversations "
-                  "and documents")
+    table = Table(
+        "id", "title", "messages", "from", "to", title=f"{namespace}: {len(sources)} conversations and documents"
+    )
     for s in sources:
         kind = "" if s.source_type == "conversation" else f" ({s.source_type})"
-        table.add_row(s.id + kind, s.title or "", str(s.message_count),
-                      f"{s.start_time:%Y-%m-%d %H:%M}" if s.start_time else "",
-                      f"{s.end_time:%Y-%m-%d %H:%M}" if s.end_time else "")
+        table.add_row(
+            s.id + kind,
+            s.title or "",
+            str(s.message_count),
+            f"{s.start_time:%Y-%m-%d %H:%M}" if s.start_time else "",
+            f"{s.end_time:%Y-%m-%d %H:%M}" if s.end_time else "",
+        )
     console.print(table)
 
 
@@ -279,8 +297,9 @@ def migrate(
     src = open_memory(settings.model_copy(update={"datastore": source}))
     dst = open_memory(settings.model_copy(update={"datastore": target}), src.embedder, src.summariser)
     try:
-        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                      console=console) as bar:
+        with Progress(
+            TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console
+        ) as bar:
             task = bar.add_task("copying", total=None)
 
             def step(ns: str, source_id: str, done: int, total: int, action: str) -> None:
@@ -293,16 +312,19 @@ def migrate(
     finally:
         src.close()
         dst.close()
-    console.print(f"{report['copied']} sources copied, {report['skipped']} already there; "
-                  f"{report['messages']} messages, {report['nodes']} nodes, {report['marks']} marks, "
-                  f"{report['core_memory']} core memory entries and {report['instructions']} instructions verified "
-                  "at the destination")
+    console.print(
+        f"{report['copied']} sources copied, {report['skipped']} already there; "
+        f"{report['messages']} messages, {report['nodes']} nodes, {report['marks']} marks, "
+        f"{report['core_memory']} core memory entries and {report['instructions']} instructions verified "
+        "at the destination"
+    )
 
 
 @app.command()
 def mcp(
-    namespace: Annotated[str | None, typer.Option(
-        "--namespace", "-n", help="Namespace of tool calls that name none (default: default).")] = None,
+    namespace: Annotated[
+        str | None, typer.Option("--namespace", "-n", help="Namespace of tool calls that name none (default: default).")
+    ] = None,
     db: Db = None,
 ) -> None:
     """Serve the memory tools over MCP on stdin/stdout, for Claude Desktop, Cursor and other MCP clients.

@@ -44,9 +44,11 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
         raise typer.Exit(2) from exc
     finally:
         store.close()
-    console.print(f"restored {report['sources']} sources, {report['messages']} messages, {report['nodes']} nodes, "
-                  f"{report['marks']} marks, {report['core_memory']} core memory entries and "
-                  f"{report['instructions']} instructions")
+    console.print(
+        f"restored {report['sources']} sources, {report['messages']} messages, {report['nodes']} nodes, "
+        f"{report['marks']} marks, {report['core_memory']} core memory entries and "
+        f"{report['instructions']} instructions"
+    )
 
 
 def register(app: typer.Typer) -> None:
@@ -64,12 +66,11 @@ def register(app: typer.Typer) -> None:
         store = _store(_settings(db))
         try:
             if not store.policy.enabled:
-                console.print("[yellow]the forgetting policy is off: set FORGET_MAX_NODES or "
-                              "FORGET_AFTER_DAYS[/yellow]")
+                console.print(
+                    "[yellow]the forgetting policy is off: set FORGET_MAX_NODES or FORGET_AFTER_DAYS[/yellow]"
+                )
                 raise typer.Exit(1)
-            reports = (
-                [store.policy.run(namespace, dry_run)] if namespace else store.policy.run_all(dry_run)
-            )
+            reports = [store.policy.run(namespace, dry_run)] if namespace else store.policy.run_all(dry_run)
         finally:
             store.close()
         if as_json:
@@ -77,19 +78,35 @@ def register(app: typer.Typer) -> None:
             return
         for r in reports:
             verb = "would forget" if dry_run else "forgot"
-            table = Table("chunk", "source", "reason", "visits", "last visited", "ends", "messages",
-                          title=f"{r.namespace}: {r.l1_before} chunks; {verb} {len(r.forgotten)}"
-                          + ("" if dry_run else f", {r.l1_after} left"))
+            table = Table(
+                "chunk",
+                "source",
+                "reason",
+                "visits",
+                "last visited",
+                "ends",
+                "messages",
+                title=f"{r.namespace}: {r.l1_before} chunks; {verb} {len(r.forgotten)}"
+                + ("" if dry_run else f", {r.l1_after} left"),
+            )
             for f in r.forgotten:
-                table.add_row(f.node_id, f.source_id, f.reason, str(f.visit_count), str(f.last_visited_at or "never"),
-                              str(f.end_time or ""), str(len(f.message_ids)))
+                table.add_row(
+                    f.node_id,
+                    f.source_id,
+                    f.reason,
+                    str(f.visit_count),
+                    str(f.last_visited_at or "never"),
+                    str(f.end_time or ""),
+                    str(len(f.message_ids)),
+                )
             console.print(table)
 
     @app.command()
     def export(
         namespace: OneNamespace = None,
-        embeddings: Annotated[bool, typer.Option(help="Include every node's embedding (larger; no re-embedding).")]
-        = False,
+        embeddings: Annotated[
+            bool, typer.Option(help="Include every node's embedding (larger; no re-embedding).")
+        ] = False,
         out: Annotated[Path | None, typer.Option("--out", "-o", help="Write here instead of stdout.")] = None,
         db: Db = None,
     ) -> None:

@@ -78,7 +78,8 @@ def is_namespace(value: object) -> bool:
 
 def namespace_field() -> Any:
     return Field(
-        default=None, pattern=NAMESPACE_PATTERN,
+        default=None,
+        pattern=NAMESPACE_PATTERN,
         description="Namespace to work in (static-token callers only; a JWT fixes it). Default: `default`.",
     )
 
@@ -88,17 +89,25 @@ class Message(BaseModel):
 
     model_config = Strict
 
-    id: str | None = Field(default=None, min_length=1, max_length=256,
-                           description="Stable message id; resending it changes nothing. Without one, a message is "
-                           "new each time it is sent (its generated id is in the answer's message_ids).")
-    speaker: Name | None = Field(default=None, min_length=1, max_length=128,
-                                 description="Who said it, e.g. 'Caroline'.")
-    role: Name | None = Field(default=None, min_length=1, max_length=64,
-                              description="Chat role, used when speaker is absent.")
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Stable message id; resending it changes nothing. Without one, a message is "
+        "new each time it is sent (its generated id is in the answer's message_ids).",
+    )
+    speaker: Name | None = Field(
+        default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'."
+    )
+    role: Name | None = Field(
+        default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent."
+    )
     content: str = Field(min_length=1, description="The message text.")
     created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
     session_id: str | None = Field(
-        default=None, min_length=1, max_length=256,
+        default=None,
+        min_length=1,
+        max_length=256,
         description="Session of this message; default the call's session_id, else inferred from time gaps.",
     )
 
@@ -120,21 +129,27 @@ class RememberRequest(BaseModel):
 
     namespace: str | None = namespace_field()
 
-    conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
-                                        description="Conversation to append to; omit to start a new one.")
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Conversation to append to; omit to start a new one."
+    )
     title: Name | None = Field(
-        default=None, min_length=1, max_length=256,
+        default=None,
+        min_length=1,
+        max_length=256,
         description="The conversation's title, kept when it has none yet (a later one does not replace it); "
         "listed by GET /conversations.",
     )
     messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
     session_id: str | None = Field(
-        default=None, min_length=1, max_length=256,
+        default=None,
+        min_length=1,
+        max_length=256,
         description="Session of the messages without their own; default: inferred (a gap of SESSION_GAP_HOURS "
         "starts one).",
     )
     wait: bool = Field(
-        default=False, strict=True,
+        default=False,
+        strict=True,
         description="true: answer 200 once the messages are searchable and summarised (read-your-writes), or 202 "
         "with them still pending after the server's wait limit; false: answer 202 as soon as they are stored.",
     )
@@ -168,12 +183,19 @@ class QueryFilter(BaseModel):
     conversation_id: str | None = Field(default=None, description="Only this conversation.")
     document_id: str | None = Field(default=None, description="Only this document.")
     source_type: SourceType | None = Field(default=None, description="Only conversations or only documents.")
-    level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
-                              description="Only this level: 1 = verbatim chunks, 2+ = summaries.")
-    min_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
-                                  description="Only this level or above.")
-    max_level: int | None = Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True,
-                                  description="Only this level or below.")
+    level: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_LEVEL_FILTER,
+        strict=True,
+        description="Only this level: 1 = verbatim chunks, 2+ = summaries.",
+    )
+    min_level: int | None = Field(
+        default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True, description="Only this level or above."
+    )
+    max_level: int | None = Field(
+        default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True, description="Only this level or below."
+    )
     speaker: str | None = Field(default=None, description="Only memories where this speaker speaks.")
     session_id: str | None = Field(default=None, description="Nodes covering messages of this session.")
     start_date: IsoDateTime | None = Field(default=None, description="Nodes ending at or after this time.")
@@ -200,7 +222,10 @@ class Query(BaseModel):
         "chunks) or tree (summaries descended to chunks); default: the server's RETRIEVAL_MODE.",
     )
     neighbours: int = Field(
-        default=0, ge=0, le=3, strict=True,
+        default=0,
+        ge=0,
+        le=3,
+        strict=True,
         description="Also return up to this many chunks before and after each chunk hit (its neighbouring turns), "
         "each marked with `context_of` the hit.",
     )
@@ -213,7 +238,9 @@ class QueryRequest(BaseModel):
 
     namespace: str | None = namespace_field()
     namespaces: list[Annotated[str, Field(pattern=NAMESPACE_PATTERN)]] | None = Field(
-        default=None, min_length=1, max_length=16,
+        default=None,
+        min_length=1,
+        max_length=16,
         description="Search these namespaces together: your own and those you were granted to read (else 403). "
         "Each result names its `namespace`.",
     )
@@ -258,7 +285,8 @@ class QueryResponse(BaseModel):
 
     results: list[QueryResults] = Field(description="One entry per search.")
     truncated: bool = Field(
-        default=False, description="true when the lowest-ranked results were cut to keep the answer small.")
+        default=False, description="true when the lowest-ranked results were cut to keep the answer small."
+    )
 
 
 class DocumentMetadata(BaseModel):
@@ -278,8 +306,12 @@ class Document(BaseModel):
 
     model_config = Strict
 
-    id: str | None = Field(default=None, min_length=1, max_length=256,
-                           description="Document id; a stored id is replaced. Omit for a new id.")
+    id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Document id; a stored id is replaced. Omit for a new id.",
+    )
     text: str = Field(min_length=1, description="The document text.")
     metadata: DocumentMetadata | None = Field(default=None, description="Optional source, author, time, URL.")
 
@@ -339,10 +371,13 @@ class DeleteRequest(BaseModel):
 
     namespace: str | None = namespace_field()
 
-    ids: list[str] | None = Field(default=None, min_length=1,
-                                  description="Memory, message, conversation or document ids to forget.")
+    ids: list[str] | None = Field(
+        default=None, min_length=1, description="Memory, message, conversation or document ids to forget."
+    )
     conversation_id: str | None = Field(
-        default=None, min_length=1, max_length=256,
+        default=None,
+        min_length=1,
+        max_length=256,
         description="With `ids`: match message ids in this conversation (or document) only.",
     )
     filter: DeleteFilter | None = Field(default=None, description="Forget the messages matching every field.")
@@ -395,11 +430,13 @@ class NodeView(BaseModel):
     pre_id: str | None = Field(default=None, description="For a chunk: the chunk before it in its conversation.")
     next_id: str | None = Field(default=None, description="For a chunk: the chunk after it in its conversation.")
 
+
 class MemoryQuery(BaseModel):
     """Query string of GET /memories/{id}; the route checks the pattern (422 naming `namespace`)."""
 
     namespace: str | None = Field(
-        default=None, json_schema_extra={"pattern": NAMESPACE_PATTERN},
+        default=None,
+        json_schema_extra={"pattern": NAMESPACE_PATTERN},
         description="Namespace to work in (static-token callers only; a JWT fixes it). Default: `default`.",
     )
 

@@ -15,8 +15,7 @@ SECTIONS: tuple[str, ...] = ("core", "instructions", "recent", "relevant", "time
 
 DEFAULT_CONTEXT_TEMPLATE = "Memory of {user_name}'s conversations with {assistant_name}.\n\n{memories}"
 DATE_LINE = "[{date}, {time_ago}]"  # the default rendering: one line per day, then its memories' lines
-CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "instructions", "recent", "relevant",
-                  "timeline")
+CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "instructions", "recent", "relevant", "timeline")
 MEMORY_FIELDS = ("time_ago", "speaker", "text", "date", "level")
 
 
@@ -89,12 +88,14 @@ class ContextRequest(BaseModel):
         description="Relevant memories from every source of the namespace (false: this conversation only).",
     )
     core: bool = Field(default=True, strict=True, description="Include core memory.")
-    instructions: bool = Field(default=True, strict=True,
-                               description="Include the standing instructions and preferences the user stated.")
+    instructions: bool = Field(
+        default=True, strict=True, description="Include the standing instructions and preferences the user stated."
+    )
     recent: bool = Field(default=True, strict=True, description="Include recent turns verbatim.")
     relevant: bool = Field(default=True, strict=True, description="Include relevant memories.")
-    timeline: bool = Field(default=True, strict=True,
-                           description="Include the timeline: dated lines of the periods the query points at.")
+    timeline: bool = Field(
+        default=True, strict=True, description="Include the timeline: dated lines of the periods the query points at."
+    )
 
 
 class ContextItem(BaseModel):

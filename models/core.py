@@ -39,8 +39,12 @@ class CorePutRequest(BaseModel):
     model_config = Strict
 
     namespace: str | None = namespace_field()
-    key: str = Field(min_length=1, max_length=128, pattern=r"^[^\n/]+$",
-                     description="Name of the fact, e.g. 'diet' (no / or line break).")
+    key: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[^\n/]+$",
+        description="Name of the fact, e.g. 'diet' (no / or line break).",
+    )
     value: str = Field(min_length=1, max_length=8000, description="The fact, e.g. 'vegetarian since 2021'.")
     importance: int = Field(
         default=50,

@@ -20,17 +20,24 @@ class FindRequest(BaseModel):
 
     namespace: str | None = namespace_field()
     pattern: str = Field(
-        min_length=1, max_length=MAX_PATTERN_CHARS,
+        min_length=1,
+        max_length=MAX_PATTERN_CHARS,
         description="Text to find: a literal phrase (regex false) or an RE2 regular expression (regex true).",
     )
     regex: bool = Field(default=False, strict=True, description="true: `pattern` is an RE2 regex (linear time).")
     case_sensitive: bool = Field(default=False, strict=True, description="true: match letter case exactly.")
-    conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
-                                        description="Only messages of this conversation (or document).")
-    speaker: str | None = Field(default=None, min_length=1, max_length=128,
-                                description="Only messages by this speaker.")
-    session_id: str | None = Field(default=None, min_length=1, max_length=256,
-                                   description="Only messages of this session (see GET /conversations/{id}/sessions).")
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Only messages of this conversation (or document)."
+    )
+    speaker: str | None = Field(
+        default=None, min_length=1, max_length=128, description="Only messages by this speaker."
+    )
+    session_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Only messages of this session (see GET /conversations/{id}/sessions).",
+    )
     start_date: IsoDateTime | None = Field(default=None, description="Only messages sent at or after this time.")
     end_date: IsoDateTime | None = Field(default=None, description="Only messages sent at or before this time.")
     limit: int = Field(default=20, ge=1, strict=True, description="Most matching messages to return.")
@@ -53,7 +60,8 @@ class FindMatch(BaseModel):
     created_at: datetime | None = Field(description="When it was said.")
     text: str = Field(description="The message text with the matches wrapped in ** marks.")
     spans: list[list[int]] = Field(
-        description="[start, end) character offsets of the matches (at most 50) in the unmarked text.")
+        description="[start, end) character offsets of the matches (at most 50) in the unmarked text."
+    )
     chunk_id: str | None = Field(
         description="The L1 chunk holding the match (expand it with GET /memories/{id}); null when not yet indexed."
     )

@@ -92,7 +92,7 @@ class InstructionList(BaseModel):
 
     instructions: list[Instruction] = Field(
         description="Oldest first (by when said: the message's time, else when stored); superseded ones only "
-                    "when asked for."
+        "when asked for."
     )
     active: int = Field(description="How many of them are in force (superseded_by null).")
 

@@ -46,8 +46,11 @@ class ForgetRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
-                                  description="Namespace (static-token callers only). Default: `default`.")
+    namespace: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
+        description="Namespace (static-token callers only). Default: `default`.",
+    )
     dry_run: bool = Field(default=True, strict=True, description="true (default): only report what would go.")
 
 
@@ -83,12 +86,19 @@ class ForkRequest(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    namespace: str | None = Field(default=None, pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
-                                  description="Namespace (static-token callers only). Default: `default`.")
-    at_message_id: str = Field(min_length=1, max_length=256,
-                               description="The last message the branch inherits (the parent's or one it inherits).")
-    new_conversation_id: str | None = Field(default=None, min_length=1, max_length=256,
-                                            description="Id of the branch; default: a new one.")
+    namespace: str | None = Field(
+        default=None,
+        pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
+        description="Namespace (static-token callers only). Default: `default`.",
+    )
+    at_message_id: str = Field(
+        min_length=1,
+        max_length=256,
+        description="The last message the branch inherits (the parent's or one it inherits).",
+    )
+    new_conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Id of the branch; default: a new one."
+    )
 
 
 class ForkResponse(BaseModel):

@@ -42,9 +42,7 @@ class Settings(BaseSettings):
         default=None, description="Data-plane host of the Pinecone index; skips the lookup (an emulator)."
     )
     pinecone_cloud: str = Field(default="aws", description="Cloud of a Pinecone serverless index made here.")
-    pinecone_region: str = Field(
-        default="us-east-1", description="Region of a Pinecone serverless index created here."
-    )
+    pinecone_region: str = Field(default="us-east-1", description="Region of a Pinecone serverless index created here.")
 
     # Chunking and the tree
     chunk_size: int = Field(default=200, ge=16, le=8192, description="Max tokens (cl100k_base) of an L1 chunk.")
@@ -84,12 +82,15 @@ class Settings(BaseSettings):
         default=0.1, ge=0, le=1, description="Default floor of the relevant-memories score in /context (hybrid scale)."
     )
     core_max_tokens: int = Field(
-        default=500, ge=10, le=32_000,
+        default=500,
+        ge=10,
+        le=32_000,
         description="Token budget of core memory per namespace (and per conversation); overflow moves to long-term.",
     )
 
     ann_min_rows: int = Field(
-        default=50_000, ge=0,
+        default=50_000,
+        ge=0,
         description="Nodes in a namespace from which the local store searches an IVF index (the ann extra: faiss); "
         "0 = always exact.",
     )
@@ -99,7 +100,8 @@ class Settings(BaseSettings):
         default=None, description="Embedder; default openai when OPENAI_API_KEY is set, else local MiniLM (ONNX)."
     )
     embedding_model: str | None = Field(
-        default=None, description="OpenAI embedding model (default text-embedding-3-small); with "
+        default=None,
+        description="OpenAI embedding model (default text-embedding-3-small); with "
         "EMBEDDER=sentence-transformers, a local model folder (default all-MiniLM-L6-v2 from the torch extra).",
     )
     embedding_dimension: int | None = Field(
@@ -110,7 +112,9 @@ class Settings(BaseSettings):
         default=2, ge=1, le=16, description="Local embedding runs side by side on one loaded model (one per core)."
     )
     embed_bulk_batch: int = Field(
-        default=8, ge=1, le=256,
+        default=8,
+        ge=1,
+        le=256,
         description="Most texts per forward pass of background (bulk) embedding (and ~256 word pieces); a query "
         "waits for at most one such pass.",
     )
@@ -165,12 +169,15 @@ class Settings(BaseSettings):
     )
     jwt_leeway: int = Field(default=30, ge=0, le=600, description="Seconds of clock skew allowed on exp/nbf.")
     pending_retry_seconds: float = Field(
-        default=30.0, ge=0,
+        default=30.0,
+        ge=0,
         description="Seconds between scans of the store for unindexed messages (embedder failures, other "
         "processes); 0 = only at start.",
     )
     index_chunk_batch: int = Field(
-        default=16, ge=1, le=1024,
+        default=16,
+        ge=1,
+        le=1024,
         description="Most L1 chunks the background indexer cuts and embeds for one source per step (fairness).",
     )
     index_summary_concurrency: int = Field(
@@ -183,7 +190,8 @@ class Settings(BaseSettings):
         default=30.0, gt=0, description="Longest a `wait: true` remember waits for indexing before answering 202."
     )
     max_pending_tokens: int = Field(
-        default=200_000, ge=0,
+        default=200_000,
+        ge=0,
         description="Unindexed tokens a namespace may have queued; above it remember answers 429; 0 = no cap.",
     )
     rate_limit_per_minute: int = Field(
@@ -191,9 +199,7 @@ class Settings(BaseSettings):
     )
     host: str = Field(default="127.0.0.1", description="Address the server binds.")
     port: int = Field(default=8000, ge=1, le=65535, description="Port the server binds.")
-    public_url: str | None = Field(
-        default=None, description="URL clients reach the server at (OpenAPI servers entry)."
-    )
+    public_url: str | None = Field(default=None, description="URL clients reach the server at (OpenAPI servers entry).")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Origins allowed by CORS.")
 
     # Limits on one request
@@ -211,7 +217,8 @@ class Settings(BaseSettings):
         default=5.0, gt=0, le=300, description="Seconds a find call may scan before answering with what it found."
     )
     max_response_chars: int = Field(
-        default=100_000, ge=1000,
+        default=100_000,
+        ge=1000,
         description="Largest JSON answer of /query and /find in characters (GPT Actions take 100,000); cut to fit.",
     )
 
@@ -227,7 +234,7 @@ class Settings(BaseSettings):
             try:
                 return json.loads(text)
             except json.JSONDecodeError as exc:
-                raise ValueError(f"not a JSON list ({exc.msg}); give a,b or [\"a\", \"b\"]") from None
+                raise ValueError(f'not a JSON list ({exc.msg}); give a,b or ["a", "b"]') from None
         return [part.strip() for part in text.split(",") if part.strip()]
 
     @field_validator("jwt_algorithms")
@@ -238,8 +245,10 @@ class Settings(BaseSettings):
             if name.lower() == "none":
                 raise ValueError("'none' is never accepted (unsigned tokens)")
             if name not in JWT_ACCEPTED_ALGORITHMS:
-                raise ValueError(f"{name!r} is not accepted; accepted: {', '.join(JWT_ACCEPTED_ALGORITHMS)} "
-                                 "(comma-separated or a JSON list)")
+                raise ValueError(
+                    f"{name!r} is not accepted; accepted: {', '.join(JWT_ACCEPTED_ALGORITHMS)} "
+                    "(comma-separated or a JSON list)"
+                )
         return value
 
     @model_validator(mode="after")
@@ -257,11 +266,19 @@ class Settings(BaseSettings):
         """With AUTH=jwt: one key, algorithms its kind of key can verify, a long enough secret, and a public key or
         JWKS that loads. A key that is missing altogether is reported when serving (`check_auth_settings`), so
         commands that never verify a token (import, query...) still run."""
-        given = [name for name, value in (("JWT_SECRET", self.jwt_secret), ("JWT_PUBLIC_KEY", self.jwt_public_key),
-                                          ("JWT_JWKS_FILE", self.jwt_jwks_file)) if value]
+        given = [
+            name
+            for name, value in (
+                ("JWT_SECRET", self.jwt_secret),
+                ("JWT_PUBLIC_KEY", self.jwt_public_key),
+                ("JWT_JWKS_FILE", self.jwt_jwks_file),
+            )
+            if value
+        ]
         if len(given) > 1:
-            raise ValueError(f"{given[1]}: set only one of JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_FILE "
-                             f"({given[0]} is set too)")
+            raise ValueError(
+                f"{given[1]}: set only one of JWT_SECRET, JWT_PUBLIC_KEY and JWT_JWKS_FILE ({given[0]} is set too)"
+            )
         if not given:
             return
         algorithms = self.resolved_jwt_algorithms
@@ -269,18 +286,24 @@ class Settings(BaseSettings):
         if given[0] == "JWT_SECRET":
             other = [a for a in algorithms if a not in JWT_HMAC_MIN_BYTES]
             if other:
-                raise ValueError(f"JWT_ALGORITHMS: {other[0]} needs JWT_PUBLIC_KEY or JWT_JWKS_FILE; JWT_SECRET "
-                                 f"verifies only {', '.join(JWT_HMAC_MIN_BYTES)}")
+                raise ValueError(
+                    f"JWT_ALGORITHMS: {other[0]} needs JWT_PUBLIC_KEY or JWT_JWKS_FILE; JWT_SECRET "
+                    f"verifies only {', '.join(JWT_HMAC_MIN_BYTES)}"
+                )
             assert self.jwt_secret is not None
             size = len(self.jwt_secret.get_secret_value().encode())
             strictest = max(hmac, key=JWT_HMAC_MIN_BYTES.__getitem__)
             if size < JWT_HMAC_MIN_BYTES[strictest]:
-                raise ValueError(f"JWT_SECRET: {size} byte{'' if size == 1 else 's'}; {strictest} needs at least "
-                                 f"{JWT_HMAC_MIN_BYTES[strictest]} (RFC 7518 §3.2: an HMAC key at least the hash size)")
+                raise ValueError(
+                    f"JWT_SECRET: {size} byte{'' if size == 1 else 's'}; {strictest} needs at least "
+                    f"{JWT_HMAC_MIN_BYTES[strictest]} (RFC 7518 §3.2: an HMAC key at least the hash size)"
+                )
             return
         if hmac:
-            raise ValueError(f"JWT_ALGORITHMS: {hmac[0]} needs JWT_SECRET; {given[0]} verifies only "
-                             f"{', '.join(JWT_PUBLIC_KEY_ALGORITHMS)}")
+            raise ValueError(
+                f"JWT_ALGORITHMS: {hmac[0]} needs JWT_SECRET; {given[0]} verifies only "
+                f"{', '.join(JWT_PUBLIC_KEY_ALGORITHMS)}"
+            )
         self.jwt_verification_key()
 
     def jwt_verification_key(self) -> str | dict[str, Any]:
@@ -298,11 +321,12 @@ class Settings(BaseSettings):
                 raise ValueError(f"JWT_JWKS_FILE: {str(path)!r} is not a JSON file") from None
             keys = jwks.get("keys") if isinstance(jwks, dict) else None
             if not isinstance(keys, list) or not keys:
-                raise ValueError(f"JWT_JWKS_FILE: {str(path)!r} is not a JWKS ({{\"keys\": [...]}} with a key)")
+                raise ValueError(f'JWT_JWKS_FILE: {str(path)!r} is not a JWKS ({{"keys": [...]}} with a key)')
             for i, key in enumerate(keys):
                 if not _verifies(key, algorithms):
-                    raise ValueError(f"JWT_JWKS_FILE: key {i} of {str(path)!r} is no public key for "
-                                     f"{', '.join(algorithms)}")
+                    raise ValueError(
+                        f"JWT_JWKS_FILE: key {i} of {str(path)!r} is no public key for {', '.join(algorithms)}"
+                    )
             return dict(jwks)
         if self.jwt_public_key:
             value = self.jwt_public_key
@@ -312,8 +336,10 @@ class Settings(BaseSettings):
                 try:
                     pem = Path(value).expanduser().read_text(encoding="utf-8")
                 except (OSError, UnicodeDecodeError, ValueError):
-                    raise ValueError(f"JWT_PUBLIC_KEY: {value[:200]!r} is neither a PEM key (-----BEGIN PUBLIC "
-                                     "KEY-----...) nor the path of a readable PEM file") from None
+                    raise ValueError(
+                        f"JWT_PUBLIC_KEY: {value[:200]!r} is neither a PEM key (-----BEGIN PUBLIC "
+                        "KEY-----...) nor the path of a readable PEM file"
+                    ) from None
             if not _verifies(pem, algorithms):
                 raise ValueError(f"JWT_PUBLIC_KEY: not a PEM public key for {', '.join(algorithms)}")
             return pem
@@ -360,7 +386,7 @@ def _verifies(key: object, algorithms: list[str]) -> bool:
         return False
     for algorithm in algorithms:
         try:
-            jwk.construct(key, algorithm)  # type: ignore[arg-type]
+            jwk.construct(key, algorithm)
         except (JOSEError, ValueError, TypeError, KeyError):
             continue
         return True

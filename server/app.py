@@ -65,8 +65,11 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     if settings.rate_limit_per_minute:
         from quart_rate_limiter import RateLimit, RateLimiter
 
-        limiter = RateLimiter(app, key_function=rate_limit_key,
-                              default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))])
+        limiter = RateLimiter(
+            app,
+            key_function=rate_limit_key,
+            default_limits=[RateLimit(settings.rate_limit_per_minute, timedelta(minutes=1))],
+        )
     app.register_blueprint(api)
     app.register_blueprint(explore)
     app.register_blueprint(wellknown)
@@ -79,8 +82,12 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     if settings.cors_origins:
         from quart_cors import cors
 
-        app = cors(app, allow_origin=settings.cors_origins, allow_headers=["Authorization", "Content-Type"],
-                   allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"])
+        app = cors(
+            app,
+            allow_origin=settings.cors_origins,
+            allow_headers=["Authorization", "Content-Type"],
+            allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
+        )
     app.extensions["pyramind.settings"] = settings
     owns_memory = memory is None and open_store
     if memory is not None:
@@ -97,8 +104,9 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     async def _start_indexer() -> None:
         opened: Memory | None = app.extensions.get("pyramind.memory")
         if opened is not None:  # remember stores and answers; this indexes in the background
-            app.extensions["pyramind.indexer"] = indexer = Indexer(settings, opened.writer, opened.steps,
-                                                                   opened.storage)
+            app.extensions["pyramind.indexer"] = indexer = Indexer(
+                settings, opened.writer, opened.steps, opened.storage
+            )
             await indexer.start()
 
     @app.after_serving

@@ -74,10 +74,19 @@ class JWTVerifier:
             if header.get("alg") not in self.algorithms:
                 raise PermissionError(f"token algorithm {header.get('alg')!r} is not allowed")
             claims = jwt.decode(
-                token, self.key, algorithms=self.algorithms, audience=self.audience, issuer=self.issuer,
-                options={"verify_aud": self.audience is not None, "verify_iss": self.issuer is not None,
-                         "require_aud": self.audience is not None, "require_iss": self.issuer is not None,
-                         "require_exp": True, "leeway": self.leeway},
+                token,
+                self.key,
+                algorithms=self.algorithms,
+                audience=self.audience,
+                issuer=self.issuer,
+                options={
+                    "verify_aud": self.audience is not None,
+                    "verify_iss": self.issuer is not None,
+                    "require_aud": self.audience is not None,
+                    "require_iss": self.issuer is not None,
+                    "require_exp": True,
+                    "leeway": self.leeway,
+                },
             )
         except PermissionError:
             raise
@@ -151,8 +160,12 @@ def install_auth(app: Quart, settings: Settings) -> Authenticator:
 
     @app.before_request
     async def _authenticate() -> Response | None:
-        if request.method == "OPTIONS" or request.path in PUBLIC_PATHS or request.path == "/ui" \
-                or request.path.startswith(PUBLIC_PREFIXES):
+        if (
+            request.method == "OPTIONS"
+            or request.path in PUBLIC_PATHS
+            or request.path == "/ui"
+            or request.path.startswith(PUBLIC_PREFIXES)
+        ):
             return None
         try:
             g.principal = authenticator.principal(request.headers.get("Authorization"), request.remote_addr)

@@ -20,7 +20,6 @@ from services.errors import InvalidRequestError
 context_api = Blueprint("context_api", __name__)
 
 
-
 def _arg(name: str, pattern: str | None = None) -> str | None:
     """A query-string argument, checked against `pattern` (400 naming it)."""
     value = request.args.get(name)

@@ -16,8 +16,6 @@ from server.common import app_memory, errors, off_loop
 conversations = Blueprint("conversations", __name__)
 
 
-
-
 @conversations.get("/conversations")
 @tag(["browse"])
 @operation_id("list_conversations")
@@ -63,5 +61,6 @@ async def list_messages(conversation_id: str, query_args: MessagesQuery) -> Mess
     that memory covers (a chunk's, or all under a summary). 404 for an unknown conversation or node.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await off_loop(app_memory().listing.messages, ns, conversation_id, query_args.limit,
-                          query_args.cursor, query_args.node_id)
+    return await off_loop(
+        app_memory().listing.messages, ns, conversation_id, query_args.limit, query_args.cursor, query_args.node_id
+    )

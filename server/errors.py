@@ -30,13 +30,16 @@ def _message(error: dict[str, Any]) -> str:
 def _body_not_an_object() -> str:
     """What to say when the body as a whole is not a JSON object; most often it was not sent as JSON at all."""
     if not request.is_json:
-        return ("the body must be a JSON object sent with Content-Type: application/json (got "
-                f"{request.mimetype or 'no Content-Type'})")
+        return (
+            "the body must be a JSON object sent with Content-Type: application/json (got "
+            f"{request.mimetype or 'no Content-Type'})"
+        )
     return "the request body must be a JSON object matching the schema"
 
 
-def error_response(status: int, code: str, message: str, field: str | None = None,
-                   headers: dict[str, str] | None = None) -> Response:
+def error_response(
+    status: int, code: str, message: str, field: str | None = None, headers: dict[str, str] | None = None
+) -> Response:
     body: dict[str, Any] = {"code": code, "message": message}
     if field:
         body["field"] = field

@@ -18,7 +18,6 @@ from server.fit import fit_find
 explore = Blueprint("explore", __name__)
 
 
-
 class StatsQuery(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
@@ -58,5 +57,6 @@ async def stats(query_args: StatsQuery) -> StatsResponse:
     Counts of the namespace, or of one conversation: sources, messages, memory nodes per level, the time of the
     first and last message, and the speakers with their message counts. 404 for an unknown conversation_id.
     """
-    return await off_loop(app_memory().describer.describe, resolve_namespace(query_args.namespace),
-                          query_args.conversation_id)
+    return await off_loop(
+        app_memory().describer.describe, resolve_namespace(query_args.namespace), query_args.conversation_id
+    )

@@ -43,8 +43,11 @@ def install() -> bool:
 
     installed = version("hypercorn")
     if tuple(int(p) for p in installed.split(".")[:2] if p.isdigit()) != TESTED_HYPERCORN:
-        log.warning("hypercorn %s is not the tested %d.%d: malformed HTTP requests get empty error answers",
-                    installed, *TESTED_HYPERCORN)
+        log.warning(
+            "hypercorn %s is not the tested %d.%d: malformed HTTP requests get empty error answers",
+            installed,
+            *TESTED_HYPERCORN,
+        )
         return False
     original = getattr(H11Protocol, "_send_error_response", None)
     if original is None or getattr(original, "_pyramind", False):
@@ -55,8 +58,12 @@ def install() -> bool:
 
     async def send_json_error(self: Any, status_code: int) -> None:
         body = error_body(status_code)
-        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                   (b"connection", b"close"), *self.config.response_headers("h11")]
+        headers = [
+            (b"content-type", b"application/json"),
+            (b"content-length", str(len(body)).encode()),
+            (b"connection", b"close"),
+            *self.config.response_headers("h11"),
+        ]
         await self._send_h11_event(h11.Response(status_code=status_code, headers=headers))
         await self._send_h11_event(h11.Data(data=body))
         await self._send_h11_event(h11.EndOfMessage())

@@ -30,8 +30,7 @@ async def instructions_list(query_args: InstructionsQuery) -> InstructionList:
     with its kind, message, conversation, speaker and time. A later one on a subject replaces the older.
     """
     ns = resolve_namespace(query_args.namespace)
-    return await off_loop(app_memory().instructions.list, ns, query_args.conversation_id,
-                          query_args.include_superseded)
+    return await off_loop(app_memory().instructions.list, ns, query_args.conversation_id, query_args.include_superseded)
 
 
 @instructions_api.delete("/instructions/<string:instruction_id>")

@@ -62,7 +62,8 @@ async def _start_background() -> None:
     settings = current_app.extensions["pyramind.settings"]
     if settings.visit_flush_seconds > 0:
         current_app.extensions["pyramind.visits"] = asyncio.create_task(
-            _flush_visits_every(settings.visit_flush_seconds))
+            _flush_visits_every(settings.visit_flush_seconds)
+        )
     if settings.forget_check_seconds > 0 and (settings.forget_max_nodes or settings.forget_after_days):
         current_app.extensions["pyramind.forget"] = asyncio.create_task(_forget_every(settings.forget_check_seconds))
 
@@ -79,9 +80,6 @@ async def _stop_background() -> None:
             await off_loop(memory.visits.flush)
         except Exception:
             log.exception("flushing visits at shutdown failed")
-
-
-
 
 
 @lifetime.get("/conversations/<string:conversation_id>/sessions")
@@ -176,5 +174,6 @@ async def fork_conversation(conversation_id: str, data: ForkRequest) -> tuple[Fo
     conversation or message.
     """
     ns = resolve_namespace(data.namespace)
-    return await off_loop(app_memory().forks.fork, ns, conversation_id, data.at_message_id,
-                          data.new_conversation_id), 201
+    return await off_loop(
+        app_memory().forks.fork, ns, conversation_id, data.at_message_id, data.new_conversation_id
+    ), 201

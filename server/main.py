@@ -64,7 +64,7 @@ def serve(settings: Settings) -> None:
     config.bind = [f"{settings.host}:{settings.port}"]
     config.accesslog = "-"
     config.errorlog = server_log()
-    asyncio.run(hypercorn_serve(app, config))  # type: ignore[arg-type]
+    asyncio.run(hypercorn_serve(app, config))
 
 
 def server_log() -> logging.Logger:
@@ -73,8 +73,9 @@ def server_log() -> logging.Logger:
     every line came out twice; a logger passed in is used as it is (hypercorn's `errorlog` setting)."""
     log = logging.getLogger("hypercorn.error")
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(logging.Formatter("%(asctime)s [%(process)d] [%(levelname)s] %(message)s",
-                                           "[%Y-%m-%d %H:%M:%S %z]"))
+    handler.setFormatter(
+        logging.Formatter("%(asctime)s [%(process)d] [%(levelname)s] %(message)s", "[%Y-%m-%d %H:%M:%S %z]")
+    )
     log.handlers = [handler]
     log.setLevel(logging.INFO)
     log.propagate = False

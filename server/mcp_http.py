@@ -34,15 +34,21 @@ def _security(settings: Settings) -> TransportSecuritySettings:
     if settings.auth != "none":
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
     origins = ["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*", *settings.cors_origins]
-    return TransportSecuritySettings(enable_dns_rebinding_protection=True, allowed_hosts=LOCAL_HOSTS,
-                                     allowed_origins=origins)
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True, allowed_hosts=LOCAL_HOSTS, allowed_origins=origins
+    )
 
 
 async def _error(send: Any, status: int, code: str, message: str, headers: list[tuple[bytes, bytes]]) -> None:
     """Answer in the REST error shape, before the MCP app reads the request."""
     body = json.dumps({"error": {"code": code, "message": message}}).encode()
-    await send({"type": "http.response.start", "status": status, "headers": [
-        (b"content-type", b"application/json"), *headers, (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers, (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -70,18 +76,25 @@ class MCPRateLimit:
         return None
 
 
-def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator,
-              limiter: RateLimiter | None = None) -> None:
+def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator, limiter: RateLimiter | None = None) -> None:
     """Serve MCP over streamable HTTP at /mcp beside the app's routes (same auth, same Memory); `limiter` (the REST
     rate limiter, when RATE_LIMIT_PER_MINUTE is set) limits it too."""
-    mcp = build_mcp(lambda: app.extensions["pyramind.memory"], settings,
-                    get_indexer=lambda: app.extensions.get("pyramind.indexer"))
-    mcp_app = mcp.streamable_http_app(streamable_http_path=MCP_PATH, stateless_http=True, json_response=True,
-                                      transport_security=_security(settings),
-                                      max_request_body_size=settings.max_body_bytes)
+    mcp = build_mcp(
+        lambda: app.extensions["pyramind.memory"], settings, get_indexer=lambda: app.extensions.get("pyramind.indexer")
+    )
+    mcp_app = mcp.streamable_http_app(
+        streamable_http_path=MCP_PATH,
+        stateless_http=True,
+        json_response=True,
+        transport_security=_security(settings),
+        max_request_body_size=settings.max_body_bytes,
+    )
     inner: Any = app.asgi_app
-    limit = MCPRateLimit(limiter, app.import_name, settings.rate_limit_per_minute) \
-        if limiter is not None and settings.rate_limit_per_minute else None
+    limit = (
+        MCPRateLimit(limiter, app.import_name, settings.rate_limit_per_minute)
+        if limiter is not None and settings.rate_limit_per_minute
+        else None
+    )
 
     async def dispatch(scope: dict[str, Any], receive: Any, send: Any) -> None:
         if scope["type"] == "lifespan":
@@ -101,8 +114,13 @@ def mount_mcp(app: Quart, settings: Settings, authenticator: Authenticator,
             return
         retry = await limit.retry_after(principal.key) if limit is not None else None
         if retry is not None:
-            await _error(send, 429, "too_many_requests", f"more than {settings.rate_limit_per_minute} requests a "
-                         "minute (RATE_LIMIT_PER_MINUTE); retry later", [(b"retry-after", str(retry).encode())])
+            await _error(
+                send,
+                429,
+                "too_many_requests",
+                f"more than {settings.rate_limit_per_minute} requests a minute (RATE_LIMIT_PER_MINUTE); retry later",
+                [(b"retry-after", str(retry).encode())],
+            )
             return
         length = headers.get(b"content-length", b"")
         if length.isdigit() and int(length) > settings.max_body_bytes:  # the SDK's own 413 is plain text

@@ -40,10 +40,8 @@ from services.errors import InvalidRequestError
 api = Blueprint("api", __name__)
 
 
-
 def _namespace(requested: str | None) -> str:
     return resolve_namespace(requested)
-
 
 
 @api.post("/remember")

@@ -72,17 +72,22 @@ async def openapi_yaml() -> Response:
 @hide
 async def ai_plugin() -> Response:
     """The plugin manifest, from the settings."""
-    return Response(json.dumps(plugin_manifest(current_app.extensions["pyramind.settings"]), indent=2),
-                    mimetype="application/json")
+    return Response(
+        json.dumps(plugin_manifest(current_app.extensions["pyramind.settings"]), indent=2), mimetype="application/json"
+    )
 
 
 def legal_text(settings: Settings) -> str:
     """What the legal page says: who runs this server, where memories go, how to remove them."""
     embedder, summariser = settings.resolved_embedder, settings.resolved_summariser
-    remote = [what for what, used in (("embeddings", embedder == "openai"), ("summaries", summariser == "openai"))
-              if used]
-    where = (f"Text is also sent to {settings.openai_base_url or 'the OpenAI API'} for its {' and '.join(remote)}."
-             if remote else "Embeddings and summaries are computed on this server; no text is sent elsewhere.")
+    remote = [
+        what for what, used in (("embeddings", embedder == "openai"), ("summaries", summariser == "openai")) if used
+    ]
+    where = (
+        f"Text is also sent to {settings.openai_base_url or 'the OpenAI API'} for its {' and '.join(remote)}."
+        if remote
+        else "Embeddings and summaries are computed on this server; no text is sent elsewhere."
+    )
     return (
         f"{NAME_FOR_HUMAN}: legal information\n\n"
         "This server runs Pyramind, open-source memory software. It is operated by whoever runs it, not by the "

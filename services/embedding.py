@@ -55,8 +55,14 @@ class _LocalModel:
     def __init__(self, workers: int, batch_size: int, bulk_batch: int) -> None:
         self._model: Any = None
         self._load_lock = threading.Lock()
-        self._batcher = PriorityBatcher(self._encode, self.dimension, workers=workers, batch_size=batch_size,
-                                        bulk_batch=bulk_batch, name=type(self).__name__)
+        self._batcher = PriorityBatcher(
+            self._encode,
+            self.dimension,
+            workers=workers,
+            batch_size=batch_size,
+            bulk_batch=bulk_batch,
+            name=type(self).__name__,
+        )
 
     def _load(self) -> Any:
         raise NotImplementedError
@@ -127,8 +133,15 @@ class SentenceTransformersEmbedder(_LocalModel):
 
     runtime = "torch"
 
-    def __init__(self, path: str | None = None, dimension: int | None = None, threads: int = 1,
-                 batch_size: int = 32, workers: int = 1, bulk_batch: int = 8) -> None:
+    def __init__(
+        self,
+        path: str | None = None,
+        dimension: int | None = None,
+        threads: int = 1,
+        batch_size: int = 32,
+        workers: int = 1,
+        bulk_batch: int = 8,
+    ) -> None:
         from services.embedders import sentence_transformers as st
 
         self._path = Path(path).expanduser() if path else st.default_model_path()
@@ -153,8 +166,12 @@ class SentenceTransformersEmbedder(_LocalModel):
         out = np.zeros((len(texts), self.dimension), dtype=np.float32)
         # a batch is padded to its longest text: encode short and long texts apart
         for group in _by_length(texts):
-            out[group] = model.encode([texts[i] for i in group], batch_size=self._batch_size,
-                                      normalize_embeddings=True, show_progress_bar=False)
+            out[group] = model.encode(
+                [texts[i] for i in group],
+                batch_size=self._batch_size,
+                normalize_embeddings=True,
+                show_progress_bar=False,
+            )
         return out
 
 
@@ -171,8 +188,12 @@ def make_embedder(settings: Settings) -> Embedder:
     embedder = settings.resolved_embedder
     if embedder == "openai":
         return OpenAIEmbedder(settings)
-    local = {"threads": settings.embed_threads, "batch_size": settings.embed_batch_size,
-             "workers": settings.embed_workers, "bulk_batch": settings.embed_bulk_batch}
+    local = {
+        "threads": settings.embed_threads,
+        "batch_size": settings.embed_batch_size,
+        "workers": settings.embed_workers,
+        "bulk_batch": settings.embed_bulk_batch,
+    }
     if embedder == "sentence-transformers":
         return SentenceTransformersEmbedder(settings.embedding_model, settings.embedding_dimension, **local)
     return LocalEmbedder(**local)

@@ -161,8 +161,9 @@ def _lines(text: str) -> list[tuple[int, int]]:
     return out
 
 
-def _starts_in_fence(text: str, lines: list[tuple[int, int]], conversation: bool,
-                     speakers: Collection[str] | None) -> str | None:
+def _starts_in_fence(
+    text: str, lines: list[tuple[int, int]], conversation: bool, speakers: Collection[str] | None
+) -> str | None:
     """The fence marker when the text starts inside a fenced block: the lines that continue a message begun
     before the text (up to the first speaker line, after a header line `Ann: …`) hold an odd number of fences,
     the first of them bare (an opening fence usually names its language)."""
@@ -206,8 +207,7 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
     return _segment(text, first_speaker, speakers, partial_first=False)
 
 
-def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None,
-             partial_first: bool) -> list[Unit]:
+def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None, partial_first: bool) -> list[Unit]:
     """`segment`; with `partial_first`, the first line is the tail of a line, never a speaker line."""
     conversation = speakers is None or len(speakers) > 0
     lines = _lines(text)
@@ -218,11 +218,29 @@ def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | N
     fence, block = fence0, (0 if fence0 else -1)
     para: list[tuple[int, int, int, str]] = []  # prose lines of the open paragraph: (line, start, end, lead)
 
-    def add(kind: Kind, a: int, b: int, ln: int, end_ln: int, lead: str, on_speaker: bool, first: bool,
-            last: bool) -> None:
+    def add(
+        kind: Kind, a: int, b: int, ln: int, end_ln: int, lead: str, on_speaker: bool, first: bool, last: bool
+    ) -> None:
         in_block = kind == "fence" or (kind == "code" and fence is not None)  # not an indented code line
-        units.append(Unit(len(units), a, b, text[a:b], kind, speaker, prefix, turn, ln, end_ln, lead, on_speaker,
-                          first, last, block if in_block else None))
+        units.append(
+            Unit(
+                len(units),
+                a,
+                b,
+                text[a:b],
+                kind,
+                speaker,
+                prefix,
+                turn,
+                ln,
+                end_ln,
+                lead,
+                on_speaker,
+                first,
+                last,
+                block if in_block else None,
+            )
+        )
 
     def flush() -> None:
         if not para:
@@ -244,8 +262,17 @@ def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | N
             if len(para) > 1:  # the lines the sentence starts and ends on
                 ln = bisect.bisect_right(starts, a) - 1
                 b_ln = bisect.bisect_left(starts, e) - 1
-            add("sentence", a, e, para[ln][0], para[b_ln][0], para[ln][3], para[ln][0] == speaker_line,
-                a == para[ln][1], e == para[b_ln][2])
+            add(
+                "sentence",
+                a,
+                e,
+                para[ln][0],
+                para[b_ln][0],
+                para[ln][3],
+                para[ln][0] == speaker_line,
+                a == para[ln][1],
+                e == para[b_ln][2],
+            )
             s = e
             while s < p1 and text[s].isspace():
                 s += 1
@@ -335,9 +362,15 @@ def _restart(text: str, units: list[Unit], i: int, header: str) -> str:
     return head + u.lead + mark + text[u.start :]
 
 
-def complete_start(chunk_text: str, message: str | None = None, *, first_speaker: str | None = None,
-                   speakers: Collection[str] | None = None, partial: bool | None = None,
-                   mode: Literal["sentence", "line"] = "sentence") -> str:
+def complete_start(
+    chunk_text: str,
+    message: str | None = None,
+    *,
+    first_speaker: str | None = None,
+    speakers: Collection[str] | None = None,
+    partial: bool | None = None,
+    mode: Literal["sentence", "line"] = "sentence",
+) -> str:
     """A chunk's text with no partial first line: completed from its first message, else its fragment dropped.
 
     chunk_text: an L1 chunk's text (a token window of rendered messages). message: the rendered text
@@ -383,11 +416,16 @@ def complete_start(chunk_text: str, message: str | None = None, *, first_speaker
     first_line = text.split("\n", 1)[0]
     if partial is None:
         if conversation:
-            partial = not (_speaker(first_line, speakers) or first_line.startswith(CONTINUATION)
-                           or not first_line.strip())
+            partial = not (
+                _speaker(first_line, speakers) or first_line.startswith(CONTINUATION) or not first_line.strip()
+            )
         else:
-            partial = not (first_line[:1].isupper() or first_line[:1].isdigit() or _ITEM.match(first_line)
-                           or not first_line.strip())
+            partial = not (
+                first_line[:1].isupper()
+                or first_line[:1].isdigit()
+                or _ITEM.match(first_line)
+                or not first_line.strip()
+            )
     header = f"{first_speaker}: " if first_speaker and conversation else ""
     units = _segment(text, first_speaker, speakers, partial_first=bool(partial or broken))
     if not (partial or broken):
@@ -475,8 +513,10 @@ def term_weights(texts: Iterable[str]) -> dict[str, float]:
 
 _NUMBER = re.compile(r"\d+(?:[.,:/-]\d+)*")
 _MONTHS = {m: i + 1 for i, m in enumerate("jan feb mar apr may jun jul aug sep oct nov dec".split())}
-_MONTH = r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|" \
-         r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+_MONTH = (
+    r"(jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?|sept?(?:ember)?|"
+    r"oct(?:ober)?|nov(?:ember)?|dec(?:ember)?)"
+)
 _DATES = [
     (re.compile(r"\b(\d{4})-(\d{1,2})-(\d{1,2})\b"), "ymd"),
     (re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?(?:\s+of)?\s+{_MONTH}\.?(?:,?\s+(\d{{4}}))?\b", re.I), "dmy"),
@@ -504,8 +544,11 @@ def _dates(text: str, specific: bool) -> set[str]:
                 y, mo, d = g[2], _MONTHS[g[0][:3].lower()], int(g[1])
             else:
                 y, mo, d = g[1], _MONTHS[g[0][:3].lower()], 0
-            keys = [f"{y}-{mo:02d}-{d:02d}" if y and d else "", f"{y}-{mo:02d}" if y else "",
-                    f"{mo:02d}-{d:02d}" if d else ""]
+            keys = [
+                f"{y}-{mo:02d}-{d:02d}" if y and d else "",
+                f"{y}-{mo:02d}" if y else "",
+                f"{mo:02d}-{d:02d}" if d else "",
+            ]
             keys = [k for k in keys if k]
             out.update(keys[:1] if specific else keys)
     return out
@@ -644,14 +687,28 @@ def _distances(best: list[bool]) -> list[int]:
 def _bare_line(u: Unit) -> bool:
     """Whether the unit is a whole line of a message's body (not its speaker's line, not code) of fewer than
     MIN_FILL_WORDS words."""
-    return (u.line_start and u.line_end and not u.on_speaker_line and u.kind != "code"
-            and len(_WORD.findall(u.text)) < MIN_FILL_WORDS)
+    return (
+        u.line_start
+        and u.line_end
+        and not u.on_speaker_line
+        and u.kind != "code"
+        and len(_WORD.findall(u.text)) < MIN_FILL_WORDS
+    )
 
 
-def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mapping[str, float] | None = None,
-            scores: Scores | None = None, seen: Collection[str] = frozenset(), chunk: bool = False,
-            message: str | None = None, first_speaker: str | None = None,
-            speakers: Collection[str] | None = None) -> Excerpt:
+def excerpt(
+    text: str,
+    query: str | None,
+    budget_tokens: int,
+    *,
+    weights: Mapping[str, float] | None = None,
+    scores: Scores | None = None,
+    seen: Collection[str] = frozenset(),
+    chunk: bool = False,
+    message: str | None = None,
+    first_speaker: str | None = None,
+    speakers: Collection[str] | None = None,
+) -> Excerpt:
     """The units of `text` closest to `query` that fit `budget_tokens` cl100k tokens, whole, in order.
 
     text: a rendered chunk, message or document. query: the request's query (None or "": the text's head is
@@ -690,9 +747,16 @@ def excerpt(text: str, query: str | None, budget_tokens: int, *, weights: Mappin
     # around the closest units, a line of a message's body close to nothing fills the budget only when it says
     # something: a list number, a heading or a name alone ("2.", "### Conclusion") costs its tokens and an
     # elision mark (a sentence of a line, a speaker's first line and code are never left out for it)
-    order = sorted((u.index for u in units if u.index not in dropped and u.kind != "fence"
-                    and (top <= 0 or closeness[u.index] > 0 or not _bare_line(u))),
-                   key=lambda i: (-closeness[i], distance[i], i))
+    order = sorted(
+        (
+            u.index
+            for u in units
+            if u.index not in dropped
+            and u.kind != "fence"
+            and (top <= 0 or closeness[u.index] > 0 or not _bare_line(u))
+        ),
+        key=lambda i: (-closeness[i], distance[i], i),
+    )
     kept: set[int] = set()
     floor = 0  # a lower bound of the tokens of what is kept
     for i in order:
@@ -739,8 +803,9 @@ def fingerprint(unit: Unit) -> str:
     return f"{unit.speaker or ''}\x1f{normalise_line(unit.text)}"
 
 
-def fingerprints(text: str | Iterable[Unit], *, first_speaker: str | None = None,
-                 speakers: Collection[str] | None = None) -> set[str]:
+def fingerprints(
+    text: str | Iterable[Unit], *, first_speaker: str | None = None, speakers: Collection[str] | None = None
+) -> set[str]:
     """The fingerprints of a text's units (segmented as `segment` does) or of the given units."""
     units = segment(text, first_speaker=first_speaker, speakers=speakers) if isinstance(text, str) else text
     return {fingerprint(u) for u in units}

@@ -111,8 +111,12 @@ def _chatgpt_message(node: dict[str, Any]) -> Message | None:
     if role not in ("user", "assistant") or not text:
         return None
     ts = m.get("create_time")
-    return Message(id=m.get("id") or node.get("id"), role=role, content=text,
-                   created_at=datetime.fromtimestamp(ts, tz=UTC) if ts else None)
+    return Message(
+        id=m.get("id") or node.get("id"),
+        role=role,
+        content=text,
+        created_at=datetime.fromtimestamp(ts, tz=UTC) if ts else None,
+    )
 
 
 def _chatgpt_branches(path: Path, cid: str, mapping: Any, current: str | None) -> Iterator[Batch]:

@@ -54,7 +54,7 @@ def sentences(masked: str) -> list[tuple[int, int]]:
     spans: list[tuple[int, int]] = []
     start = 0
     for m in _SENT_END.finditer(masked):
-        if m.group(0) != "\n" and _ABBREV.search(masked[max(start, m.start() - 8):m.end()]):
+        if m.group(0) != "\n" and _ABBREV.search(masked[max(start, m.start() - 8) : m.end()]):
             continue
         spans.append((start, m.end()))
         start = m.end()
@@ -84,7 +84,8 @@ _COMMA_SPLIT = re.compile(
 _HARD_SPLIT = re.compile(r"\s*;\s*|\s+[\u2014\u2013-]{1,2}\s+|:\s+|\s+\u2026\s*")
 _CONDITION = re.compile(
     r"^(?:if|when|whenever|every\s+time|each\s+time|any\s*time|as\s+long\s+as|unless|in\s+case|once|even\s+if|"
-    r"in\s+cases?\s+where)\b", re.I
+    r"in\s+cases?\s+where)\b",
+    re.I,
 )
 
 
@@ -128,7 +129,7 @@ def clauses(sentence: str) -> list[Clause]:
         joined = re.match(rf"(?:{_COORD})\s+(?=\S)", text, re.I)  # "so I prefer": the statement is "I prefer"
         if joined and len(out) > 0:
             start += joined.end()
-            text = text[joined.end():]
+            text = text[joined.end() :]
         out.append(Clause(start, start + len(text), False))
     if out and sentence.rstrip(" \"')]\u201d").endswith(("?", "\uff1f")):
         last = out[-1]
@@ -149,7 +150,8 @@ _PREFIX = re.compile(
 )
 # the verbs of an imperative to an assistant (base forms); an unknown verb is a missed instruction, never a
 # false one
-_VERBS = frozenset("""
+_VERBS = frozenset(
+    """
 abbreviate abstain accept act adapt add address adhere adjust adopt align alert annotate answer apologise
 apologize append apply ask assume attach attribute audit avoid be begin behave benchmark bold break build
 bullet cache calculate call capitalise capitalize caption cc center centre change chart check choose cite
@@ -171,7 +173,8 @@ correct critique fix improve polish refine tidy sanitise sanitize comply conform
 mix pair pose qualify question recap relate rely reword scale search seek simulate substitute support tone trim
 vary weigh word remind greet cite mention accompany back break deploy commit push merge install configure
 execute release publish store save
-""".split())
+""".split()
+)
 _OUTPUT_NOUNS = (
     r"(?:answers|responses|replies|explanations|examples|snippets|code\s+samples|code\s+examples|code\s+blocks|"
     r"summaries|messages|outputs|suggestions|recommendations|translations|solutions|walkthroughs|"
@@ -287,8 +290,10 @@ _CALL_ME = re.compile(
     rf"^{_PLEASE}(?:call\s+me|address\s+me\s+as|refer\s+to\s+me\s+as)\s+(?P<name>\S+)|"
     r"^(?:i\s+go\s+by|i'd\s+like\s+to\s+be\s+called|i\s+prefer\s+to\s+be\s+called)\s+(?P<name2>\S+)"
 )
-_ADV = r"(?:really|generally|usually|always|strongly|definitely|much|personally|still|also|just|mostly|typically|" \
-       r"normally|honestly|actually|do|kind\s+of|kinda|tend\s+to|would|'d|very\s+much|totally|absolutely|far)"
+_ADV = (
+    r"(?:really|generally|usually|always|strongly|definitely|much|personally|still|also|just|mostly|typically|"
+    r"normally|honestly|actually|do|kind\s+of|kinda|tend\s+to|would|'d|very\s+much|totally|absolutely|far)"
+)
 _PREFER = re.compile(rf"^i(?:'d|\s+would)?(?:\s+{_ADV})*\s+prefer\b(?P<rest>.*)")
 _RATHER = re.compile(rf"^i(?:'d|\s+would|\s+had)(?:\s+{_ADV})*\s+rather\b(?P<rest>.*)")
 _LIKE_MY = re.compile(
@@ -314,9 +319,7 @@ _WANT_OUTPUTS = re.compile(
     r"^i\s+(?:want|need|'d\s+like|would\s+like|expect)\s+(?:my|your|the)\s+(?:[\w-]+\s+)?"
     rf"{_OUTPUT_NOUNS}\s+(?:to|in|as|with|without|formatted|written|kept)\b"
 )
-_DONT_WANT = re.compile(
-    r"^i\s+(?:don't|do\s+not|never)\s+want\s+you\s+to\s+(?:ever\s+)?(?P<rest>.+)"
-)
+_DONT_WANT = re.compile(r"^i\s+(?:don't|do\s+not|never)\s+want\s+you\s+to\s+(?:ever\s+)?(?P<rest>.+)")
 _MY_PREFERENCE = re.compile(
     r"^my\s+(?:personal\s+|general\s+|strong\s+)?(?:preference|preferences|preferred\s+[\w-]+(?:\s+[\w-]+)?|"
     r"(?:all-time\s+)?favou?rite\s+(?!part|thing|bit|moment|scene|line|one|episode|chapter)[\w-]+(?:\s+[\w-]+)?|"
@@ -372,11 +375,12 @@ def _has_object(rest: str) -> bool:
     rest = rest.strip(" ,.!:;")
     for lead in ("it if ", "if ", "that ", "you to ", "you "):
         if rest.startswith(lead):
-            rest = rest[len(lead):]
+            rest = rest[len(lead) :]
             break
     # "I prefer it over Foundation": a comparison with a named alternative is a standing preference
-    compared = re.match(r"^(?:it|this|that|them|these|those)\s+(?:over|to|rather\s+than|instead\s+of)\s+(?P<other>.+)",
-                        rest)
+    compared = re.match(
+        r"^(?:it|this|that|them|these|those)\s+(?:over|to|rather\s+than|instead\s+of)\s+(?P<other>.+)", rest
+    )
     if compared:
         rest = compared.group("other")
     if not rest or _DEICTIC.match(rest):
@@ -390,12 +394,14 @@ def _imperative_rest(rest: str) -> bool:
     rest = _strip_prefix(rest)
     if _ALWAYS_NEVER.match(rest) or _DONT.match(rest):
         return True
-    if re.match(r"^(?:you\s+(?:should|must|will|'ll|need\s+to|have\s+to|are\s+to|can)|i\s+(?:want|need|'d\s+like|"
-                r"would\s+like|expect)\s+(?:you|all|every|your|the)|let's|answers?\s+should|responses?\s+should)\b",
-                rest):
+    if re.match(
+        r"^(?:you\s+(?:should|must|will|'ll|need\s+to|have\s+to|are\s+to|can)|i\s+(?:want|need|'d\s+like|"
+        r"would\s+like|expect)\s+(?:you|all|every|your|the)|let's|answers?\s+should|responses?\s+should)\b",
+        rest,
+    ):
         return True
     head = _HEAD.match(rest)
-    return head is not None and _verb_at(rest[head.end():])
+    return head is not None and _verb_at(rest[head.end() :])
 
 
 def match_clause(clause: str, *, question: bool, condition: str | None, durable_lead: bool) -> Match | None:
@@ -410,13 +416,13 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
         return None  # `If I were you, I'd rather ...`, `When I was young, I always preferred ...`
     standing = condition is not None or durable_lead
     lead = _DURABLE_LEAD.match(text)
-    if lead and text[lead.end():]:
-        standing, text = True, text[lead.end():]
+    if lead and text[lead.end() :]:
+        standing, text = True, text[lead.end() :]
     if question or _QUESTION_START.match(text):
         # a question states nothing, unless it is a polite request that says it is for good
         if re.match(r"^(?:can|could|would|will)\s+you\s+(?:please\s+)?", text) and (_DURABLE.search(text) or standing):
             head = _HEAD.match(text)
-            if head and _verb_at(text[head.end():]):
+            if head and _verb_at(text[head.end() :]):
                 return Match("instruction", "polite-standing-request")
         return None
     if _REPORTING.search(text[:40]) and not text.startswith(("i ", "i'", "please", "always", "never")):
@@ -426,7 +432,7 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
     if call:
         name = call.group("name") or call.group("name2")
         start = clause.lower().find(name)
-        if start >= 0 and clause[start:start + 1].isupper():
+        if start >= 0 and clause[start : start + 1].isupper():
             return Match("instruction", "call-me")
     fact = _REMEMBER_FACT.match(text)
     if fact:
@@ -434,8 +440,11 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
         inner = match_clause(said, question=False, condition=None, durable_lead=False)
         return inner if inner is not None and inner.kind == "preference" else Match("instruction", "remember-that")
     stop = re.match(rf"^{_PLEASE}stop\s+(?P<verb>[a-z]+)ing\s+(?P<rest>\w.*)", text)
-    if stop and _gerund_verb(stop.group("verb")) and not re.match(r"^(?:it|that|this|about\s+(?:it|that))\b",
-                                                                    stop.group("rest")):
+    if (
+        stop
+        and _gerund_verb(stop.group("verb"))
+        and not re.match(r"^(?:it|that|this|about\s+(?:it|that))\b", stop.group("rest"))
+    ):
         return Match("instruction", "stop-doing")
 
     m = _ALWAYS_NEVER.match(text)
@@ -478,13 +487,16 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
     if standing and _imperative_rest(text):
         return Match("instruction", "standing-lead" if condition is None else "standing-condition")
     head = _HEAD.match(text)
-    if head and _verb_at(text[head.end():]) and (
-        _DURABLE.search(text) or _always_at(text[head.end():]) or _GENERIC_OUTPUT.search(text)
+    if (
+        head
+        and _verb_at(text[head.end() :])
+        and (_DURABLE.search(text) or _always_at(text[head.end() :]) or _GENERIC_OUTPUT.search(text))
     ):
         return Match("instruction", "imperative-standing")
     if re.match(r"^you\s+(?:should|must|need\s+to|have\s+to)\b", text) and re.search(
         r"\b(?:from\s+now\s+on|going\s+forward|in\s+(?:the\s+)?future|when(?:ever)?\s+i\s+ask|in\s+your\s+"
-        r"(?:answers|responses|replies))\b", text
+        r"(?:answers|responses|replies))\b",
+        text,
     ):
         return Match("instruction", "you-should-standing")
     return None
@@ -494,7 +506,7 @@ def is_lead_in(clause: str) -> bool:
     """Whether a clause is only a lead-in for the next one: `From now on`, `Going forward`, `By default`."""
     text = _strip_prefix(re.sub(r"\s+", " ", clause.strip().lower()))
     lead = _DURABLE_LEAD.match(text)
-    return lead is not None and not text[lead.end():].strip(" ,:")
+    return lead is not None and not text[lead.end() :].strip(" ,:")
 
 
 def is_condition(clause: str) -> bool:
@@ -510,7 +522,8 @@ def hypothetical_sentence(sentence: str) -> bool:
 # --- subject keys ---------------------------------------------------------------------------------------------------
 
 _STEMMER = Stemmer.Stemmer("english")
-_KEY_STOP = frozenset("""
+_KEY_STOP = frozenset(
+    """
 a an the and or but if of to in on at for with by from as is are was were be been being it its this that these
 those i me my mine we our you your yours he him his she her they them their what which who whom do does did
 have has had not no so too very just can will would should could about into than then there here when where
@@ -523,7 +536,8 @@ really generally usually typically normally personally actually honestly definit
 try trying aim aiming hoping working striving must let's let one thing things ok okay also stuff something
 didn't doesn't isn't aren't wouldn't shouldn't hate dislike enjoy favourite favorite stop go under over below
 within than less fewer least most instead actually feel free
-""".split())
+""".split()
+)
 
 
 def subject_key(statement: str, limit: int = 6) -> str:

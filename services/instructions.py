@@ -29,6 +29,7 @@ from services.speakers import is_human
 
 log = logging.getLogger(__name__)
 
+
 class Detector(Protocol):
     """What finds standing instructions and preferences in messages.
 
@@ -111,13 +112,23 @@ class PatternDetector:
             if hit is None:
                 continue
             (c_start, c_end), match = hit
-            statement = content[start + c_start:start + c_end].strip()
-            found.append(Detected(
-                text=content[start:end].strip(), statement=statement, kind=match.kind,
-                subject=rules.subject_key(statement), message_id=message.id, conversation_id=conversation_id,
-                speaker=speaker, created_at=message.created_at, start=start, end=end, detector=self.name,
-                rule=match.rule,
-            ))
+            statement = content[start + c_start : start + c_end].strip()
+            found.append(
+                Detected(
+                    text=content[start:end].strip(),
+                    statement=statement,
+                    kind=match.kind,
+                    subject=rules.subject_key(statement),
+                    message_id=message.id,
+                    conversation_id=conversation_id,
+                    speaker=speaker,
+                    created_at=message.created_at,
+                    start=start,
+                    end=end,
+                    detector=self.name,
+                    rule=match.rule,
+                )
+            )
         return found
 
 
@@ -129,7 +140,7 @@ def _match_sentence(sentence: str) -> tuple[tuple[int, int], rules.Match] | None
     durable_lead = False
     lead_start: int | None = None  # where a condition or lead-in before the clause starts: part of the statement
     for clause in rules.clauses(sentence):
-        text = sentence[clause.start:clause.end]
+        text = sentence[clause.start : clause.end]
         if rules.is_condition(text):
             condition, durable_lead, lead_start = text, False, clause.start
             continue
@@ -187,8 +198,9 @@ class OpenAIDetector:
     warning is logged. Raises OpenAIMissingError at construction when the `openai` extra is missing.
     """
 
-    def __init__(self, settings: Settings, fallback: PatternDetector | None = None,
-                 max_batch_chars: int = 12_000) -> None:
+    def __init__(
+        self, settings: Settings, fallback: PatternDetector | None = None, max_batch_chars: int = 12_000
+    ) -> None:
         self._client = openai_client(settings, "SUMMARISER=openai (instruction detection)")
         self.model = settings.instruction_model or settings.summary_model
         self.name = f"openai:{self.model}"
@@ -203,8 +215,9 @@ class OpenAIDetector:
             try:
                 out.extend(self._detect_batch(batch, conversation_id))
             except Exception as exc:
-                log.warning("instruction model %s failed (%s); using the pattern detector", self.model,
-                            type(exc).__name__)
+                log.warning(
+                    "instruction model %s failed (%s); using the pattern detector", self.model, type(exc).__name__
+                )
                 out.extend(self._fallback.detect(batch, conversation_id))
         return out
 
@@ -222,12 +235,15 @@ class OpenAIDetector:
     def _detect_batch(self, batch: list[Message], conversation_id: str | None) -> list[Detected]:
         keys = [m.id or f"#{i}" for i, m in enumerate(batch)]
         by_key = dict(zip(keys, batch, strict=True))
-        payload = [{"message_id": k, "speaker": m.who, "content": m.content[:self._max_chars]}
-                   for k, m in by_key.items()]
+        payload = [
+            {"message_id": k, "speaker": m.who, "content": m.content[: self._max_chars]} for k, m in by_key.items()
+        ]
         resp = self._client.chat.completions.create(
             model=self.model,
-            messages=[{"role": "system", "content": _PROMPT},
-                      {"role": "user", "content": json.dumps(payload, ensure_ascii=False)}],
+            messages=[
+                {"role": "system", "content": _PROMPT},
+                {"role": "user", "content": json.dumps(payload, ensure_ascii=False)},
+            ],
             temperature=0,
         )
         answer = _parse_answer(resp.choices[0].message.content or "")
@@ -241,11 +257,25 @@ class OpenAIDetector:
             start, end, s_start, s_end = span
             statement = message.content[start:end].strip()
             subject = " ".join(re.findall(r"[\w+#-]+", item.subject.lower()))[:60] or rules.subject_key(statement)
-            found.append((keys.index(item.message_id), s_start, Detected(
-                text=message.content[s_start:s_end].strip(), statement=statement, kind=item.kind, subject=subject,
-                message_id=message.id, conversation_id=conversation_id, speaker=message.who,
-                created_at=message.created_at, start=s_start, end=s_end, detector=self.name,
-            )))
+            found.append(
+                (
+                    keys.index(item.message_id),
+                    s_start,
+                    Detected(
+                        text=message.content[s_start:s_end].strip(),
+                        statement=statement,
+                        kind=item.kind,
+                        subject=subject,
+                        message_id=message.id,
+                        conversation_id=conversation_id,
+                        speaker=message.who,
+                        created_at=message.created_at,
+                        start=s_start,
+                        end=s_end,
+                        detector=self.name,
+                    ),
+                )
+            )
         found.sort(key=lambda t: (t[0], t[1]))
         unique: dict[tuple[int, int], Detected] = {}  # a sentence reported twice is one statement
         for index, start, detected in found:
@@ -287,8 +317,9 @@ def _locate(content: str, quoted: str) -> tuple[int, int, int, int] | None:
             words = set(re.findall(r"\w+", quoted.lower()))
             if not words:
                 return None
-            overlap = [(len(words & set(re.findall(r"\w+", content[a:b].lower()))) / len(words), a, b)
-                       for a, b in sents]
+            overlap = [
+                (len(words & set(re.findall(r"\w+", content[a:b].lower()))) / len(words), a, b) for a, b in sents
+            ]
             best = max(overlap)
             if best[0] < 0.6:
                 return None
@@ -331,8 +362,9 @@ class Superseder:
     Raises EmbeddingError when the embedder fails.
     """
 
-    def __init__(self, embedder: Embedder, *, text_cosine: float = SAME_TEXT_COSINE,
-                 key_cosine: float = SAME_KEY_COSINE) -> None:
+    def __init__(
+        self, embedder: Embedder, *, text_cosine: float = SAME_TEXT_COSINE, key_cosine: float = SAME_KEY_COSINE
+    ) -> None:
         self._embedder = embedder
         self.text_cosine = text_cosine
         self.key_cosine = key_cosine
@@ -357,8 +389,9 @@ class Superseder:
             return cosine >= self.key_cosine
         return False
 
-    def supersede(self, existing: Sequence[Instruction], new: Sequence[Instruction],
-                  vectors: np.ndarray | None = None) -> list[Instruction]:
+    def supersede(
+        self, existing: Sequence[Instruction], new: Sequence[Instruction], vectors: np.ndarray | None = None
+    ) -> list[Instruction]:
         """Every instruction of existing then new (copies, same order) with `superseded_by` set where a later one
         on the same subject replaced it.
 
@@ -378,13 +411,15 @@ class Superseder:
         first_new = len(existing)
         for j in range(first_new, len(items)):
             for i in range(j):
-                if items[i].superseded_by is None and items[i].id != items[j].id and \
-                        self._same(items[i], items[j], float(cosines[i, j])):
+                if (
+                    items[i].superseded_by is None
+                    and items[i].id != items[j].id
+                    and self._same(items[i], items[j], float(cosines[i, j]))
+                ):
                     items[i].superseded_by = items[j].id
         return items
 
-    def settle(self, items: Sequence[Instruction], vectors: np.ndarray,
-               fresh: Collection[str]) -> list[Instruction]:
+    def settle(self, items: Sequence[Instruction], vectors: np.ndarray, fresh: Collection[str]) -> list[Instruction]:
         """`supersede([], items, vectors)` (items oldest first, all in force; vectors float32 (len(items), d),
         L2-normalised, in that order) comparing only the pairs that hold a `fresh` instruction (a new one, or one
         just back in force): every other pair was compared when the later of the two was stored. Copies; the
@@ -398,12 +433,17 @@ class Superseder:
             return items
         cosines = np.asarray(vectors @ vectors[marked].T, dtype=np.float32)  # (len(items), len(marked))
         column = {k: c for c, k in enumerate(marked)}
-        pairs = sorted({(min(a, k), max(a, k)) for k in marked for a in range(len(items)) if a != k},
-                       key=lambda pair: (pair[1], pair[0]))  # as `supersede` walks them: later one, then earlier
+        pairs = sorted(
+            {(min(a, k), max(a, k)) for k in marked for a in range(len(items)) if a != k},
+            key=lambda pair: (pair[1], pair[0]),
+        )  # as `supersede` walks them: later one, then earlier
         for i, j in pairs:
             cosine = cosines[i, column[j]] if j in column else cosines[j, column[i]]
-            if items[i].superseded_by is None and items[i].id != items[j].id and \
-                    self._same(items[i], items[j], float(cosine)):
+            if (
+                items[i].superseded_by is None
+                and items[i].id != items[j].id
+                and self._same(items[i], items[j], float(cosine))
+            ):
                 items[i].superseded_by = items[j].id
         return items
 

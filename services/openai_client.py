@@ -33,5 +33,9 @@ def openai_client(settings: Settings, purpose: str) -> Any:
             "(or bash scripts/setup.sh openai)"
         ) from None
     key = settings.openai_api_key.get_secret_value() if settings.openai_api_key else "unset"
-    return OpenAI(api_key=key, base_url=settings.openai_base_url, timeout=settings.openai_timeout,
-                  max_retries=settings.openai_max_retries)
+    return OpenAI(
+        api_key=key,
+        base_url=settings.openai_base_url,
+        timeout=settings.openai_timeout,
+        max_retries=settings.openai_max_retries,
+    )

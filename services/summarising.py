@@ -69,8 +69,8 @@ def _split(texts: list[str]) -> list[_Sentence]:
     prefix = ""
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]
-        if lines and (cut := _CUT_STAMP.match(lines[0])) and _LINE.match(lines[0][cut.end():]):
-            lines[0] = lines[0][cut.end():]  # a window that starts inside a line's time stamp: the line is whole
+        if lines and (cut := _CUT_STAMP.match(lines[0])) and _LINE.match(lines[0][cut.end() :]):
+            lines[0] = lines[0][cut.end() :]  # a window that starts inside a line's time stamp: the line is whole
         parsed = [_LINE.match(ln) for ln in lines]
         for i, (ln, m) in enumerate(zip(lines, parsed, strict=True)):
             if m is not None:
@@ -148,6 +148,7 @@ class ExtractiveSummariser:
         # what each person's message brought up first (its lead sentence), then the rest by the same rule
         for pool in ([s for s in sents if s.lead], [s for s in sents if not s.lead]):
             while pool:
+
                 def mmr(s: _Sentence) -> float:
                     seen = [p.terms for p in picked] + context_terms
                     redundancy = max((_jaccard(s.terms, o) for o in seen), default=0.0)

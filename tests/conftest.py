@@ -21,8 +21,10 @@ from services.summarising import ExtractiveSummariser
 
 TOKEN = "test-token"
 # LoCoMo (see README, "Tests"): `shared/bench/data/locomo_dev.json` beside the checkout, or PYRAMIND_LOCOMO
-LOCOMO = Path(os.environ.get("PYRAMIND_LOCOMO")
-              or Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json")
+LOCOMO = Path(
+    os.environ.get("PYRAMIND_LOCOMO")
+    or Path(__file__).resolve().parents[2] / "shared" / "bench" / "data" / "locomo_dev.json"
+)
 
 
 def local_storage(memory: Memory) -> LocalStorage:
@@ -43,13 +45,24 @@ def mark_table(memory: Memory) -> MarkTable:
     return memory.storage.marks
 
 
-def recompose(memory: Memory, *, settings: Settings | None = None, embedder: object | None = None,
-              summariser: object | None = None, detector: object | None = None) -> Memory:
+def recompose(
+    memory: Memory,
+    *,
+    settings: Settings | None = None,
+    embedder: object | None = None,
+    summariser: object | None = None,
+    detector: object | None = None,
+) -> Memory:
     """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed,
     summarise or detect instructions with another `embedder` / `summariser` / `detector` (an injected fault, or
     one that acts mid-call); close only the first."""
-    return Memory(settings or memory.settings, memory.storage, embedder or memory.embedder,  # type: ignore[arg-type]
-                  summariser or memory.summariser, detector or memory.detector)  # type: ignore[arg-type]
+    return Memory(
+        settings or memory.settings,
+        memory.storage,
+        embedder or memory.embedder,  # type: ignore[arg-type]
+        summariser or memory.summariser,  # type: ignore[arg-type]
+        detector or memory.detector,  # type: ignore[arg-type]
+    )
 
 
 def make_settings(tmp_path: Path, **overrides: object) -> Settings:

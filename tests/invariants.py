@@ -8,8 +8,9 @@ from models.memory import MemoryNode
 from services import tokens
 
 
-def check_tree(nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: int, max_level: int = 99,
-               rolled_up: bool = True) -> dict[int, int]:
+def check_tree(
+    nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: int, max_level: int = 99, rolled_up: bool = True
+) -> dict[int, int]:
     """Assert the invariants; returns the node count per level. rolled_up=False: complete groups may still wait
     for their summary (the background indexer commits chunks first, summaries after).
 
@@ -52,5 +53,6 @@ def check_tree(nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: 
     for lvl, ns in levels.items():
         sealed = [n for n in ns if n.sealed]
         assert not rolled_up or lvl >= max_level or sum(1 for n in sealed if n.parent_id is None) < fan_out, (
-            f"L{lvl} not rolled up")
+            f"L{lvl} not rolled up"
+        )
     return {lvl: len(ns) for lvl, ns in levels.items()}

@@ -33,11 +33,11 @@ def test_ci_runs_the_readme_test_command() -> None:
 
 def test_bad_setting_fails_naming_the_key(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="chunk_size"):
-        Settings(_env_file=None, chunk_size="big")  # type: ignore[arg-type]
+        Settings(_env_file=None, chunk_size="big")
 
 
 def test_secrets_are_masked() -> None:
-    s = Settings(_env_file=None, bearer_token="hunter2", openai_api_key="sk-secret")  # type: ignore[arg-type]
+    s = Settings(_env_file=None, bearer_token="hunter2", openai_api_key="sk-secret")
     assert "hunter2" not in repr(s) and "sk-secret" not in repr(s)
 
 

@@ -72,7 +72,9 @@ PEOPLE_CHAT = 0.5  # said the rest): their summaries' lines of what the user bro
 OVERVIEW_SHARE = 0.35  # the same for a question about the course of things (asks_overview): the timeline leads
 _OVERVIEW = re.compile(
     r"\b(order|sequence|chronolog\w*|timeline|summar\w*|overview|recap|progress\w*|evolv\w*|over time|so far|"
-    r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went))\b", re.I)
+    r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went))\b",
+    re.I,
+)
 DEFAULT_BUDGET = 2000
 MAX_LEFT_OUT = 50
 CANDIDATE_TOKENS = 30  # one retrieval candidate per this many tokens of budget (within MIN/MAX_CANDIDATES)
@@ -124,8 +126,16 @@ class ContextAssembler:
     no such section).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, reader: Reader,
-                 core: CoreMemory, visits: Visits, instructions: ActiveInstructions | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        embedder: Embedder,
+        reader: Reader,
+        core: CoreMemory,
+        visits: Visits,
+        instructions: ActiveInstructions | None = None,
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.embedder = embedder
@@ -186,13 +196,17 @@ class _Assembly:
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
         req = self.req
-        frame = self.template.format_map({k: "" if k not in ("user_name", "assistant_name") else
-                                          getattr(req, k) for k in CONTEXT_FIELDS})
+        frame = self.template.format_map(
+            {k: "" if k not in ("user_name", "assistant_name") else getattr(req, k) for k in CONTEXT_FIELDS}
+        )
         room = self.budget - count_tokens(frame)
-        enabled = {"core": req.core, "instructions": req.instructions and self.o.instructions is not None,
-                   "recent": req.recent and bool(self.tail),
-                   "relevant": req.relevant and self.vector is not None,
-                   "timeline": req.timeline}
+        enabled = {
+            "core": req.core,
+            "instructions": req.instructions and self.o.instructions is not None,
+            "recent": req.recent and bool(self.tail),
+            "relevant": req.relevant and self.vector is not None,
+            "timeline": req.timeline,
+        }
         if enabled["relevant"] or enabled["timeline"]:
             self._gather()
         fill = {"core": self._fill_core, "instructions": self._fill_instructions, "recent": self._fill_recent}
@@ -214,8 +228,7 @@ class _Assembly:
         if enabled["relevant"]:
             self._fill_relevant(relevant, memory)
         sections.append(relevant)
-        timeline = Section("timeline", memory - relevant.used, self.now, req.memory_template,
-                           req.max_memory_chars)
+        timeline = Section("timeline", memory - relevant.used, self.now, req.memory_template, req.max_memory_chars)
         if enabled["timeline"]:
             self._fill_timeline(timeline)
         sections.append(timeline)
@@ -228,17 +241,25 @@ class _Assembly:
             text = self._block(sections)
             used = count_tokens(text)
         return ContextResponse(
-            context=text, tokens_used=used, budget_tokens=self.budget, query=self.query,
-            sections=[ContextSection(name=x.name, budget_tokens=x.budget, tokens_used=x.used, items=x.items,
-                                     left_out=len(x.left_out)) for x in sections],
+            context=text,
+            tokens_used=used,
+            budget_tokens=self.budget,
+            query=self.query,
+            sections=[
+                ContextSection(
+                    name=x.name, budget_tokens=x.budget, tokens_used=x.used, items=x.items, left_out=len(x.left_out)
+                )
+                for x in sections
+            ],
             left_out=[lo for x in sections for lo in x.left_out][:MAX_LEFT_OUT],
         )
 
     def _block(self, sections: list[Section]) -> str:
         parts: dict[str, str] = {x.name: x.text() for x in sections}
         memories = "\n\n".join(f"{HEADINGS[x.name]}\n{parts[x.name]}" for x in sections if x.entries)
-        return self.template.format_map({"user_name": self.req.user_name, "assistant_name": self.req.assistant_name,
-                                         "memories": memories, **parts})
+        return self.template.format_map(
+            {"user_name": self.req.user_name, "assistant_name": self.req.assistant_name, "memories": memories, **parts}
+        )
 
     # ------------------------------------------------------------------ retrieval, shared by relevant and timeline
     def _gather(self) -> None:
@@ -283,9 +304,17 @@ class _Assembly:
     # ------------------------------------------------------------------ sections
     def _fill_core(self, sec: Section) -> None:
         for e in self.o.core.entries(self.ns, self.req.conversation_id):
-            item = ContextItem(id=e.key, kind="core", level=0, text=f"{e.key}: {e.value}", source_id=e.conversation_id,
-                               start_time=e.updated_at, end_time=e.updated_at,
-                               why=f"core memory (importance {e.importance})", tokens=0)
+            item = ContextItem(
+                id=e.key,
+                kind="core",
+                level=0,
+                text=f"{e.key}: {e.value}",
+                source_id=e.conversation_id,
+                start_time=e.updated_at,
+                end_time=e.updated_at,
+                why=f"core memory (importance {e.importance})",
+                tokens=0,
+            )
             sec.admit(item)
 
     def _fill_instructions(self, sec: Section) -> None:
@@ -305,10 +334,19 @@ class _Assembly:
             score = float(vec @ self.vector) if self.vector is not None else None
             if ins.kind == "preference" and score is not None and score < PREFERENCE_FLOOR:
                 continue  # a preference matters where its topic comes up; an instruction applies to every answer
-            item = ContextItem(id=ins.id, kind="instruction", level=0, text=ins.text, speaker=ins.speaker,
-                               source_id=ins.conversation_id, start_time=ins.created_at, end_time=ins.created_at,
-                               score=None if score is None else round(score, 6),
-                               why=f"a standing {ins.kind} stated in message {ins.message_id}", tokens=0)
+            item = ContextItem(
+                id=ins.id,
+                kind="instruction",
+                level=0,
+                text=ins.text,
+                speaker=ins.speaker,
+                source_id=ins.conversation_id,
+                start_time=ins.created_at,
+                end_time=ins.created_at,
+                score=None if score is None else round(score, 6),
+                why=f"a standing {ins.kind} stated in message {ins.message_id}",
+                tokens=0,
+            )
             if sec.admit(item):
                 said = excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
                 self.shown.fingerprints |= said
@@ -319,9 +357,18 @@ class _Assembly:
     def _fill_recent(self, sec: Section) -> None:
         kept: list[StoredMessage] = []
         for m in reversed(self.tail):  # newest first
-            item = ContextItem(id=m.id, kind="message", level=0, text=f"{m.speaker}: {' '.join(m.content.split())}",
-                               speaker=m.speaker, source_id=m.source_id, start_time=m.created_at,
-                               end_time=m.created_at, why="recent turn", tokens=0)
+            item = ContextItem(
+                id=m.id,
+                kind="message",
+                level=0,
+                text=f"{m.speaker}: {' '.join(m.content.split())}",
+                speaker=m.speaker,
+                source_id=m.source_id,
+                start_time=m.created_at,
+                end_time=m.created_at,
+                why="recent turn",
+                tokens=0,
+            )
             if not sec.admit(item, float(m.seq)):  # shown in the order said
                 break
             kept.append(m)
@@ -330,13 +377,23 @@ class _Assembly:
             self.shown.fingerprints |= excerpts.fingerprints(f"{m.speaker}: {m.content}")
 
     def _node_item(self, n: MemoryNode, text: str, why: str, score: float | None) -> ContextItem:
-        return ContextItem(id=n.id, kind="chunk" if n.level == 1 else "summary", level=n.level, text=text,
-                           speaker=", ".join(n.speakers) or None, source_id=n.source_id, start_time=n.start_time,
-                           end_time=n.end_time, score=None if score is None else round(float(score), 6), why=why,
-                           tokens=0)
+        return ContextItem(
+            id=n.id,
+            kind="chunk" if n.level == 1 else "summary",
+            level=n.level,
+            text=text,
+            speaker=", ".join(n.speakers) or None,
+            source_id=n.source_id,
+            start_time=n.start_time,
+            end_time=n.end_time,
+            score=None if score is None else round(float(score), 6),
+            why=why,
+            tokens=0,
+        )
 
-    def _show(self, sec: Section, n: MemoryNode, budget: int, why: str, score: float | None,
-              people_first: bool = False) -> bool:
+    def _show(
+        self, sec: Section, n: MemoryNode, budget: int, why: str, score: float | None, people_first: bool = False
+    ) -> bool:
         """Admit the excerpt of `n`'s text within `budget` tokens (and `max_memory_chars`) when something new
         fits."""
         limit = min(budget, sec.room_for(self._node_item(n, "", why, score)) - 2)  # a merge at a join
@@ -384,7 +441,7 @@ class _Assembly:
             for node in group:
                 if self.shown.covers(node):
                     continue
-                why = (f"relevant to the query (score {score:.3f})" if node is n else f"neighbour of {n.id}")
+                why = f"relevant to the query (score {score:.3f})" if node is n else f"neighbour of {n.id}"
                 ok = self._show(sec, node, budget, why, score if node is n else None)
                 if node is n:
                     fails = 0 if ok else fails + 1
@@ -449,6 +506,7 @@ def diversified(hits: Hits) -> Hits:
         return f"{n.source_id}/{n.session_ids[0] if n.session_ids else ''}"
 
     while pool:
+
         def adjusted(h: tuple[MemoryNode, float]) -> float:
             return h[1] * SESSION_DECAY ** max(0, placed.get(session(h[0]), 0) - SESSION_FREE + 1)
 
@@ -457,4 +515,3 @@ def diversified(hits: Hits) -> Hits:
         placed[session(best[0])] = placed.get(session(best[0]), 0) + 1
         out.append(best)
     return out
-

@@ -53,8 +53,9 @@ class CoreMemory:
     entry's document. locks: serialises writers of one scope.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, writer: Writer, deleter: Deleter,
-                 locks: SourceLocks) -> None:
+    def __init__(
+        self, settings: Settings, storage: Storage, writer: Writer, deleter: Deleter, locks: SourceLocks
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.table: CoreTable | None = storage.core
@@ -65,7 +66,8 @@ class CoreMemory:
     def _table(self) -> CoreTable:
         if self.table is None:
             raise UnsupportedError(
-                f"core memory is not supported by the {self.storage.name} store (use the local or postgres store)")
+                f"core memory is not supported by the {self.storage.name} store (use the local or postgres store)"
+            )
         return self.table
 
     def put(self, ns: str, req: CorePutRequest) -> CorePutResponse:

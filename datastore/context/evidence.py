@@ -96,8 +96,9 @@ class Texts:
                 if partial and short and "\n" in text:  # the overlap with the chunk before: a turn it holds whole
                     text = text.split("\n", 1)[1]
                 else:
-                    text = excerpts.complete_start(text, message, speakers=node.speakers, partial=partial,
-                                                   mode="line" if short else "sentence")
+                    text = excerpts.complete_start(
+                        text, message, speakers=node.speakers, partial=partial, mode="line" if short else "sentence"
+                    )
                     starts_inside = bool(partial) and not short
                 if text and not node.text.endswith("\n"):
                     text, ends_inside = self._complete_end(node, text)
@@ -119,8 +120,7 @@ class Texts:
             for u in units:
                 turns.setdefault(u.turn, []).append(u.text)
             inside = ({units[0].turn} if starts_inside else set()) | ({units[-1].turn} if ends_inside else set())
-            short = {t for t, texts in turns.items()
-                     if t not in inside and count_tokens(" ".join(texts)) <= SHORT_TURN}
+            short = {t for t, texts in turns.items() if t not in inside and count_tokens(" ".join(texts)) <= SHORT_TURN}
         done = self._pieces[node.id] = Piece(node, text, units, frozenset(short))
         return done
 
@@ -161,8 +161,15 @@ def closeness(piece: Piece, query_terms: set[str], weights: Mapping[str, float])
     return out
 
 
-def cut(piece: Piece, query: str, budget: int, query_terms: set[str], weights: Mapping[str, float],
-        shown: Shown, people_first: bool = False) -> Excerpt | None:
+def cut(
+    piece: Piece,
+    query: str,
+    budget: int,
+    query_terms: set[str],
+    weights: Mapping[str, float],
+    shown: Shown,
+    people_first: bool = False,
+) -> Excerpt | None:
     """The excerpt of a piece within `budget` tokens: its units closest to the query (people's lines first
     when `people_first`: a summary's lines of what the user brought up), those already shown left out; None
     when nothing new fits."""
@@ -192,8 +199,9 @@ def seen_in(piece: Piece, shown: Shown) -> set[str]:
         short = units[0].turn in piece.short
         if short and not all(seen):
             continue
-        out.update(p for p, was, u in zip(prints, seen, units, strict=True)
-                   if was and (short or len(u.text) >= DISTINCT_CHARS))
+        out.update(
+            p for p, was, u in zip(prints, seen, units, strict=True) if was and (short or len(u.text) >= DISTINCT_CHARS)
+        )
     return out
 
 

@@ -31,8 +31,11 @@ HEADINGS: dict[SectionName, str] = {
     "timeline": "## Timeline",
 }
 DATED: frozenset[SectionName] = frozenset({"recent", "relevant", "timeline"})  # sections with date lines
-_JOINERS = frozenset("\u200d\ufe0e\ufe0f") | {chr(c) for c in range(0x1F3FB, 0x1F400)} | {
-    chr(c) for c in range(0x1F1E6, 0x1F200)}  # ZWJ, variation selectors, skin tones, regional indicators
+_JOINERS = (
+    frozenset("\u200d\ufe0e\ufe0f")
+    | {chr(c) for c in range(0x1F3FB, 0x1F400)}
+    | {chr(c) for c in range(0x1F1E6, 0x1F200)}
+)  # ZWJ, variation selectors, skin tones, regional indicators
 UNDATED = "[undated]"  # the date line of an untimed memory that follows dated ones (at the top: none)
 
 
@@ -115,9 +118,13 @@ class Section:
     def line(self, item: ContextItem) -> str:
         """The item's own line(s) as rendered (without its date line)."""
         if self.memory_template is not None:
-            values = {"time_ago": time_ago(item.end_time, self.now), "speaker": item.speaker or "",
-                      "date": date_label(item.start_time, item.end_time), "text": item.text,
-                      "level": str(item.level)}
+            values = {
+                "time_ago": time_ago(item.end_time, self.now),
+                "speaker": item.speaker or "",
+                "date": date_label(item.start_time, item.end_time),
+                "text": item.text,
+                "level": str(item.level),
+            }
             return self.memory_template.format_map(values)
         if self.name in DATED:
             return item.text  # under its date line: the lines as said (`speaker: text`), no bullet to pay for
@@ -129,8 +136,9 @@ class Section:
             return None
         if item.start_time is None and item.end_time is None:
             return None
-        return DATE_LINE.format(date=date_label(item.start_time, item.end_time),
-                                time_ago=time_ago(item.end_time, self.now))
+        return DATE_LINE.format(
+            date=date_label(item.start_time, item.end_time), time_ago=time_ago(item.end_time, self.now)
+        )
 
     def cost(self, item: ContextItem) -> int:
         """Tokens admitting `item` adds: its line(s), a date line when its day is new here, the heading if first."""
@@ -154,8 +162,11 @@ class Section:
             item.text = clip(item.text, self.max_chars)
         cost = self.cost(item)
         if self.used + cost > self.budget:
-            self.left_out.append(LeftOut(id=item.id, section=self.name, tokens=count_tokens(self.line(item)),
-                                         reason="no room in the budget"))
+            self.left_out.append(
+                LeftOut(
+                    id=item.id, section=self.name, tokens=count_tokens(self.line(item)), reason="no room in the budget"
+                )
+            )
             return False
         item.tokens = cost - (0 if self.entries else heading_tokens(self.name))
         self.used += cost
@@ -176,8 +187,9 @@ class Section:
         """Take out the last admitted item (the block ran a token or two over at a join)."""
         gone = self.entries.pop()
         self.used -= gone.item.tokens + (0 if self.entries else heading_tokens(self.name))
-        self.left_out.append(LeftOut(id=gone.item.id, section=self.name, tokens=gone.item.tokens,
-                                     reason="no room in the budget"))
+        self.left_out.append(
+            LeftOut(id=gone.item.id, section=self.name, tokens=gone.item.tokens, reason="no room in the budget")
+        )
 
     def ordered(self) -> list[Entry]:
         """The entries in the order they are shown: in time order for a dated section, else as admitted."""
@@ -195,7 +207,7 @@ class Section:
             day = e.day
             lines = self.line(e.item)
             if out and out[-1] == ELISION and lines.startswith(ELISION + "\n"):
-                lines = lines[len(ELISION) + 1:]  # one elision line between two excerpts, not two
+                lines = lines[len(ELISION) + 1 :]  # one elision line between two excerpts, not two
             out.append(lines)
         return "\n".join(out)
 

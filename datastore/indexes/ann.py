@@ -28,8 +28,10 @@ def available() -> bool:
     """Whether faiss is installed (the `ann` extra); says once in the log when it is not."""
     if importlib.util.find_spec("faiss") is not None:
         return True
-    log.warning("a namespace reached ANN_MIN_ROWS nodes but faiss is not installed: searching it exactly "
-                "(pip install 'pyramind[ann]' for the IVF index)")
+    log.warning(
+        "a namespace reached ANN_MIN_ROWS nodes but faiss is not installed: searching it exactly "
+        "(pip install 'pyramind[ann]' for the IVF index)"
+    )
     return False
 
 
@@ -57,8 +59,9 @@ class IVFIndex:
 
     def add(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
         if len(rowids):
-            self._index.add_with_ids(np.ascontiguousarray(vectors, dtype=np.float32),
-                                     np.ascontiguousarray(rowids, dtype=np.int64))
+            self._index.add_with_ids(
+                np.ascontiguousarray(vectors, dtype=np.float32), np.ascontiguousarray(rowids, dtype=np.int64)
+            )
 
     def remove(self, rowids: np.ndarray) -> None:
         import faiss

@@ -46,8 +46,13 @@ class RowTable:
         """Make room for `rows` more rows at once (a bulk load then grows nothing)."""
         self._reserve(rows)
 
-    def _append(self, rowids: Sequence[int] | np.ndarray, levels: Iterable[int] | np.ndarray,
-                starts: Iterable[float] | np.ndarray, ends: Iterable[float] | np.ndarray) -> tuple[slice, np.ndarray]:
+    def _append(
+        self,
+        rowids: Sequence[int] | np.ndarray,
+        levels: Iterable[int] | np.ndarray,
+        starts: Iterable[float] | np.ndarray,
+        ends: Iterable[float] | np.ndarray,
+    ) -> tuple[slice, np.ndarray]:
         """Append rows (ids greater than every id held, distinct; raises ValueError otherwise), filling the shared
         columns. Returns (the new rows' slice, the order that sorts the inputs by id): the caller fills its own
         columns at `slice` with its inputs taken in `order`."""
@@ -93,8 +98,14 @@ class RowTable:
             setattr(self, name, getattr(self, name)[keep].copy())
         self.size, self.dead = len(keep), 0
 
-    def _in_bounds(self, at: slice | np.ndarray, min_level: int | None, max_level: int | None,
-                   start: float | None, end: float | None) -> np.ndarray:
+    def _in_bounds(
+        self,
+        at: slice | np.ndarray,
+        min_level: int | None,
+        max_level: int | None,
+        start: float | None,
+        end: float | None,
+    ) -> np.ndarray:
         """Boolean mask over the rows `at` (positions or a slice) whose level and time range pass the bounds:
         level within [min_level, max_level], ending at or after `start`, starting at or before `end`."""
         levels = self.levels[at]

@@ -48,8 +48,9 @@ _MERGE_CHUNK = 1 << 22  # postings moved per step of a merge
 _TOKEN = re.compile(r"[^\W_]+")
 # ASCII bytes: letters lower-cased, digits kept, the boundary mark 0x01 kept, everything else a space (the token
 # rule of `words` on ASCII text)
-_ASCII_FOLD = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 1 else 32
-                    for c in range(256))
+_ASCII_FOLD = bytes(
+    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 1 else 32 for c in range(256)
+)
 
 
 @lru_cache(maxsize=65536)
@@ -122,8 +123,14 @@ class TextIndex(RowTable):
         self._norms: np.ndarray | None = None  # k1 * (1 - b + b * |d| / avgdl) per row, float32
 
     # ------------------------------------------------------------------ writes
-    def add(self, rowids: Sequence[int] | np.ndarray, texts: Sequence[str], levels: Iterable[int] | np.ndarray,
-            starts: Iterable[float] | np.ndarray, ends: Iterable[float] | np.ndarray) -> None:
+    def add(
+        self,
+        rowids: Sequence[int] | np.ndarray,
+        texts: Sequence[str],
+        levels: Iterable[int] | np.ndarray,
+        starts: Iterable[float] | np.ndarray,
+        ends: Iterable[float] | np.ndarray,
+    ) -> None:
         """Index rows; rowids must be greater than every id already added (the store's row ids increase).
         starts/ends: POSIX seconds, NaN for none."""
         if len(rowids) == 0:
@@ -213,8 +220,9 @@ class TextIndex(RowTable):
                 post_rows[dest] = self.post_rows[a:b]
                 post_tfs[dest] = self.post_tfs[a:b]
         starts = indptr[tids] + old_counts[tids]
-        within = np.arange(int(tail_counts.sum()), dtype=np.int64) - np.repeat(np.cumsum(tail_counts) - tail_counts,
-                                                                               tail_counts)
+        within = np.arange(int(tail_counts.sum()), dtype=np.int64) - np.repeat(
+            np.cumsum(tail_counts) - tail_counts, tail_counts
+        )
         dest = np.repeat(starts, tail_counts) + within
         post_rows[dest] = np.concatenate([r for r, _ in parts])
         post_tfs[dest] = np.concatenate([f for _, f in parts])
@@ -240,8 +248,17 @@ class TextIndex(RowTable):
     @property
     def nbytes(self) -> int:
         """Bytes held in numpy arrays (rows, postings, tail); the vocabulary dicts come on top."""
-        arrays = (self.rowids, self.levels, self.starts, self.ends, self.lengths, self.alive, self.indptr,
-                  self.post_rows, self.post_tfs)
+        arrays = (
+            self.rowids,
+            self.levels,
+            self.starts,
+            self.ends,
+            self.lengths,
+            self.alive,
+            self.indptr,
+            self.post_rows,
+            self.post_tfs,
+        )
         tail = sum(r.nbytes + f.nbytes for chunks in self.tail.values() for r, f in chunks)
         return sum(a.nbytes for a in arrays) + tail
 
@@ -308,8 +325,14 @@ class TextIndex(RowTable):
                 out[rows] += np.float32(factor) * tf / (tf + norms[rows])
         return out
 
-    def _allowed(self, candidates: np.ndarray | None, min_level: int | None, max_level: int | None,
-                 start: float | None, end: float | None) -> np.ndarray | None:
+    def _allowed(
+        self,
+        candidates: np.ndarray | None,
+        min_level: int | None,
+        max_level: int | None,
+        start: float | None,
+        end: float | None,
+    ) -> np.ndarray | None:
         """Boolean mask over row positions of the rows the filter allows (None: all)."""
         if candidates is None and all(b is None for b in (min_level, max_level, start, end)):
             return None

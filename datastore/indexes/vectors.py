@@ -32,8 +32,9 @@ class VectorIndex(RowTable):
         self.ann: IVFIndex | None = None
         self.matrix = np.zeros((0, dimension), dtype=np.float32)
 
-    def add(self, rowids: np.ndarray, vectors: np.ndarray, levels: np.ndarray, starts: np.ndarray,
-            ends: np.ndarray) -> None:
+    def add(
+        self, rowids: np.ndarray, vectors: np.ndarray, levels: np.ndarray, starts: np.ndarray, ends: np.ndarray
+    ) -> None:
         """Append rows; rowids must be greater than every id already added (the store's row ids increase)."""
         if len(rowids) == 0:
             return
@@ -79,8 +80,9 @@ class VectorIndex(RowTable):
         pos = self._keep(np.flatnonzero(self.alive[: self.size]), *bounds)
         return self._top(pos, (self.matrix[: self.size] @ query)[pos], top_k)
 
-    def _keep(self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None,
-              end: float | None) -> np.ndarray:
+    def _keep(
+        self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None, end: float | None
+    ) -> np.ndarray:
         """The positions among `pos` whose level and time range pass the bounds."""
         return pos[self._in_bounds(pos, min_level, max_level, start, end)]
 
@@ -105,8 +107,15 @@ class VectorIndex(RowTable):
             self.ann = IVFIndex(self.dimension, self.rowids[pos], self.matrix[pos])
         return True
 
-    def _search_ann(self, query: np.ndarray, top_k: int, min_level: int | None, max_level: int | None,
-                    start: float | None, end: float | None) -> tuple[np.ndarray, np.ndarray] | None:
+    def _search_ann(
+        self,
+        query: np.ndarray,
+        top_k: int,
+        min_level: int | None,
+        max_level: int | None,
+        start: float | None,
+        end: float | None,
+    ) -> tuple[np.ndarray, np.ndarray] | None:
         """Top_k among the IVF candidates, re-ranked exactly; None when the bounds leave fewer than top_k."""
         assert self.ann is not None
         ids = self.ann.candidates(query, max(_ANN_CANDIDATES, 8 * top_k))

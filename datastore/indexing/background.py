@@ -160,8 +160,12 @@ class Indexer:
         self.summaries = _Lane()
         self.backlog: dict[Key, int] = {}  # unindexed tokens per source (estimated on accept, exact after a step)
         self._rate = 2000.0  # tokens/s the chunk lane indexes (moving average), for Retry-After
-        self._executor = ThreadPoolExecutor(settings.index_summary_concurrency + 2, "pyramind-indexer",
-                                            initializer=_lower_priority, initargs=(settings.index_nice,))
+        self._executor = ThreadPoolExecutor(
+            settings.index_summary_concurrency + 2,
+            "pyramind-indexer",
+            initializer=_lower_priority,
+            initargs=(settings.index_nice,),
+        )
         self._tasks: list[asyncio.Task[Any]] = []
         self._running: set[asyncio.Task[Any]] = set()
         self._in_flight: set[Future[Any]] = set()
@@ -191,8 +195,12 @@ class Indexer:
         if in_flight:
             _, pending = await asyncio.wait(in_flight, timeout=grace)
             if pending:
-                log.warning("indexer: waiting for %d step(s) still running after %.0f s before the store closes "
-                            "(each commits whole or not at all)", len(pending), grace)
+                log.warning(
+                    "indexer: waiting for %d step(s) still running after %.0f s before the store closes "
+                    "(each commits whole or not at all)",
+                    len(pending),
+                    grace,
+                )
                 await asyncio.wait(pending)
 
     async def scan(self) -> int:
@@ -219,7 +227,8 @@ class Indexer:
             wait = min(60, max(1, math.ceil((pending - cap) / self._rate)))
             raise TooManyRequests(
                 f"namespace {ns!r} has {pending} tokens waiting to be indexed (MAX_PENDING_TOKENS={cap}); "
-                f"retry in {wait} s", retry_after=wait,
+                f"retry in {wait} s",
+                retry_after=wait,
             )
 
     async def remember(self, ns: str, req: RememberRequest) -> tuple[RememberResponse, int]:
@@ -255,8 +264,14 @@ class Indexer:
         created, updated, summaries, pending = await asyncio.to_thread(
             self.steps.indexed_view, ns, resp.conversation_id, resp.pending_message_ids, open_before
         )
-        resp = resp.model_copy(update={"chunk_ids": created, "updated_chunk_ids": updated,
-                                       "summary_ids": summaries, "pending_message_ids": pending})
+        resp = resp.model_copy(
+            update={
+                "chunk_ids": created,
+                "updated_chunk_ids": updated,
+                "summary_ids": summaries,
+                "pending_message_ids": pending,
+            }
+        )
         return resp, 202 if pending else 200
 
     # ------------------------------------------------------------------ the work

@@ -90,8 +90,14 @@ class IndexSteps:
     and settles them for its commit.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
-                 instructions: InstructionKeeper) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        builder: TreeBuilder,
+        locks: SourceLocks,
+        instructions: InstructionKeeper,
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
@@ -122,8 +128,9 @@ class IndexSteps:
             reach = start + (limit + 1) * s.chunk_size
             messages = [m for m in stream_messages(storage, ns, source_id, start) if m.tok_offset < reach]
             cut = bool(messages) and messages[-1].tok_offset + messages[-1].n_tokens < src.n_tokens
-            chunks, planned_more = builder.chunks(frontier, messages, src.source_type, source_id,
-                                                  src.source_type == "document", limit)
+            chunks, planned_more = builder.chunks(
+                frontier, messages, src.source_type, source_id, src.source_type == "document", limit
+            )
             covered = newly_covered(messages, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
             unread = keeper.deferred and src.source_type == "conversation" and bool(covered)
             found = [] if keeper.deferred else keeper.detect(ns, src.source_type, source_id, covered)
@@ -132,31 +139,39 @@ class IndexSteps:
                 now = storage.get_source(ns, source_id)
                 if now is None or now.source_type != src.source_type:
                     return Step()
-                if now.version != src.version and not self._chunk_base_unchanged(ns, source_id, frontier,
-                                                                                  start, messages):
+                if now.version != src.version and not self._chunk_base_unchanged(
+                    ns, source_id, frontier, start, messages
+                ):
                     raise _Moved(f"{source_id!r} changed while being indexed")
                 source = _bumped(now)
                 if unread:  # read by the detect step: from here, or from where it had still to read
                     mark = unread_from(now.metadata)
-                    source = replace(source, metadata=with_unread(now.metadata, min(mark, chunked_to)
-                                                                  if mark is not None else chunked_to))
+                    source = replace(
+                        source,
+                        metadata=with_unread(now.metadata, min(mark, chunked_to) if mark is not None else chunked_to),
+                    )
                 with keeper.lock(ns, bool(found)):
                     batch = WriteBatch(source=source, nodes=nodes, instructions=keeper.settle(ns, found, said_vectors))
                     storage.commit(ns, batch, now.version)
             sealed = len(frontier.pending.get(1, [])) + sum(1 for c in chunks if c.sealed)
             updated = [open_chunk.id] if open_chunk else []
             return Step(
-                created=[c.id for c in chunks if c.id not in updated], updated=updated, more=cut or planned_more,
-                rollable=sealed >= s.fan_out or builder.rollable(frontier), unread=unread,
+                created=[c.id for c in chunks if c.id not in updated],
+                updated=updated,
+                more=cut or planned_more,
+                rollable=sealed >= s.fan_out or builder.rollable(frontier),
+                unread=unread,
                 instructions=[i.id for i in found],
                 backlog_tokens=max(0, now.n_tokens - (chunks[-1].tok_end if chunks else chunked_to)),
             )
 
-        return retry_conflicts(attempt, f"{source_id!r} kept changing while being indexed; retried later",
-                               "conversation_id")
+        return retry_conflicts(
+            attempt, f"{source_id!r} kept changing while being indexed; retried later", "conversation_id"
+        )
 
-    def _chunk_base_unchanged(self, ns: str, source_id: str, frontier: Frontier, start: int,
-                              messages: list[StoredMessage]) -> bool:
+    def _chunk_base_unchanged(
+        self, ns: str, source_id: str, frontier: Frontier, start: int, messages: list[StoredMessage]
+    ) -> bool:
         """Whether the L1 end of the tree and the messages a chunk step read are as they were (appends are fine)."""
         if _l1_key(Frontier.from_nodes(self.storage.frontier(ns, source_id))) != _l1_key(frontier):
             return False
@@ -195,8 +210,9 @@ class IndexSteps:
                 storage.commit(ns, WriteBatch(source=_bumped(now), nodes=nodes), now.version)
             return Step(summaries=[n.id for n in made], more=more)
 
-        return retry_conflicts(attempt, f"{source_id!r} kept changing while being summarised; retried later",
-                               "conversation_id")
+        return retry_conflicts(
+            attempt, f"{source_id!r} kept changing while being summarised; retried later", "conversation_id"
+        )
 
     def detect(self, ns: str, source_id: str, max_chunks: int | None = None) -> Step:
         """Read, with a deferred detector, the messages the chunk steps committed unread: those ending in
@@ -237,8 +253,9 @@ class IndexSteps:
                     storage.commit(ns, batch, now.version)
             return Step(instructions=[i.id for i in found], more=left)
 
-        return retry_conflicts(attempt, f"{source_id!r} kept changing while its messages were read; retried later",
-                               "conversation_id")
+        return retry_conflicts(
+            attempt, f"{source_id!r} kept changing while its messages were read; retried later", "conversation_id"
+        )
 
     def unread(self) -> list[tuple[str, str]]:
         """(namespace, source id) of every source with messages a deferred detector has still to read (the
@@ -253,9 +270,15 @@ class IndexSteps:
                     out.append((ns, sid))
         return out
 
-    def _rollup_base_unchanged(self, ns: str, source_id: str, reparented: list[MemoryNode],
-                               summaries: list[MemoryNode], before: dict[str, tuple[int, str | None]],
-                               counts: dict[int, int]) -> bool:
+    def _rollup_base_unchanged(
+        self,
+        ns: str,
+        source_id: str,
+        reparented: list[MemoryNode],
+        summaries: list[MemoryNode],
+        before: dict[str, tuple[int, str | None]],
+        counts: dict[int, int],
+    ) -> bool:
         """Whether the nodes a roll-up grouped are still unsummarised at their positions, and no summary was
         added meanwhile at a level it wrote (chunks appended at L1 are fine)."""
         now = Frontier.from_nodes(self.storage.frontier(ns, source_id))
@@ -264,8 +287,9 @@ class IndexSteps:
             return False
         return all(now.counts.get(lvl, 0) == counts.get(lvl, 0) for lvl in {n.level for n in summaries})
 
-    def indexed_view(self, ns: str, source_id: str, message_ids: Sequence[str],
-                     open_chunk_id: str | None) -> tuple[list[str], list[str], list[str], list[str]]:
+    def indexed_view(
+        self, ns: str, source_id: str, message_ids: Sequence[str], open_chunk_id: str | None
+    ) -> tuple[list[str], list[str], list[str], list[str]]:
         """For the messages of one remember call: (chunk ids created, chunk ids extended, summary ids above
         them, message ids not yet in any chunk). `open_chunk_id`: the open chunk before the call."""
         wanted = set(message_ids)

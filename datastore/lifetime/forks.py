@@ -35,8 +35,9 @@ class Forks:
         self.storage = storage
         self.deleter = deleter
 
-    def fork(self, ns: str, conversation_id: str, at_message_id: str,
-             new_conversation_id: str | None = None) -> ForkResponse:
+    def fork(
+        self, ns: str, conversation_id: str, at_message_id: str, new_conversation_id: str | None = None
+    ) -> ForkResponse:
         """Branch `conversation_id` after `at_message_id` (one of its messages or one it inherits: the branch then
         forks the ancestor that owns it). Raises NotFoundError (`conversation_id`: unknown, or a document;
         `at_message_id`: not a message the conversation sees) or ConflictError (`new_conversation_id` taken).
@@ -57,8 +58,9 @@ class Forks:
                 owner = (sid, m)
             break
         if owner is None:
-            raise NotFoundError(f"{conversation_id!r} has no message {at_message_id!r} (its own or inherited)",
-                                "at_message_id")
+            raise NotFoundError(
+                f"{conversation_id!r} has no message {at_message_id!r} (its own or inherited)", "at_message_id"
+            )
         sid, m = owner
         new_id = new_conversation_id or uuid.uuid4().hex
         if storage.get_source(ns, new_id) is not None:
@@ -66,8 +68,12 @@ class Forks:
         for ancestor, _ in reversed(lineage(storage, ns, sid)):  # forks made before bases: give them theirs
             if "tok_at" not in (fork_info(storage, ns, ancestor) or {"tok_at": 0}):
                 self.deleter.forget_messages(ns, ancestor, set())
-        fork = {"parent_id": sid, "at_message_id": m.id, "at_seq": m.seq,
-                "at_time": m.created_at.isoformat() if m.created_at else None}
+        fork = {
+            "parent_id": sid,
+            "at_message_id": m.id,
+            "at_seq": m.seq,
+            "at_time": m.created_at.isoformat() if m.created_at else None,
+        }
         self.deleter.register_fork(ns, sid, new_id)  # first, so a change of the parent from now on reaches it
         try:
             storage.commit(ns, WriteBatch(source=SourceRow(new_id, "conversation", 1, metadata={"fork": fork})), 0)

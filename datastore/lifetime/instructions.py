@@ -35,8 +35,7 @@ class Instructions:
 
     def _table(self) -> InstructionTable:
         if self.table is None:
-            raise UnsupportedError(
-                f"standing instructions are not supported by the {self.storage.name} store")
+            raise UnsupportedError(f"standing instructions are not supported by the {self.storage.name} store")
         return self.table
 
     def list(self, ns: str, conversation_id: str | None = None, include_superseded: bool = False) -> InstructionList:

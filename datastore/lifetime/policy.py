@@ -62,8 +62,13 @@ class ForgettingPolicy:
 
         def rank(n: MemoryNode) -> tuple:
             m = marks.get(n.id, blank)
-            return (m.last_visited_at or _NEVER, m.visit_count, n.end_time or n.start_time or _NEVER,
-                    n.source_id, n.position)
+            return (
+                m.last_visited_at or _NEVER,
+                m.visit_count,
+                n.end_time or n.start_time or _NEVER,
+                n.source_id,
+                n.position,
+            )
 
         candidates = sorted(
             (n for n in leaves if not marks.get(n.id, blank).pinned and set(n.message_ids) - protected), key=rank
@@ -86,12 +91,16 @@ class ForgettingPolicy:
                     budget -= 1
         return [
             ForgottenLeaf(
-                node_id=n.id, source_id=n.source_id, reason=chosen[n.id],  # type: ignore[arg-type]
+                node_id=n.id,
+                source_id=n.source_id,
+                reason=chosen[n.id],
                 message_ids=[m for m in n.message_ids if m not in protected],
-                visit_count=marks.get(n.id, blank).visit_count, last_visited_at=marks.get(n.id, blank).last_visited_at,
+                visit_count=marks.get(n.id, blank).visit_count,
+                last_visited_at=marks.get(n.id, blank).last_visited_at,
                 end_time=n.end_time,
             )
-            for n in candidates if n.id in chosen
+            for n in candidates
+            if n.id in chosen
         ]
 
     def run(self, ns: str, dry_run: bool = True, now: datetime | None = None) -> ForgetReport:
@@ -99,9 +108,16 @@ class ForgettingPolicy:
         round's leaves). Returns a ForgetReport; does nothing when the policy is off."""
         now = now or datetime.now(UTC)
         leaves = self._leaves(ns)
-        report = ForgetReport(namespace=ns, dry_run=dry_run, enabled=self.enabled, l1_before=len(leaves),
-                              l1_after=None if dry_run else len(leaves), forgotten=[], deleted_messages=0,
-                              deleted_nodes=0)
+        report = ForgetReport(
+            namespace=ns,
+            dry_run=dry_run,
+            enabled=self.enabled,
+            l1_before=len(leaves),
+            l1_after=None if dry_run else len(leaves),
+            forgotten=[],
+            deleted_messages=0,
+            deleted_nodes=0,
+        )
         if not self.enabled:
             return report
         for _ in range(1 if dry_run else MAX_STEPS):

@@ -34,11 +34,17 @@ class Sessions:
         out = []
         for sid, msgs in groups.items():
             times = [m.created_at for m in msgs if m.created_at is not None]
-            out.append(SessionInfo(
-                session_id=sid, start_time=min(times) if times else None, end_time=max(times) if times else None,
-                message_count=len(msgs), first_message_id=msgs[0].id, last_message_id=msgs[-1].id,
-                summary_ids=_summarising(sid, nodes, by_id),
-            ))
+            out.append(
+                SessionInfo(
+                    session_id=sid,
+                    start_time=min(times) if times else None,
+                    end_time=max(times) if times else None,
+                    message_count=len(msgs),
+                    first_message_id=msgs[0].id,
+                    last_message_id=msgs[-1].id,
+                    summary_ids=_summarising(sid, nodes, by_id),
+                )
+            )
         return out
 
 

@@ -84,8 +84,16 @@ def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings
         n += 1
         return _line(obj)
 
-    yield emit({"type": "header", "format": FORMAT, "version": VERSION, "embeddings": embeddings,
-                "embedding_model": memory.embedder.model_name, "embedding_dimension": memory.embedder.dimension})
+    yield emit(
+        {
+            "type": "header",
+            "format": FORMAT,
+            "version": VERSION,
+            "embeddings": embeddings,
+            "embedding_model": memory.embedder.model_name,
+            "embedding_dimension": memory.embedder.dimension,
+        }
+    )
     for ns in namespaces if namespaces is not None else storage.list_namespaces():
         for sid in storage.list_sources(ns):
             row = storage.get_source(ns, sid)
@@ -119,8 +127,12 @@ def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings
 
 
 def _marks_json(m: NodeMarks) -> dict[str, Any]:
-    return {"visit_count": m.visit_count, "pinned": m.pinned, "pin_message_ids": list(m.pin_message_ids),
-            "last_visited_at": m.last_visited_at.isoformat() if m.last_visited_at else None}
+    return {
+        "visit_count": m.visit_count,
+        "pinned": m.pinned,
+        "pin_message_ids": list(m.pin_message_ids),
+        "last_visited_at": m.last_visited_at.isoformat() if m.last_visited_at else None,
+    }
 
 
 # ---------------------------------------------------------------------- import
@@ -191,14 +203,18 @@ class Dump:
                     if n != 1 or kind != "header" or obj.get("format") != FORMAT:
                         raise DumpError(f"line {n}: a dump starts with its header, and only there", f"line {n}")
                     if obj.get("version") != VERSION:
-                        raise DumpError(f"line {n}: dump version {obj.get('version')!r}; this reads {VERSION}",
-                                        f"line {n}")
+                        raise DumpError(
+                            f"line {n}: dump version {obj.get('version')!r}; this reads {VERSION}", f"line {n}"
+                        )
                     d.model, d.dimension = str(obj["embedding_model"]), int(obj["embedding_dimension"])
                     d.has_embeddings = bool(obj["embeddings"])
                 elif kind == "end":
                     if obj.get("records") != n - 1:
-                        raise DumpError(f"line {n}: the end record counts {obj.get('records')} records, the dump "
-                                        f"has {n - 1}: lines are missing", f"line {n}")
+                        raise DumpError(
+                            f"line {n}: the end record counts {obj.get('records')} records, the dump "
+                            f"has {n - 1}: lines are missing",
+                            f"line {n}",
+                        )
                     ended = True
                 elif kind == "source":
                     ns, src = str(obj["namespace"]), _Source.model_validate(obj["source"])
@@ -211,8 +227,9 @@ class Dump:
                     ns = str(obj["namespace"])
                     item = (StoredMessage if kind == "message" else MemoryNode).model_validate(obj[kind])
                     if current != (ns, item.source_id):
-                        raise DumpError(f"line {n}: a {kind} of {ns}/{item.source_id} outside its source's lines",
-                                        f"line {n}")
+                        raise DumpError(
+                            f"line {n}: a {kind} of {ns}/{item.source_id} outside its source's lines", f"line {n}"
+                        )
                     if kind == "message":
                         d.messages_data[current].append(item)  # type: ignore[arg-type]
                     else:
@@ -220,16 +237,18 @@ class Dump:
                         if d.has_embeddings:
                             vec = np.asarray(obj["embedding"], dtype=np.float32)
                             if vec.shape != (d.dimension,):
-                                raise DumpError(f"line {n}: embedding of dimension {vec.shape}, the header says "
-                                                f"{d.dimension}", f"line {n}")
-                            d.vectors[(ns, item.id)] = vec  # type: ignore[union-attr]
+                                raise DumpError(
+                                    f"line {n}: embedding of dimension {vec.shape}, the header says {d.dimension}",
+                                    f"line {n}",
+                                )
+                            d.vectors[(ns, item.id)] = vec
                 elif kind == "marks":
                     mk = _Marks.model_validate(obj["marks"])
                     d.marks_data.setdefault(str(obj["namespace"]), {})[str(obj["id"])] = NodeMarks(
-                        mk.visit_count, mk.last_visited_at, mk.pinned, mk.pin_message_ids)
+                        mk.visit_count, mk.last_visited_at, mk.pinned, mk.pin_message_ids
+                    )
                 elif kind == "core_memory":
-                    d.core_memory.setdefault(str(obj["namespace"]), []).append(
-                        CoreEntry.model_validate(obj["entry"]))
+                    d.core_memory.setdefault(str(obj["namespace"]), []).append(CoreEntry.model_validate(obj["entry"]))
                 elif kind == "instruction":
                     ns, rule = str(obj["namespace"]), Instruction.model_validate(obj["instruction"])
                     if any(i.id == rule.id for i in d.rules.get(ns, [])):
@@ -238,24 +257,28 @@ class Dump:
                     if d.has_embeddings:
                         vec = np.asarray(obj["embedding"], dtype=np.float32)
                         if vec.shape != (d.dimension,):
-                            raise DumpError(f"line {n}: embedding of dimension {vec.shape}, the header says "
-                                            f"{d.dimension}", f"line {n}")
+                            raise DumpError(
+                                f"line {n}: embedding of dimension {vec.shape}, the header says {d.dimension}",
+                                f"line {n}",
+                            )
                         d.rule_vectors[(ns, rule.id)] = vec
                 else:
                     raise DumpError(f"line {n}: unknown record type {kind!r}", f"line {n}")
             except (KeyError, TypeError, ValueError, ValidationError) as exc:
                 if isinstance(exc, DumpError):
                     raise
-                raise DumpError(f"line {n}: a malformed {kind or 'record'}: {exc}".splitlines()[0][:300],
-                                f"line {n}") from exc
+                raise DumpError(
+                    f"line {n}: a malformed {kind or 'record'}: {exc}".splitlines()[0][:300], f"line {n}"
+                ) from exc
         if n == 0:
             raise DumpError("line 1: the dump is empty", "line 1")
         if not ended:
             raise DumpError(f"line {n}: the dump ends without its end record: it was cut short", f"line {n}")
         for (ns, sid), msgs in d.messages_data.items():
             if len(msgs) != d.sources[ns][sid].n_messages:
-                raise DumpError(f"source {ns}/{sid}: {len(msgs)} messages, its record says "
-                                f"{d.sources[ns][sid].n_messages}", "line")
+                raise DumpError(
+                    f"source {ns}/{sid}: {len(msgs)} messages, its record says {d.sources[ns][sid].n_messages}", "line"
+                )
         return d
 
     def rename_namespace(self, namespace: str) -> None:
@@ -282,13 +305,15 @@ class Dump:
         """The source's row, or None."""
         return self.sources.get(ns, {}).get(source_id)
 
-    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                 limit: int | None = None) -> list[StoredMessage]:
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
         """Every message of the source, in seq order (copies)."""
         return [m.model_copy() for m in self.messages_data[(ns, source_id)]]
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]:
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
         """Every node of the source (copies)."""
         return [x.model_copy() for x in self.nodes[(ns, source_id)]]
 
@@ -342,11 +367,17 @@ class _DumpInstructions:
     def __init__(self, dump: Dump) -> None:
         self.dump = dump
 
-    def entries(self, ns: str, conversation_id: str | None = None,
-                include_superseded: bool = False) -> list[Instruction]:
-        return instruction_order([i for i in self.dump.rules.get(ns, [])
-                                  if (conversation_id is None or i.conversation_id == conversation_id)
-                                  and (include_superseded or i.superseded_by is None)])
+    def entries(
+        self, ns: str, conversation_id: str | None = None, include_superseded: bool = False
+    ) -> list[Instruction]:
+        return instruction_order(
+            [
+                i
+                for i in self.dump.rules.get(ns, [])
+                if (conversation_id is None or i.conversation_id == conversation_id)
+                and (include_superseded or i.superseded_by is None)
+            ]
+        )
 
     def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
         wanted = set(ids)
@@ -360,8 +391,9 @@ class _DumpInstructions:
         if not rules:
             return {}
         assert self.dump.embedder is not None, "set Dump.embedder to re-embed"
-        return dict(zip([i.id for i in rules], self.dump.embedder.embed([said(i) for i in rules], bulk=True),
-                        strict=True))
+        return dict(
+            zip([i.id for i in rules], self.dump.embedder.embed([said(i) for i in rules], bulk=True), strict=True)
+        )
 
     def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
         raise StoreError("a dump is read-only")
@@ -390,13 +422,15 @@ def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = No
     for ns, sources in dump.sources.items():
         taken = [sid for sid in sources if storage.get_source(ns, sid) is not None]
         if taken:
-            raise DumpError(f"the store already holds {len(taken)} of the dump's sources in {ns!r} (first: "
-                            f"{taken[0]!r}); import into an empty namespace or delete them first", "namespace")
+            raise DumpError(
+                f"the store already holds {len(taken)} of the dump's sources in {ns!r} (first: "
+                f"{taken[0]!r}); import into an empty namespace or delete them first",
+                "namespace",
+            )
     if dump.core_memory and storage.core is None:
         raise DumpError(f"the dump has core memory entries and the {storage.name} store keeps none", "core_memory")
     if dump.marks_data and storage.marks is None:
         raise DumpError(f"the dump has visits and pins and the {storage.name} store keeps none", "marks")
     if dump.rules and storage.instructions is None:
-        raise DumpError(f"the dump has standing instructions and the {storage.name} store keeps none",
-                        "instructions")
+        raise DumpError(f"the dump has standing instructions and the {storage.name} store keeps none", "instructions")
     return copy(dump, storage)

@@ -49,17 +49,20 @@ class Readable(Protocol):
 
     def get_source(self, ns: str, source_id: str) -> SourceRow | None: ...
 
-    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                 limit: int | None = None) -> list[StoredMessage]: ...
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]: ...
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]: ...
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]: ...
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]: ...
 
 
-def migrate_memory(src: Memory, dst: Memory, namespaces: list[str] | None = None,
-                   progress: Progress | None = None) -> dict[str, Any]:
+def migrate_memory(
+    src: Memory, dst: Memory, namespaces: list[str] | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
     """`copy` from one opened store into another, after checking that both use the same embedding model.
     Raises EmbeddingMismatchError when they do not; see `copy` for the rest."""
     if (src.embedder.model_name, src.embedder.dimension) != (dst.embedder.model_name, dst.embedder.dimension):
@@ -70,8 +73,9 @@ def migrate_memory(src: Memory, dst: Memory, namespaces: list[str] | None = None
     return copy(src.storage, dst.storage, namespaces, progress)
 
 
-def copy(src: Readable, dst: Storage, namespaces: list[str] | None = None,
-         progress: Progress | None = None) -> dict[str, Any]:
+def copy(
+    src: Readable, dst: Storage, namespaces: list[str] | None = None, progress: Progress | None = None
+) -> dict[str, Any]:
     """Copy every source of `namespaces` (default: all of `src`), then the marks, core memory entries and
     standing instructions of each namespace, and verify the counts.
 
@@ -88,17 +92,25 @@ def copy(src: Readable, dst: Storage, namespaces: list[str] | None = None,
     chosen = namespaces if namespaces is not None else src.list_namespaces()
     marks = {ns: src.marks.get(ns, None) if src.marks is not None else {} for ns in chosen}
     core = {ns: src.core.entries(ns, None) if src.core is not None else [] for ns in chosen}
-    rules = {ns: src.instructions.entries(ns, include_superseded=True) if src.instructions is not None else []
-             for ns in chosen}
+    rules = {
+        ns: src.instructions.entries(ns, include_superseded=True) if src.instructions is not None else []
+        for ns in chosen
+    }
     if any(core.values()) and dst.core is None:
-        raise StoreError(f"the source holds {sum(map(len, core.values()))} core memory entries and the {dst.name} "
-                         "store keeps none (use the local or postgres store)")
+        raise StoreError(
+            f"the source holds {sum(map(len, core.values()))} core memory entries and the {dst.name} "
+            "store keeps none (use the local or postgres store)"
+        )
     if any(marks.values()) and dst.marks is None:
-        raise StoreError(f"the source holds visits or pins of {sum(map(len, marks.values()))} nodes and the "
-                         f"{dst.name} store keeps none")
+        raise StoreError(
+            f"the source holds visits or pins of {sum(map(len, marks.values()))} nodes and the "
+            f"{dst.name} store keeps none"
+        )
     if any(rules.values()) and dst.instructions is None:
-        raise StoreError(f"the source holds {sum(map(len, rules.values()))} standing instructions and the "
-                         f"{dst.name} store keeps none")
+        raise StoreError(
+            f"the source holds {sum(map(len, rules.values()))} standing instructions and the "
+            f"{dst.name} store keeps none"
+        )
     report: dict[str, Any] = {"namespaces": {}, **dict.fromkeys(KEYS, 0)}
     for ns in chosen:
         counts = _copy_namespace(src, dst, ns, progress)
@@ -149,8 +161,7 @@ def _copy_namespace(src: Readable, dst: Storage, ns: str, progress: Progress | N
             missing = [n.id for n in nodes if n.id not in vectors]
             if missing:
                 raise StoreError(f"{ns}/{sid}: the source store has no vector for nodes {missing[:5]}")
-            batch = WriteBatch(source=row, messages=messages, nodes=[(n, vectors[n.id]) for n in nodes],
-                               replace=True)
+            batch = WriteBatch(source=row, messages=messages, nodes=[(n, vectors[n.id]) for n in nodes], replace=True)
             dst.commit(ns, batch, have.version if have else 0)
             action = "copied"
         out[action] += 1
@@ -175,24 +186,31 @@ def _same_marks(a: NodeMarks | None, b: NodeMarks) -> bool:
     return abs((a.last_visited_at - b.last_visited_at).total_seconds()) < 1e-3
 
 
-def _verify_extras(dst: Storage, ns: str, marks: dict[str, NodeMarks], core: list[CoreEntry],
-                   rules: list[Instruction]) -> None:
+def _verify_extras(
+    dst: Storage, ns: str, marks: dict[str, NodeMarks], core: list[CoreEntry], rules: list[Instruction]
+) -> None:
     """Raise StoreError unless the destination holds every copied mark, core entry and instruction as copied."""
     if marks and dst.marks is not None:
         held = dst.marks.get(ns, list(marks))
         wrong = [i for i, m in marks.items() if not _same_marks(held.get(i), m)]
         if wrong:
-            raise StoreError(f"{ns}: the destination's visits and pins of {len(wrong)} nodes differ from the "
-                             f"source's (first: {wrong[0]!r}); run migrate again")
+            raise StoreError(
+                f"{ns}: the destination's visits and pins of {len(wrong)} nodes differ from the "
+                f"source's (first: {wrong[0]!r}); run migrate again"
+            )
     if core and dst.core is not None:
         held_keys = {(e.conversation_id or "", e.key) for e in dst.core.entries(ns, None)}
         lost = [e.key for e in core if (e.conversation_id or "", e.key) not in held_keys]
         if lost:
-            raise StoreError(f"{ns}: {len(lost)} core memory entries are missing at the destination (first: "
-                             f"{lost[0]!r}); run migrate again")
+            raise StoreError(
+                f"{ns}: {len(lost)} core memory entries are missing at the destination (first: "
+                f"{lost[0]!r}); run migrate again"
+            )
     if rules and dst.instructions is not None:
         kept = {i.id: i.superseded_by for i in dst.instructions.get(ns, [i.id for i in rules])}
         wrong = [i.id for i in rules if kept.get(i.id, "\x00") != i.superseded_by]
         if wrong:
-            raise StoreError(f"{ns}: {len(wrong)} standing instructions are missing or differ at the destination "
-                             f"(first: {wrong[0]!r}); run migrate again")
+            raise StoreError(
+                f"{ns}: {len(wrong)} standing instructions are missing or differ at the destination "
+                f"(first: {wrong[0]!r}); run migrate again"
+            )

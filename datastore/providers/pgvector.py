@@ -53,9 +53,7 @@ _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
     "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-_MSG_COLS = (
-    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
-)
+_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
 _MIGRATION_LOCK = 0x5079_7261_6D69  # any constant bigint: serialises migrations across processes
 _HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`; above it search is exact
 
@@ -130,8 +128,9 @@ def _m005_instructions(conn: psycopg.Connection, dimension: int) -> None:
             speaker text NOT NULL, created_at timestamptz, recorded_at timestamptz, superseded_by text,
             detector text NOT NULL, embedding vector({int(dimension)}) NOT NULL, PRIMARY KEY (namespace, id))"""
     )
-    conn.execute("CREATE INDEX pyramind_instructions_by_conversation ON pyramind_instructions "
-                 "(namespace, conversation_id)")
+    conn.execute(
+        "CREATE INDEX pyramind_instructions_by_conversation ON pyramind_instructions (namespace, conversation_id)"
+    )
 
 
 def _m006_messages_by_offset(conn: psycopg.Connection, dimension: int) -> None:
@@ -151,26 +150,64 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
 
 def _node(r: dict[str, Any]) -> MemoryNode:
     return MemoryNode(
-        id=r["id"], source_type=r["source_type"], source_id=r["source_id"], level=r["level"],
-        position=r["position"], text=r["text"], token_count=r["token_count"], children=list(r["children"]),
-        parent_id=r["parent_id"], message_ids=list(r["message_ids"]), speakers=list(r["speakers"]),
-        start_time=r["start_time"], end_time=r["end_time"], sealed=r["sealed"], tok_start=r["tok_start"],
-        tok_end=r["tok_end"], summariser=r["summariser"], session_ids=list(r["session_ids"]),
+        id=r["id"],
+        source_type=r["source_type"],
+        source_id=r["source_id"],
+        level=r["level"],
+        position=r["position"],
+        text=r["text"],
+        token_count=r["token_count"],
+        children=list(r["children"]),
+        parent_id=r["parent_id"],
+        message_ids=list(r["message_ids"]),
+        speakers=list(r["speakers"]),
+        start_time=r["start_time"],
+        end_time=r["end_time"],
+        sealed=r["sealed"],
+        tok_start=r["tok_start"],
+        tok_end=r["tok_end"],
+        summariser=r["summariser"],
+        session_ids=list(r["session_ids"]),
     )
 
 
 def _node_row(n: MemoryNode) -> tuple[Any, ...]:
     """The node's values in `_NODE_COLS` order."""
-    return (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, n.children, n.parent_id,
-            n.message_ids, n.speakers, n.start_time, n.end_time, n.sealed, n.tok_start, n.tok_end, n.summariser,
-            n.session_ids)
+    return (
+        n.id,
+        n.source_type,
+        n.source_id,
+        n.level,
+        n.position,
+        n.text,
+        n.token_count,
+        n.children,
+        n.parent_id,
+        n.message_ids,
+        n.speakers,
+        n.start_time,
+        n.end_time,
+        n.sealed,
+        n.tok_start,
+        n.tok_end,
+        n.summariser,
+        n.session_ids,
+    )
 
 
 def _message(r: dict[str, Any]) -> StoredMessage:
     return StoredMessage(
-        id=r["id"], source_id=r["source_id"], source_type=r["source_type"], seq=r["seq"], speaker=r["speaker"],
-        content=r["content"], created_at=r["created_at"], tok_offset=r["tok_offset"], n_tokens=r["n_tokens"],
-        show_time=r["show_time"], session_id=r["session_id"],
+        id=r["id"],
+        source_id=r["source_id"],
+        source_type=r["source_type"],
+        seq=r["seq"],
+        speaker=r["speaker"],
+        content=r["content"],
+        created_at=r["created_at"],
+        tok_offset=r["tok_offset"],
+        n_tokens=r["n_tokens"],
+        show_time=r["show_time"],
+        session_id=r["session_id"],
     )
 
 
@@ -240,8 +277,13 @@ class PgVectorStorage:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=15) as conn:
                 self._migrate(conn)
             self.pool: ConnectionPool[Any] = ConnectionPool(  # rows are dicts (row_factory below)
-                conninfo, min_size=1, max_size=self.settings.pg_pool_size, open=True, timeout=30,
-                kwargs={"options": "-c timezone=UTC", "row_factory": dict_row}, configure=self._configure,
+                conninfo,
+                min_size=1,
+                max_size=self.settings.pg_pool_size,
+                open=True,
+                timeout=30,
+                kwargs={"options": "-c timezone=UTC", "row_factory": dict_row},
+                configure=self._configure,
             )
             self.pool.wait(timeout=30)
         except (psycopg.Error, TimeoutError) as exc:
@@ -275,11 +317,17 @@ class PgVectorStorage:
         """The (model, dimension) the database was made with, recording the given ones when it has none yet."""
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("LOCK TABLE pyramind_meta IN EXCLUSIVE MODE")
-            rows = {r["key"]: r["value"] for r in conn.execute(
-                "SELECT key, value FROM pyramind_meta WHERE key IN ('embedding_model', 'embedding_dimension')")}
+            rows = {
+                r["key"]: r["value"]
+                for r in conn.execute(
+                    "SELECT key, value FROM pyramind_meta WHERE key IN ('embedding_model', 'embedding_dimension')"
+                )
+            }
             if not rows:
-                conn.execute("INSERT INTO pyramind_meta VALUES ('embedding_model', %s), ('embedding_dimension', %s)",
-                             (model, str(dimension)))
+                conn.execute(
+                    "INSERT INTO pyramind_meta VALUES ('embedding_model', %s), ('embedding_dimension', %s)",
+                    (model, str(dimension)),
+                )
                 return model, dimension
         return rows.get("embedding_model", ""), int(rows.get("embedding_dimension", 0))
 
@@ -291,7 +339,7 @@ class PgVectorStorage:
     def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Every row of one statement, as dicts, on a pooled connection."""
         with self.pool.connection() as conn:
-            return conn.execute(sql, args).fetchall()  # type: ignore[return-value]
+            return conn.execute(sql, args).fetchall()
 
     # ------------------------------------------------------------------ reads
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
@@ -300,17 +348,21 @@ class PgVectorStorage:
         if not rows:
             return None
         r = rows[0]
-        return SourceRow(r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"],
-                         r["max_seq"], r["metadata"])
+        return SourceRow(
+            r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"], r["max_seq"], r["metadata"]
+        )
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds."""
-        rows = self.all("SELECT id FROM pyramind_messages WHERE namespace = %s AND source_id = %s AND id = ANY(%s)",
-                         (ns, source_id, list(ids)))
+        rows = self.all(
+            "SELECT id FROM pyramind_messages WHERE namespace = %s AND source_id = %s AND id = ANY(%s)",
+            (ns, source_id, list(ids)),
+        )
         return {r["id"] for r in rows}
 
-    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                 limit: int | None = None) -> list[StoredMessage]:
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
         # the first message that can overlap starts at the largest offset <= tok_from (messages tile the stream)
         rows = self.all(
@@ -318,7 +370,8 @@ class PgVectorStorage:
             "AND tok_offset >= COALESCE((SELECT MAX(tok_offset) FROM pyramind_messages WHERE namespace = %(ns)s "
             "AND source_id = %(sid)s AND tok_offset <= %(lo)s), 0) AND tok_offset < COALESCE(%(hi)s::integer, "
             "2147483647) AND tok_offset + n_tokens > %(lo)s ORDER BY seq LIMIT %(limit)s",
-            {"ns": ns, "sid": source_id, "lo": tok_from if tok_from > 0 else -1, "hi": tok_to, "limit": limit})
+            {"ns": ns, "sid": source_id, "lo": tok_from if tok_from > 0 else -1, "hi": tok_to, "limit": limit},
+        )
         return [_message(r) for r in rows]
 
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
@@ -330,41 +383,55 @@ class PgVectorStorage:
                 SELECT {_NODE_COLS} FROM pyramind_nodes n WHERE namespace = %(ns)s AND source_id = %(sid)s
                 AND position = (SELECT MAX(position) FROM pyramind_nodes m
                                 WHERE m.namespace = %(ns)s AND m.source_id = %(sid)s AND m.level = n.level)""",
-            {"ns": ns, "sid": source_id})
+            {"ns": ns, "sid": source_id},
+        )
         return [_node(r) for r in rows]
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]:
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
         """The source's nodes (of `level`, positions in [first, last], when given), by level then position."""
         if level is None:
-            rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                            "ORDER BY level, position", (ns, source_id))
+            rows = self.all(
+                f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                "ORDER BY level, position",
+                (ns, source_id),
+            )
         else:
-            rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                            "AND level = %s AND position >= %s AND (%s::integer IS NULL OR position <= %s) "
-                            "ORDER BY position", (ns, source_id, level, first, last, last))
+            rows = self.all(
+                f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+                "AND level = %s AND position >= %s AND (%s::integer IS NULL OR position <= %s) "
+                "ORDER BY position",
+                (ns, source_id, level, first, last, last),
+            )
         return [_node(r) for r in rows]
 
     def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
         """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
-        rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                         "AND parent_id IS NULL ORDER BY level DESC, position DESC LIMIT %s", (ns, source_id, limit))
+        rows = self.all(
+            f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
+            "AND parent_id IS NULL ORDER BY level DESC, position DESC LIMIT %s",
+            (ns, source_id, limit),
+        )
         return [_node(r) for r in rows]
 
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         """The namespace's nodes with these ids (unknown ids left out)."""
-        rows = self.all(f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
-                         (ns, list(ids)))
+        rows = self.all(
+            f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, list(ids))
+        )
         return [_node(r) for r in rows]
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{node id: embedding (float32, (dimension,))} of the ids found."""
-        rows = self.all("SELECT id, embedding FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
-                         (ns, list(ids)))
+        rows = self.all(
+            "SELECT id, embedding FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, list(ids))
+        )
         return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
-    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
-                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+    def find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
         """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
         where: list[str] = ["namespace = %s"]
         args: list[Any] = [ns]
@@ -381,8 +448,11 @@ class PgVectorStorage:
         while True:
             where, args = ["namespace = %s", "(source_id, seq) > (%s, %s)"], [ns, *after]
             _message_where(flt, where, args)
-            rows = self.all(f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE {' AND '.join(where)} "
-                             "ORDER BY source_id, seq LIMIT 500", args)
+            rows = self.all(
+                f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE {' AND '.join(where)} "
+                "ORDER BY source_id, seq LIMIT 500",
+                args,
+            )
             yield from (_message(r) for r in rows)
             if len(rows) < 500:
                 return
@@ -393,7 +463,8 @@ class PgVectorStorage:
         rows = self.all(
             """SELECT s.namespace, s.source_id FROM pyramind_sources s WHERE s.n_tokens > COALESCE(
                    (SELECT MAX(n.tok_end) FROM pyramind_nodes n
-                    WHERE n.namespace = s.namespace AND n.source_id = s.source_id AND n.level = 1), 0)""")
+                    WHERE n.namespace = s.namespace AND n.source_id = s.source_id AND n.level = 1), 0)"""
+        )
         return [(r["namespace"], r["source_id"]) for r in rows]
 
     def unrolled(self) -> list[tuple[str, str]]:
@@ -402,7 +473,8 @@ class PgVectorStorage:
             """SELECT DISTINCT namespace, source_id FROM (SELECT namespace, source_id FROM pyramind_nodes
                    WHERE parent_id IS NULL AND sealed AND level < %s GROUP BY namespace, source_id, level
                    HAVING COUNT(*) >= %s) AS groups""",
-            (self.settings.max_level, self.settings.fan_out))
+            (self.settings.max_level, self.settings.fan_out),
+        )
         return [(r["namespace"], r["source_id"]) for r in rows]
 
     def list_namespaces(self) -> list[str]:
@@ -413,7 +485,9 @@ class PgVectorStorage:
         """Source ids of the namespace greater than `after`, in code-point order (COLLATE "C"), at most `limit`."""
         rows = self.all(
             'SELECT source_id FROM pyramind_sources WHERE namespace = %s AND source_id COLLATE "C" > %s '
-            'ORDER BY source_id COLLATE "C" LIMIT %s', (ns, after if after is not None else "", limit))
+            'ORDER BY source_id COLLATE "C" LIMIT %s',
+            (ns, after if after is not None else "", limit),
+        )
         return [r["source_id"] for r in rows]
 
     def source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
@@ -422,7 +496,8 @@ class PgVectorStorage:
         rows = self.all(
             "SELECT source_id, level, COUNT(*) AS n, MIN(start_time) AS s, MAX(end_time) AS e FROM pyramind_nodes "
             "WHERE namespace = %s AND source_id = ANY(%s) GROUP BY source_id, level ORDER BY level",
-            (ns, list(source_ids)))
+            (ns, list(source_ids)),
+        )
         for r in rows:
             f = out[r["source_id"]]
             f.level_counts[r["level"]] = r["n"]
@@ -440,14 +515,17 @@ class PgVectorStorage:
         key = (ns, src.source_id)
         with self.pool.connection() as conn, conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))", (json.dumps(key),))
-            row = conn.execute("SELECT version FROM pyramind_sources WHERE namespace = %s AND source_id = %s",
-                               key).fetchone()
+            row = conn.execute(
+                "SELECT version FROM pyramind_sources WHERE namespace = %s AND source_id = %s", key
+            ).fetchone()
             if (row["version"] if row else 0) != expected_version:
                 raise ConflictError(f"{src.source_id!r} changed meanwhile")
             kept = [n.id for n, v in batch.nodes if v is None and not batch.delete_source]
             if batch.replace or batch.delete_source:  # nodes sent without a vector stay (their vector is kept)
-                conn.execute("DELETE FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-                             "AND NOT (id = ANY(%s))", (*key, kept))
+                conn.execute(
+                    "DELETE FROM pyramind_nodes WHERE namespace = %s AND source_id = %s AND NOT (id = ANY(%s))",
+                    (*key, kept),
+                )
                 conn.execute("DELETE FROM pyramind_messages WHERE namespace = %s AND source_id = %s", key)
             _write_instructions(conn, ns, batch.instructions, batch.drop_instructions)
             if batch.delete_source:
@@ -458,15 +536,38 @@ class PgVectorStorage:
                    ON CONFLICT (namespace, source_id) DO UPDATE SET source_type = EXCLUDED.source_type,
                    version = EXCLUDED.version, n_messages = EXCLUDED.n_messages, n_tokens = EXCLUDED.n_tokens,
                    max_seq = EXCLUDED.max_seq, metadata = EXCLUDED.metadata""",
-                (ns, src.source_id, src.source_type, src.version, src.n_messages, src.n_tokens, src.max_seq,
-                 json.dumps(src.metadata)),
+                (
+                    ns,
+                    src.source_id,
+                    src.source_type,
+                    src.version,
+                    src.n_messages,
+                    src.n_tokens,
+                    src.max_seq,
+                    json.dumps(src.metadata),
+                ),
             )
             with conn.cursor() as cur:
                 cur.executemany(
                     f"INSERT INTO pyramind_messages (namespace, {_MSG_COLS}) "
                     "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-                    [(ns, m.id, m.source_id, m.source_type, m.seq, m.speaker, m.content, m.created_at, m.tok_offset,
-                      m.n_tokens, m.show_time, m.session_id) for m in batch.messages],
+                    [
+                        (
+                            ns,
+                            m.id,
+                            m.source_id,
+                            m.source_type,
+                            m.seq,
+                            m.speaker,
+                            m.content,
+                            m.created_at,
+                            m.tok_offset,
+                            m.n_tokens,
+                            m.show_time,
+                            m.session_id,
+                        )
+                        for m in batch.messages
+                    ],
                 )
                 cols = [c.strip() for c in _NODE_COLS.split(",")]
                 cur.executemany(  # a node without a vector: every field but its vector is written
@@ -500,8 +601,10 @@ class PgVectorStorage:
         on a selective filter."""
         where, args = _filter_sql(flt)
         args.update(ns=ns, q=np.asarray(vector, dtype=np.float32), k=top_k)
-        sql = (f"SELECT {_NODE_COLS}, 1 - (embedding <=> %(q)s) AS score FROM pyramind_nodes "
-               f"WHERE namespace = %(ns)s{where} ORDER BY embedding <=> %(q)s LIMIT %(k)s")
+        sql = (
+            f"SELECT {_NODE_COLS}, 1 - (embedding <=> %(q)s) AS score FROM pyramind_nodes "
+            f"WHERE namespace = %(ns)s{where} ORDER BY embedding <=> %(q)s LIMIT %(k)s"
+        )
         with self.pool.connection() as conn, conn.transaction():
             conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * top_k))}")
             rows = conn.execute(sql, args).fetchall()
@@ -516,8 +619,9 @@ class PgVectorStorage:
             "sources": self.all("SELECT COUNT(*) AS n FROM pyramind_sources WHERE namespace = %s", (ns,))[0]["n"],
             "messages": self.all("SELECT COUNT(*) AS n FROM pyramind_messages WHERE namespace = %s", (ns,))[0]["n"],
         }
-        for r in self.all("SELECT level, COUNT(*) AS n FROM pyramind_nodes WHERE namespace = %s GROUP BY level "
-                          "ORDER BY level", (ns,)):
+        for r in self.all(
+            "SELECT level, COUNT(*) AS n FROM pyramind_nodes WHERE namespace = %s GROUP BY level ORDER BY level", (ns,)
+        ):
             out[f"L{r['level']}"] = r["n"]
         return out
 
@@ -543,7 +647,9 @@ class PgText:
         args.update(ns=ns, terms=" | ".join(terms), k=top_k)
         rows = self.store.all(
             f"SELECT {_NODE_COLS}, ts_rank(tsv, q) AS score FROM pyramind_nodes, to_tsquery('english', %(terms)s) q "
-            f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s", args)
+            f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s",
+            args,
+        )
         return [(_node(r), float(r["score"])) for r in rows]
 
 
@@ -555,8 +661,10 @@ class PgCore:
 
     def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
         """The stored entries of a scope (every scope when None), expired ones too."""
-        sql = ("SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens "
-               "FROM pyramind_core WHERE namespace = %s")
+        sql = (
+            "SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens "
+            "FROM pyramind_core WHERE namespace = %s"
+        )
         rows = self.store.all(sql, (ns,)) if scope is None else self.store.all(sql + " AND scope = %s", (ns, scope))
         return [CoreEntry(conversation_id=r.pop("scope") or None, **r) for r in rows]
 
@@ -564,16 +672,31 @@ class PgCore:
         """Delete the scope's entries with a key in `delete`, then store `put`, in one transaction; returns how
         many entries were deleted."""
         with self.store.pool.connection() as conn, conn.transaction():
-            gone = conn.execute("DELETE FROM pyramind_core WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
-                                (ns, scope, list(delete))).rowcount if delete else 0
+            gone = (
+                conn.execute(
+                    "DELETE FROM pyramind_core WHERE namespace = %s AND scope = %s AND key = ANY(%s)",
+                    (ns, scope, list(delete)),
+                ).rowcount
+                if delete
+                else 0
+            )
             if put is not None:
                 conn.execute(
                     "INSERT INTO pyramind_core VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
                     "ON CONFLICT (namespace, scope, key) DO UPDATE SET value = EXCLUDED.value, "
                     "importance = EXCLUDED.importance, created_at = EXCLUDED.created_at, "
                     "updated_at = EXCLUDED.updated_at, expires_at = EXCLUDED.expires_at, tokens = EXCLUDED.tokens",
-                    (ns, scope, put.key, put.value, put.importance, put.created_at, put.updated_at, put.expires_at,
-                     put.tokens),
+                    (
+                        ns,
+                        scope,
+                        put.key,
+                        put.value,
+                        put.importance,
+                        put.created_at,
+                        put.updated_at,
+                        put.expires_at,
+                        put.tokens,
+                    ),
                 )
         return gone
 
@@ -587,10 +710,11 @@ class PgMarks:
     def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
         """{node id: marks} of the given ids (every marked node of the namespace when None) that have any."""
         sql = "SELECT * FROM pyramind_node_marks WHERE namespace = %s"
-        rows = (self.store.all(sql, (ns,)) if ids is None
-                else self.store.all(sql + " AND id = ANY(%s)", (ns, list(ids))))
-        return {r["id"]: NodeMarks(r["visit_count"], r["last_visited_at"], r["pinned"], list(r["pin_message_ids"]))
-                for r in rows}
+        rows = self.store.all(sql, (ns,)) if ids is None else self.store.all(sql + " AND id = ANY(%s)", (ns, list(ids)))
+        return {
+            r["id"]: NodeMarks(r["visit_count"], r["last_visited_at"], r["pinned"], list(r["pin_message_ids"]))
+            for r in rows
+        }
 
     def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
         """Add each count to its node's visit_count and raise its last_visited_at (one transaction)."""
@@ -610,27 +734,49 @@ class PgMarks:
                 "INSERT INTO pyramind_node_marks VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, id) "
                 "DO UPDATE SET visit_count = EXCLUDED.visit_count, last_visited_at = EXCLUDED.last_visited_at, "
                 "pinned = EXCLUDED.pinned, pin_message_ids = EXCLUDED.pin_message_ids",
-                [(ns, i, m.visit_count, m.last_visited_at, m.pinned, m.pin_message_ids)
-                 for i, m in sorted(marks.items())],
+                [
+                    (ns, i, m.visit_count, m.last_visited_at, m.pinned, m.pin_message_ids)
+                    for i, m in sorted(marks.items())
+                ],
             )
 
 
-_INSTRUCTION_COLS = ("id, kind, text, statement, subject, message_id, conversation_id, speaker, created_at, "
-                     "recorded_at, superseded_by, detector")
+_INSTRUCTION_COLS = (
+    "id, kind, text, statement, subject, message_id, conversation_id, speaker, created_at, "
+    "recorded_at, superseded_by, detector"
+)
 
 
 def _instruction_row(i: Instruction) -> tuple[Any, ...]:
     """The instruction's values in `_INSTRUCTION_COLS` order."""
-    return (i.id, i.kind, i.text, i.statement, i.subject, i.message_id, i.conversation_id, i.speaker, i.created_at,
-            i.recorded_at, i.superseded_by, i.detector)
+    return (
+        i.id,
+        i.kind,
+        i.text,
+        i.statement,
+        i.subject,
+        i.message_id,
+        i.conversation_id,
+        i.speaker,
+        i.created_at,
+        i.recorded_at,
+        i.superseded_by,
+        i.detector,
+    )
 
 
-def _write_instructions(conn: psycopg.Connection, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]],
-                        drop: Sequence[str]) -> int:
+def _write_instructions(
+    conn: psycopg.Connection, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]
+) -> int:
     """In the caller's transaction: delete `drop`, then write `put` (a None vector: every field but the
     embedding). Returns how many were deleted."""
-    gone = conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
-                        (ns, list(drop))).rowcount if drop else 0
+    gone = (
+        conn.execute(
+            "DELETE FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)", (ns, list(drop))
+        ).rowcount
+        if drop
+        else 0
+    )
     cols = [c.strip() for c in _INSTRUCTION_COLS.split(",")]
     with conn.cursor() as cur:
         cur.executemany(
@@ -657,8 +803,9 @@ class PgInstructions:
     def _of(r: dict[str, Any]) -> Instruction:
         return Instruction(**{k: v for k, v in r.items() if k != "embedding"})
 
-    def entries(self, ns: str, conversation_id: str | None = None,
-                include_superseded: bool = False) -> list[Instruction]:
+    def entries(
+        self, ns: str, conversation_id: str | None = None, include_superseded: bool = False
+    ) -> list[Instruction]:
         """The namespace's instructions (of one conversation when given), oldest first; in force only unless
         include_superseded."""
         sql = f"SELECT {_INSTRUCTION_COLS} FROM pyramind_instructions WHERE namespace = %s"
@@ -672,14 +819,19 @@ class PgInstructions:
 
     def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
         """The namespace's instructions with these ids (unknown ids left out)."""
-        return [self._of(r) for r in self.store.all(
-            f"SELECT {_INSTRUCTION_COLS} FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
-            (ns, list(ids)))]
+        return [
+            self._of(r)
+            for r in self.store.all(
+                f"SELECT {_INSTRUCTION_COLS} FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
+                (ns, list(ids)),
+            )
+        ]
 
     def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{instruction id: embedding (float32, (dimension,))} of the ids found."""
-        rows = self.store.all("SELECT id, embedding FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)",
-                              (ns, list(ids)))
+        rows = self.store.all(
+            "SELECT id, embedding FROM pyramind_instructions WHERE namespace = %s AND id = ANY(%s)", (ns, list(ids))
+        )
         return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
     def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:

@@ -85,8 +85,12 @@ def _retryable(exc: BaseException) -> bool:
 
 # The SDK already retries each HTTP request (3 times) on 408/429/5xx; this outer layer retries the whole
 # operation on what survives that (a longer rate limit, a restarting host), with exponential backoff and jitter.
-_retry = retry(retry=retry_if_exception(_retryable), wait=wait_exponential_jitter(initial=0.5, max=20),
-               stop=stop_after_attempt(4), reraise=True)
+_retry = retry(
+    retry=retry_if_exception(_retryable),
+    wait=wait_exponential_jitter(initial=0.5, max=20),
+    stop=stop_after_attempt(4),
+    reraise=True,
+)
 
 
 def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
@@ -135,8 +139,11 @@ class PineconeStorage:
         if not _retry(self._pc.has_index)(s.pinecone_index):
             try:  # the SDK's 9.x-compatible surface; it sends the 2026-07 schema/deployment request
                 self._pc.create_index(
-                    name=s.pinecone_index, dimension=self.dimension, metric="cosine",
-                    spec=ServerlessSpec(cloud=s.pinecone_cloud, region=s.pinecone_region), timeout=300,
+                    name=s.pinecone_index,
+                    dimension=self.dimension,
+                    metric="cosine",
+                    spec=ServerlessSpec(cloud=s.pinecone_cloud, region=s.pinecone_region),
+                    timeout=300,
                 )
             except IndexExists:
                 pass  # another process created it meanwhile
@@ -190,8 +197,9 @@ class PineconeStorage:
         return self._join_parts(ns, out)
 
     def _join_parts(self, ns: str, recs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        wanted = {rid: [f"{rid}#p{i}" for i in range(1, int(m["parts"]) + 1)]
-                  for rid, m in recs.items() if m.get("parts")}
+        wanted = {
+            rid: [f"{rid}#p{i}" for i in range(1, int(m["parts"]) + 1)] for rid, m in recs.items() if m.get("parts")
+        }
         if wanted:
             parts = self._fetch(ns, [p for ids in wanted.values() for p in ids])
             for rid, ids in wanted.items():
@@ -204,8 +212,9 @@ class PineconeStorage:
         ids: list[str] = []
         token = None
         while True:
-            page = self._call(self._index.list_paginated, prefix=prefix, limit=100, pagination_token=token,
-                              namespace=ns)
+            page = self._call(
+                self._index.list_paginated, prefix=prefix, limit=100, pagination_token=token, namespace=ns
+            )
             ids += [v.id for v in page.vectors if v.id]
             token = page.pagination.next if page.pagination else None
             if not token:
@@ -217,8 +226,15 @@ class PineconeStorage:
         A filtered query answers while it returns fewer than its cap; at the cap the prefix is listed, fetched
         and filtered here, so a result is never silently cut at 1000.
         """
-        res = self._call(self._index.query, vector=self.dummy, top_k=_QUERY_CAP, namespace=ns, filter=flt,
-                         include_metadata=True, include_values=values)
+        res = self._call(
+            self._index.query,
+            vector=self.dummy,
+            top_k=_QUERY_CAP,
+            namespace=ns,
+            filter=flt,
+            include_metadata=True,
+            include_values=values,
+        )
         if len(res.matches) < _QUERY_CAP:
             recs = {m.id: dict(m.metadata or {}, **({"_values": m.values} if values else {})) for m in res.matches}
             return self._join_parts(ns, recs)
@@ -227,8 +243,12 @@ class PineconeStorage:
 
     def _upsert(self, ns: str, records: list[tuple[str, list[float], dict[str, Any]]]) -> None:
         for part in _chunks(records, _BATCH):
-            self._call(self._index.upsert, vectors=[{"id": i, "values": v, "metadata": m} for i, v, m in part],
-                       namespace=ns, show_progress=False)
+            self._call(
+                self._index.upsert,
+                vectors=[{"id": i, "values": v, "metadata": m} for i, v, m in part],
+                namespace=ns,
+                show_progress=False,
+            )
 
     def _delete(self, ns: str, ids: Sequence[str]) -> None:
         for part in _chunks(list(ids), _DELETE_BATCH):
@@ -240,16 +260,24 @@ class PineconeStorage:
         m = self._fetch(ns, [f"src#{rec.h(source_id)}"]).get(f"src#{rec.h(source_id)}")
         if m is None:
             return None
-        return SourceRow(m["source_id"], m["source_type"], int(m["version"]), int(m["n_messages"]),
-                         int(m["n_tokens"]), int(m["max_seq"]), json.loads(m.get("source_meta") or "{}"))
+        return SourceRow(
+            m["source_id"],
+            m["source_type"],
+            int(m["version"]),
+            int(m["n_messages"]),
+            int(m["n_tokens"]),
+            int(m["max_seq"]),
+            json.loads(m.get("source_meta") or "{}"),
+        )
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds (fetched by record id)."""
         by_rid = {f"msg#{rec.h(source_id)}#{rec.h(i)}": i for i in ids}
         return {by_rid[rid] for rid in self._fetch(ns, list(by_rid))}
 
-    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                 limit: int | None = None) -> list[StoredMessage]:
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
         flt = {"kind": "msg", "source_id": source_id, "tok_end": {"$gt": tok_from if tok_from > 0 else -1}}
         recs = self._select(ns, flt, f"msg#{rec.h(source_id)}#")
@@ -274,8 +302,9 @@ class PineconeStorage:
         recs.update(self._select(ns, {"kind": "node", "source_id": source_id, "has_parent": False}, f"node#{h}#"))
         return [rec.to_node(m) for m in recs.values()]
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]:
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
         """The source's nodes (of `level`, positions in [first, last], when given), by level then position
         (listed by id prefix, then filtered)."""
         recs = self._fetch(ns, rec.main_ids(self._list(ns, f"node#{rec.h(source_id)}#")))
@@ -301,11 +330,14 @@ class PineconeStorage:
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{node id: embedding (float32, (dimension,))} of the ids found."""
-        return {m["node_id"]: np.asarray(m["_values"], dtype=np.float32)
-                for m in self._nodes_by_id(ns, ids, values=True).values()}
+        return {
+            m["node_id"]: np.asarray(m["_values"], dtype=np.float32)
+            for m in self._nodes_by_id(ns, ids, values=True).values()
+        }
 
-    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
-                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+    def find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
         """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
         conds: list[dict[str, Any]] = [{"kind": "msg"}]
         if flt is not None:
@@ -404,9 +436,16 @@ class PineconeStorage:
         existing = set(old) | set(self._fetch(ns, fetched)) | {r for r, _ in updates}
         written = {rid for rid, _, _ in records} | {rid for rid, _ in updates}
         source_meta = {
-            "kind": "src", "source_id": src.source_id, "source_type": src.source_type, "version": src.version,
-            "n_messages": src.n_messages, "n_tokens": src.n_tokens, "max_seq": src.max_seq,
-            "source_meta": json.dumps(src.metadata), "frontier": json.dumps(last), "chunked_to": chunked_to,
+            "kind": "src",
+            "source_id": src.source_id,
+            "source_type": src.source_type,
+            "version": src.version,
+            "n_messages": src.n_messages,
+            "n_tokens": src.n_tokens,
+            "max_seq": src.max_seq,
+            "source_meta": json.dumps(src.metadata),
+            "frontier": json.dumps(last),
+            "chunked_to": chunked_to,
         }
         try:
             self._delete(ns, [f"instr#{i}" for i in batch.drop_instructions])
@@ -452,8 +491,14 @@ class PineconeStorage:
                 ({"start_time": {"$lte": rec.ts(utc(flt.end_date))}}, flt.end_date),
             )
             conds += [cond for cond, value in given if value is not None]
-        res = self._call(self._index.query, vector=np.asarray(vector, dtype=np.float32).tolist(), top_k=top_k,
-                         namespace=ns, filter={"$and": conds}, include_metadata=True)
+        res = self._call(
+            self._index.query,
+            vector=np.asarray(vector, dtype=np.float32).tolist(),
+            top_k=top_k,
+            namespace=ns,
+            filter={"$and": conds},
+            include_metadata=True,
+        )
         recs = self._join_parts(ns, {m.id: dict(m.metadata or {}) for m in res.matches})
         return [(rec.to_node(recs[m.id]), float(m.score)) for m in res.matches]
 
@@ -461,8 +506,10 @@ class PineconeStorage:
         """Record counts of the namespace: `sources`, `messages`, `nodes` (listed by id prefix; no per-level
         split)."""
         ids = rec.main_ids(self._list(ns, ""))
-        return {kind: sum(1 for i in ids if i.startswith(prefix))
-                for kind, prefix in (("sources", "src#"), ("messages", "msg#"), ("nodes", "node#"))}
+        return {
+            kind: sum(1 for i in ids if i.startswith(prefix))
+            for kind, prefix in (("sources", "src#"), ("messages", "msg#"), ("nodes", "node#"))
+        }
 
     def node_counts(self) -> dict[str, int] | None:
         """None: counting every namespace's nodes would list the whole index."""
@@ -479,9 +526,15 @@ class PineconeMarks:
         """{node id: marks} of the given ids (every marked node of the namespace when None) that have any."""
         store = self.store
         rids = store._list(ns, "mark#") if ids is None else [f"mark#{i}" for i in ids]
-        return {m["node_id"]: NodeMarks(int(m.get("visit_count", 0)), rec.dt(m.get("last_visited_at")),
-                                        bool(m.get("pinned", False)), list(m.get("pin_message_ids", [])))
-                for m in store._fetch(ns, rids).values()}
+        return {
+            m["node_id"]: NodeMarks(
+                int(m.get("visit_count", 0)),
+                rec.dt(m.get("last_visited_at")),
+                bool(m.get("pinned", False)),
+                list(m.get("pin_message_ids", [])),
+            )
+            for m in store._fetch(ns, rids).values()
+        }
 
     def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
         """Read, add, write: not atomic across processes (two flushing at once may each miss the other's)."""
@@ -496,8 +549,13 @@ class PineconeMarks:
         """Replace the marks of these node ids."""
         records = []
         for i, m in marks.items():
-            meta: dict[str, Any] = {"kind": "mark", "node_id": i, "visit_count": m.visit_count, "pinned": m.pinned,
-                                    "pin_message_ids": list(m.pin_message_ids)}
+            meta: dict[str, Any] = {
+                "kind": "mark",
+                "node_id": i,
+                "visit_count": m.visit_count,
+                "pinned": m.pinned,
+                "pin_message_ids": list(m.pin_message_ids),
+            }
             if m.last_visited_at is not None:
                 meta["last_visited_at"] = rec.ts(m.last_visited_at)
             records.append((f"mark#{i}", self.store.dummy, meta))
@@ -511,8 +569,9 @@ class PineconeInstructions:
     def __init__(self, store: PineconeStorage) -> None:
         self.store = store
 
-    def entries(self, ns: str, conversation_id: str | None = None,
-                include_superseded: bool = False) -> list[Instruction]:
+    def entries(
+        self, ns: str, conversation_id: str | None = None, include_superseded: bool = False
+    ) -> list[Instruction]:
         """The namespace's instructions (of one conversation when given), oldest first; in force only unless
         include_superseded (a filtered query, or the `instr#` prefix listed past its cap)."""
         conds: list[dict[str, Any]] = [{"kind": "instr"}]
@@ -536,10 +595,15 @@ class PineconeInstructions:
         store = self.store
         gone = len(store._fetch(ns, [f"instr#{i}" for i in drop])) if drop else 0
         store._delete(ns, [f"instr#{i}" for i in drop])
-        store._upsert(ns, [(f"instr#{i.id}", np.asarray(v, dtype=np.float32).tolist(), rec.instruction_meta(i))
-                           for i, v in put if v is not None])
+        store._upsert(
+            ns,
+            [
+                (f"instr#{i.id}", np.asarray(v, dtype=np.float32).tolist(), rec.instruction_meta(i))
+                for i, v in put
+                if v is not None
+            ],
+        )
         for i, v in put:
             if v is None:
-                store._call(store._index.update, id=f"instr#{i.id}", namespace=ns,
-                            set_metadata=rec.instruction_meta(i))
+                store._call(store._index.update, id=f"instr#{i.id}", namespace=ns, set_metadata=rec.instruction_meta(i))
         return gone

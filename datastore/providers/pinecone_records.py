@@ -44,7 +44,10 @@ def dt(seconds: Any) -> datetime | None:
 
 
 _CMP: dict[str, Callable[[Any, Any], bool]] = {
-    "$gt": operator.gt, "$gte": operator.ge, "$lt": operator.lt, "$lte": operator.le,
+    "$gt": operator.gt,
+    "$gte": operator.ge,
+    "$lt": operator.lt,
+    "$lte": operator.le,
 }
 
 
@@ -104,11 +107,24 @@ def node_meta(n: MemoryNode) -> dict[str, Any]:
     """A node's metadata: every MemoryNode field (times as epoch seconds, absent when None; parent_id "" when
     None with `has_parent` for filtering) plus `kind` "node" and `parts` 0."""
     meta: dict[str, Any] = {
-        "kind": "node", "node_id": n.id, "source_id": n.source_id, "source_type": n.source_type,
-        "level": n.level, "position": n.position, "text": n.text, "token_count": n.token_count,
-        "children": list(n.children), "parent_id": n.parent_id or "", "has_parent": n.parent_id is not None,
-        "message_ids": list(n.message_ids), "speakers": list(n.speakers), "sealed": n.sealed,
-        "tok_start": n.tok_start, "tok_end": n.tok_end, "summariser": n.summariser or "", "parts": 0,
+        "kind": "node",
+        "node_id": n.id,
+        "source_id": n.source_id,
+        "source_type": n.source_type,
+        "level": n.level,
+        "position": n.position,
+        "text": n.text,
+        "token_count": n.token_count,
+        "children": list(n.children),
+        "parent_id": n.parent_id or "",
+        "has_parent": n.parent_id is not None,
+        "message_ids": list(n.message_ids),
+        "speakers": list(n.speakers),
+        "sealed": n.sealed,
+        "tok_start": n.tok_start,
+        "tok_end": n.tok_end,
+        "summariser": n.summariser or "",
+        "parts": 0,
         "session_ids": list(n.session_ids),
     }
     for key, value in (("start_time", ts(n.start_time)), ("end_time", ts(n.end_time))):
@@ -120,12 +136,23 @@ def node_meta(n: MemoryNode) -> dict[str, Any]:
 def to_node(m: dict[str, Any]) -> MemoryNode:
     """The MemoryNode of a node record's metadata (numbers may come back as floats)."""
     return MemoryNode(
-        id=m["node_id"], source_type=m["source_type"], source_id=m["source_id"], level=int(m["level"]),
-        position=int(m["position"]), text=m["text"], token_count=int(m["token_count"]),
-        children=list(m.get("children", [])), parent_id=m.get("parent_id") or None,
-        message_ids=list(m.get("message_ids", [])), speakers=list(m.get("speakers", [])),
-        start_time=dt(m.get("start_time")), end_time=dt(m.get("end_time")), sealed=bool(m["sealed"]),
-        tok_start=int(m["tok_start"]), tok_end=int(m["tok_end"]), summariser=m.get("summariser") or None,
+        id=m["node_id"],
+        source_type=m["source_type"],
+        source_id=m["source_id"],
+        level=int(m["level"]),
+        position=int(m["position"]),
+        text=m["text"],
+        token_count=int(m["token_count"]),
+        children=list(m.get("children", [])),
+        parent_id=m.get("parent_id") or None,
+        message_ids=list(m.get("message_ids", [])),
+        speakers=list(m.get("speakers", [])),
+        start_time=dt(m.get("start_time")),
+        end_time=dt(m.get("end_time")),
+        sealed=bool(m["sealed"]),
+        tok_start=int(m["tok_start"]),
+        tok_end=int(m["tok_end"]),
+        summariser=m.get("summariser") or None,
         session_ids=list(m.get("session_ids", [])),
     )
 
@@ -134,9 +161,17 @@ def message_meta(m: StoredMessage) -> dict[str, Any]:
     """A message's metadata: every StoredMessage field, `tok_end` (offset + length, for `$gt` filters),
     `created_at` as epoch seconds when known, and `kind` "msg"."""
     meta: dict[str, Any] = {
-        "kind": "msg", "message_id": m.id, "source_id": m.source_id, "source_type": m.source_type, "seq": m.seq,
-        "speaker": m.speaker, "content": m.content, "tok_offset": m.tok_offset, "n_tokens": m.n_tokens,
-        "tok_end": m.tok_offset + m.n_tokens, "show_time": m.show_time,
+        "kind": "msg",
+        "message_id": m.id,
+        "source_id": m.source_id,
+        "source_type": m.source_type,
+        "seq": m.seq,
+        "speaker": m.speaker,
+        "content": m.content,
+        "tok_offset": m.tok_offset,
+        "n_tokens": m.n_tokens,
+        "tok_end": m.tok_offset + m.n_tokens,
+        "show_time": m.show_time,
     }
     if m.created_at is not None:
         meta["created_at"] = m.created_at.timestamp()
@@ -148,9 +183,16 @@ def message_meta(m: StoredMessage) -> dict[str, Any]:
 def to_message(m: dict[str, Any]) -> StoredMessage:
     """The StoredMessage of a message record's metadata."""
     return StoredMessage(
-        id=m["message_id"], source_id=m["source_id"], source_type=m["source_type"], seq=int(m["seq"]),
-        speaker=m["speaker"], content=m["content"], created_at=dt(m.get("created_at")),
-        tok_offset=int(m["tok_offset"]), n_tokens=int(m["n_tokens"]), show_time=bool(m["show_time"]),
+        id=m["message_id"],
+        source_id=m["source_id"],
+        source_type=m["source_type"],
+        seq=int(m["seq"]),
+        speaker=m["speaker"],
+        content=m["content"],
+        created_at=dt(m.get("created_at")),
+        tok_offset=int(m["tok_offset"]),
+        n_tokens=int(m["n_tokens"]),
+        show_time=bool(m["show_time"]),
         session_id=m.get("session_id"),
     )
 
@@ -160,12 +202,23 @@ def instruction_meta(i: Instruction) -> dict[str, Any]:
     message_id and conversation_id; statement and superseded_by "" when None, so that an update can clear them)
     plus `kind` "instr"."""
     meta: dict[str, Any] = {
-        "kind": "instr", "instruction_id": i.id, "instruction_kind": i.kind, "text": i.text,
-        "statement": i.statement or "", "has_statement": i.statement is not None, "subject": i.subject,
-        "speaker": i.speaker, "superseded_by": i.superseded_by or "", "detector": i.detector,
+        "kind": "instr",
+        "instruction_id": i.id,
+        "instruction_kind": i.kind,
+        "text": i.text,
+        "statement": i.statement or "",
+        "has_statement": i.statement is not None,
+        "subject": i.subject,
+        "speaker": i.speaker,
+        "superseded_by": i.superseded_by or "",
+        "detector": i.detector,
     }
-    for key, value in (("message_id", i.message_id), ("conversation_id", i.conversation_id),
-                       ("created_at", ts(i.created_at)), ("recorded_at", ts(i.recorded_at))):
+    for key, value in (
+        ("message_id", i.message_id),
+        ("conversation_id", i.conversation_id),
+        ("created_at", ts(i.created_at)),
+        ("recorded_at", ts(i.recorded_at)),
+    ):
         if value is not None:
             meta[key] = value
     return meta
@@ -174,11 +227,18 @@ def instruction_meta(i: Instruction) -> dict[str, Any]:
 def to_instruction(m: dict[str, Any]) -> Instruction:
     """The Instruction of an instruction record's metadata."""
     return Instruction(
-        id=m["instruction_id"], kind=m["instruction_kind"], text=m["text"],
-        statement=m.get("statement") if m.get("has_statement") else None, subject=m["subject"],
-        message_id=m.get("message_id"), conversation_id=m.get("conversation_id"), speaker=m["speaker"],
-        created_at=dt(m.get("created_at")), recorded_at=dt(m.get("recorded_at")),
-        superseded_by=m.get("superseded_by") or None, detector=m["detector"],
+        id=m["instruction_id"],
+        kind=m["instruction_kind"],
+        text=m["text"],
+        statement=m.get("statement") if m.get("has_statement") else None,
+        subject=m["subject"],
+        message_id=m.get("message_id"),
+        conversation_id=m.get("conversation_id"),
+        speaker=m["speaker"],
+        created_at=dt(m.get("created_at")),
+        recorded_at=dt(m.get("recorded_at")),
+        superseded_by=m.get("superseded_by") or None,
+        detector=m["detector"],
     )
 
 

@@ -42,8 +42,13 @@ def message_filter(req: FindRequest) -> DeleteFilter | None:
     """The request's filters as the message filter the provider hooks take (None when none is given)."""
     if all(v is None for v in (req.conversation_id, req.speaker, req.start_date, req.end_date)):
         return None
-    return DeleteFilter.model_construct(conversation_id=req.conversation_id, document_id=None, speaker=req.speaker,
-                                        start_date=req.start_date, end_date=req.end_date)
+    return DeleteFilter.model_construct(
+        conversation_id=req.conversation_id,
+        document_id=None,
+        speaker=req.speaker,
+        start_date=req.start_date,
+        end_date=req.end_date,
+    )
 
 
 def mark(text: str, spans: list[list[int]]) -> str:
@@ -95,10 +100,14 @@ class Finder:
         chunks = self._chunks_of(ns, [m for m, _ in found])
         matches = [
             FindMatch(
-                message_id=m.id, source_type=m.source_type,
+                message_id=m.id,
+                source_type=m.source_type,
                 conversation_id=m.source_id if m.source_type == "conversation" else None,
                 document_id=m.source_id if m.source_type == "document" else None,
-                speaker=m.speaker, created_at=m.created_at, text=mark(m.content, spans), spans=spans,
+                speaker=m.speaker,
+                created_at=m.created_at,
+                text=mark(m.content, spans),
+                spans=spans,
                 chunk_id=_holder(chunks.get((m.source_id, m.id), []), program),
             )
             for m, spans in found

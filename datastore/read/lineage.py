@@ -114,8 +114,9 @@ def fork_base(storage: Storage, ns: str, fork: dict[str, Any], overlap: int) -> 
     return Base(start, inherit_to, at, stream_messages(storage, ns, parent, start, at))
 
 
-def stream_messages(storage: Storage, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                    limit: int | None = None) -> list[StoredMessage]:
+def stream_messages(
+    storage: Storage, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+) -> list[StoredMessage]:
     """The messages of the source's token stream overlapping [tok_from, tok_to) (to the end when None), in
     order, at most `limit`: a fork's stream holds its parent's messages before `tok_at` (read through the
     parent's own stream), then the fork's own. For any other source, `Storage.messages`."""
@@ -207,8 +208,9 @@ class LineageView:
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         return [self._fix(n) for n in self.storage.get_nodes(ns, ids) if self.sees(n)]
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]:
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
         return [self._fix(n) for n in self.storage.source_nodes(ns, source_id, level, first, last) if self.sees(n)]
 
 

@@ -53,11 +53,18 @@ class Listing:
             f = facts.get(sid) or SourceFacts()
             meta = dict(row.metadata or {})
             title = meta.get("title")
-            out.append(SourceSummary(
-                id=sid, source_type=row.source_type, title=title if isinstance(title, str) else None,
-                start_time=f.start_time, end_time=f.end_time, message_count=row.n_messages,
-                node_counts={str(lvl): n for lvl, n in sorted(f.level_counts.items())}, metadata=meta,
-            ))
+            out.append(
+                SourceSummary(
+                    id=sid,
+                    source_type=row.source_type,
+                    title=title if isinstance(title, str) else None,
+                    start_time=f.start_time,
+                    end_time=f.end_time,
+                    message_count=row.n_messages,
+                    node_counts={str(lvl): n for lvl, n in sorted(f.level_counts.items())},
+                    metadata=meta,
+                )
+            )
         return out
 
     def sources(self, ns: str, limit: int = 20, cursor: str | None = None) -> SourceList:
@@ -68,8 +75,9 @@ class Listing:
         after = _decode("s", cursor) if cursor else None
         ids = self.storage.list_sources(ns, after, limit + 1)
         page, more = ids[:limit], len(ids) > limit
-        return SourceList(conversations=self._summaries(ns, page),
-                          next_cursor=_encode("s", page[-1]) if more and page else None)
+        return SourceList(
+            conversations=self._summaries(ns, page), next_cursor=_encode("s", page[-1]) if more and page else None
+        )
 
     def detail(self, ns: str, source_id: str) -> SourceDetail:
         """The source's summary and its roots, highest level first, then by position (that is time order: the
@@ -99,8 +107,9 @@ class Listing:
             last = got[0]
         return first.tok_start, last.tok_end
 
-    def messages(self, ns: str, source_id: str, limit: int = 50, cursor: str | None = None,
-                 node_id: str | None = None) -> MessageList:
+    def messages(
+        self, ns: str, source_id: str, limit: int = 50, cursor: str | None = None, node_id: str | None = None
+    ) -> MessageList:
         """One page of the source's messages in order, or of those a memory covers (`node_id`: the messages
         whose text overlaps the chunks under it; for a fork's own chunk, the parent's messages it holds too, each
         with its own `conversation_id`). Raises NotFoundError, InvalidRequestError (cursor, limit)."""
@@ -120,8 +129,18 @@ class Listing:
             msgs = self.storage.messages(ns, source_id, tok_from, tok_to, limit + 1)
         page, more = msgs[:limit], len(msgs) > limit
         return MessageList(
-            messages=[MessageView(id=m.id, conversation_id=m.source_id, source_type=m.source_type, seq=m.seq,
-                                  speaker=m.speaker, content=m.content, created_at=m.created_at,
-                                  session_id=m.session_id) for m in page],
+            messages=[
+                MessageView(
+                    id=m.id,
+                    conversation_id=m.source_id,
+                    source_type=m.source_type,
+                    seq=m.seq,
+                    speaker=m.speaker,
+                    content=m.content,
+                    created_at=m.created_at,
+                    session_id=m.session_id,
+                )
+                for m in page
+            ],
             next_cursor=_encode("t", str(page[-1].tok_offset + page[-1].n_tokens)) if more and page else None,
         )

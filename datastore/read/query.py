@@ -46,8 +46,9 @@ class Reader:
         self.embedder = embedder
         self.visits = visits
 
-    def query(self, ns: str, queries: list[Query], namespaces: Sequence[str] | None = None,
-              record_visits: bool = True) -> QueryResponse:
+    def query(
+        self, ns: str, queries: list[Query], namespaces: Sequence[str] | None = None, record_visits: bool = True
+    ) -> QueryResponse:
         """Each query's top_k results, best first, each L1 hit with up to `neighbours` chunks either side.
 
         ns: the caller's namespace. namespaces: read-only grants already checked by the caller (server/auth.py):
@@ -72,8 +73,9 @@ class Reader:
         for i, q in enumerate(queries):  # a filter on an unknown conversation is a 404 naming it, not []
             cid = q.filter.conversation_id if q.filter else None
             if cid is not None and not any(_holds(self.storage, n, "conversation", cid) for n in searched):
-                raise NotFoundError(f"no conversation {cid!r} in {_where(searched)}",
-                                    f"queries[{i}].filter.conversation_id")
+                raise NotFoundError(
+                    f"no conversation {cid!r} in {_where(searched)}", f"queries[{i}].filter.conversation_id"
+                )
         vectors = self.embedder.embed([q.query for q in queries])
         out, visited = [], []
         for q, vector in zip(queries, vectors, strict=True):
@@ -96,16 +98,18 @@ class Reader:
             self.visits.record(ns, visited)
         return QueryResponse(results=out)
 
-    def search(self, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
-               mode: str | None = None) -> Hits:
+    def search(
+        self, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None, mode: str | None = None
+    ) -> Hits:
         """The top_k nodes for one query (its text and embedding), ranked by `mode` (default RETRIEVAL_MODE)
         over what `flt` selects (a fork's lineage when it names a fork). No validation, no visits: for callers
         that validated their own request (the context block)."""
         view = view_for(self.storage, ns, flt)
         return rank(view, ns, query, vector, top_k, flt, mode or self.settings.retrieval_mode)
 
-    def neighbours(self, ns: str, node: MemoryNode, k: int,
-                   flt: QueryFilter | None = None) -> tuple[list[MemoryNode], list[MemoryNode]]:
+    def neighbours(
+        self, ns: str, node: MemoryNode, k: int, flt: QueryFilter | None = None
+    ) -> tuple[list[MemoryNode], list[MemoryNode]]:
         """The up to `k` nodes before and the up to `k` after `node` among its source's nodes of the same level
         (for an L1 chunk: the chunks around it in the conversation), each list in position order, within what
         `flt` sees (a fork sees only its lineage); the node itself is in neither. k <= 0 gives ([], [])."""

@@ -57,8 +57,9 @@ class Searchable(Protocol):
 
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]: ...
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]: ...
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]: ...
 
 
 def with_levels(flt: QueryFilter | None, level: int | None = None, min_level: int | None = None) -> QueryFilter:
@@ -103,8 +104,15 @@ def _normalised(scores: dict[K, float]) -> dict[K, float]:
     return {k: (v - low) / span if span > 0 else 1.0 for k, v in scores.items()}
 
 
-def hybrid(view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
-           weight: float = TEXT_WEIGHT) -> Hits:
+def hybrid(
+    view: Searchable,
+    ns: str,
+    query: str,
+    vector: np.ndarray,
+    top_k: int,
+    flt: QueryFilter | None,
+    weight: float = TEXT_WEIGHT,
+) -> Hits:
     """L1 chunks (unless `flt` names levels) ranked by `weight * bm25 + (1 - weight) * cosine`, each min-max
     normalised over the pool (the top max(POOL, top_k) of each list; a text-only candidate gets its exact
     cosine, a dense-only one a BM25 of 0), scored as `fuse` says. `dense` over the same levels without a text
@@ -143,14 +151,23 @@ def fuse(cosine: dict[K, float], bm25: dict[K, float], weight: float, top_k: int
     keys = list(dict.fromkeys([*cosine, *bm25]))
     d, t = _normalised(cosine), _normalised(bm25)
     fused = {k: weight * t.get(k, 0.0) + (1 - weight) * d.get(k, 0.0) for k in keys}
-    strength = max((weight * text_strength(bm25.get(k, 0.0)) + (1 - weight) * max(cosine.get(k, 0.0), 0.0)
-                    for k in keys), default=0.0)
+    strength = max(
+        (weight * text_strength(bm25.get(k, 0.0)) + (1 - weight) * max(cosine.get(k, 0.0), 0.0) for k in keys),
+        default=0.0,
+    )
     best = sorted(keys, key=lambda k: -fused[k])[:top_k]
     return [(k, fused[k] * strength) for k in best]
 
 
-def tree(view: Searchable, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
-         beam: int = SUMMARY_BEAM, weight: float = ANCESTOR_WEIGHT) -> Hits:
+def tree(
+    view: Searchable,
+    ns: str,
+    vector: np.ndarray,
+    top_k: int,
+    flt: QueryFilter | None,
+    beam: int = SUMMARY_BEAM,
+    weight: float = ANCESTOR_WEIGHT,
+) -> Hits:
     """Tree-guided: descend from the `beam` closest summaries to their closest chunks (`beam` per level), pool
     them with the closest chunks, score each `cosine + weight * best ancestor cosine` (its own cosine when it
     has no summary yet). L1 chunks; plain `dense` when `flt` names levels."""
@@ -187,15 +204,14 @@ def tree(view: Searchable, ns: str, vector: np.ndarray, top_k: int, flt: QueryFi
                 tips[leaf] = known[parent].parent_id
             else:
                 tips[leaf] = None
-    scores = {
-        i: cos[i] + weight * max((cos[a] for a in ancestors[i]), default=cos[i]) for i in pool
-    }
+    scores = {i: cos[i] + weight * max((cos[a] for a in ancestors[i]), default=cos[i]) for i in pool}
     best = sorted(scores, key=lambda i: -scores[i])[:top_k]
     return [(pool[i], scores[i]) for i in best]
 
 
-def rank(view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None,
-         mode: str) -> Hits:
+def rank(
+    view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None, mode: str
+) -> Hits:
     """The top_k nodes for one query by `mode` (one of MODES); raises ValueError for another mode."""
     if mode == "dense":
         return dense(view, ns, vector, top_k, flt)

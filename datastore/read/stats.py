@@ -32,7 +32,8 @@ class Describer:
                 raise NotFoundError(f"no conversation {conversation_id!r}", "conversation_id")
             sources = [conversation_id]
             flt: DeleteFilter | None = DeleteFilter.model_construct(
-                conversation_id=conversation_id, document_id=None, speaker=None, start_date=None, end_date=None)
+                conversation_id=conversation_id, document_id=None, speaker=None, start_date=None, end_date=None
+            )
         else:
             sources, flt = self.storage.list_sources(ns), None
         speakers: Counter[str] = Counter()
@@ -47,8 +48,12 @@ class Describer:
         for facts in self.storage.source_facts(ns, sources).values():
             levels.update(facts.level_counts)
         return StatsResponse(
-            namespace=ns, conversation_id=conversation_id, sources=len(sources), messages=n_messages,
+            namespace=ns,
+            conversation_id=conversation_id,
+            sources=len(sources),
+            messages=n_messages,
             levels=[LevelCount(level=lv, nodes=n) for lv, n in sorted(levels.items())],
-            start_time=min(times, default=None), end_time=max(times, default=None),
+            start_time=min(times, default=None),
+            end_time=max(times, default=None),
             speakers=[SpeakerCount(speaker=s, messages=n) for s, n in speakers.most_common(MAX_SPEAKERS)],
         )

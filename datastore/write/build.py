@@ -37,8 +37,15 @@ class TreeBuilder:
         """Token offset where chunking resumes (the open chunk's start, or CHUNK_OVERLAP before the last end)."""
         return frontier.chunk_start(self.settings.chunk_overlap)
 
-    def chunks(self, frontier: Frontier, messages: Sequence[StoredMessage], source_type: SourceType,
-               source_id: str, final: bool, limit: int | None = None) -> tuple[list[MemoryNode], bool]:
+    def chunks(
+        self,
+        frontier: Frontier,
+        messages: Sequence[StoredMessage],
+        source_type: SourceType,
+        source_id: str,
+        final: bool,
+        limit: int | None = None,
+    ) -> tuple[list[MemoryNode], bool]:
         """The L1 chunks from `chunk_start(frontier)` over `messages` (contiguous, in seq order, starting with the
         message that holds that offset), and whether more windows were planned than `limit` (then only the first
         `limit` are returned). The open chunk keeps its id and position; new chunks follow the last position.
@@ -51,12 +58,14 @@ class TreeBuilder:
             windows = windows[:limit]
         open_chunk = frontier.open_chunk
         first = open_chunk.position if open_chunk else frontier.counts.get(1, 0)
-        nodes = chunk_nodes(stream, windows, source_type, source_id, first,
-                            first_id=open_chunk.id if open_chunk else None)
+        nodes = chunk_nodes(
+            stream, windows, source_type, source_id, first, first_id=open_chunk.id if open_chunk else None
+        )
         return nodes, more
 
-    def summaries(self, frontier: Frontier, new_sealed: list[MemoryNode],
-                  reuse: Reuse | None = None) -> tuple[list[MemoryNode], list[MemoryNode]]:
+    def summaries(
+        self, frontier: Frontier, new_sealed: list[MemoryNode], reuse: Reuse | None = None
+    ) -> tuple[list[MemoryNode], list[MemoryNode]]:
         """Roll every complete group of FAN_OUT pending nodes up, level by level to MAX_LEVEL. Returns (the new
         summaries, lowest level first; the stored nodes of `frontier` that got a parent, to write back). Sets
         `parent_id` on every grouped child. `reuse(children, context)` may return an existing summary instead
@@ -77,14 +86,15 @@ class TreeBuilder:
         vectors = self.embedder.embed([n.text for n in nodes], bulk=True)
         return [(n, vectors[i]) for i, n in enumerate(nodes)]
 
-    def embed_with(self, nodes: Sequence[MemoryNode],
-                   texts: Sequence[str]) -> tuple[list[tuple[MemoryNode, np.ndarray | None]], np.ndarray]:
+    def embed_with(
+        self, nodes: Sequence[MemoryNode], texts: Sequence[str]
+    ) -> tuple[list[tuple[MemoryNode, np.ndarray | None]], np.ndarray]:
         """`embed(nodes)` and the embeddings of `texts` (float32, (len(texts), dimension); e.g. the statements of
         standing instructions found in the same messages) in the same bulk embedding call. Raises EmbeddingError."""
         if not texts:
             return self.embed(nodes), np.zeros((0, self.embedder.dimension), dtype=np.float32)
         vectors = self.embedder.embed([n.text for n in nodes] + list(texts), bulk=True)
-        return [(n, vectors[i]) for i, n in enumerate(nodes)], np.asarray(vectors[len(nodes):], dtype=np.float32)
+        return [(n, vectors[i]) for i, n in enumerate(nodes)], np.asarray(vectors[len(nodes) :], dtype=np.float32)
 
     def rollable(self, frontier: Frontier) -> bool:
         """Whether a complete group of sealed nodes awaits its summary below MAX_LEVEL."""

@@ -40,8 +40,14 @@ class Deleter:
     the rebuild covers for the first time).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
-                 instructions: InstructionKeeper) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        builder: TreeBuilder,
+        locks: SourceLocks,
+        instructions: InstructionKeeper,
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
@@ -80,7 +86,8 @@ class Deleter:
                 mid = ambiguous[0]
                 raise InvalidRequestError(
                     f"message id {mid!r} is in several conversations or documents "
-                    f"({', '.join(map(repr, holders[mid][:5]))}); give conversation_id to say which", "ids"
+                    f"({', '.join(map(repr, holders[mid][:5]))}); give conversation_id to say which",
+                    "ids",
                 )
             message_ids = {mid for _, mid in by_message}
             for i in req.ids:
@@ -101,8 +108,9 @@ class Deleter:
         work: list[tuple[str, set[str] | None]] = [(sid, None) for sid in whole]
         work += [(sid, mids) for sid, mids in targets.items() if sid not in whole]
         counts = [self.forget_messages(ns, sid, mids) for sid, mids in work]
-        return DeleteResponse(success=True, deleted_messages=sum(c[0] for c in counts),
-                              deleted_nodes=sum(c[1] for c in counts))
+        return DeleteResponse(
+            success=True, deleted_messages=sum(c[0] for c in counts), deleted_nodes=sum(c[1] for c in counts)
+        )
 
     def forget_messages(self, ns: str, source_id: str, message_ids: set[str] | None) -> tuple[int, int]:
         """Remove messages (all of the source, and the source itself, when None) and rebuild the source's tree,
@@ -152,8 +160,7 @@ class Deleter:
                 deferred = keeper.deferred and src.source_type == "conversation" and bool(uncovered)
                 try:
                     nodes = self.rebuild(ns, src, keep, old, base)
-                    stated = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes and not deferred \
-                        else []
+                    stated = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes and not deferred else []
                     if stated:  # kept messages no detector had read: read now, as the chunk step would have
                         found = (stated, self.builder.embedder.embed([said(i) for i in stated], bulk=True))
                 except (EmbeddingError, SummaryError) as exc:
@@ -164,12 +171,17 @@ class Deleter:
                 metadata = {**src.metadata, "fork": base.record(fork)} if fork else src.metadata
                 # a deferred detector reads the rest later, from the end of the last kept message it read (the
                 # offsets measured again); no nodes: every message is chunked, and marked, again
-                metadata = with_unread(metadata, max((m.tok_offset + m.n_tokens for m in read), default=base.tok_at)
-                                       if deferred and nodes else None)
+                metadata = with_unread(
+                    metadata,
+                    max((m.tok_offset + m.n_tokens for m in read), default=base.tok_at) if deferred and nodes else None,
+                )
                 batch = WriteBatch(
-                    source=SourceRow(source_id, src.source_type, src.version + 1, len(keep), offset, len(keep) - 1,
-                                     metadata),
-                    messages=keep, nodes=nodes, replace=True,
+                    source=SourceRow(
+                        source_id, src.source_type, src.version + 1, len(keep), offset, len(keep) - 1, metadata
+                    ),
+                    messages=keep,
+                    nodes=nodes,
+                    replace=True,
                 )
             with keeper.lock(ns):
                 gone = None if message_ids is None else message_ids  # None: every instruction said in the source
@@ -178,8 +190,9 @@ class Deleter:
             return (len(messages) - len(keep), removed), forks
 
         with self.locks(ns, source_id):
-            done, forks = retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry",
-                                          "ids")
+            done, forks = retry_conflicts(
+                attempt, f"{source_id!r} kept changing under concurrent writers; retry", "ids"
+            )
         if message_ids is not None and first is not None and "tok_at" not in first.metadata.get("fork", {"tok_at": 0}):
             self.register_fork(ns, first.metadata["fork"]["parent_id"], source_id)  # a fork made before bases
         self.refresh_forks(ns, source_id, forks)
@@ -206,8 +219,7 @@ class Deleter:
             if src is None or fork_id in (src.metadata.get("forks") or []):
                 return
             metadata = {**src.metadata, "forks": [*(src.metadata.get("forks") or []), fork_id]}
-            storage.commit(ns, WriteBatch(source=replace(src, version=src.version + 1, metadata=metadata)),
-                           src.version)
+            storage.commit(ns, WriteBatch(source=replace(src, version=src.version + 1, metadata=metadata)), src.version)
 
         with self.locks(ns, parent):
             retry_conflicts(attempt, f"{parent!r} kept changing under concurrent writers; retry", "conversation_id")
@@ -227,16 +239,22 @@ class Deleter:
                 left -= found
         return done
 
-    def rebuild(self, ns: str, src: SourceRow, keep: list[StoredMessage], old: list[MemoryNode],
-                base: Base | None = None) -> list[tuple[MemoryNode, np.ndarray | None]]:
+    def rebuild(
+        self, ns: str, src: SourceRow, keep: list[StoredMessage], old: list[MemoryNode], base: Base | None = None
+    ) -> list[tuple[MemoryNode, np.ndarray | None]]:
         """Every node of a source rebuilt from `keep` (measured messages), with vectors. A chunk with the same
         text and messages as an old one keeps its id and vector; so does a summary over the same children whose
         preceding summary (its context) is kept too. `base`: for a fork, what it holds of its parent (its
         chunks start at `base.chunk_from`, over the parent's messages up to the fork point, then `keep`).
         Raises EmbeddingError/SummaryError."""
         base = base or Base()
-        chunks, _ = self.builder.chunks(Frontier(base=base.chunk_from), base.messages + keep, src.source_type,
-                                        src.source_id, src.source_type == "document")
+        chunks, _ = self.builder.chunks(
+            Frontier(base=base.chunk_from),
+            base.messages + keep,
+            src.source_type,
+            src.source_id,
+            src.source_type == "document",
+        )
         old_l1 = {(n.text, tuple(n.message_ids), n.sealed): n for n in old if n.level == 1}
         for c in chunks:
             match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
@@ -246,7 +264,8 @@ class Deleter:
         nodes = chunks + summaries
         old_ids = {o.id for o in old}
         vectors: dict[str, np.ndarray | None] = {
-            n.id: v for n, v in self.builder.embed([n for n in nodes if n.id not in old_ids])}
+            n.id: v for n, v in self.builder.embed([n for n in nodes if n.id not in old_ids])
+        }
         vectors.update(self.storage.get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
         return [(n, vectors[n.id]) for n in nodes]
 

@@ -122,15 +122,20 @@ class InstructionKeeper:
             return nullcontext()
         return self.locks(ns, LOCK_KEY)
 
-    def detect(self, ns: str, source_type: SourceType, source_id: str,
-               messages: Sequence[StoredMessage]) -> list[Instruction]:
+    def detect(
+        self, ns: str, source_type: SourceType, source_id: str, messages: Sequence[StoredMessage]
+    ) -> list[Instruction]:
         """The instructions stated in `messages` (in order; the caller passes those newly covered), with ids and
         `recorded_at` (now, a microsecond apart in the order said); [] for a document or without the capability.
         A detector that raises is logged and finds nothing: it never stops indexing."""
         if self.table is None or source_type != "conversation" or not messages:
             return []
-        spoken = [Message.model_construct(id=m.id, speaker=m.speaker, role=None, content=m.content,
-                                          created_at=m.created_at, session_id=None) for m in messages]
+        spoken = [
+            Message.model_construct(
+                id=m.id, speaker=m.speaker, role=None, content=m.content, created_at=m.created_at, session_id=None
+            )
+            for m in messages
+        ]
         try:
             found = self.detector.detect(spoken, source_id)
         except Exception:
@@ -156,20 +161,35 @@ class InstructionKeeper:
             return []
         return self.change(ns, self.table.entries(ns, include_superseded=True), set(), found, vectors)
 
-    def forget(self, ns: str, source_id: str, message_ids: set[str] | None, found: Sequence[Instruction] = (),
-               vectors: np.ndarray | None = None) -> tuple[list[Put], list[str]]:
+    def forget(
+        self,
+        ns: str,
+        source_id: str,
+        message_ids: set[str] | None,
+        found: Sequence[Instruction] = (),
+        vectors: np.ndarray | None = None,
+    ) -> tuple[list[Put], list[str]]:
         """(puts, drops) of a commit that forgets these messages of a source (all of it when None): the
         instructions said in them are dropped (see `change` for the rest), and `found` ones (of kept messages a
         rebuild covers for the first time, with their `vectors`) settled. Call under `lock(ns)`."""
         if self.table is None:
             return [], []
         stored = self.table.entries(ns, include_superseded=True)
-        gone = {i.id for i in stored if i.conversation_id == source_id
-                and (message_ids is None or i.message_id in message_ids)}
+        gone = {
+            i.id
+            for i in stored
+            if i.conversation_id == source_id and (message_ids is None or i.message_id in message_ids)
+        }
         return self.change(ns, stored, gone, found, vectors), sorted(gone)
 
-    def change(self, ns: str, stored: Sequence[Instruction], gone: set[str], found: Sequence[Instruction] = (),
-               vectors: np.ndarray | None = None) -> list[Put]:
+    def change(
+        self,
+        ns: str,
+        stored: Sequence[Instruction],
+        gone: set[str],
+        found: Sequence[Instruction] = (),
+        vectors: np.ndarray | None = None,
+    ) -> list[Put]:
         """The puts that removing the instructions `gone` and adding `found` (with `vectors`) imply. `stored`:
         every instruction of the namespace, superseded ones too. A kept one that a removed one superseded points
         at the next kept one along its chain, or is in force again (`after_removal`); a found one already held
@@ -180,14 +200,22 @@ class InstructionKeeper:
         kept = [changed.get(i.id, i) for i in stored if i.id not in gone]
         held_ids = {i.id for i in kept}
         held_messages = {(i.conversation_id, i.message_id) for i in kept}
-        new = {i.id: (i, vectors[k]) for k, i in enumerate(found) if vectors is not None
-               and i.id not in held_ids and (i.conversation_id, i.message_id) not in held_messages}
+        new = {
+            i.id: (i, vectors[k])
+            for k, i in enumerate(found)
+            if vectors is not None and i.id not in held_ids and (i.conversation_id, i.message_id) not in held_messages
+        }
         if not changed and not new:
             return []
         return self._resettle(ns, [i for i in kept if i.superseded_by is None], new, changed)
 
-    def _resettle(self, ns: str, in_force: list[Instruction], new: dict[str, tuple[Instruction, np.ndarray]],
-                  changed: dict[str, Instruction]) -> list[Put]:
+    def _resettle(
+        self,
+        ns: str,
+        in_force: list[Instruction],
+        new: dict[str, tuple[Instruction, np.ndarray]],
+        changed: dict[str, Instruction],
+    ) -> list[Put]:
         """Supersession over the stored instructions in force (`in_force`, as they will be after `changed`) and
         the `new` ones with their vectors, oldest first, with the stored vectors. Puts: every `changed` one and
         every stored one in force that a later one now replaces (without vectors), and the new ones (with)."""

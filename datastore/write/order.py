@@ -59,5 +59,7 @@ def surviving(nodes: Sequence[MemoryNode], offset: int, chunk_size: int) -> list
                 kept[n.id] = n
         elif n.children and all(c in kept for c in n.children):
             kept[n.id] = n
-    return [n if n.parent_id is None or n.parent_id in kept else n.model_copy(update={"parent_id": None})
-            for n in kept.values()]
+    return [
+        n if n.parent_id is None or n.parent_id in kept else n.model_copy(update={"parent_id": None})
+        for n in kept.values()
+    ]

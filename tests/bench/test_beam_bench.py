@@ -19,17 +19,40 @@ SHARED = "Please always answer me with a short bulleted list of the steps."
 def write_chat(root: Path, number: int = 3) -> Path:
     """A BEAM repository root holding chats/100K/<number>/ with two batches and three questions."""
     batches = [
-        {"batch_number": 1, "time_anchor": None, "turns": [
-            [{"role": "user", "id": 0, "time_anchor": "March-15-2024", "index": "1,1",
-              "content": f"Hi. {UNIQUE} ->-> 1,1"},
-             {"role": "assistant", "id": 1, "content": "That sounds exciting!\n\n1. **Plan** the move early on."}],
-            [{"role": "user", "id": 2, "content": f"{SHARED} Thanks. ->-> 1,2)"},
-             {"role": "assistant", "id": 3, "content": f"Sure. You said: {SHARED}"}],
-        ]},
-        {"batch_number": 2, "time_anchor": None, "turns": [
-            [{"role": "user", "id": 4, "time_anchor": "May-02-2024", "content": "Short one."},
-             {"role": "assistant", "id": 5, "content": "Noted, and I will keep it in mind for our next talk."}],
-        ]},
+        {
+            "batch_number": 1,
+            "time_anchor": None,
+            "turns": [
+                [
+                    {
+                        "role": "user",
+                        "id": 0,
+                        "time_anchor": "March-15-2024",
+                        "index": "1,1",
+                        "content": f"Hi. {UNIQUE} ->-> 1,1",
+                    },
+                    {
+                        "role": "assistant",
+                        "id": 1,
+                        "content": "That sounds exciting!\n\n1. **Plan** the move early on.",
+                    },
+                ],
+                [
+                    {"role": "user", "id": 2, "content": f"{SHARED} Thanks. ->-> 1,2)"},
+                    {"role": "assistant", "id": 3, "content": f"Sure. You said: {SHARED}"},
+                ],
+            ],
+        },
+        {
+            "batch_number": 2,
+            "time_anchor": None,
+            "turns": [
+                [
+                    {"role": "user", "id": 4, "time_anchor": "May-02-2024", "content": "Short one."},
+                    {"role": "assistant", "id": 5, "content": "Noted, and I will keep it in mind for our next talk."},
+                ],
+            ],
+        },
     ]
     questions = {
         "abstention": [{"question": "What did I say about Mars?"}],
@@ -54,12 +77,13 @@ def test_load_chat_maps_batches_ids_times_and_questions(tmp_path: Path) -> None:
     assert first.content == f"Hi. {UNIQUE}"  # the ->-> marker is stripped
     assert chat.messages[2].content.endswith("Thanks.")  # also the `->-> 1,2)` variant
     times = [m.created_at for m in chat.messages]
-    assert times[0] == datetime(2024, 3, 15, 12, tzinfo=UTC) and times[3] == datetime(2024, 3, 15, 12, 0, 3,
-                                                                                      tzinfo=UTC)
+    assert times[0] == datetime(2024, 3, 15, 12, tzinfo=UTC) and times[3] == datetime(2024, 3, 15, 12, 0, 3, tzinfo=UTC)
     assert times[4] == datetime(2024, 5, 2, 12, tzinfo=UTC)
     assert all(a < b for a, b in zip(times, times[1:], strict=False))  # type: ignore[operator]
     assert [(q.type, q.evidence) for q in chat.questions] == [
-        ("information_extraction", ("0",)), ("instruction_following", ("2", "0"))]  # abstention skipped
+        ("information_extraction", ("0",)),
+        ("instruction_following", ("2", "0")),
+    ]  # abstention skipped
     with pytest.raises(FileNotFoundError):
         beam.chats_folder(tmp_path / "nowhere")
 
@@ -70,14 +94,17 @@ def test_a_message_counts_only_by_a_sentence_no_other_message_holds(tmp_path: Pa
     assert sigs["0"] == (UNIQUE,)  # "Hi." is under 40 characters
     # message 2's only long sentence is also in message 3: it has no unique sentence, so its whole text decides
     assert sigs["2"] == (f"{SHARED} Thanks.",)
-    block = ("## Relevant memories\n- [2024-03-15, 2 months ago] user: Hi. My sister Alma is moving to\n  Lisbon in "
-             f"the first week of June.\n  assistant: Sure. You said: {SHARED}")
+    block = (
+        "## Relevant memories\n- [2024-03-15, 2 months ago] user: Hi. My sister Alma is moving to\n  Lisbon in "
+        f"the first week of June.\n  assistant: Sure. You said: {SHARED}"
+    )
     assert beam.evidence_share(block, ("0",), sigs) == 1.0  # line breaks and indentation are folded
     assert beam.evidence_share(block, ("2",), sigs) == 0.0  # the shared sentence alone does not show message 2
     assert beam.evidence_share(block, ("2", "0"), sigs) == 0.5
     assert beam.evidence_share("## Relevant memories\n- Alma moves to Lisbon in June.", ("0",), sigs) == 0.0
     assert beam.sentences("One.\nA line without a full stop that is long enough\nx") == [
-        "A line without a full stop that is long enough"]
+        "A line without a full stop that is long enough"
+    ]
 
 
 def test_cut_sections_and_chats() -> None:
@@ -91,21 +118,33 @@ def test_cut_sections_and_chats() -> None:
 
 def test_summary_and_markdown_per_type_and_budget() -> None:
     def q(kind: str, ctx: float, query: float) -> dict:
-        return {"type": kind, "n_evidence": 2, "roles": ["user", "assistant"],
-                "present": {"context": {250: [int(ctx > 0), int(ctx > 0.5)]}, "query": {250: [1, 0]}},
-                "scores": {"context": {250: ctx}, "query": {250: query}},
-                "query_top_k": 1.0, "found_in": {250: {"Relevant memories": 1}},
-                "section_tokens": {250: {"relevant": 200}}, "query_levels": {250: {"L1": 1}},
-                "truncated_items": {250: 0}}
+        return {
+            "type": kind,
+            "n_evidence": 2,
+            "roles": ["user", "assistant"],
+            "present": {"context": {250: [int(ctx > 0), int(ctx > 0.5)]}, "query": {250: [1, 0]}},
+            "scores": {"context": {250: ctx}, "query": {250: query}},
+            "query_top_k": 1.0,
+            "found_in": {250: {"Relevant memories": 1}},
+            "section_tokens": {250: {"relevant": 200}},
+            "query_levels": {250: {"L1": 1}},
+            "truncated_items": {250: 0},
+        }
 
     s = beam.summarise([q("summarization", 0.0, 0.5), q("event_ordering", 1.0, 0.5)], [250])
     assert s["scores"]["context"]["all"][250] == 0.5 and s["scores"]["query"]["summarization"][250] == 0.5
     assert s["n_per_type"] == {"event_ordering": 1, "summarization": 1}
     assert s["by_role"]["query"] == {"assistant": {250: 0.0}, "user": {250: 1.0}}
     assert s["by_role"]["context"]["assistant"][250] == 0.5
-    results = {"budgets": [250], "chats_spec": "3", "summary": s, "questions_s": 1.0,
-               "chats": {3: {"messages": 6, "tokens": 90, "store": {"L1": 1}, "ingest_s": 0.1, "embedded_texts": 2,
-                             "embed_s": 0.0}}}
+    results = {
+        "budgets": [250],
+        "chats_spec": "3",
+        "summary": s,
+        "questions_s": 1.0,
+        "chats": {
+            3: {"messages": 6, "tokens": 90, "store": {"L1": 1}, "ingest_s": 0.1, "embedded_texts": 2, "embed_s": 0.0}
+        },
+    }
     md = beam.markdown(results, "cmd")
     assert "| event_ordering (1, 2) | 1.000 / 0.500 |" in md
     assert "| **overall** (2, 4) | **0.500 / 0.500** |" in md

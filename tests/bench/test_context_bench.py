@@ -14,15 +14,24 @@ def test_evidence_counts_only_verbatim_turn_text() -> None:
 
 
 def test_markdown_lists_every_variant_and_scale() -> None:
-    groups = {"all": {b: round(0.1 * k + 0.3, 1) for k, b in enumerate(context.BUDGETS)},
-              "1": {b: round(0.1 * k, 1) for k, b in enumerate(context.BUDGETS)}}
+    groups = {
+        "all": {b: round(0.1 * k + 0.3, 1) for k, b in enumerate(context.BUDGETS)},
+        "1": {b: round(0.1 * k, 1) for k, b in enumerate(context.BUDGETS)},
+    }
     results = {
-        "evidence": {"n_questions": 2, "store": {"L1": 3}, "n_per_category": {"1": 2}, "elapsed_s": 1.0,
-                     "variants": {"query": {"groups": groups, "mean_section_tokens": {}},
-                                  "context": {"groups": groups, "mean_section_tokens": {
-                                      b: {"relevant": 10} for b in context.BUDGETS}}}},
-        "latency": [{"nodes": 10_000, "build_s": 1.0, "requests": 5,
-                     "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}}],
+        "evidence": {
+            "n_questions": 2,
+            "store": {"L1": 3},
+            "n_per_category": {"1": 2},
+            "elapsed_s": 1.0,
+            "variants": {
+                "query": {"groups": groups, "mean_section_tokens": {}},
+                "context": {"groups": groups, "mean_section_tokens": {b: {"relevant": 10} for b in context.BUDGETS}},
+            },
+        },
+        "latency": [
+            {"nodes": 10_000, "build_s": 1.0, "requests": 5, "latency_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0}}
+        ],
     }
     md = context.markdown(results, "cmd")
     assert "| query | 0.300 | 0.400 | 0.500 | 0.600 | 0.700 | 0.00 / 0.10 / 0.20 / 0.30 / 0.40 |" in md

@@ -18,8 +18,13 @@ from tests.conftest import local_storage, make_settings
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:
-    assert percentiles([float(i) for i in range(1, 101)]) == {"n": 100, "p50": 50.5, "p95": 95.05, "p99": 99.01,
-                                                              "mean": 50.5}
+    assert percentiles([float(i) for i in range(1, 101)]) == {
+        "n": 100,
+        "p50": 50.5,
+        "p95": 95.05,
+        "p99": 99.01,
+        "mean": 50.5,
+    }
 
 
 def test_summariser_cost_counts_calls_and_tokens_sent() -> None:
@@ -39,16 +44,24 @@ def test_rss_is_read_for_this_process() -> None:
 
 def test_load_windows_and_summary() -> None:
     # (kind, sent at, done at, error): 4 successes of 10/20/30/40 ms, one 5xx, one shed, in the first 10 s
-    done = [("query", 1.0, 1.01, None), ("query", 2.0, 2.02, None), ("remember", 3.0, 3.03, None),
-            ("query", 4.0, 4.04, None), ("query", 5.0, 5.5, "500"), ("query", 6.0, 6.0, "shed"),
-            ("query", 12.0, 12.01, None)]
+    done = [
+        ("query", 1.0, 1.01, None),
+        ("query", 2.0, 2.02, None),
+        ("remember", 3.0, 3.03, None),
+        ("query", 4.0, 4.04, None),
+        ("query", 5.0, 5.5, "500"),
+        ("query", 6.0, 6.0, "shed"),
+        ("query", 12.0, 12.01, None),
+    ]
     fake = SimpleNamespace(done=done, in_flight=0)
     w = load.window(fake, 0.0, 10.0, 10.0, pid=2**22 + 7)  # type: ignore[arg-type]
     assert (w.completed, w.errors, w.shed, w.error_rate, w.rate) == (6, 2, 1, round(2 / 6, 4), 0.6)
     assert w.p50_ms == 25.0 and w.remember_p50_ms == 30.0 and w.rss_mib is None
     run = load.Run(args={"duration": 20})
-    run.windows = [load.Window(10, 6, 2, 1, 0.33, 25, 40, 40, 0.6, 0, 100.0),
-                   load.Window(20, 1, 0, 0, 0.0, 10, 10, 10, 0.1, 0, 115.0)]
+    run.windows = [
+        load.Window(10, 6, 2, 1, 0.33, 25, 40, 40, 0.6, 0, 100.0),
+        load.Window(20, 1, 0, 0, 0.0, 10, 10, 10, 0.1, 0, 115.0),
+    ]
     s = load.summarise(fake, run, warmup=5.0)  # type: ignore[arg-type]
     assert (s["requests"], s["errors"], s["shed"], s["achieved_rate"]) == (7, 2, 1, round(7 / 20, 1))
     assert s["rss_growth_after_warmup"] == 0.15 and s["rss_grew_over_10pct"] is True
@@ -63,7 +76,7 @@ def test_the_synthetic_scale_store_is_a_finished_tree(tmp_path: Path, embedder: 
     try:
         synthetic.fill(store, "default", 2_000)
         assert store.storage.unrolled() == []  # nothing left for the background indexer
-        db = local_storage(store).db.reader  # type: ignore[attr-defined]
+        db = local_storage(store).db.reader
         rows = db.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level").fetchall()
         assert [tuple(r) for r in rows] == [(1, 2_000), (2, 400), (3, 80), (4, 16), (5, 2)]
         top = local_storage(store).db.reader.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]

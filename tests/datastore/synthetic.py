@@ -7,25 +7,53 @@ from datetime import UTC, datetime, timedelta
 from models.api import Message
 
 TOPICS = {
-    "garden": ["tomatoes ripened on the south fence", "the compost heap needs turning", "slugs ate the lettuce",
-               "we planted garlic before the frost", "the apple tree finally bore fruit"],
-    "travel": ["the night train to Vienna was delayed", "our hostel in Lisbon had a rooftop terrace",
-               "we missed the ferry to Naxos", "the museum pass saved us money in Paris",
-               "the hike above Chamonix had glacier views"],
-    "cooking": ["the sourdough starter doubled overnight", "I burnt the caramel twice",
-                "the curry needed more cardamom", "fresh pasta dries better on a broom handle",
-                "the pressure cooker makes chickpeas in forty minutes"],
-    "music": ["the cello string snapped during rehearsal", "we learned a new Bach fugue",
-              "the choir concert sold out", "my metronome battery died", "the jazz trio played until midnight"],
-    "work": ["the quarterly report is due Friday", "the server migration ran all weekend",
-             "our manager approved the new budget", "the client wants a demo on Tuesday",
-             "we hired two engineers for the data team"],
+    "garden": [
+        "tomatoes ripened on the south fence",
+        "the compost heap needs turning",
+        "slugs ate the lettuce",
+        "we planted garlic before the frost",
+        "the apple tree finally bore fruit",
+    ],
+    "travel": [
+        "the night train to Vienna was delayed",
+        "our hostel in Lisbon had a rooftop terrace",
+        "we missed the ferry to Naxos",
+        "the museum pass saved us money in Paris",
+        "the hike above Chamonix had glacier views",
+    ],
+    "cooking": [
+        "the sourdough starter doubled overnight",
+        "I burnt the caramel twice",
+        "the curry needed more cardamom",
+        "fresh pasta dries better on a broom handle",
+        "the pressure cooker makes chickpeas in forty minutes",
+    ],
+    "music": [
+        "the cello string snapped during rehearsal",
+        "we learned a new Bach fugue",
+        "the choir concert sold out",
+        "my metronome battery died",
+        "the jazz trio played until midnight",
+    ],
+    "work": [
+        "the quarterly report is due Friday",
+        "the server migration ran all weekend",
+        "our manager approved the new budget",
+        "the client wants a demo on Tuesday",
+        "we hired two engineers for the data team",
+    ],
 }
 
 
 def conversation(
-    speakers: tuple[str, str], n: int, *, topics: list[str] | None = None, start: datetime | None = None,
-    prefix: str = "m", marker: str = "", first: int = 0,
+    speakers: tuple[str, str],
+    n: int,
+    *,
+    topics: list[str] | None = None,
+    start: datetime | None = None,
+    prefix: str = "m",
+    marker: str = "",
+    first: int = 0,
 ) -> list[Message]:
     """`n` messages alternating between two speakers, one minute apart from `start`, cycling through
     `topics`; ids `<prefix>-<i>` from `first`; `marker` (a word) is added to every message when given."""
@@ -36,14 +64,18 @@ def conversation(
         topic = topics[i % len(topics)]
         facts = TOPICS[topic]
         k = i // len(topics)
-        text = (f"About {topic}, {facts[k % len(facts)]}, and then {facts[(k + 2) % len(facts)]} "
-                f"(note {i}).{' ' + marker if marker else ''}")
-        out.append(Message(id=f"{prefix}-{i}", speaker=speakers[i % 2], content=text,
-                           created_at=start + timedelta(minutes=i)))
+        text = (
+            f"About {topic}, {facts[k % len(facts)]}, and then {facts[(k + 2) % len(facts)]} "
+            f"(note {i}).{' ' + marker if marker else ''}"
+        )
+        out.append(
+            Message(id=f"{prefix}-{i}", speaker=speakers[i % 2], content=text, created_at=start + timedelta(minutes=i))
+        )
     return out
 
 
 def document_text(paragraphs: int, topic: str) -> str:
     facts = TOPICS[topic]
-    return "\n".join(f"Section {p}: {facts[p % len(facts)]}. Also {facts[(p + 2) % len(facts)]}."
-                     for p in range(paragraphs))
+    return "\n".join(
+        f"Section {p}: {facts[p % len(facts)]}. Also {facts[(p + 2) % len(facts)]}." for p in range(paragraphs)
+    )

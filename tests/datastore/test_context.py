@@ -25,8 +25,18 @@ from tests.conftest import make_settings
 T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
 NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
 PLACES = ["Lisbon", "Kyoto", "Oslo", "Nairobi", "Lima", "Hanoi", "Quebec", "Tbilisi", "Perth", "Cusco"]
-HOBBIES = ["pottery", "bouldering", "violin", "sourdough baking", "chess", "kayaking", "birdwatching",
-           "salsa dancing", "woodcarving", "astronomy"]
+HOBBIES = [
+    "pottery",
+    "bouldering",
+    "violin",
+    "sourdough baking",
+    "chess",
+    "kayaking",
+    "birdwatching",
+    "salsa dancing",
+    "woodcarving",
+    "astronomy",
+]
 
 
 def long_conversation(n_days: int = 24) -> list[Message]:
@@ -36,12 +46,24 @@ def long_conversation(n_days: int = 24) -> list[Message]:
         when = T0 + timedelta(days=3 * d)
         place, hobby = PLACES[d % 10], HOBBIES[(d * 3) % 10]
         out += [
-            Message(id=f"d{d}a", speaker="Ann", created_at=when,
-                    content=f"On day {d} I planned a trip to {place} and practised {hobby} for {d + 2} hours."),
-            Message(id=f"d{d}b", speaker="Bo", created_at=when + timedelta(minutes=1),
-                    content=f"That sounds great, Ann. How did the {hobby} go, and who joins you in {place}?"),
-            Message(id=f"d{d}c", speaker="Ann", created_at=when + timedelta(minutes=2),
-                    content=f"My cousin number {d} joins me; we booked a small flat near the old market of {place}."),
+            Message(
+                id=f"d{d}a",
+                speaker="Ann",
+                created_at=when,
+                content=f"On day {d} I planned a trip to {place} and practised {hobby} for {d + 2} hours.",
+            ),
+            Message(
+                id=f"d{d}b",
+                speaker="Bo",
+                created_at=when + timedelta(minutes=1),
+                content=f"That sounds great, Ann. How did the {hobby} go, and who joins you in {place}?",
+            ),
+            Message(
+                id=f"d{d}c",
+                speaker="Ann",
+                created_at=when + timedelta(minutes=2),
+                content=f"My cousin number {d} joins me; we booked a small flat near the old market of {place}.",
+            ),
         ]
     return out
 
@@ -68,15 +90,30 @@ def test_time_ago_reads_like_a_person() -> None:
 def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> None:
     store.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
     store.core.put("ns", CorePutRequest(key="diet", value="vegetarian"))
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[
-        Message(id="m1", speaker="Ann", content="I adopted a grey cat called Miso.",
-                created_at=NOW - timedelta(days=3)),
-        Message(id="m2", speaker="Bo", content="Lovely! How old is Miso?", created_at=NOW - timedelta(days=3)),
-        Message(id="m3", speaker="Ann", content="Two years old, and she hates the vacuum.",
-                created_at=NOW - timedelta(hours=2)),
-    ]))
-    res = store.context.assemble("ns", ContextRequest(conversation_id="c1", now=NOW, user_name="Ann",
-                                                      assistant_name="Bo"))
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=[
+                Message(
+                    id="m1",
+                    speaker="Ann",
+                    content="I adopted a grey cat called Miso.",
+                    created_at=NOW - timedelta(days=3),
+                ),
+                Message(id="m2", speaker="Bo", content="Lovely! How old is Miso?", created_at=NOW - timedelta(days=3)),
+                Message(
+                    id="m3",
+                    speaker="Ann",
+                    content="Two years old, and she hates the vacuum.",
+                    created_at=NOW - timedelta(hours=2),
+                ),
+            ],
+        ),
+    )
+    res = store.context.assemble(
+        "ns", ContextRequest(conversation_id="c1", now=NOW, user_name="Ann", assistant_name="Bo")
+    )
     assert res.context == (
         "Memory of Ann's conversations with Bo.\n"
         "\n"
@@ -103,15 +140,26 @@ def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> No
 
 
 def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(store: Memory) -> None:
-    store.writer.remember("ns", RememberRequest(conversation_id="c", messages=[
-        Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)),
-        Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
-    ]))
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c",
+            messages=[
+                Message(
+                    id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)
+                ),
+                Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
+            ],
+        ),
+    )
     block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
-    assert block.endswith("## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n"
-                          "[undated]\nBob: Book the tram tour for the 4th, please.")
-    custom = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300,
-                                                         memory_template="* {date}: {text}")).context
+    assert block.endswith(
+        "## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n"
+        "[undated]\nBob: Book the tram tour for the 4th, please."
+    )
+    custom = store.context.assemble(
+        "ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300, memory_template="* {date}: {text}")
+    ).context
     assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
     assert "* 2024-05-30: Ann: We land in Lisbon" in custom and "[2024-05-30" not in custom
 
@@ -127,13 +175,24 @@ UNICODE = [
 
 @pytest.mark.parametrize("budget", [40, 120, 250, 400, 900, 2500])
 def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
-    more = [Message(id=f"u{k}", speaker="Ann" if k % 2 else "Bo", content=UNICODE[k % len(UNICODE)] * (1 + k % 3),
-                    created_at=T0 + timedelta(days=80, minutes=k)) for k in range(12)]
+    more = [
+        Message(
+            id=f"u{k}",
+            speaker="Ann" if k % 2 else "Bo",
+            content=UNICODE[k % len(UNICODE)] * (1 + k % 3),
+            created_at=T0 + timedelta(days=80, minutes=k),
+        )
+        for k in range(12)
+    ]
     filled.writer.remember("ns", RememberRequest(conversation_id="c2", messages=more))
     for cid, query in (("c1", "Who joins Ann in Kyoto?"), ("c2", "Käsespätzle 寿司 python fix 👩‍💻")):
         for recent in (True, False):
-            res = filled.context.assemble("ns", ContextRequest(conversation_id=cid, query=query, recent=recent,
-                                                               budget_tokens=budget, neighbours=1, now=NOW))
+            res = filled.context.assemble(
+                "ns",
+                ContextRequest(
+                    conversation_id=cid, query=query, recent=recent, budget_tokens=budget, neighbours=1, now=NOW
+                ),
+            )
             assert res.tokens_used == count_tokens(res.context) <= budget
             assert sum(s.tokens_used for s in res.sections) <= budget
             assert "\ufffd" not in res.context  # no character cut between two tokens
@@ -143,14 +202,33 @@ def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
 
 def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) -> None:
     filled.core.put("ns", CorePutRequest(key="home", value="Ann lives in Porto"))
-    filled.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[
-        Message(id="rule", speaker="Ann", content="Always give me the travel times in hours.",
-                created_at=T0 + timedelta(days=4)),
-    ]))
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto",
-                                                       budget_tokens=1500, now=NOW))
-    positions = [res.context.index(h) for h in ("## Core memory", "## Standing instructions and preferences",
-                                                "## Recent turns", "## Relevant memories", "## Timeline")]
+    filled.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=[
+                Message(
+                    id="rule",
+                    speaker="Ann",
+                    content="Always give me the travel times in hours.",
+                    created_at=T0 + timedelta(days=4),
+                ),
+            ],
+        ),
+    )
+    res = filled.context.assemble(
+        "ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=1500, now=NOW)
+    )
+    positions = [
+        res.context.index(h)
+        for h in (
+            "## Core memory",
+            "## Standing instructions and preferences",
+            "## Recent turns",
+            "## Relevant memories",
+            "## Timeline",
+        )
+    ]
     assert positions == sorted(positions)
     core, instructions, recent, relevant, timeline = res.sections
     assert core.items and instructions.items and recent.items and relevant.items and timeline.items
@@ -171,8 +249,9 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
 
 
 def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> None:
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False,
-                                                       budget_tokens=1000, now=NOW))
+    res = filled.context.assemble(
+        "ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False, budget_tokens=1000, now=NOW)
+    )
     names = {s.name: s for s in res.sections}
     assert not names["recent"].items and not names["core"].items and not names["instructions"].items
     assert names["relevant"].budget_tokens >= 1000 - count_tokens(res.context.split("\n\n")[0]) - 10
@@ -181,32 +260,50 @@ def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> Non
 
 def test_a_small_budget_holds_the_best_memory_and_no_timeline(filled: Memory) -> None:
     for budget in (120, 250):
-        res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?",
-                                                           recent=False, budget_tokens=budget, now=NOW))
+        res = filled.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="c1", query="Who joins Ann in Kyoto?", recent=False, budget_tokens=budget, now=NOW
+            ),
+        )
         relevant, timeline = res.sections[3], res.sections[4]
         assert relevant.items and "Kyoto" in relevant.items[0].text
         assert not timeline.items and "## Timeline" not in res.context  # no room for a useful line of it
 
 
 def test_templates_and_their_fields(filled: Memory) -> None:
-    res = filled.context.assemble("ns", ContextRequest(
-        conversation_id="c1", query="violin", budget_tokens=600, now=NOW, user_name="Ann", assistant_name="Bo",
-        template="{assistant_name} remembers {user_name}:\n{recent}\n--\n{relevant}",
-        memory_template="* {speaker} ({time_ago}, {date}, L{level}): {text}", max_memory_chars=40))
+    res = filled.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            query="violin",
+            budget_tokens=600,
+            now=NOW,
+            user_name="Ann",
+            assistant_name="Bo",
+            template="{assistant_name} remembers {user_name}:\n{recent}\n--\n{relevant}",
+            memory_template="* {speaker} ({time_ago}, {date}, L{level}): {text}",
+            max_memory_chars=40,
+        ),
+    )
     assert res.context.startswith("Bo remembers Ann:\n* ")
     assert "## " not in res.context and "[20" not in res.context  # no headings, no date lines: the template's own
     first = res.sections[2].items[0]  # the oldest recent turn kept
     assert first.kind == "message" and first.start_time is not None
-    assert res.context.splitlines()[1] == (f"* {first.speaker} ({time_ago(first.end_time, NOW)}, "
-                                           f"{first.start_time:%Y-%m-%d}, L0): {first.text}")  # {text}: who said it
+    assert res.context.splitlines()[1] == (
+        f"* {first.speaker} ({time_ago(first.end_time, NOW)}, {first.start_time:%Y-%m-%d}, L0): {first.text}"
+    )  # {text}: who said it
     bodies = [ln.split("): ", 1)[1] for ln in res.context.splitlines() if ln.startswith("* ")]
     assert bodies and all(len(b) <= 40 for b in bodies) and any(b.endswith("…") for b in bodies)
     said = {m.id: f"{m.speaker}: {m.content}" for m in long_conversation()}
     for turn in res.sections[2].items:  # a turn is clipped after a whole word
         head = turn.text.removesuffix("…")
         assert said[turn.id] == head or said[turn.id].startswith(head + " ")
-    for field, bad in (("template", "{memories} {secret}"), ("memory_template", "{text} {user}"),
-                       ("template", "{memories")):
+    for field, bad in (
+        ("template", "{memories} {secret}"),
+        ("memory_template", "{text} {user}"),
+        ("template", "{memories"),
+    ):
         with pytest.raises(InvalidRequestError) as err:
             filled.context.assemble("ns", ContextRequest.model_validate({"conversation_id": "c1", field: bad}))
         assert err.value.field == field
@@ -224,13 +321,15 @@ def test_a_conversation_not_yet_remembered_is_an_empty_one(filled: Memory) -> No
     memory scoped to it, the namespace's core memory and its memories still count."""
     filled.core.put("ns", CorePutRequest(key="name", value="Ann Lee"))
     filled.core.put("ns", CorePutRequest(key="topic", value="planning Kyoto", conversation_id="new"))
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?",
-                                                       budget_tokens=600, now=NOW))
+    res = filled.context.assemble(
+        "ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?", budget_tokens=600, now=NOW)
+    )
     core, _, recent, relevant, _ = res.sections
     assert {i.id for i in core.items} == {"name", "topic"} and not recent.items
     assert relevant.items and "Kyoto" in relevant.items[0].text  # the namespace's memories (all_conversations)
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?",
-                                                       all_conversations=False, now=NOW))
+    res = filled.context.assemble(
+        "ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?", all_conversations=False, now=NOW)
+    )
     assert [len(s.items) for s in res.sections] == [2, 0, 0, 0, 0]  # its own memories: none yet
     other = filled.context.assemble("other", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?"))
     assert all(not s.items for s in other.sections) and "Ann" not in other.context  # another namespace's c1
@@ -249,26 +348,45 @@ def test_neighbours_are_the_chunks_around_a_node(filled: Memory) -> None:
     assert [n.id for n in after] == [c.id for c in chunks[4:6]]
     assert filled.reader.neighbours("ns", chunks[0], 1) == ([], [chunks[1]])
     assert filled.reader.neighbours("other", chunks[3], 1) == ([], [])
-    res = filled.context.assemble("ns", ContextRequest(conversation_id="c1", query="violin in Lima", recent=False,
-                                                       timeline=False, neighbours=1, budget_tokens=2000, now=NOW))
+    res = filled.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            query="violin in Lima",
+            recent=False,
+            timeline=False,
+            neighbours=1,
+            budget_tokens=2000,
+            now=NOW,
+        ),
+    )
     assert any(i.why.startswith("neighbour of ") for i in res.sections[3].items)
 
 
 def test_hybrid_scores_mean_the_same_from_query_to_query(filled: Memory) -> None:
-    res = filled.reader.query("ns", [Query(query="Who joins Ann in Kyoto for pottery?", top_k=3),
-                                     Query(query="quarterly tax filing deadlines for corporations", top_k=3)])
+    res = filled.reader.query(
+        "ns",
+        [
+            Query(query="Who joins Ann in Kyoto for pottery?", top_k=3),
+            Query(query="quarterly tax filing deadlines for corporations", top_k=3),
+        ],
+    )
     related, unrelated = ([r.score for r in q.results] for q in res.results)
     assert all(0 <= s <= 1 for s in related + unrelated)
     assert related == sorted(related, reverse=True)
     assert related[0] > 0.3 > 0.15 > unrelated[0]  # the top hit of an unrelated query is no longer 1.0
-    ctx = filled.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, timeline=False,
-                                                       query="quarterly tax filing deadlines for corporations"))
+    ctx = filled.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1", recent=False, timeline=False, query="quarterly tax filing deadlines for corporations"
+        ),
+    )
     assert ctx.sections[3].items == []  # nothing above the floor: nothing included just to fill the budget
 
 
 # ---------------------------------------------------------------------------------------------- core memory
 @pytest.fixture
-def small_core(tmp_path: Path, embedder) -> Iterator[Memory]:  # type: ignore[no-untyped-def]
+def small_core(tmp_path: Path, embedder) -> Iterator[Memory]:
     ds = open_memory(make_settings(tmp_path, core_max_tokens=20), embedder, ExtractiveSummariser())
     yield ds
     ds.close()

@@ -22,8 +22,12 @@ def test_neighbours_roots_and_context_on_every_provider(ds: Memory, ns: str) -> 
     roots = ds.storage.roots(ns, "c1", 10)
     assert roots and all(n.parent_id is None for n in roots)
     assert [(n.level, n.position) for n in roots] == sorted(((n.level, n.position) for n in roots), reverse=True)
-    res = ds.context.assemble(ns, ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=900,
-                                             now=datetime(2024, 6, 1, tzinfo=UTC)))
+    res = ds.context.assemble(
+        ns,
+        ContextRequest(
+            conversation_id="c1", query="pottery in Kyoto", budget_tokens=900, now=datetime(2024, 6, 1, tzinfo=UTC)
+        ),
+    )
     assert res.tokens_used <= 900 and res.sections[2].items and res.sections[3].items  # recent, relevant
 
 

@@ -21,10 +21,28 @@ from services.tokens import count_tokens
 from tests.datastore.synthetic import conversation
 from tests.datastore.test_context import NOW, T0, long_conversation
 
-SUBJECTS = ["the harbour crane", "a copper kettle", "the night market", "an old lighthouse", "the glass atrium",
-            "a rope bridge", "the spice warehouse", "a stone aqueduct", "the tram depot", "a salt marsh"]
-VERBS = ["was repaired by", "was painted by", "was measured by", "was photographed by", "was sold by",
-         "was inspected by", "was moved by", "was sketched by"]
+SUBJECTS = [
+    "the harbour crane",
+    "a copper kettle",
+    "the night market",
+    "an old lighthouse",
+    "the glass atrium",
+    "a rope bridge",
+    "the spice warehouse",
+    "a stone aqueduct",
+    "the tram depot",
+    "a salt marsh",
+]
+VERBS = [
+    "was repaired by",
+    "was painted by",
+    "was measured by",
+    "was photographed by",
+    "was sold by",
+    "was inspected by",
+    "was moved by",
+    "was sketched by",
+]
 PEOPLE = ["Ines", "Tomasz", "Keiko", "Baraka", "Lucia", "Anders", "Mei", "Omar", "Priya", "Jonas", "Sofia"]
 
 
@@ -33,8 +51,10 @@ def lecture(k: int, sentences: int = 14) -> str:
     out = []
     for j in range(sentences):
         n = k * sentences + j
-        out.append(f"In {1900 + n} {SUBJECTS[n % 10]} {VERBS[(n // 10) % 8]} {PEOPLE[n % 11]} "
-                   f"for {n + 3} florins, a detail noted in ledger {n}.")
+        out.append(
+            f"In {1900 + n} {SUBJECTS[n % 10]} {VERBS[(n // 10) % 8]} {PEOPLE[n % 11]} "
+            f"for {n + 3} florins, a detail noted in ledger {n}."
+        )
     return " ".join(out)
 
 
@@ -43,9 +63,15 @@ def long_messages(n: int = 10, start: datetime = T0) -> list[Message]:
     out = []
     for k in range(n):
         when = start + timedelta(days=k)
-        out += [Message(id=f"q{k}", role="user", created_at=when,
-                        content=f"Tell me about the ledgers of year group {k}, please."),
-                Message(id=f"a{k}", role="assistant", created_at=when + timedelta(minutes=1), content=lecture(k))]
+        out += [
+            Message(
+                id=f"q{k}",
+                role="user",
+                created_at=when,
+                content=f"Tell me about the ledgers of year group {k}, please.",
+            ),
+            Message(id=f"a{k}", role="assistant", created_at=when + timedelta(minutes=1), content=lecture(k)),
+        ]
     return out
 
 
@@ -80,12 +106,20 @@ def mixed(store: Memory) -> Memory:
 @pytest.mark.parametrize("budget", [250, 700, 2000, 4000])
 def test_no_line_is_shown_twice(mixed: Memory, budget: int) -> None:
     """Not the overlap of two chunks, not a recent turn again in a memory, not a sentence said again later."""
-    asks = [("c1", "Who joins Ann in Lisbon for pottery?"), ("c1", "In what order did Ann plan her trips?"),
-            ("c2", "What did Keiko sketch, and for how many florins?"), ("c2", "Summarise the ledgers so far")]
+    asks = [
+        ("c1", "Who joins Ann in Lisbon for pottery?"),
+        ("c1", "In what order did Ann plan her trips?"),
+        ("c2", "What did Keiko sketch, and for how many florins?"),
+        ("c2", "Summarise the ledgers so far"),
+    ]
     for cid, query in asks:
         for recent in (True, False):
-            res = mixed.context.assemble("ns", ContextRequest(conversation_id=cid, query=query, budget_tokens=budget,
-                                                              recent=recent, neighbours=1, now=NOW))
+            res = mixed.context.assemble(
+                "ns",
+                ContextRequest(
+                    conversation_id=cid, query=query, budget_tokens=budget, recent=recent, neighbours=1, now=NOW
+                ),
+            )
             assert not repeated(res), (cid, query, recent, repeated(res))
             assert sum(s.tokens_used for s in res.sections) and res.tokens_used <= budget
 
@@ -93,8 +127,9 @@ def test_no_line_is_shown_twice(mixed: Memory, budget: int) -> None:
 def test_repeated_short_turns_show_once(mixed: Memory) -> None:
     """Bo says "How did the pottery go, and who joins you in Lisbon?" on days 0, 10 and 20: the block shows it
     once, while each of Ann's own lines (they differ by day) stays."""
-    res = mixed.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=False,
-                                                      budget_tokens=2000, now=NOW))
+    res = mixed.context.assemble(
+        "ns", ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=False, budget_tokens=2000, now=NOW)
+    )
     said = res.context.count("How did the pottery go, and who joins you in Lisbon?")
     assert said == 1
     assert all(f"My cousin number {d} joins me" in res.context for d in (0, 10))
@@ -103,9 +138,17 @@ def test_repeated_short_turns_show_once(mixed: Memory) -> None:
 def test_a_long_message_is_cut_to_its_sentences_closest_to_the_query(mixed: Memory) -> None:
     target = next(s + "." for s in lecture(4).split(". ") if s.startswith("In 1961 "))
     assert target == "In 1961 a copper kettle was moved by Mei for 64 florins, a detail noted in ledger 61."
-    res = mixed.context.assemble("ns", ContextRequest(conversation_id="c2", recent=False, timeline=False,
-                                                      query="Who moved the copper kettle in 1961?",
-                                                      budget_tokens=150, now=NOW))
+    res = mixed.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c2",
+            recent=False,
+            timeline=False,
+            query="Who moved the copper kettle in 1961?",
+            budget_tokens=150,
+            now=NOW,
+        ),
+    )
     relevant = res.sections[3]
     assert relevant.items and target in relevant.items[0].text  # the sentence that answers, whole
     text = relevant.items[0].text
@@ -119,11 +162,14 @@ def test_no_memory_starts_or_ends_inside_a_word(mixed: Memory) -> None:
     """Chunks are 200-token windows: most start and end inside a long answer. Each piece a block shows is the
     message's own text from the start of a sentence to the end of one."""
     answers = {m.id: m.content for m in long_messages()}
-    for query, budget in (("Which ledgers mention Priya and the tram depot?", 2000),
-                          ("What did Omar measure in the salt marsh?", 500),
-                          ("florins paid for the rope bridge", 1000)):
-        res = mixed.context.assemble("ns", ContextRequest(conversation_id="c2", query=query, recent=False,
-                                                          budget_tokens=budget, now=NOW))
+    for query, budget in (
+        ("Which ledgers mention Priya and the tram depot?", 2000),
+        ("What did Omar measure in the salt marsh?", 500),
+        ("florins paid for the rope bridge", 1000),
+    ):
+        res = mixed.context.assemble(
+            "ns", ContextRequest(conversation_id="c2", query=query, recent=False, budget_tokens=budget, now=NOW)
+        )
         shown = [i for s in res.sections[3:] for i in s.items]
         assert shown
         for item in shown:
@@ -140,9 +186,11 @@ def test_no_memory_starts_or_ends_inside_a_word(mixed: Memory) -> None:
 def test_hits_are_drawn_from_several_sessions() -> None:
     """Past SESSION_FREE hits of one session, each further one counts SESSION_DECAY less per hit of it already
     placed: another session's hit comes before the 5th neighbouring chunk of the first."""
+
     def hit(source: str, session: str, k: int, score: float) -> tuple[MemoryNode, float]:
-        return MemoryNode(id=f"{source}-{session}-{k}", source_id=source, level=1, position=k, text="t",
-                          session_ids=[session]), score
+        return MemoryNode(
+            id=f"{source}-{session}-{k}", source_id=source, level=1, position=k, text="t", session_ids=[session]
+        ), score
 
     busy = [hit("c1", "s1", k, 0.30 - 0.01 * k) for k in range(8)]
     others = [hit("c1", "s2", 0, 0.2), hit("c2", "s1", 0, 0.19)]  # another session; another conversation
@@ -155,41 +203,99 @@ def test_hits_are_drawn_from_several_sessions() -> None:
 
 def test_relevant_memories_come_from_several_conversations(store: Memory) -> None:
     """One conversation talks about the garden at length, two others in passing: the block holds all three."""
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=conversation(
-        ("Ann", "Bo"), 60, topics=["garden"], start=T0, prefix="g")))
-    store.writer.remember("ns", RememberRequest(conversation_id="c9", messages=conversation(
-        ("Ann", "Bo"), 60, topics=["music", "work", "travel"], start=T0, prefix="f")))
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1", messages=conversation(("Ann", "Bo"), 60, topics=["garden"], start=T0, prefix="g")
+        ),
+    )
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c9",
+            messages=conversation(("Ann", "Bo"), 60, topics=["music", "work", "travel"], start=T0, prefix="f"),
+        ),
+    )
     for k in range(2):
         when = T0 + timedelta(days=10 * (k + 1))
-        store.writer.remember("ns", RememberRequest(conversation_id=f"c{k + 2}", messages=[
-            Message(id=f"x{k}a", speaker="Ann", created_at=when,
-                    content=f"The compost heap needs turning before the tomatoes ripen, {k}."),
-            Message(id=f"x{k}b", speaker="Bo", created_at=when,
-                    content=f"And the tomatoes on the south fence need the compost too, {k}.")]))
-    res = store.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, timeline=False,
-                                                      query="compost heap and tomatoes on the south fence",
-                                                      budget_tokens=1000, now=NOW))
+        store.writer.remember(
+            "ns",
+            RememberRequest(
+                conversation_id=f"c{k + 2}",
+                messages=[
+                    Message(
+                        id=f"x{k}a",
+                        speaker="Ann",
+                        created_at=when,
+                        content=f"The compost heap needs turning before the tomatoes ripen, {k}.",
+                    ),
+                    Message(
+                        id=f"x{k}b",
+                        speaker="Bo",
+                        created_at=when,
+                        content=f"And the tomatoes on the south fence need the compost too, {k}.",
+                    ),
+                ],
+            ),
+        )
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            recent=False,
+            timeline=False,
+            query="compost heap and tomatoes on the south fence",
+            budget_tokens=1000,
+            now=NOW,
+        ),
+    )
     assert {"c1", "c2", "c3"} <= {i.source_id for i in res.sections[3].items}
 
 
 def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) -> None:
-    """"allergic" does not reach "allergy" by BM25 here; the best hit is clearly related (dense floor), and a
+    """ "allergic" does not reach "allergy" by BM25 here; the best hit is clearly related (dense floor), and a
     `min_score` above every hit does not empty the section when one hit is clearly the best."""
-    store.writer.remember("ns", RememberRequest(conversation_id="s", messages=[
-        Message(id="a1", speaker="Mia", content="Theo has a severe peanut allergy, so we carry an EpiPen everywhere.",
-                created_at=NOW - timedelta(days=9)),
-        Message(id="a2", speaker="Jon", content="Good to know. Does he like the new school?",
-                created_at=NOW - timedelta(days=9)),
-        Message(id="a3", speaker="Mia", content="He loves it, and his teacher plays the guitar.",
-                created_at=NOW - timedelta(days=8)),
-    ]))
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="s",
+            messages=[
+                Message(
+                    id="a1",
+                    speaker="Mia",
+                    content="Theo has a severe peanut allergy, so we carry an EpiPen everywhere.",
+                    created_at=NOW - timedelta(days=9),
+                ),
+                Message(
+                    id="a2",
+                    speaker="Jon",
+                    content="Good to know. Does he like the new school?",
+                    created_at=NOW - timedelta(days=9),
+                ),
+                Message(
+                    id="a3",
+                    speaker="Mia",
+                    content="He loves it, and his teacher plays the guitar.",
+                    created_at=NOW - timedelta(days=8),
+                ),
+            ],
+        ),
+    )
     for min_score in (None, 0.9):
-        res = store.context.assemble("ns", ContextRequest(conversation_id="s", query="What is Theo allergic to?",
-                                                          recent=False, min_score=min_score, now=NOW))
+        res = store.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="s", query="What is Theo allergic to?", recent=False, min_score=min_score, now=NOW
+            ),
+        )
         assert "peanut allergy" in res.context, min_score
         assert (res.sections[3].items[0].score or 0) < 0.9  # below the floor, kept as clearly related
-    res = store.context.assemble("ns", ContextRequest(conversation_id="s", recent=False, min_score=0.9, now=NOW,
-                                                      query="quarterly corporate tax filing deadlines"))
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="s", recent=False, min_score=0.9, now=NOW, query="quarterly corporate tax filing deadlines"
+        ),
+    )
     assert not res.sections[3].items  # unrelated: no memory is called relevant to fill the budget
 
 
@@ -201,7 +307,7 @@ def test_clip_never_splits_a_character() -> None:
             assert len(out) <= n
             head = out.removesuffix(ELISION)
             assert text.startswith(head)
-            rest = text[len(head):]
+            rest = text[len(head) :]
             assert not rest or not (rest[0] == "\u200d" or rest[0] == "\u0301"), (text, n, out)
     assert clip("one two three four", 12) == "one two…" and clip("short", 10) == "short"
 
@@ -216,36 +322,67 @@ def instruction_chat(prefix: str, rules: dict[int, str], n: int = 30) -> list[Me
 
 @pytest.fixture
 def ruled(store: Memory) -> Memory:
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=instruction_chat("c", {
-        4: "Always include version numbers when I ask about libraries.",
-        10: "I prefer Bootstrap over Foundation for CSS.",
-        20: "Actually I prefer Tailwind over Bootstrap for CSS now.",
-    })))
-    store.writer.remember("ns", RememberRequest(conversation_id="c2", messages=instruction_chat("o", {
-        2: "From now on answer in French."}, n=6)))
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=instruction_chat(
+                "c",
+                {
+                    4: "Always include version numbers when I ask about libraries.",
+                    10: "I prefer Bootstrap over Foundation for CSS.",
+                    20: "Actually I prefer Tailwind over Bootstrap for CSS now.",
+                },
+            ),
+        ),
+    )
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c2", messages=instruction_chat("o", {2: "From now on answer in French."}, n=6)
+        ),
+    )
     return store
 
 
 def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
-    res = ruled.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, now=NOW, budget_tokens=800,
-                                                      query="Which CSS framework should I use for the landing page?"))
+    res = ruled.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            recent=False,
+            now=NOW,
+            budget_tokens=800,
+            query="Which CSS framework should I use for the landing page?",
+        ),
+    )
     section = res.sections[1]
     assert [i.text for i in section.items] == [
         "Actually I prefer Tailwind over Bootstrap for CSS now.",  # the closest to the query first
-        "From now on answer in French.", "Always include version numbers when I ask about libraries."]
+        "From now on answer in French.",
+        "Always include version numbers when I ask about libraries.",
+    ]
     assert "## Standing instructions and preferences\n- Actually I prefer Tailwind" in res.context
     assert all("Foundation" not in i.text for i in section.items)  # superseded by the newer preference
     first = section.items[0]
     assert first.kind == "instruction" and first.source_id == "c1" and first.speaker == "user"
     assert "message c-20" in first.why and first.start_time == T0 + timedelta(minutes=20)  # provenance
     # a preference is shown where its topic comes up; an instruction applies to every answer
-    res = ruled.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, now=NOW,
-                                                      query="What should I cook for dinner tonight?"))
+    res = ruled.context.assemble(
+        "ns",
+        ContextRequest(conversation_id="c1", recent=False, now=NOW, query="What should I cook for dinner tonight?"),
+    )
     assert [i.text for i in res.sections[1].items] == [
-        "From now on answer in French.", "Always include version numbers when I ask about libraries."]
+        "From now on answer in French.",
+        "Always include version numbers when I ask about libraries.",
+    ]
     # scoped like the memories: this conversation's only when all_conversations is false
-    res = ruled.context.assemble("ns", ContextRequest(conversation_id="c1", recent=False, now=NOW,
-                                                      all_conversations=False, query="Which CSS framework?"))
+    res = ruled.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1", recent=False, now=NOW, all_conversations=False, query="Which CSS framework?"
+        ),
+    )
     assert "French" not in res.context and len(res.sections[1].items) == 2
     res = ruled.context.assemble("ns", ContextRequest(conversation_id="c1", instructions=False, now=NOW))
     assert not res.sections[1].items and "## Standing" not in res.context
@@ -253,26 +390,55 @@ def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
 
 
 def test_an_instruction_said_in_a_recent_turn_is_read_there(ruled: Memory) -> None:
-    res = ruled.context.assemble("ns", ContextRequest(conversation_id="c2", budget_tokens=1500, now=NOW,
-                                                      query="Which CSS framework should I use?"))
+    res = ruled.context.assemble(
+        "ns",
+        ContextRequest(conversation_id="c2", budget_tokens=1500, now=NOW, query="Which CSS framework should I use?"),
+    )
     assert "o-2" in {i.id for i in res.sections[2].items}  # the turn that said it is among the recent turns
     assert res.context.count("From now on answer in French.") == 1
-    assert [i.text for i in res.sections[1].items] == ["Actually I prefer Tailwind over Bootstrap for CSS now.",
-                                                        "Always include version numbers when I ask about libraries."]
+    assert [i.text for i in res.sections[1].items] == [
+        "Actually I prefer Tailwind over Bootstrap for CSS now.",
+        "Always include version numbers when I ask about libraries.",
+    ]
 
 
 def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -> None:
     rule = "From now on answer in French."
-    store.writer.remember("ns", RememberRequest(conversation_id="c3", messages=instruction_chat("p", {
-        6: f"{rule} Also, the pottery class in Lisbon moved to Thursday evening at the old riverside studio."})))
-    res = store.context.assemble("ns", ContextRequest(conversation_id="c3", recent=False, budget_tokens=1000,
-                                                      query="When is the pottery class in Lisbon now?", now=NOW))
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c3",
+            messages=instruction_chat(
+                "p",
+                {6: f"{rule} Also, the pottery class in Lisbon moved to Thursday evening at the old riverside studio."},
+            ),
+        ),
+    )
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c3",
+            recent=False,
+            budget_tokens=1000,
+            query="When is the pottery class in Lisbon now?",
+            now=NOW,
+        ),
+    )
     assert res.context.count(rule) == 1  # once: the turn is shown whole (never cut), and read there
     assert f"user: {rule} Also, the pottery class" in "\n".join(i.text for i in res.sections[3].items)
     assert not res.sections[1].items and "## Standing" not in res.context
     # where no memory shows its turn, the instruction has its own line
-    res = store.context.assemble("ns", ContextRequest(conversation_id="c3", recent=False, relevant=False,
-                                                      timeline=False, query="When is the pottery class?", now=NOW))
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c3",
+            recent=False,
+            relevant=False,
+            timeline=False,
+            query="When is the pottery class?",
+            now=NOW,
+        ),
+    )
     assert [i.text for i in res.sections[1].items] == [rule] and res.context.count(rule) == 1
 
 
@@ -281,11 +447,26 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
     assert asks_overview("In what order did I bring up these topics?")
     assert asks_overview("Summarise how my project progressed") and asks_overview("Give me a recap")
     assert not asks_overview("What is Theo allergic to?")
-    plain = mixed.context.assemble("ns", ContextRequest(conversation_id="c2", recent=False, budget_tokens=1000,
-                                                        query="What did the ledgers say about Keiko?", now=NOW))
-    overview = mixed.context.assemble("ns", ContextRequest(conversation_id="c2", recent=False, budget_tokens=1000,
-                                                           query="Summarise what the ledgers said about Keiko",
-                                                           now=NOW))
+    plain = mixed.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c2",
+            recent=False,
+            budget_tokens=1000,
+            query="What did the ledgers say about Keiko?",
+            now=NOW,
+        ),
+    )
+    overview = mixed.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c2",
+            recent=False,
+            budget_tokens=1000,
+            query="Summarise what the ledgers said about Keiko",
+            now=NOW,
+        ),
+    )
     assert overview.sections[4].budget_tokens > plain.sections[4].budget_tokens
     timeline = overview.sections[4].items
     assert len(timeline) >= 2 and all(i.kind in ("summary", "chunk") for i in timeline)
@@ -298,12 +479,12 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
 
 
 def test_the_timeline_holds_no_period_the_block_already_shows(mixed: Memory) -> None:
-    res = mixed.context.assemble("ns", ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=True,
-                                                      budget_tokens=2000, now=NOW))
+    res = mixed.context.assemble(
+        "ns", ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=True, budget_tokens=2000, now=NOW)
+    )
     recent = {i.id for i in res.sections[2].items}
     nodes = mixed.storage.get_nodes("ns", [i.id for s in res.sections[3:] for i in s.items])
     assert nodes
     for n in nodes:
         assert not (n.message_ids and set(n.message_ids) <= recent)  # a chunk of recent turns only is not repeated
     assert count_tokens(res.context) == res.tokens_used <= 2000
-

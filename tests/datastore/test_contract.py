@@ -57,10 +57,13 @@ def check(ds: Memory, ns: str, cid: str) -> dict[int, int]:
 
 def test_upsert_fetch_query_replace_delete(ds: Memory, ns: str) -> None:
     when = datetime(2024, 5, 1, tzinfo=UTC)
-    ds.writer.upsert(ns, [
-        Document(id="doc-garden", text=document_text(40, "garden"), metadata=DocumentMetadata(created_at=when)),
-        Document(id="doc-music", text=document_text(3, "music")),
-    ])
+    ds.writer.upsert(
+        ns,
+        [
+            Document(id="doc-garden", text=document_text(40, "garden"), metadata=DocumentMetadata(created_at=when)),
+            Document(id="doc-music", text=document_text(3, "music")),
+        ],
+    )
     hits = search(ds, ns, "slugs ate the lettuce in the garden")
     assert hits and hits[0].document_id == "doc-garden" and hits[0].source_type == "document"
     node = ds.reader.get_node(ns, hits[0].id)
@@ -102,16 +105,18 @@ def _expected(nodes: list[MemoryNode], f: QueryFilter) -> set[str]:
     hi = f.level if f.level is not None else f.max_level
 
     def ok(n: MemoryNode) -> bool:
-        return all((
-            f.conversation_id is None or (n.source_type == "conversation" and n.source_id == f.conversation_id),
-            f.document_id is None or (n.source_type == "document" and n.source_id == f.document_id),
-            f.source_type is None or n.source_type == f.source_type,
-            lo is None or n.level >= lo,
-            hi is None or n.level <= hi,
-            f.speaker is None or f.speaker in n.speakers,
-            f.start_date is None or (n.end_time is not None and n.end_time >= f.start_date),
-            f.end_date is None or (n.start_time is not None and n.start_time <= f.end_date),
-        ))
+        return all(
+            (
+                f.conversation_id is None or (n.source_type == "conversation" and n.source_id == f.conversation_id),
+                f.document_id is None or (n.source_type == "document" and n.source_id == f.document_id),
+                f.source_type is None or n.source_type == f.source_type,
+                lo is None or n.level >= lo,
+                hi is None or n.level <= hi,
+                f.speaker is None or f.speaker in n.speakers,
+                f.start_date is None or (n.end_time is not None and n.end_time >= f.start_date),
+                f.end_date is None or (n.start_time is not None and n.start_time <= f.end_date),
+            )
+        )
 
     return {n.id for n in nodes if ok(n)}
 
@@ -125,12 +130,22 @@ def test_every_filter_selects_exactly_the_matching_nodes(ds: Memory, ns: str) ->
     assert max(n.level for n in nodes) >= 2
     mid = jan.replace(minute=30)
     filters = [
-        QueryFilter(conversation_id="conv-a"), QueryFilter(conversation_id="conv-b"),
-        QueryFilter(document_id="doc"), QueryFilter(document_id="conv-a"),
-        QueryFilter(source_type="document"), QueryFilter(source_type="conversation"),
-        QueryFilter(level=1), QueryFilter(level=2), QueryFilter(min_level=2), QueryFilter(max_level=1),
-        QueryFilter(min_level=1, max_level=1), QueryFilter(speaker="Carol"), QueryFilter(speaker="Alice"),
-        QueryFilter(start_date=jun), QueryFilter(end_date=mid), QueryFilter(start_date=mid, end_date=jun),
+        QueryFilter(conversation_id="conv-a"),
+        QueryFilter(conversation_id="conv-b"),
+        QueryFilter(document_id="doc"),
+        QueryFilter(document_id="conv-a"),
+        QueryFilter(source_type="document"),
+        QueryFilter(source_type="conversation"),
+        QueryFilter(level=1),
+        QueryFilter(level=2),
+        QueryFilter(min_level=2),
+        QueryFilter(max_level=1),
+        QueryFilter(min_level=1, max_level=1),
+        QueryFilter(speaker="Carol"),
+        QueryFilter(speaker="Alice"),
+        QueryFilter(start_date=jun),
+        QueryFilter(end_date=mid),
+        QueryFilter(start_date=mid, end_date=jun),
         QueryFilter(conversation_id="conv-a", max_level=1, speaker="Bob", start_date=jan, end_date=mid),
     ]
     for f in filters:
@@ -197,8 +212,14 @@ def test_messages_by_their_place_in_the_token_stream(ds: Memory, ns: str) -> Non
     every = ds.storage.messages(ns, "c")
     assert [m.seq for m in every] == sorted(m.seq for m in every) and len(every) == 30
     assert all(b.tok_offset == a.tok_offset + a.n_tokens for a, b in zip(every, every[1:], strict=False))
-    for lo, hi in ((0, 1), (5, 90), (every[7].tok_offset, every[9].tok_offset), (every[7].tok_offset + 1, None),
-                   (every[-1].tok_offset + every[-1].n_tokens - 1, None), (every[-1].tok_offset + 500, None)):
+    for lo, hi in (
+        (0, 1),
+        (5, 90),
+        (every[7].tok_offset, every[9].tok_offset),
+        (every[7].tok_offset + 1, None),
+        (every[-1].tok_offset + every[-1].n_tokens - 1, None),
+        (every[-1].tok_offset + 500, None),
+    ):
         want = [m.id for m in every if m.tok_offset + m.n_tokens > lo and (hi is None or m.tok_offset < hi)]
         assert [m.id for m in ds.storage.messages(ns, "c", lo, hi)] == want, (lo, hi)
         assert [m.id for m in ds.storage.messages(ns, "c", lo, hi, limit=1)] == want[:1]
@@ -233,8 +254,11 @@ def test_a_stale_commit_is_refused_and_changes_nothing(ds: Memory, ns: str) -> N
     remember(ds, ns, "c", conversation(("Alice", "Bob"), 5))
     src = ds.storage.get_source(ns, "c")
     with pytest.raises(ConflictError):
-        ds.storage.commit(ns, WriteBatch(source=src, delete_source=True),  # type: ignore[arg-type]
-                   expected_version=src.version - 1)  # type: ignore[union-attr]
+        ds.storage.commit(
+            ns,
+            WriteBatch(source=src, delete_source=True),  # type: ignore[arg-type]
+            expected_version=src.version - 1,  # type: ignore[union-attr]
+        )
     assert ds.storage.get_source(ns, "c") == src
 
 
@@ -266,7 +290,7 @@ def test_accepted_messages_are_found_in_the_backlog_and_indexed_in_steps(ds: Mem
     (`_backlog`) and then the groups awaiting a summary (`_unrolled`); the steps build a whole tree."""
     messages = conversation(("Alice", "Bob"), 60)
     for i in range(0, 60, 20):
-        res = ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=messages[i:i + 20]))
+        res = ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=messages[i : i + 20]))
         assert len(res.pending_message_ids) == 20 and not res.chunk_ids
     assert ds.storage.source_nodes(ns, "c") == [] and (ns, "c") in ds.storage.backlog()
     while ds.steps.chunks(ns, "c", max_chunks=3).more:
@@ -321,9 +345,7 @@ def test_deleted_text_is_gone_from_every_level_and_every_query(ds: Memory, ns: s
 # ---------------------------------------------------------------------- the embedding model
 
 
-def test_opening_with_another_embedding_dimension_is_refused(
-    ds: Memory, open_store: Callable[..., Memory]
-) -> None:
+def test_opening_with_another_embedding_dimension_is_refused(ds: Memory, open_store: Callable[..., Memory]) -> None:
     with pytest.raises(EmbeddingMismatchError) as err:
         open_store(OtherEmbedder())
     assert "384" in str(err.value) and "8" in str(err.value)
@@ -396,8 +418,9 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: Memory, ns: str)
         walk(root.id)
     assert leaves == [n.id for n in nodes if n.level == 1]
 
-    every = _page_all(lambda c: (lambda p: (p.messages, p.next_cursor))(
-        ds.listing.messages(ns, "c", limit=7, cursor=c)))
+    every = _page_all(
+        lambda c: (lambda p: (p.messages, p.next_cursor))(ds.listing.messages(ns, "c", limit=7, cursor=c))
+    )
     assert [m.id for m in every] == [m.id for m in msgs]
     assert every[0].speaker == "Ann" and every[0].content == msgs[0].content
     assert every[0].created_at == msgs[0].created_at
@@ -407,8 +430,11 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: Memory, ns: str)
     assert [m.id for m in got] == chunk.message_ids
     l2 = next(n for n in nodes if n.level == 2)
     under = {m for n in ds.reader.subtree(ns, l2.id) for m in n.message_ids}
-    paged = _page_all(lambda c: (lambda p: (p.messages, p.next_cursor))(
-        ds.listing.messages(ns, "c", limit=4, cursor=c, node_id=l2.id)))
+    paged = _page_all(
+        lambda c: (lambda p: (p.messages, p.next_cursor))(
+            ds.listing.messages(ns, "c", limit=4, cursor=c, node_id=l2.id)
+        )
+    )
     assert [m.id for m in paged] == [m.id for m in msgs if m.id in under]
 
     with pytest.raises(NotFoundError):
@@ -417,6 +443,8 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: Memory, ns: str)
         ds.listing.messages(ns + "-other", "c")
     with pytest.raises(InvalidRequestError):
         ds.listing.messages(ns, "c", cursor="bad")
+
+
 # ---------------------------------------------------------------------- issue 13 and 10: rules above the providers
 
 

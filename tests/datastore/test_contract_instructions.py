@@ -32,8 +32,13 @@ RULES = {
     32: "Call me Sam.",
 }
 ASSISTANT_SAYS = {7: "Always use tabs for indentation."}  # the assistant states no rules for itself
-STATEMENTS = [FRENCH, "I prefer Bootstrap over Foundation.",
-              "Always include version numbers when I ask about libraries.", ENGLISH, "Call me Sam."]
+STATEMENTS = [
+    FRENCH,
+    "I prefer Bootstrap over Foundation.",
+    "Always include version numbers when I ask about libraries.",
+    ENGLISH,
+    "Call me Sam.",
+]
 
 
 def chat(n: int = 40, *, prefix: str = "m", start: datetime = T0, rules: dict[int, str] | None = None) -> list[Message]:
@@ -119,24 +124,33 @@ def test_the_newest_said_wins_across_conversations_whatever_the_indexing_order(d
     ds.writer.remember(ns, RememberRequest(conversation_id="old-chat", messages=earlier))
     items = listed(ds, ns)
     assert said(items) == [(FRENCH, items[1].id), (ENGLISH, None)]
-    newer = [Message(id="g", speaker="user", content="From now on answer in German.",
-                     created_at=T0 + timedelta(days=3))]
+    newer = [
+        Message(id="g", speaker="user", content="From now on answer in German.", created_at=T0 + timedelta(days=3))
+    ]
     ds.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=newer))
     items = listed(ds, ns)
     assert said(items) == [(FRENCH, items[1].id), (ENGLISH, items[2].id), ("From now on answer in German.", None)]
-    someone = [Message(id="h", speaker="Bob", content="From now on answer in Spanish.",
-                       created_at=T0 + timedelta(days=4))]
+    someone = [
+        Message(id="h", speaker="Bob", content="From now on answer in Spanish.", created_at=T0 + timedelta(days=4))
+    ]
     ds.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=someone))
     assert listed(ds, ns)[2].superseded_by is None  # another speaker's rule replaces nobody else's
 
 
-def test_forgetting_messages_removes_their_instructions_and_brings_back_what_they_replaced(
-    ds: Memory, ns: str
-) -> None:
+def test_forgetting_messages_removes_their_instructions_and_brings_back_what_they_replaced(ds: Memory, ns: str) -> None:
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
-    ds.writer.remember(ns, RememberRequest(conversation_id="d", messages=chat(
-        12, prefix="d", start=T0 + timedelta(days=1), rules={2: "From now on answer in German.",
-                                                          6: "Stop using emojis."})))
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="d",
+            messages=chat(
+                12,
+                prefix="d",
+                start=T0 + timedelta(days=1),
+                rules={2: "From now on answer in German.", 6: "Stop using emojis."},
+            ),
+        ),
+    )
     german = listed(ds, ns)[-2]
     assert said(listed(ds, ns, conversation_id="c"))[3] == (ENGLISH, german.id)  # c's English, then d's German
 
@@ -183,8 +197,13 @@ def test_forgetting_by_policy_removes_the_instructions_of_what_it_forgets(
 ) -> None:
     ds = open_store(forget_after_days=1.5)
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))  # day 0
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat(
-        8, prefix="n", start=T0 + timedelta(days=3), rules={2: "From now on answer in German."})))
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="c",
+            messages=chat(8, prefix="n", start=T0 + timedelta(days=3), rules={2: "From now on answer in German."}),
+        ),
+    )
     assert said(listed(ds, ns))[3] == (ENGLISH, listed(ds, ns)[5].id)
     done = ds.policy.run(ns, dry_run=False, now=T0 + timedelta(days=3, hours=1))
     assert done.deleted_messages > 0
@@ -204,8 +223,7 @@ def test_a_delete_reads_the_kept_messages_no_chunk_had_covered_and_nothing_twice
     assert [i.statement for i in listed(ds, ns)] == STATEMENTS
 
 
-def test_a_delete_whose_rebuild_fails_keeps_the_instructions_once(ds: Memory, ns: str,
-                                                                   embedder: LocalEmbedder) -> None:
+def test_a_delete_whose_rebuild_fails_keeps_the_instructions_once(ds: Memory, ns: str, embedder: LocalEmbedder) -> None:
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
     before = listed(ds, ns)
     failing = recompose(ds, embedder=FailingEmbedder(embedder))

@@ -28,11 +28,18 @@ def search(ds: Memory, ns: str, text: str, mode: str, top_k: int = 50, **flt: ob
 
 def three_sessions(ds: Memory, ns: str) -> None:
     """conv: 30 messages in an explicit session 'mon', 30 inferred a day later, 30 after another day."""
-    ds.writer.remember(ns, RememberRequest(conversation_id="conv", session_id="mon",
-                                         messages=conversation(("Ann", "Bob"), 30, start=T0)))
+    ds.writer.remember(
+        ns,
+        RememberRequest(conversation_id="conv", session_id="mon", messages=conversation(("Ann", "Bob"), 30, start=T0)),
+    )
     for day in (1, 2):
-        ds.writer.remember(ns, RememberRequest(conversation_id="conv", messages=conversation(
-            ("Ann", "Bob"), 30, start=T0 + timedelta(days=day), first=30 * day)))
+        ds.writer.remember(
+            ns,
+            RememberRequest(
+                conversation_id="conv",
+                messages=conversation(("Ann", "Bob"), 30, start=T0 + timedelta(days=day), first=30 * day),
+            ),
+        )
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid", "text", "tree"])
@@ -110,7 +117,7 @@ def other_ns(ns: str) -> str:
 
 
 # ---------------------------------------------------------------------- forgetting policy
-def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
+def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store, ns: str) -> None:
     ds = open_store(forget_max_nodes=8, forget_fraction=0.25)
     three_sessions(ds, ns)
     leaves = [n for n in ds.storage.source_nodes(ns, "conv") if n.level == 1]
@@ -148,7 +155,7 @@ def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store
     assert holders and all(marks[n.id].visit_count == 1 for n in holders)
 
 
-def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:  # type: ignore[no-untyped-def]
+def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:
     ds = open_store()
     three_sessions(ds, ns)
     off = ds.policy.run(ns, dry_run=False)
@@ -187,10 +194,21 @@ def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool
 
     three_sessions(ds, ns)
     ds.writer.upsert(ns, [Document(id="doc", text="The boiler manual. " * 200)])
-    ds.writer.remember(ns, RememberRequest(conversation_id="rules", messages=[  # standing instructions
-        Message(id="r1", speaker="Ann", content="From now on answer in French.", created_at=T0),
-        Message(id="r2", speaker="Ann", content="I prefer tabs. From now on answer in English.",
-                created_at=T0 + timedelta(hours=1))]))
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="rules",
+            messages=[  # standing instructions
+                Message(id="r1", speaker="Ann", content="From now on answer in French.", created_at=T0),
+                Message(
+                    id="r2",
+                    speaker="Ann",
+                    content="I prefer tabs. From now on answer in English.",
+                    created_at=T0 + timedelta(hours=1),
+                ),
+            ],
+        ),
+    )
     assert ds.instructions.list(ns).active == 2
     ds.visits.record(ns, [ds.storage.source_nodes(ns, "conv")[0].id])
     ds.visits.flush()
@@ -242,7 +260,6 @@ def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: Memory, ns:
         assert ds.storage.list_sources(target) == [], name
 
 
-
 # ---------------------------------------------------------------------- forks
 def covered(ds: Memory, ns: str, node_id: str) -> set[str]:
     return {m for n in ds.reader.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
@@ -262,8 +279,13 @@ def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) ->
     b = ds.forks.fork(ns, "p", "m-19", "b")
     assert (a.parent_id, b.parent_id) == ("p", "p") and ds.storage.messages(ns, "a", -1) == []
     for cid, word in (("a", "alpha"), ("b", "beta")):
-        ds.writer.remember(ns, RememberRequest(conversation_id=cid, messages=conversation(
-            ("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix=cid, marker=word)))
+        ds.writer.remember(
+            ns,
+            RememberRequest(
+                conversation_id=cid,
+                messages=conversation(("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix=cid, marker=word),
+            ),
+        )
     own_a = {n.id for n in ds.storage.source_nodes(ns, "a")}
 
     def seen(cid: str, text: str = "garden travel cooking music work") -> list:
@@ -314,16 +336,17 @@ def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_
     team = ns + "-team"
     ds.writer.remember(team, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
     ds.forks.fork(team, "p", "m-19", "f")
-    q = Query(query="garden travel cooking music work", top_k=10, filter=QueryFilter(conversation_id="f"),
-              mode="dense")
+    q = Query(query="garden travel cooking music work", top_k=10, filter=QueryFilter(conversation_id="f"), mode="dense")
     own = ds.reader.query(team, [q]).results[0].results
     # the fork inherits the parent's first half, and holds the part of the chunk straddling m-19 up to it
     assert own and {r.conversation_id for r in own} == {"p", "f"}
     granted = ds.reader.query(ns, [q], [team]).results[0].results  # read-only, through a grant
     assert [(r.id, r.namespace) for r in granted] == [(r.id, team) for r in own]
     assert all(index(m) <= 19 for r in granted for m in covered(ds, team, r.id))
-    for bad, field in ((q.model_copy(update={"top_k": ds.settings.max_top_k + 1}), "queries[0].top_k"),
-                       (q.model_copy(update={"query": "x" * (ds.settings.max_query_chars + 1)}), "queries[0].query")):
+    for bad, field in (
+        (q.model_copy(update={"top_k": ds.settings.max_top_k + 1}), "queries[0].top_k"),
+        (q.model_copy(update={"query": "x" * (ds.settings.max_query_chars + 1)}), "queries[0].query"),
+    ):
         for namespaces in (None, [team]):
             with pytest.raises(InvalidRequestError) as err:
                 ds.reader.query(team if namespaces is None else ns, [bad], namespaces)
@@ -331,17 +354,24 @@ def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_
     near = ds.reader.query(team, [q.model_copy(update={"top_k": 2, "neighbours": 1})]).results[0].results
     hits = [r for r in near if r.context_of is None]
     assert len(hits) == 2 and any(r.context_of in {h.id for h in hits} for r in near)  # neighbours were added
-    assert all(r.conversation_id in ("p", "f") and all(index(m) <= 19 for m in covered(ds, team, r.id))
-               for r in near)
+    assert all(r.conversation_id in ("p", "f") and all(index(m) <= 19 for m in covered(ds, team, r.id)) for r in near)
 
 
 # ---------------------------------------------------------------------- shared read-only memory
 def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: Memory, ns: str) -> None:
     team = ns + "-team"
-    ds.writer.remember(team, RememberRequest(conversation_id="handbook", messages=conversation(
-        ("Ann", "Bob"), 12, topics=["garden"], prefix="t")))
-    ds.writer.remember(ns, RememberRequest(conversation_id="mine", messages=conversation(
-        ("Ann", "Bob"), 12, topics=["music"], prefix="n")))
+    ds.writer.remember(
+        team,
+        RememberRequest(
+            conversation_id="handbook", messages=conversation(("Ann", "Bob"), 12, topics=["garden"], prefix="t")
+        ),
+    )
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="mine", messages=conversation(("Ann", "Bob"), 12, topics=["music"], prefix="n")
+        ),
+    )
     q = [Query(query="the compost heap and the cello", top_k=3, mode="dense")]
     res = ds.reader.query(ns, q, [ns, team]).results[0].results
     assert {r.namespace for r in res} == {ns, team}
@@ -388,12 +418,20 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
     inherited, own = view("f")
     assert [n.id for n in inherited] == [chunks[0].id, chunks[1].id]  # copy-on-write: nothing earlier is copied
     assert len(own) == 1 and not own[0].sealed and own[0].message_ids[-1] == at
-    assert own[0].tok_end == next(m for m in ds.storage.messages(ns, "p") if m.id == at).tok_offset + next(
-        m for m in ds.storage.messages(ns, "p") if m.id == at).n_tokens
+    assert (
+        own[0].tok_end
+        == next(m for m in ds.storage.messages(ns, "p") if m.id == at).tok_offset
+        + next(m for m in ds.storage.messages(ns, "p") if m.id == at).n_tokens
+    )
     stream_ok("f", at)
 
-    ds.writer.remember(ns, RememberRequest(conversation_id="f", messages=conversation(
-        ("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix="f", marker="branch")))
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="f",
+            messages=conversation(("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix="f", marker="branch"),
+        ),
+    )
     own = ds.storage.source_nodes(ns, "f", level=1)
     assert own[0].message_ids[-1].startswith("f-") and at in own[0].message_ids  # its messages continue the chunk
     check_tree(ds.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
@@ -418,8 +456,9 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
     import_dump(ds, list(export_lines(ds, [ns], embeddings=True)), namespace=copy)
     assert ds.storage.source_nodes(copy, "f") == ds.storage.source_nodes(ns, "f")
     again = search(ds, copy, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
-    assert [h.id for h in again] == [h.id for h in search(ds, ns, "garden travel cooking music work branch",
-                                                          "dense", top_k=100, conversation_id="f")]
+    assert [h.id for h in again] == [
+        h.id for h in search(ds, ns, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
+    ]
 
 
 def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, ns: str) -> None:
@@ -431,8 +470,12 @@ def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, n
     ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
     old = {"parent_id": "p", "at_message_id": "m-19", "at_seq": 19, "at_time": (T0 + timedelta(minutes=19)).isoformat()}
     ds.storage.commit(ns, WriteBatch(source=SourceRow("old", "conversation", 1, metadata={"fork": old})), 0)
-    ds.writer.remember(ns, RememberRequest(conversation_id="old", messages=conversation(
-        ("Ann", "Bob"), 12, start=T0 + timedelta(hours=1), prefix="o")))
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="old", messages=conversation(("Ann", "Bob"), 12, start=T0 + timedelta(hours=1), prefix="o")
+        ),
+    )
     hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="old")
     inherited = {m for h in hits if h.conversation_id == "p" for m in covered(ds, ns, h.id)}
     assert inherited and max(index(m) for m in inherited) < 19  # the straddling chunk stays unseen, as before
@@ -466,15 +509,18 @@ def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) 
     ds.deleter.delete(ns, DeleteRequest(ids=["m-5", "m-33", "m-34"], conversation_id="c"))
 
     def tree(cid: str) -> list[tuple]:
-        return [(n.level, n.position, n.text, n.message_ids, n.sealed, n.session_ids)
-                for n in ds.storage.source_nodes(ns, cid)]
+        return [
+            (n.level, n.position, n.text, n.message_ids, n.sealed, n.session_ids)
+            for n in ds.storage.source_nodes(ns, cid)
+        ]
 
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=[msgs[33], msgs[34]]))  # inline
     ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=[msgs[5]]))  # stored now, indexed later
     assert [m.id for m in ds.storage.messages(ns, "c")] == [m.id for m in msgs]
     ds.steps.backlog()
     assert [(m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "c")] == [
-        (m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "ref")]
+        (m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "ref")
+    ]
     assert tree("c") == tree("ref")
     check_tree(ds.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out)
     hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="f")

@@ -18,12 +18,26 @@ T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
 def fill(ds: Memory, ns: str) -> None:
     ds.writer.remember(ns, RememberRequest(conversation_id="c-a", messages=conversation(("Alice", "Bob"), 30)))
-    ds.writer.remember(ns, RememberRequest(conversation_id="c-b", messages=[
-        Message(id="b-1", speaker="Carol", content="My passport number is X1234567, keep it safe.",
-                created_at=T0 + timedelta(days=3)),
-        Message(id="b-2", speaker="Dan", content="The Vienna trip: call +43 1 234 5678 before noon.",
-                created_at=T0 + timedelta(days=4)),
-    ]))
+    ds.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="c-b",
+            messages=[
+                Message(
+                    id="b-1",
+                    speaker="Carol",
+                    content="My passport number is X1234567, keep it safe.",
+                    created_at=T0 + timedelta(days=3),
+                ),
+                Message(
+                    id="b-2",
+                    speaker="Dan",
+                    content="The Vienna trip: call +43 1 234 5678 before noon.",
+                    created_at=T0 + timedelta(days=4),
+                ),
+            ],
+        ),
+    )
 
 
 def test_find_phrase_and_regex_with_filters(ds: Memory, ns: str) -> None:
@@ -38,16 +52,19 @@ def test_find_phrase_and_regex_with_filters(ds: Memory, ns: str) -> None:
     chunk = ds.reader.get_node(ns, first.chunk_id)
     assert chunk.level == 1 and first.message_id in chunk.message_ids
     assert [m.message_id for m in res.matches] == sorted(
-        (m.message_id for m in res.matches), key=lambda i: int(i.split("-")[1]))  # conversation order
+        (m.message_id for m in res.matches), key=lambda i: int(i.split("-")[1])
+    )  # conversation order
 
     # a regex, and the same text taken literally
     res = ds.finder.find(ns, FindRequest(pattern=r"[A-Z]\d{7}", regex=True, case_sensitive=True))
     assert [(m.message_id, m.speaker, m.text) for m in res.matches] == [
-        ("b-1", "Carol", "My passport number is **X1234567**, keep it safe.")]
+        ("b-1", "Carol", "My passport number is **X1234567**, keep it safe.")
+    ]
     assert ds.finder.find(ns, FindRequest(pattern=r"[A-Z]\d{7}")).matches == []
     # filters: speaker, conversation, time range
     assert {m.speaker for m in ds.finder.find(ns, FindRequest(pattern="about", speaker="Bob", limit=100)).matches} == {
-        "Bob"}
+        "Bob"
+    }
     assert ds.finder.find(ns, FindRequest(pattern="vienna", conversation_id="c-b")).matches[0].message_id == "b-2"
     late = ds.finder.find(ns, FindRequest(pattern="e", start_date=T0 + timedelta(days=2), limit=100))
     assert [m.message_id for m in late.matches] == ["b-1", "b-2"]

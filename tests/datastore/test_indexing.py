@@ -18,10 +18,15 @@ NS = "default"
 
 
 def messages(n: int, prefix: str = "m") -> list[Message]:
-    return [Message(id=f"{prefix}{i}", speaker=("Ann", "Bob")[i % 2],
-                    content=f"Note {i}: the {('red', 'blue', 'green')[i % 3]} kite flew over hill {i} today. "
-                            f"We wrote down that the wind was {i % 7} knots.")
-            for i in range(n)]
+    return [
+        Message(
+            id=f"{prefix}{i}",
+            speaker=("Ann", "Bob")[i % 2],
+            content=f"Note {i}: the {('red', 'blue', 'green')[i % 3]} kite flew over hill {i} today. "
+            f"We wrote down that the wind was {i % 7} knots.",
+        )
+        for i in range(n)
+    ]
 
 
 def open_store(tmp_path: Path, embedder: LocalEmbedder, name: str) -> Memory:
@@ -51,7 +56,7 @@ def test_bounded_steps_build_the_tree_an_inline_remember_builds(tmp_path: Path, 
     """Chunks first in steps of at most 2, then summaries: the same chunks and summaries as remember_sync."""
     inline, stepped = open_store(tmp_path, embedder, "inline"), open_store(tmp_path, embedder, "stepped")
     try:
-        batches = [messages(40)[i:i + 10] for i in range(0, 40, 10)]
+        batches = [messages(40)[i : i + 10] for i in range(0, 40, 10)]
         for b in batches:
             inline.writer.remember(NS, RememberRequest(conversation_id="c", messages=b))
             stepped.writer.accept(NS, RememberRequest(conversation_id="c", messages=b))
@@ -66,8 +71,14 @@ def test_bounded_steps_build_the_tree_an_inline_remember_builds(tmp_path: Path, 
         assert not any(n.level > 1 for n in stepped.storage.source_nodes(NS, "c"))  # chunks only: summaries come after
         assert stepped.storage.unrolled() == [(NS, "c")]
         s = stepped.settings
-        check_tree(stepped.storage.source_nodes(NS, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level,
-                   rolled_up=False)
+        check_tree(
+            stepped.storage.source_nodes(NS, "c"),
+            s.chunk_size,
+            s.chunk_overlap,
+            s.fan_out,
+            s.max_level,
+            rolled_up=False,
+        )
         while stepped.steps.summaries(NS, "c", max_chunks=5).more:
             pass
         assert stepped.storage.unrolled() == []
@@ -92,7 +103,7 @@ def test_messages_appended_during_a_step_stay_backlog(tmp_path: Path, embedder: 
             def __getattr__(self, name: str) -> object:
                 return getattr(real, name)
 
-            def embed(self, texts: list[str], bulk: bool = False):  # type: ignore[no-untyped-def]
+            def embed(self, texts: list[str], bulk: bool = False):
                 out = real.embed(texts, bulk=bulk)
                 if not self.appended:
                     self.appended = True

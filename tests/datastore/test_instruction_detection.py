@@ -33,8 +33,12 @@ SAYINGS = {  # what the model reports, by a word of the message
 def reply(body: dict) -> str:
     """The model's answer: a `css framework` preference for every message that names a framework."""
     sent = json.loads(body["messages"][-1]["content"])
-    items = [{"message_id": m["message_id"], "text": text, "kind": kind, "subject": "css framework"}
-             for m in sent for word, (text, kind) in SAYINGS.items() if word in m["content"]]
+    items = [
+        {"message_id": m["message_id"], "text": text, "kind": kind, "subject": "css framework"}
+        for m in sent
+        for word, (text, kind) in SAYINGS.items()
+        if word in m["content"]
+    ]
     return json.dumps({"instructions": items})
 
 
@@ -47,8 +51,14 @@ def llm() -> Iterator[LoopbackOpenAI]:
 
 @pytest.fixture
 def memory(tmp_path: Path, llm: LoopbackOpenAI, embedder: LocalEmbedder) -> Iterator[Memory]:
-    settings = make_settings(tmp_path, summariser="openai", openai_api_key=llm.api_key, openai_base_url=llm.base_url,
-                             openai_max_retries=0, instruction_model="rules-model")
+    settings = make_settings(
+        tmp_path,
+        summariser="openai",
+        openai_api_key=llm.api_key,
+        openai_base_url=llm.base_url,
+        openai_max_retries=0,
+        instruction_model="rules-model",
+    )
     store = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the factory's choice
     yield store
     store.close()
@@ -68,14 +78,19 @@ def metadata(memory: Memory, source_id: str = "c") -> dict:
 
 
 def sent_ids(llm: LoopbackOpenAI) -> Counter[str]:
-    return Counter(m["message_id"] for path, body in llm.requests if path == "/v1/chat/completions"
-                   for m in json.loads(body["messages"][-1]["content"]))
+    return Counter(
+        m["message_id"]
+        for path, body in llm.requests
+        if path == "/v1/chat/completions"
+        for m in json.loads(body["messages"][-1]["content"])
+    )
 
 
 def test_the_factory_picks_the_llm_and_each_message_reaches_it_once(memory: Memory, llm: LoopbackOpenAI) -> None:
     assert isinstance(memory.detector, OpenAIDetector) and memory.detector.model == "rules-model"
-    messages = chat(60, T0, "m", {10: "I prefer Bootstrap over Foundation.",
-                                  50: "These days Tailwind is my thing for styling."})
+    messages = chat(
+        60, T0, "m", {10: "I prefer Bootstrap over Foundation.", 50: "These days Tailwind is my thing for styling."}
+    )
     memory.writer.accept("ns", RememberRequest(conversation_id="c", messages=messages[:25]))
     steps = [memory.steps.chunks("ns", "c", max_chunks=1)]
     while steps[-1].more:
@@ -94,7 +109,9 @@ def test_the_factory_picks_the_llm_and_each_message_reaches_it_once(memory: Memo
     assert sent_ids(llm) == Counter({m.id: 1 for m in messages if m.speaker == "Ann"})  # never the assistant's
     rules = memory.instructions.list("ns", include_superseded=True).instructions
     assert [(i.message_id, i.subject, i.detector) for i in rules] == [
-        ("m-10", "css framework", "openai:rules-model"), ("m-50", "css framework", "openai:rules-model")]
+        ("m-10", "css framework", "openai:rules-model"),
+        ("m-50", "css framework", "openai:rules-model"),
+    ]
     assert rules[0].superseded_by == rules[1].id  # the model's subjects say Tailwind replaces Bootstrap
     assert not PatternDetector().detect([messages[50]])  # which the offline rules would not have found
 
@@ -109,10 +126,17 @@ def test_a_delete_sends_only_the_kept_messages_no_chunk_had_covered(memory: Memo
     assert [i.message_id for i in memory.instructions.list("ns").instructions] == ["d-4"]
 
 
-def test_messages_chunked_unread_are_read_after_a_restart(tmp_path: Path, llm: LoopbackOpenAI,
-                                                          embedder: LocalEmbedder) -> None:
-    settings = make_settings(tmp_path, summariser="openai", openai_api_key=llm.api_key, openai_base_url=llm.base_url,
-                             openai_max_retries=0, instruction_model="rules-model")
+def test_messages_chunked_unread_are_read_after_a_restart(
+    tmp_path: Path, llm: LoopbackOpenAI, embedder: LocalEmbedder
+) -> None:
+    settings = make_settings(
+        tmp_path,
+        summariser="openai",
+        openai_api_key=llm.api_key,
+        openai_base_url=llm.base_url,
+        openai_max_retries=0,
+        instruction_model="rules-model",
+    )
     messages = chat(20, T0, "r", {8: "I prefer Bootstrap over Foundation."})
     first = open_memory(settings, embedder, ExtractiveSummariser())
     first.writer.accept("ns", RememberRequest(conversation_id="c", messages=messages))
@@ -131,8 +155,9 @@ def test_messages_chunked_unread_are_read_after_a_restart(tmp_path: Path, llm: L
 
 
 def test_a_delete_leaves_the_unread_messages_to_the_detect_step(memory: Memory, llm: LoopbackOpenAI) -> None:
-    messages = chat(24, T0, "u", {4: "I prefer Bootstrap over Foundation.",
-                                  16: "These days Tailwind is my thing for styling."})
+    messages = chat(
+        24, T0, "u", {4: "I prefer Bootstrap over Foundation.", 16: "These days Tailwind is my thing for styling."}
+    )
     memory.writer.accept("ns", RememberRequest(conversation_id="c", messages=messages[:10]))
     while memory.steps.chunks("ns", "c").more:
         pass
@@ -151,4 +176,6 @@ def test_a_delete_leaves_the_unread_messages_to_the_detect_step(memory: Memory, 
     memory.steps.backlog()
     assert sent_ids(llm) == Counter({m.id: 1 for m in messages if m.speaker == "Ann" and m.id != "u-14"})
     assert [i.message_id for i in memory.instructions.list("ns", include_superseded=True).instructions] == [
-        "u-4", "u-16"]
+        "u-4",
+        "u-16",
+    ]

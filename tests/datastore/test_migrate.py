@@ -22,8 +22,11 @@ from tests.conftest import make_settings, mark_table
 from tests.datastore.conftest import OtherEmbedder, unavailable
 from tests.datastore.synthetic import conversation, document_text
 
-RULES = {0: "From now on answer in French.", 2: "From now on answer in English.",
-         6: "I prefer Bootstrap over Foundation."}
+RULES = {
+    0: "From now on answer in French.",
+    2: "From now on answer in English.",
+    6: "I prefer Bootstrap over Foundation.",
+}
 
 
 @pytest.fixture
@@ -52,17 +55,30 @@ def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[Memory]
 def _dump(store: Memory, ns: str, sid: str) -> tuple:
     nodes = store.storage.source_nodes(ns, sid)
     vectors = store.storage.get_vectors(ns, [n.id for n in nodes])
-    return (store.storage.get_source(ns, sid), [m.model_dump() for m in store.storage.messages(ns, sid, -1)],
-            [n.model_dump() for n in nodes], {k: np.round(v, 5).tolist() for k, v in vectors.items()})
+    return (
+        store.storage.get_source(ns, sid),
+        [m.model_dump() for m in store.storage.messages(ns, sid, -1)],
+        [n.model_dump() for n in nodes],
+        {k: np.round(v, 5).tolist() for k, v in vectors.items()},
+    )
 
 
 def _extras(store: Memory, ns: str) -> tuple:
     """The namespace's marks, core memory entries and standing instructions (with their vectors), as stored."""
-    marks = {i: (m.visit_count, m.pinned, m.pin_message_ids, m.last_visited_at is not None)
-             for i, m in mark_table(store).get(ns, None).items()} if store.storage.marks else {}
+    marks = (
+        {
+            i: (m.visit_count, m.pinned, m.pin_message_ids, m.last_visited_at is not None)
+            for i, m in mark_table(store).get(ns, None).items()
+        }
+        if store.storage.marks
+        else {}
+    )
     core = store.storage.core.entries(ns, None) if store.storage.core else []
-    return (marks, sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core),
-            instructions(store, ns))
+    return (
+        marks,
+        sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core),
+        instructions(store, ns),
+    )
 
 
 def instructions(store: Memory, ns: str) -> list[tuple]:
@@ -76,8 +92,15 @@ def instructions(store: Memory, ns: str) -> list[tuple]:
     def ms(when: object) -> object:
         return round(when.timestamp(), 3) if isinstance(when, datetime) else when
 
-    return [(i.model_dump(exclude={"created_at", "recorded_at"}), ms(i.created_at), ms(i.recorded_at),
-             np.round(vectors[i.id], 5).tolist()) for i in rules]
+    return [
+        (
+            i.model_dump(exclude={"created_at", "recorded_at"}),
+            ms(i.created_at),
+            ms(i.recorded_at),
+            np.round(vectors[i.id], 5).tolist(),
+        )
+        for i in rules
+    ]
 
 
 def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, ds: Memory, ns: str) -> None:
@@ -100,8 +123,9 @@ def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, ds: 
     for space, sid in ((ns, "c1"), (ns, "c2"), (ns, "d1"), (f"{ns}-2", "c1")):
         assert _dump(ds, space, sid) == _dump(source, space, sid)
     q = [Query(query="the server migration ran all weekend", top_k=3)]
-    assert [r.id for r in ds.reader.query(ns, q).results[0].results] == \
-        [r.id for r in source.reader.query(ns, q).results[0].results]
+    assert [r.id for r in ds.reader.query(ns, q).results[0].results] == [
+        r.id for r in source.reader.query(ns, q).results[0].results
+    ]
 
     again = migrate(source, ds, [ns, f"{ns}-2"], None)
     assert again["copied"] == 0 and again["skipped"] == 4
@@ -118,8 +142,9 @@ def test_an_interrupted_copy_resumes(source: Memory, ds: Memory, ns: str) -> Non
     migrate(source, ds, [ns], None)
     c2 = ds.storage.get_source(ns, "c2")
     ds.storage.commit(ns, WriteBatch(source=c2, delete_source=True), c2.version)  # type: ignore[arg-type, union-attr]
-    source.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 5,
-                                                                                         first=60)))
+    source.writer.remember(
+        ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 5, first=60))
+    )
     report = migrate(source, ds, [ns], None)
     assert report["copied"] == 2 and report["skipped"] == 1  # c2 was missing, c1 changed, d1 is as it was
     for sid in ("c1", "c2"):
@@ -138,7 +163,7 @@ def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: Loc
 
 def test_stores_of_different_embedders_are_refused(source: Memory, tmp_path: Path) -> None:
     (tmp_path / "other").mkdir()
-    other = open_memory(make_settings(tmp_path / "other"), OtherEmbedder(), ExtractiveSummariser())  # type: ignore[arg-type]
+    other = open_memory(make_settings(tmp_path / "other"), OtherEmbedder(), ExtractiveSummariser())
     try:
         with pytest.raises(EmbeddingMismatchError):
             migrate(source, other)
@@ -146,7 +171,7 @@ def test_stores_of_different_embedders_are_refused(source: Memory, tmp_path: Pat
         other.close()
 
 
-def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> None:  # type: ignore[no-untyped-def]
+def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> None:
     """`pyramind migrate --from local --to postgres`, configured from the environment as a user would."""
     from typer.testing import CliRunner
 
@@ -163,8 +188,11 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
     assert "3 marks, 2 core memory entries and 3 instructions" in r.output
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert "0 sources copied, 4 already there" in r.output
-    dst = open_memory(make_settings(source.settings.local_db_path.parent, datastore="postgres", postgres_url=url),
-                        source.embedder, source.summariser)
+    dst = open_memory(
+        make_settings(source.settings.local_db_path.parent, datastore="postgres", postgres_url=url),
+        source.embedder,
+        source.summariser,
+    )
     try:
         assert _dump(dst, ns, "c1") == _dump(source, ns, "c1")
         assert _extras(dst, ns) == _extras(source, ns)

@@ -31,10 +31,14 @@ def test_migrations_are_named_recorded_and_run_once(ds: Memory, open_store: Call
     with psycopg.connect(url) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations ORDER BY name")]
         assert names == sorted(name for name, _ in MIGRATIONS)
-        indexes = {r[0]: r[1] for r in conn.execute(
-            "SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'pyramind_nodes'")}
-        dim = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
-                           "WHERE attrelid = 'pyramind_nodes'::regclass AND attname = 'embedding'").fetchone()
+        indexes = {
+            r[0]: r[1]
+            for r in conn.execute("SELECT indexname, indexdef FROM pg_indexes WHERE tablename = 'pyramind_nodes'")
+        }
+        dim = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'pyramind_nodes'::regclass AND attname = 'embedding'"
+        ).fetchone()
     assert "hnsw" in indexes["pyramind_nodes_hnsw"] and "vector_cosine_ops" in indexes["pyramind_nodes_hnsw"]
     assert dim == ("vector(384)",)
 
@@ -42,11 +46,11 @@ def test_migrations_are_named_recorded_and_run_once(ds: Memory, open_store: Call
 @pg_only
 def test_full_text_search_and_stats(ds: Memory, ns: str) -> None:
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 40)))
-    hits = text_search(ds).search(ns, "cardamom for the curries", 5)  # type: ignore[attr-defined]
+    hits = text_search(ds).search(ns, "cardamom for the curries", 5)
     assert hits and all("cardamom" in n.text or "curry" in n.text for n, _ in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert text_search(ds).search(ns, "!!!", 5) == [] and text_search(ds).search(f"{ns}-other", "cardamom", 5) == []  # type: ignore[attr-defined]
-    stats = ds.storage.counts(ns)  # type: ignore[attr-defined]
+    assert text_search(ds).search(ns, "!!!", 5) == [] and text_search(ds).search(f"{ns}-other", "cardamom", 5) == []
+    stats = ds.storage.counts(ns)
     assert stats["sources"] == 1 and stats["messages"] == 40 and stats["L1"] >= 5 and stats["L2"] >= 1
 
 
@@ -74,8 +78,10 @@ def test_two_stores_writing_one_conversation_never_summarise_the_same_children(
         except BaseException as exc:  # reported below
             errors.append(exc)
 
-    threads = [threading.Thread(target=writer, args=(a, messages[:40])),
-               threading.Thread(target=writer, args=(b, messages[40:]))]
+    threads = [
+        threading.Thread(target=writer, args=(a, messages[:40])),
+        threading.Thread(target=writer, args=(b, messages[40:])),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -93,5 +99,4 @@ def test_an_unreachable_or_missing_database_is_a_clear_store_error(tmp_path: Pat
         open_memory(make_settings(tmp_path, datastore="postgres"), embedder, ExtractiveSummariser())
     url = f"postgresql://postgres@127.0.0.1:{free_port()}/nothing"  # nobody listens there
     with pytest.raises(StoreError, match="cannot open the postgres store"):
-        open_memory(make_settings(tmp_path, datastore="postgres", postgres_url=url), embedder,
-                      ExtractiveSummariser())
+        open_memory(make_settings(tmp_path, datastore="postgres", postgres_url=url), embedder, ExtractiveSummariser())

@@ -51,9 +51,7 @@ def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(ds: Memory, n
 
 
 @pinecone_only
-def test_reads_past_the_query_cap_fall_back_to_listing(
-    ds: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_reads_past_the_query_cap_fall_back_to_listing(ds: Memory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
     messages = conversation(("Alice", "Bob"), 40)
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages))
     storage = ds.storage
@@ -114,13 +112,20 @@ class _ControlPlane(BaseHTTPRequestHandler):
         self.requests.append(("POST", self.path, body))
         field = body["schema"]["fields"]["_values"]
         req = urllib.request.Request(
-            f"{self.needle.base}/indexes", json.dumps({"name": body["name"], "dimension": field["dimension"],
-                                                       "metric": field["metric"]}).encode(),
-            {"Content-Type": "application/json"})
+            f"{self.needle.base}/indexes",
+            json.dumps({"name": body["name"], "dimension": field["dimension"], "metric": field["metric"]}).encode(),
+            {"Content-Type": "application/json"},
+        )
         urllib.request.urlopen(req, timeout=10).close()
-        model = {"name": body["name"], "host": f"{self.needle.base}/indexes/{body['name']}",
-                 "status": {"ready": True, "state": "Ready"}, "schema": body["schema"],
-                 "deployment": body["deployment"], "deletion_protection": "disabled", "tags": None}
+        model = {
+            "name": body["name"],
+            "host": f"{self.needle.base}/indexes/{body['name']}",
+            "status": {"ready": True, "state": "Ready"},
+            "schema": body["schema"],
+            "deployment": body["deployment"],
+            "deletion_protection": "disabled",
+            "tags": None,
+        }
         self.indexes[body["name"]] = model
         self._send(201, model)
 
@@ -147,8 +152,9 @@ def control_plane(needle_server: Needle | str, monkeypatch: pytest.MonkeyPatch) 
 def test_missing_index_is_created_serverless_with_the_embedder_dimension(
     control_plane: type[_ControlPlane], open_store: Callable[..., Memory], ns: str
 ) -> None:
-    ds = open_store(pinecone_host=None, pinecone_index="made-here", pinecone_cloud="gcp",
-                    pinecone_region="europe-west4")
+    ds = open_store(
+        pinecone_host=None, pinecone_index="made-here", pinecone_cloud="gcp", pinecone_region="europe-west4"
+    )
     posts = [body for method, _, body in control_plane.requests if method == "POST"]
     assert len(posts) == 1 and posts[0]["name"] == "made-here"
     assert posts[0]["schema"]["fields"]["_values"] == {"type": "dense_vector", "dimension": 384, "metric": "cosine"}

@@ -71,13 +71,22 @@ def test_incremental_and_one_shot_remember_give_the_same_chunks(
 
 
 def test_open_chunk_is_searchable_at_once_then_extended(store: Memory) -> None:
-    r1 = store.writer.remember(NS, RememberRequest(conversation_id="c", messages=[
-        Message(id="a", speaker="Ann", content="My cat is called Miso and she is orange.")]))
+    r1 = store.writer.remember(
+        NS,
+        RememberRequest(
+            conversation_id="c",
+            messages=[Message(id="a", speaker="Ann", content="My cat is called Miso and she is orange.")],
+        ),
+    )
     assert len(r1.chunk_ids) == 1 and not r1.updated_chunk_ids
     hits = store.reader.query(NS, [Query(query="what is the cat's name", top_k=1)]).results[0].results
     assert hits[0].id == r1.chunk_ids[0] and "Miso" in hits[0].text
-    r2 = store.writer.remember(NS, RememberRequest(conversation_id="c", messages=[
-        Message(id="b", speaker="Bob", content="Miso is a lovely name.")]))
+    r2 = store.writer.remember(
+        NS,
+        RememberRequest(
+            conversation_id="c", messages=[Message(id="b", speaker="Bob", content="Miso is a lovely name.")]
+        ),
+    )
     assert r2.updated_chunk_ids == r1.chunk_ids and not r2.chunk_ids
     node = store.reader.get_node(NS, r1.chunk_ids[0])
     assert node.message_ids == ["a", "b"] and not node.sealed
@@ -242,8 +251,11 @@ def test_embedder_failure_keeps_the_tree_and_the_messages(
     remember_sessions(ds, sessions[:4])
     before = [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)]
     n_before = ds.storage.counts(NS)["messages"]
-    failing = (recompose(ds, embedder=FailingEmbedder(embedder, 1)) if fault == "embedder"
-               else recompose(ds, summariser=FailingSummariser()))
+    failing = (
+        recompose(ds, embedder=FailingEmbedder(embedder, 1))
+        if fault == "embedder"
+        else recompose(ds, summariser=FailingSummariser())
+    )
     late = sessions[4] + sessions[5]
     r = failing.writer.remember(NS, RememberRequest(conversation_id="conv", messages=late))
     assert r.pending_message_ids == [m.id for m in late] and not (r.chunk_ids or r.summary_ids)
@@ -286,8 +298,9 @@ def test_opening_with_another_embedding_model_is_a_clear_error(tmp_path: Path, s
 
 
 def test_namespaces_never_see_each_other(store: Memory) -> None:
-    a = store.writer.remember("alice", RememberRequest(conversation_id="c",
-                                                       messages=[Message(content="Alice's PIN is 4921.")]))
+    a = store.writer.remember(
+        "alice", RememberRequest(conversation_id="c", messages=[Message(content="Alice's PIN is 4921.")])
+    )
     store.writer.remember("bob", RememberRequest(conversation_id="c", messages=[Message(content="Bob likes tea.")]))
     res = store.reader.query("bob", [Query(query="PIN number", top_k=10)]).results[0].results
     assert all("4921" not in r.text for r in res)

@@ -25,8 +25,10 @@ from tests.conftest import local_storage, make_settings, text_search
 from tests.datastore.synthetic import conversation
 
 NAN = float("nan")
-WORDS = ("book books booking garden gardens gardening lake cabin violin violins bakery sister train museum recipe "
-         "concert hiking piano the a and of to café cafe naïve Zoë 2023 x y relational conditional").split()
+WORDS = (
+    "book books booking garden gardens gardening lake cabin violin violins bakery sister train museum recipe "
+    "concert hiking piano the a and of to café cafe naïve Zoë 2023 x y relational conditional"
+).split()
 
 
 def build(texts: list[str], rowids: list[int] | None = None, levels: list[int] | None = None) -> TextIndex:
@@ -75,11 +77,23 @@ def test_scores_equal_sqlite_fts5_porter_unicode61_bm25() -> None:
     db.execute("CREATE VIRTUAL TABLE f USING fts5(t, tokenize='porter unicode61')")
     db.executemany("INSERT INTO f (rowid, t) VALUES (?, ?)", list(enumerate(texts, 1)))
     index = build(texts)
-    for query in ("books about gardens", "Café violin", "the", "naïve piano 2023 x", "Booking a CAFE for zoe",
-                  "relational conditionals", "nothing matches this", "snake case", "Zoe"):
+    for query in (
+        "books about gardens",
+        "Café violin",
+        "the",
+        "naïve piano 2023 x",
+        "Booking a CAFE for zoe",
+        "relational conditionals",
+        "nothing matches this",
+        "snake case",
+        "Zoe",
+    ):
         terms = text_terms(query)
-        want = dict(db.execute("SELECT rowid, -bm25(f) FROM f WHERE f MATCH ?",
-                               (" OR ".join(f'"{w}"' for w in terms),)).fetchall())
+        want = dict(
+            db.execute(
+                "SELECT rowid, -bm25(f) FROM f WHERE f MATCH ?", (" OR ".join(f'"{w}"' for w in terms),)
+            ).fetchall()
+        )
         got = by_rowid(index, terms)
         assert got.keys() == want.keys(), query
         assert all(got[r] == pytest.approx(want[r], rel=1e-5) for r in want), query
@@ -140,12 +154,16 @@ def test_filters_keep_exactly_the_allowed_rows() -> None:
     scores = index.scores(terms)
     cand = rowids[::5]
     cases = [
-        ({"min_level": 2}, levels >= 2), ({"max_level": 1}, levels <= 1),
+        ({"min_level": 2}, levels >= 2),
+        ({"max_level": 1}, levels <= 1),
         ({"min_level": 2, "max_level": 2}, levels == 2),
-        ({"start": 1000.0}, starts + 5 >= 1000), ({"end": 500.0}, starts <= 500),
+        ({"start": 1000.0}, starts + 5 >= 1000),
+        ({"end": 500.0}, starts <= 500),
         ({"candidates": cand}, np.isin(rowids, cand)),
-        ({"candidates": cand, "min_level": 3, "start": 100.0, "end": 2000.0},
-         np.isin(rowids, cand) & (levels >= 3) & (starts + 5 >= 100) & (starts <= 2000)),
+        (
+            {"candidates": cand, "min_level": 3, "start": 100.0, "end": 2000.0},
+            np.isin(rowids, cand) & (levels >= 3) & (starts + 5 >= 100) & (starts <= 2000),
+        ),
     ]
     for kwargs, keep in cases:
         ids, _ = index.search(terms, n, **kwargs)  # type: ignore[arg-type]
@@ -211,8 +229,13 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
         for i, pair in enumerate((("Ann", "Ben"), ("Cy", "Dee"), ("Eve", "Fay"))):
             store.writer.remember("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
         assert store.storage.rows is not None and _NodesOnly(store).rows is None
-        questions = ["where did they go hiking", "the lake cabin trip", "what did Ben cook for dinner",
-                     "violin lessons", "zzz qqq"]
+        questions = [
+            "where did they go hiking",
+            "the lake cabin trip",
+            "what did Ben cook for dinner",
+            "violin lessons",
+            "zzz qqq",
+        ]
         vectors = embedder.embed(questions)
         for flt in (None, QueryFilter(conversation_id="c1"), QueryFilter(speaker="Eve")):
             for q, v in zip(questions, vectors, strict=True):

@@ -11,8 +11,14 @@ T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
 
 def msg(mid: str, minute: int | None) -> StoredMessage:
-    return StoredMessage(id=mid, source_id="c", seq=0, speaker="Ann", content=mid,
-                         created_at=None if minute is None else T0 + timedelta(minutes=minute))
+    return StoredMessage(
+        id=mid,
+        source_id="c",
+        seq=0,
+        speaker="Ann",
+        content=mid,
+        created_at=None if minute is None else T0 + timedelta(minutes=minute),
+    )
 
 
 def ids(messages: list[StoredMessage]) -> list[str]:

@@ -20,8 +20,16 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 def chatgpt_export(path: Path) -> Path:
     def node(nid: str, parent: str | None, children: list[str], role: str | None, text: str | None, t: float) -> dict:
-        msg = None if role is None else {"id": nid, "author": {"role": role}, "create_time": t,
-                                         "content": {"content_type": "text", "parts": [text]}}
+        msg = (
+            None
+            if role is None
+            else {
+                "id": nid,
+                "author": {"role": role},
+                "create_time": t,
+                "content": {"content_type": "text", "parts": [text]},
+            }
+        )
         return {"id": nid, "parent": parent, "children": children, "message": msg}
 
     mapping = {
@@ -54,13 +62,29 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     data = json.loads(path.read_text())
     mapping = data[0]["mapping"]
     mapping["a1"]["children"] = ["u3"]  # the old branch goes on, then branches again
-    mapping["u3"] = {"id": "u3", "parent": "a1", "children": ["a3", "a3b"], "message": {
-        "id": "u3", "author": {"role": "user"}, "create_time": 1700000030,
-        "content": {"content_type": "text", "parts": ["So the passport is fine for my trip to Peru?"]}}}
+    mapping["u3"] = {
+        "id": "u3",
+        "parent": "a1",
+        "children": ["a3", "a3b"],
+        "message": {
+            "id": "u3",
+            "author": {"role": "user"},
+            "create_time": 1700000030,
+            "content": {"content_type": "text", "parts": ["So the passport is fine for my trip to Peru?"]},
+        },
+    }
     for nid, text in (("a3", "Yes, it is valid for Peru."), ("a3b", "Peru needs six months of validity: fine.")):
-        mapping[nid] = {"id": nid, "parent": "u3", "children": [], "message": {
-            "id": nid, "author": {"role": "assistant"}, "create_time": 1700000040,
-            "content": {"content_type": "text", "parts": [text]}}}
+        mapping[nid] = {
+            "id": nid,
+            "parent": "u3",
+            "children": [],
+            "message": {
+                "id": nid,
+                "author": {"role": "assistant"},
+                "create_time": 1700000040,
+                "content": {"content_type": "text", "parts": [text]},
+            },
+        }
     path.write_text(json.dumps(data))
     batches = list(read(path))
     assert [(b.conversation_id, b.fork, [m.id for m in b.messages]) for b in batches] == [
@@ -75,11 +99,14 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     from datastore.read.lineage import fork_info, lineage
     from models.settings import Settings
 
-    store = open_memory(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))  # type: ignore[call-arg]
+    store = open_memory(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))
     try:
         assert (fork_info(store.storage, "default", "chat-1~a3") or {}).get("parent_id") == "chat-1~a1"
         assert [sid for sid, _ in lineage(store.storage, "default", "chat-1~a3")] == [
-            "chat-1~a3", "chat-1~a1", "chat-1"]
+            "chat-1~a3",
+            "chat-1~a1",
+            "chat-1",
+        ]
     finally:
         store.close()
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0  # again: nothing new, no error
@@ -102,8 +129,11 @@ def test_an_imported_branch_sees_the_messages_before_it_departs(tmp_path: Path) 
     point; the branch sees u1 (the question it answers) and never the main path's later a1b and u2."""
     e = env(tmp_path)
     assert runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=e).exit_code == 0
-    r = runner.invoke(app, ["query", "passport expires March 2027 regenerated", "--conversation-id", "chat-1~a1",
-                            "--json", "-k", "10"], env=e)
+    r = runner.invoke(
+        app,
+        ["query", "passport expires March 2027 regenerated", "--conversation-id", "chat-1~a1", "--json", "-k", "10"],
+        env=e,
+    )
     assert r.exit_code == 0, r.output
     results = json.loads(r.stdout)["results"][0]["results"]
     seen = {m for x in results for m in x["message_ids"]}
@@ -132,9 +162,11 @@ def test_conversations_lists_ids_titles_counts_and_time_ranges(tmp_path: Path) -
 
 def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path) -> None:
     path = tmp_path / "msgs.jsonl"
-    path.write_text('{"conversation_id": "a", "speaker": "Ann", "content": "hi"}\n'
-                    '{"conversation_id": "b", "role": "user", "content": "yo", "created_at": "2024-01-01T10:00:00"}\n'
-                    '{"speaker": "Cy", "content": "no id"}\n')
+    path.write_text(
+        '{"conversation_id": "a", "speaker": "Ann", "content": "hi"}\n'
+        '{"conversation_id": "b", "role": "user", "content": "yo", "created_at": "2024-01-01T10:00:00"}\n'
+        '{"speaker": "Cy", "content": "no id"}\n'
+    )
     assert [(b.conversation_id, len(b.messages)) for b in read(path)] == [("a", 1), ("b", 1), ("msgs", 1)]
     path.write_text('{"content": ""}\n')
     with pytest.raises(ValueError, match="msgs.jsonl:1"):
@@ -143,8 +175,9 @@ def test_jsonl_reader_groups_by_conversation_and_names_bad_lines(tmp_path: Path)
 
 def test_import_query_show_stats(tmp_path: Path, locomo: list[dict]) -> None:
     sample = dict(locomo[0])
-    conv = {k: v for k, v in sample["conversation"].items()
-            if not k.startswith("session_") or int(k.split("_")[1]) <= 8}
+    conv = {
+        k: v for k, v in sample["conversation"].items() if not k.startswith("session_") or int(k.split("_")[1]) <= 8
+    }
     slice_path = tmp_path / "locomo_slice.json"
     slice_path.write_text(json.dumps([{**sample, "conversation": conv}]))
     r = runner.invoke(app, ["import", str(slice_path)], env=env(tmp_path))
@@ -239,9 +272,16 @@ def test_a_bad_setting_is_one_line(tmp_path: Path) -> None:
 
 def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
-    lines = [{"conversation_id": "c", "speaker": "Ann" if i % 2 else "Bob", "id": f"m{i}",
-              "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
-              "created_at": f"2024-01-01T09:{i:02d}:00Z"} for i in range(40)]
+    lines = [
+        {
+            "conversation_id": "c",
+            "speaker": "Ann" if i % 2 else "Bob",
+            "id": f"m{i}",
+            "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
+            "created_at": f"2024-01-01T09:{i:02d}:00Z",
+        }
+        for i in range(40)
+    ]
     path.write_text("\n".join(json.dumps(x) for x in lines))
     e = env(tmp_path)
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
@@ -259,9 +299,16 @@ def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
 
 def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
     path = tmp_path / "chat.jsonl"
-    lines = [{"conversation_id": "c", "speaker": "Ann" if i % 2 else "Bob", "id": f"m{i}",
-              "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
-              "created_at": f"2024-01-01T09:{i:02d}:00Z"} for i in range(30)]
+    lines = [
+        {
+            "conversation_id": "c",
+            "speaker": "Ann" if i % 2 else "Bob",
+            "id": f"m{i}",
+            "content": f"Point {i}: we compared {i} kinds of tea and coffee beans at length today.",
+            "created_at": f"2024-01-01T09:{i:02d}:00Z",
+        }
+        for i in range(30)
+    ]
     path.write_text("\n".join(json.dumps(x) for x in lines))
     e = env(tmp_path)
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0

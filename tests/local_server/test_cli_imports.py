@@ -28,15 +28,18 @@ print("MODULES:", ",".join(heavy) or "none")
 
 def run_cli(settings: Settings, *args: str) -> str:
     env = {**os.environ, "LOCAL_DB_PATH": str(settings.local_db_path), "COLUMNS": "200"}
-    done = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-c", PROBE, *args], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr
     return done.stdout
 
 
 def test_stats_and_show_import_no_model(settings: Settings, store: Memory) -> None:
-    messages = [Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June."),
-                Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please.")]
+    messages = [
+        Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June."),
+        Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
+    ]
     chunk_id = store.writer.remember("default", RememberRequest(conversation_id="trip", messages=messages)).chunk_ids[0]
     store.close()
     stats = run_cli(settings, "stats")

@@ -22,7 +22,7 @@ def test_openapi_command_prints_the_served_document(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["openapi", "--out", str(tmp_path / "openapi.yaml")], env=env)
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load((tmp_path / "openapi.yaml").read_text())
-    settings = Settings(_env_file=None, public_url=env["PUBLIC_URL"], bearer_token="x")  # type: ignore[call-arg]
+    settings = Settings(_env_file=None, public_url=env["PUBLIC_URL"], bearer_token="x")
     live, _ = asyncio.run(served(settings))
     assert printed == live
     assert printed["components"]["securitySchemes"] == {"bearerAuth": {"type": "http", "scheme": "bearer"}}
@@ -30,7 +30,7 @@ def test_openapi_command_prints_the_served_document(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["openapi", "--local", "--out", str(tmp_path / "local.yaml")])
     assert result.exit_code == 0, result.output
     printed = yaml.safe_load((tmp_path / "local.yaml").read_text())
-    live, _ = asyncio.run(served(local_settings(Settings(_env_file=None))))  # type: ignore[call-arg]
+    live, _ = asyncio.run(served(local_settings(Settings(_env_file=None))))
     assert printed == live and "security" not in printed
 
 

@@ -39,30 +39,41 @@ def clean_env(**settings: str) -> dict[str, str]:
     return env
 
 
-def run_serve(tmp_path: Path, *args: str, timeout: float = 30,
-              **settings: Any) -> tuple[subprocess.CompletedProcess[str], float]:
+def run_serve(
+    tmp_path: Path, *args: str, timeout: float = 30, **settings: Any
+) -> tuple[subprocess.CompletedProcess[str], float]:
     """`pyramind serve ARGS` in `tmp_path` (no .env there) until it exits; (the result, seconds it took). A server
     still running after `timeout` seconds is a failure (it started when it should not have)."""
     started = time.monotonic()
     try:
-        out = subprocess.run([sys.executable, "-m", "local_server.cli", "serve", *args], cwd=tmp_path,
-                             env=clean_env(**settings), capture_output=True, text=True, timeout=timeout)
+        out = subprocess.run(
+            [sys.executable, "-m", "local_server.cli", "serve", *args],
+            cwd=tmp_path,
+            env=clean_env(**settings),
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+        )
     except subprocess.TimeoutExpired as exc:
         pytest.fail(f"pyramind serve was still running after {timeout} s: {exc.stderr!r}")
     return out, time.monotonic() - started
 
 
-@pytest.mark.parametrize(("case", "settings", "named"), [
-    ("a public key that is not a key", {"JWT_PUBLIC_KEY": "garbage"}, "JWT_PUBLIC_KEY"),
-    ("a PEM block that is not a key", {"JWT_PUBLIC_KEY": NOT_A_KEY}, "JWT_PUBLIC_KEY"),
-    ("a key path that does not exist", {"JWT_PUBLIC_KEY": "/nonexistent/jwt.pem"}, "JWT_PUBLIC_KEY"),
-    ("a JWKS file that does not exist", {"JWT_JWKS_FILE": "/nonexistent/jwks.json"}, "JWT_JWKS_FILE"),
-    ("a secret with RS256", {"JWT_SECRET": "x" * 40, "JWT_ALGORITHMS": "RS256"}, "JWT_ALGORITHMS"),
-    ("a one-character secret", {"JWT_SECRET": "x"}, "JWT_SECRET"),
-    ("an unknown algorithm", {"JWT_SECRET": "x" * 40, "JWT_ALGORITHMS": "HS257"}, "JWT_ALGORITHMS"),
-])
-def test_a_bad_jwt_setting_stops_serve_with_one_line(tmp_path: Path, case: str, settings: dict[str, str],
-                                                      named: str) -> None:
+@pytest.mark.parametrize(
+    ("case", "settings", "named"),
+    [
+        ("a public key that is not a key", {"JWT_PUBLIC_KEY": "garbage"}, "JWT_PUBLIC_KEY"),
+        ("a PEM block that is not a key", {"JWT_PUBLIC_KEY": NOT_A_KEY}, "JWT_PUBLIC_KEY"),
+        ("a key path that does not exist", {"JWT_PUBLIC_KEY": "/nonexistent/jwt.pem"}, "JWT_PUBLIC_KEY"),
+        ("a JWKS file that does not exist", {"JWT_JWKS_FILE": "/nonexistent/jwks.json"}, "JWT_JWKS_FILE"),
+        ("a secret with RS256", {"JWT_SECRET": "x" * 40, "JWT_ALGORITHMS": "RS256"}, "JWT_ALGORITHMS"),
+        ("a one-character secret", {"JWT_SECRET": "x"}, "JWT_SECRET"),
+        ("an unknown algorithm", {"JWT_SECRET": "x" * 40, "JWT_ALGORITHMS": "HS257"}, "JWT_ALGORITHMS"),
+    ],
+)
+def test_a_bad_jwt_setting_stops_serve_with_one_line(
+    tmp_path: Path, case: str, settings: dict[str, str], named: str
+) -> None:
     out, seconds = run_serve(tmp_path, "--port", str(free_port()), AUTH="jwt", **dict[str, Any](settings))
     assert out.returncode != 0, (case, out.stdout, out.stderr)
     lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
@@ -80,8 +91,15 @@ def serving(tmp_path: Path, *args: str, **settings: str) -> Iterator[tuple[str, 
     log = tmp_path / "serve.log"
     with open(log, "wb") as out:
         command = [sys.executable, "-m", "local_server.cli", "serve", *args, "--port", str(port)]
-        proc = subprocess.Popen(command, cwd=tmp_path, env=clean_env(**settings), stdout=out, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True)
+        proc = subprocess.Popen(
+            command,
+            cwd=tmp_path,
+            env=clean_env(**settings),
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 120
@@ -113,8 +131,11 @@ def test_local_serve_on_another_port_advertises_that_port(tmp_path: Path) -> Non
         plugin = httpx.get(f"{url}/.well-known/ai-plugin.json", timeout=10).json()
         assert plugin["api"]["url"] == f"http://localhost:{port}/.well-known/openapi.yaml"
         assert plugin["logo_url"].startswith(f"http://localhost:{port}/")
-        r = httpx.options(f"{url}/query", headers={"Origin": f"http://localhost:{port}",
-                                                   "Access-Control-Request-Method": "POST"}, timeout=10)
+        r = httpx.options(
+            f"{url}/query",
+            headers={"Origin": f"http://localhost:{port}", "Access-Control-Request-Method": "POST"},
+            timeout=10,
+        )
         assert r.headers.get("Access-Control-Allow-Origin") == f"http://localhost:{port}"
 
 

@@ -35,14 +35,14 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def app_client(settings, store) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]
+async def app_client(settings, store) -> AsyncIterator[Any]:
     app = create_app(settings, store)
     async with app.test_app() as test_app:
         yield test_app.test_client()
 
 
 @pytest.fixture
-async def jwt_client(tmp_path: Path, embedder) -> AsyncIterator[Any]:  # type: ignore[no-untyped-def]
+async def jwt_client(tmp_path: Path, embedder) -> AsyncIterator[Any]:
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, jwt_audience="pyramind", jwt_issuer="idp")
     store = open_memory(settings, embedder, ExtractiveSummariser())
     async for c in app_client(settings, store):
@@ -54,15 +54,17 @@ def claims_ok(**extra: Any) -> dict[str, Any]:
     return {"aud": "pyramind", "iss": "idp", **extra}
 
 
-async def remember(client, headers, cid: str, text: str, **body: Any) -> dict:  # type: ignore[no-untyped-def]
-    r = await client.post("/remember", headers=headers,
-                          json={"conversation_id": cid, "messages": [{"id": f"{cid}-1", "content": text}], "wait": True,
-                                **body})
+async def remember(client, headers, cid: str, text: str, **body: Any) -> dict:
+    r = await client.post(
+        "/remember",
+        headers=headers,
+        json={"conversation_id": cid, "messages": [{"id": f"{cid}-1", "content": text}], "wait": True, **body},
+    )
     assert r.status_code == 200, await r.get_json()
     return await r.get_json()
 
 
-async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:  # type: ignore[no-untyped-def]
+async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:
     alice, bob = bearer(hs_token("alice", **claims_ok())), bearer(hs_token("bob", **claims_ok()))
     mine = await remember(jwt_client, alice, "c", "Alice keeps her spare key under the blue pot.")
     chunk = mine["chunk_ids"][0]
@@ -92,8 +94,11 @@ async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:  # type: 
         ("no sub", lambda: hs_token(None, **claims_ok()), "claim"),
         ("bad sub", lambda: hs_token("a b/c", **claims_ok()), "claim"),
         ("alg none", lambda: _unsigned({"sub": "a", "exp": int(time.time()) + 60, **claims_ok()}), "not allowed"),
-        ("alg HS512", lambda: jwt.encode({"sub": "a", "exp": int(time.time()) + 60, **claims_ok()}, SECRET,
-                                         algorithm="HS512"), "not allowed"),
+        (
+            "alg HS512",
+            lambda: jwt.encode({"sub": "a", "exp": int(time.time()) + 60, **claims_ok()}, SECRET, algorithm="HS512"),
+            "not allowed",
+        ),
         ("garbage", lambda: "not.a.jwt", "invalid token"),
         # issue 13 item 3: a configured audience or issuer is required, not only checked when present
         ("no aud", lambda: hs_token(iss="idp"), "invalid token"),
@@ -110,7 +115,7 @@ async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:  # type: 
         ("sub with a trailing newline", lambda: hs_token("alice\n", **claims_ok()), "claim"),
     ],
 )
-async def test_bad_tokens_are_401_with_a_safe_message(jwt_client, name, token, message) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_tokens_are_401_with_a_safe_message(jwt_client, name, token, message) -> None:
     tok = token()
     r = await jwt_client.post("/query", headers=bearer(tok), json={"queries": [{"query": "x"}]})
     body = await r.get_json()
@@ -142,31 +147,50 @@ def _unsigned(claims: dict[str, Any]) -> str:
     return f"{b64({'alg': 'none', 'typ': 'JWT'})}.{b64(claims)}."
 
 
-async def test_rs256_public_key_and_es256_jwks(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_rs256_public_key_and_es256_jwks(tmp_path: Path, embedder) -> None:
     rsa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    pem_priv = rsa_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                     serialization.NoEncryption()).decode()
-    pem_pub = rsa_key.public_key().public_bytes(serialization.Encoding.PEM,
-                                                serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    pem_priv = rsa_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    pem_pub = (
+        rsa_key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     (tmp_path / "pub.pem").write_text(pem_pub)
     ec_key = ec.generate_private_key(ec.SECP256R1())
-    ec_priv = ec_key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                   serialization.NoEncryption()).decode()
-    ec_pub = ec_key.public_key().public_bytes(serialization.Encoding.PEM,
-                                              serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    ec_priv = ec_key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    ).decode()
+    ec_pub = (
+        ec_key.public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     jwk_pub = jwk.construct(ec_pub, "ES256").to_dict()
     jwk_pub["kid"] = "k1"
     (tmp_path / "jwks.json").write_text(json.dumps({"keys": [jwk_pub]}))
     exp = int(time.time()) + 300
     cases = [
-        ("rs-user", make_settings(tmp_path / "rs", auth="jwt", jwt_public_key=str(tmp_path / "pub.pem")),
-         jwt.encode({"sub": "rs-user", "exp": exp}, pem_priv, algorithm="RS256"),
-         _hs_with_public_key(pem_pub, exp)),  # key confusion: HS256 "signed" with the public key must fail
-        ("es-user", make_settings(tmp_path / "es", auth="jwt", jwt_jwks_file=tmp_path / "jwks.json"),
-         jwt.encode({"sub": "es-user", "exp": exp}, ec_priv, algorithm="ES256", headers={"kid": "k1"}),
-         jwt.encode({"sub": "es-user", "exp": exp}, rsa_key.private_bytes(
-             serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()).decode(),
-             algorithm="RS256", headers={"kid": "k1"})),
+        (
+            "rs-user",
+            make_settings(tmp_path / "rs", auth="jwt", jwt_public_key=str(tmp_path / "pub.pem")),
+            jwt.encode({"sub": "rs-user", "exp": exp}, pem_priv, algorithm="RS256"),
+            _hs_with_public_key(pem_pub, exp),
+        ),  # key confusion: HS256 "signed" with the public key must fail
+        (
+            "es-user",
+            make_settings(tmp_path / "es", auth="jwt", jwt_jwks_file=tmp_path / "jwks.json"),
+            jwt.encode({"sub": "es-user", "exp": exp}, ec_priv, algorithm="ES256", headers={"kid": "k1"}),
+            jwt.encode(
+                {"sub": "es-user", "exp": exp},
+                rsa_key.private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                ).decode(),
+                algorithm="RS256",
+                headers={"kid": "k1"},
+            ),
+        ),
     ]
     for user, settings, good, bad in cases:
         store = open_memory(settings, embedder, ExtractiveSummariser())
@@ -193,7 +217,7 @@ def _hs_with_public_key(pem_pub: str, exp: int) -> str:
     return f"{head}.{body}.{b64(sig)}"
 
 
-async def test_many_namespaces_never_reach_each_other(client, store) -> None:  # type: ignore[no-untyped-def]
+async def test_many_namespaces_never_reach_each_other(client, store) -> None:
     """Random namespaces and ids: no request in one namespace reads, expands, finds or deletes another's node."""
     rng = random.Random(7)
     spaces = [f"user-{i}" for i in range(8)]
@@ -204,9 +228,17 @@ async def test_many_namespaces_never_reach_each_other(client, store) -> None:  #
         owned[ns] = r["chunk_ids"] + ["shared-cid-1", "shared-cid"]
     foreign_ids = [(ns, i) for ns, ids in owned.items() for i in ids]
     for ns in spaces:
-        r = await client.post("/query", headers=AUTH, json={"namespace": ns, "queries": [
-            {"query": "secret word", "top_k": 50}, {"query": "secret", "top_k": 50,
-                                                    "filter": {"conversation_id": "shared-cid"}}]})
+        r = await client.post(
+            "/query",
+            headers=AUTH,
+            json={
+                "namespace": ns,
+                "queries": [
+                    {"query": "secret word", "top_k": 50},
+                    {"query": "secret", "top_k": 50, "filter": {"conversation_id": "shared-cid"}},
+                ],
+            },
+        )
         for res in (await r.get_json())["results"]:
             assert {x["id"] for x in res["results"]} <= set(owned[ns])
             assert all(ns in x["text"] for x in res["results"])
@@ -223,14 +255,14 @@ async def test_many_namespaces_never_reach_each_other(client, store) -> None:  #
     assert store.storage.counts(spaces[0])["messages"] == 0
 
 
-async def test_namespace_in_request_is_validated(client) -> None:  # type: ignore[no-untyped-def]
+async def test_namespace_in_request_is_validated(client) -> None:
     r = await client.post("/query", headers=AUTH, json={"namespace": "../etc", "queries": [{"query": "x"}]})
     assert r.status_code == 400 and (await r.get_json())["error"]["field"] == "namespace"
     r = await client.get("/memories/x?namespace=a%20b", headers=AUTH)
     assert r.status_code == 422
 
 
-async def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder) -> None:
     settings = make_settings(tmp_path, rate_limit_per_minute=3)
     store = open_memory(settings, embedder, ExtractiveSummariser())
     async for client in app_client(settings, store):
@@ -244,7 +276,7 @@ async def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder)
     store.close()
 
 
-async def test_tokens_never_reach_logs_or_error_bodies(client, caplog) -> None:  # type: ignore[no-untyped-def]
+async def test_tokens_never_reach_logs_or_error_bodies(client, caplog) -> None:
     caplog.set_level(logging.DEBUG)
     marker = "tok-MARKER-93f1"
     r = await client.post("/query", headers=bearer(marker), json={"queries": [{"query": "x"}]})
@@ -254,19 +286,27 @@ async def test_tokens_never_reach_logs_or_error_bodies(client, caplog) -> None: 
     assert marker not in caplog.text and "test-token" not in caplog.text
 
 
-@pytest.mark.parametrize(("settings", "message"), [
-    ({"jwt_jwks_file": "JWKS", "jwt_algorithms": "HS256"}, "JWT_ALGORITHMS: HS256 needs JWT_SECRET"),
-    ({"jwt_jwks_file": "NOT_JWKS"}, "JWT_JWKS_FILE: .* is not a JWKS"),
-    ({"jwt_secret": "s" * 40, "jwt_algorithms": "HS512"}, "JWT_SECRET: 40 bytes; HS512 needs at least 64"),
-    ({"jwt_secret": "s" * 40, "jwt_algorithms": '["HS256", "none"]'}, "'none' is never accepted"),
-])
-def test_jwt_settings_that_cannot_verify_a_token_are_refused(tmp_path: Path, settings: dict[str, str],
-                                                              message: str) -> None:
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"jwt_jwks_file": "JWKS", "jwt_algorithms": "HS256"}, "JWT_ALGORITHMS: HS256 needs JWT_SECRET"),
+        ({"jwt_jwks_file": "NOT_JWKS"}, "JWT_JWKS_FILE: .* is not a JWKS"),
+        ({"jwt_secret": "s" * 40, "jwt_algorithms": "HS512"}, "JWT_SECRET: 40 bytes; HS512 needs at least 64"),
+        ({"jwt_secret": "s" * 40, "jwt_algorithms": '["HS256", "none"]'}, "'none' is never accepted"),
+    ],
+)
+def test_jwt_settings_that_cannot_verify_a_token_are_refused(
+    tmp_path: Path, settings: dict[str, str], message: str
+) -> None:
     """What tests/local_server/test_cli_serve.py checks through `pyramind serve`, for the other cases."""
     from pydantic import ValidationError
 
-    ec_pub = ec.generate_private_key(ec.SECP256R1()).public_key().public_bytes(
-        serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo).decode()
+    ec_pub = (
+        ec.generate_private_key(ec.SECP256R1())
+        .public_key()
+        .public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+        .decode()
+    )
     (tmp_path / "jwks.json").write_text(json.dumps({"keys": [jwk.construct(ec_pub, "ES256").to_dict()]}))
     (tmp_path / "not.json").write_text(json.dumps({"kty": "EC"}))
     paths = {"JWKS": str(tmp_path / "jwks.json"), "NOT_JWKS": str(tmp_path / "not.json")}

@@ -8,34 +8,48 @@ from tests.conftest import AUTH
 from tests.server.test_api import is_error
 
 MESSAGES = [
-    {"id": "m1", "speaker": "Ann", "content": "I start my new job as a nurse in Porto on Monday.",
-     "created_at": "2024-05-01T09:00:00Z"},
+    {
+        "id": "m1",
+        "speaker": "Ann",
+        "content": "I start my new job as a nurse in Porto on Monday.",
+        "created_at": "2024-05-01T09:00:00Z",
+    },
     {"id": "m2", "speaker": "Bo", "content": "Congratulations! Which hospital?", "created_at": "2024-05-01T09:01:00Z"},
-    {"id": "m3", "speaker": "Ann", "content": "Santo António, in the paediatric ward.",
-     "created_at": "2024-05-01T09:02:00Z"},
+    {
+        "id": "m3",
+        "speaker": "Ann",
+        "content": "Santo António, in the paediatric ward.",
+        "created_at": "2024-05-01T09:02:00Z",
+    },
 ]
 
 
-async def _seed(client, ns: str | None = None) -> None:  # type: ignore[no-untyped-def]
+async def _seed(client, ns: str | None = None) -> None:
     extra = {"namespace": ns} if ns else {}
     r = await client.put("/core", json={"key": "name", "value": "Ann Lee", "importance": 90, **extra}, headers=AUTH)
     assert r.status_code == 200, await r.get_json()
-    r = await client.post("/remember", json={"conversation_id": "c1", "messages": MESSAGES, "wait": True, **extra},
-                          headers=AUTH)
+    r = await client.post(
+        "/remember", json={"conversation_id": "c1", "messages": MESSAGES, "wait": True, **extra}, headers=AUTH
+    )
     assert r.status_code == 200, await r.get_json()
 
 
-async def test_core_remember_context_round_trip(client) -> None:  # type: ignore[no-untyped-def]
+async def test_core_remember_context_round_trip(client) -> None:
     await _seed(client)
-    r = await client.post("/context", json={"conversation_id": "c1", "budget_tokens": 300, "user_name": "Ann",
-                                            "now": "2024-05-04T09:30:00Z"}, headers=AUTH)
+    r = await client.post(
+        "/context",
+        json={"conversation_id": "c1", "budget_tokens": 300, "user_name": "Ann", "now": "2024-05-04T09:30:00Z"},
+        headers=AUTH,
+    )
     body = await r.get_json()
     assert r.status_code == 200, body
     assert body["tokens_used"] <= 300 and body["budget_tokens"] == 300
     assert [s["name"] for s in body["sections"]] == ["core", "instructions", "recent", "relevant", "timeline"]
     assert "- name: Ann Lee" in body["context"]
-    assert ("## Recent turns\n[2024-05-01, 3 days ago]\nAnn: I start my new job as a nurse in Porto on Monday.\n"
-            "Bo: Congratulations! Which hospital?\nAnn: Santo António, in the paediatric ward.") in body["context"]
+    assert (
+        "## Recent turns\n[2024-05-01, 3 days ago]\nAnn: I start my new job as a nurse in Porto on Monday.\n"
+        "Bo: Congratulations! Which hospital?\nAnn: Santo António, in the paediatric ward."
+    ) in body["context"]
     item = body["sections"][2]["items"][-1]
     assert {"id", "level", "text", "speaker", "start_time", "end_time", "score", "why"} <= set(item)
     r = await client.get("/core", headers=AUTH)
@@ -47,7 +61,7 @@ async def test_core_remember_context_round_trip(client) -> None:  # type: ignore
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "key")
 
 
-async def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(client) -> None:  # type: ignore[no-untyped-def]
+async def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(client) -> None:
     await _seed(client)
     cases: list[tuple[dict[str, Any], int, str]] = [
         ({"budget_tokens": 0}, 422, "budget_tokens"),
@@ -75,12 +89,15 @@ async def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(client) -
     assert [e["key"] for e in (await r.get_json())["entries"]] == ["name"]  # nothing changed
 
 
-async def test_the_first_turn_of_a_new_conversation_gets_a_block(client) -> None:  # type: ignore[no-untyped-def]
+async def test_the_first_turn_of_a_new_conversation_gets_a_block(client) -> None:
     """A chat app's first turn: context before the conversation was ever remembered. It is an empty one: the
     namespace's core memory and memories still count (issue 19)."""
     await _seed(client)
-    r = await client.post("/context", json={"conversation_id": "brand-new", "query": "Where does Ann work?",
-                                            "now": "2024-05-04T09:30:00Z"}, headers=AUTH)
+    r = await client.post(
+        "/context",
+        json={"conversation_id": "brand-new", "query": "Where does Ann work?", "now": "2024-05-04T09:30:00Z"},
+        headers=AUTH,
+    )
     body = await r.get_json()
     assert r.status_code == 200, body
     sections = {s["name"]: s for s in body["sections"]}
@@ -88,7 +105,7 @@ async def test_the_first_turn_of_a_new_conversation_gets_a_block(client) -> None
     assert "Santo António" in body["context"]  # the namespace's memory of c1
 
 
-async def test_another_namespace_gets_nothing(client) -> None:  # type: ignore[no-untyped-def]
+async def test_another_namespace_gets_nothing(client) -> None:
     await _seed(client, "alice")
     r = await client.post("/context", json={"namespace": "bob", "conversation_id": "c1"}, headers=AUTH)
     body = await r.get_json()
@@ -105,7 +122,7 @@ async def test_another_namespace_gets_nothing(client) -> None:  # type: ignore[n
     assert [e["key"] for e in (await r.get_json())["entries"]] == ["name"]
 
 
-async def test_the_endpoints_are_in_the_openapi_document(client) -> None:  # type: ignore[no-untyped-def]
+async def test_the_endpoints_are_in_the_openapi_document(client) -> None:
     doc = await (await client.get("/openapi.json")).get_json()
     assert {"post"} <= set(doc["paths"]["/context"]) and {"get", "put"} <= set(doc["paths"]["/core"])
     assert "delete" in doc["paths"]["/core/{key}"]

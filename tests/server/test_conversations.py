@@ -9,13 +9,14 @@ from tests.datastore.synthetic import conversation
 from tests.server.test_api import is_error
 
 
-def seed(store, ns: str = "default") -> None:  # type: ignore[no-untyped-def]
+def seed(store, ns: str = "default") -> None:
     store.writer.remember(ns, RememberRequest(conversation_id="trip", messages=conversation(("Ann", "Bob"), 40)))
-    store.writer.remember(ns, RememberRequest(conversation_id="chat",
-                                              messages=conversation(("Cy", "Di"), 3, prefix="c")))
+    store.writer.remember(
+        ns, RememberRequest(conversation_id="chat", messages=conversation(("Cy", "Di"), 3, prefix="c"))
+    )
 
 
-async def test_list_detail_and_messages(client, store) -> None:  # type: ignore[no-untyped-def]
+async def test_list_detail_and_messages(client, store) -> None:
     seed(store)
     r = await client.get("/conversations?limit=1", headers=AUTH)
     body = await r.get_json()
@@ -45,7 +46,7 @@ async def test_list_detail_and_messages(client, store) -> None:  # type: ignore[
     assert rest["next_cursor"] is None
 
 
-async def test_listing_is_namespace_scoped_and_checks_its_input(client, store) -> None:  # type: ignore[no-untyped-def]
+async def test_listing_is_namespace_scoped_and_checks_its_input(client, store) -> None:
     seed(store, "team-a")
     r = await client.get("/conversations?namespace=team-a", headers=AUTH)
     assert {s["id"] for s in (await r.get_json())["conversations"]} == {"trip", "chat"}
@@ -71,7 +72,7 @@ async def test_listing_is_namespace_scoped_and_checks_its_input(client, store) -
     assert r.status_code == 401 and is_error(await r.get_json(), "unauthorized")
 
 
-async def test_the_page_and_swagger_ui_are_served_from_the_package(client) -> None:  # type: ignore[no-untyped-def]
+async def test_the_page_and_swagger_ui_are_served_from_the_package(client) -> None:
     r = await client.get("/ui")
     assert r.status_code == 308 and r.headers["Location"].endswith("/ui/")
     r = await client.get("/ui/")  # no token needed: the page asks for one
@@ -93,15 +94,25 @@ async def test_the_page_and_swagger_ui_are_served_from_the_package(client) -> No
     assert (await client.get("/ui/swagger/index.html")).status_code == 404
 
 
-async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None:  # type: ignore[no-untyped-def]
+async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None:
     """Issue 19, item 4: `title` on /remember is kept (the first one given; a later one does not replace it) and
     listed by /conversations and /conversations/{id}; a title is a name: no line breaks."""
     first = {"speaker": "Ann", "content": "Shall we plan the trip to Lisbon?", "created_at": "2024-05-01T09:00:00Z"}
-    r = await client.post("/remember", json={"conversation_id": "t1", "title": "Lisbon trip", "wait": True,
-                                              "messages": [first]}, headers=AUTH)
+    r = await client.post(
+        "/remember",
+        json={"conversation_id": "t1", "title": "Lisbon trip", "wait": True, "messages": [first]},
+        headers=AUTH,
+    )
     assert r.status_code == 200, await r.get_json()
-    r = await client.post("/remember", json={"conversation_id": "t1", "title": "Something else", "messages": [
-        {"speaker": "Bob", "content": "Yes, in June.", "created_at": "2024-05-01T09:01:00Z"}]}, headers=AUTH)
+    r = await client.post(
+        "/remember",
+        json={
+            "conversation_id": "t1",
+            "title": "Something else",
+            "messages": [{"speaker": "Bob", "content": "Yes, in June.", "created_at": "2024-05-01T09:01:00Z"}],
+        },
+        headers=AUTH,
+    )
     assert r.status_code == 202
     r = await client.post("/remember", json={"conversation_id": "t2", "messages": [first]}, headers=AUTH)
     page = await (await client.get("/conversations", headers=AUTH)).get_json()
@@ -109,21 +120,38 @@ async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None
     assert listed["t1"]["title"] == "Lisbon trip" and listed["t2"]["title"] is None
     detail = await (await client.get("/conversations/t1", headers=AUTH)).get_json()
     assert detail["conversation"]["title"] == "Lisbon trip"
-    r = await client.post("/remember", json={"conversation_id": "t3", "title": "two\nlines", "messages": [first]},
-                          headers=AUTH)
+    r = await client.post(
+        "/remember", json={"conversation_id": "t3", "title": "two\nlines", "messages": [first]}, headers=AUTH
+    )
     assert r.status_code == 422 and is_error(await r.get_json(), field="title")
 
 
-async def test_listed_messages_carry_their_session(client) -> None:  # type: ignore[no-untyped-def]
+async def test_listed_messages_carry_their_session(client) -> None:
     """Issue 19, item 8b: every stored message has its session_id, and the message listing says it."""
-    first = [{"id": "a", "speaker": "Ann", "content": "Hello.", "created_at": "2024-05-01T09:00:00Z"},
-             {"id": "b", "speaker": "Bob", "content": "Hi.", "created_at": "2024-05-01T09:01:00Z",
-              "session_id": "aside"}]
-    r = await client.post("/remember", json={"conversation_id": "s", "session_id": "kickoff", "wait": True,
-                                              "messages": first}, headers=AUTH)
+    first = [
+        {"id": "a", "speaker": "Ann", "content": "Hello.", "created_at": "2024-05-01T09:00:00Z"},
+        {"id": "b", "speaker": "Bob", "content": "Hi.", "created_at": "2024-05-01T09:01:00Z", "session_id": "aside"},
+    ]
+    r = await client.post(
+        "/remember",
+        json={"conversation_id": "s", "session_id": "kickoff", "wait": True, "messages": first},
+        headers=AUTH,
+    )
     assert r.status_code == 200
-    r = await client.post("/remember", json={"conversation_id": "s", "wait": True, "messages": [
-        {"id": "c", "speaker": "Ann", "content": "A day later.", "created_at": "2024-05-02T09:00:00Z"}]}, headers=AUTH)
+    r = await client.post(
+        "/remember",
+        json={
+            "conversation_id": "s",
+            "wait": True,
+            "messages": [
+                {"id": "c", "speaker": "Ann", "content": "A day later.", "created_at": "2024-05-02T09:00:00Z"}
+            ],
+        },
+        headers=AUTH,
+    )
     body = await (await client.get("/conversations/s/messages", headers=AUTH)).get_json()
     assert [(m["id"], m["session_id"]) for m in body["messages"]] == [
-        ("a", "kickoff"), ("b", "aside"), ("c", "s-2024-05-02T09:00:00Z")]
+        ("a", "kickoff"),
+        ("b", "aside"),
+        ("c", "s-2024-05-02T09:00:00Z"),
+    ]

@@ -5,11 +5,12 @@ from __future__ import annotations
 from tests.conftest import AUTH
 
 
-async def test_core_memory_of_a_conversation_not_yet_remembered_waits_for_it(client) -> None:  # type: ignore[no-untyped-def]
+async def test_core_memory_of_a_conversation_not_yet_remembered_waits_for_it(client) -> None:
     """Issue 19, item 3: an unknown conversation is an empty one: core memory scoped to it is kept (it used to
     be a 404) and shows in its context blocks once it starts."""
-    r = await client.put("/core", json={"key": "goal", "value": "Ann wants to learn the cello",
-                                        "conversation_id": "later"}, headers=AUTH)
+    r = await client.put(
+        "/core", json={"key": "goal", "value": "Ann wants to learn the cello", "conversation_id": "later"}, headers=AUTH
+    )
     body = await r.get_json()
     assert r.status_code == 200, body
     assert body["entry"]["conversation_id"] == "later" and body["moved_out"] == []
@@ -18,8 +19,15 @@ async def test_core_memory_of_a_conversation_not_yet_remembered_waits_for_it(cli
     r = await client.get("/core", headers=AUTH)
     assert (await r.get_json())["entries"] == []  # scoped to the conversation, not the namespace
 
-    r = await client.post("/remember", json={"conversation_id": "later", "wait": True, "messages": [
-        {"speaker": "Ann", "content": "Which teacher should I call first?"}]}, headers=AUTH)
+    r = await client.post(
+        "/remember",
+        json={
+            "conversation_id": "later",
+            "wait": True,
+            "messages": [{"speaker": "Ann", "content": "Which teacher should I call first?"}],
+        },
+        headers=AUTH,
+    )
     assert r.status_code == 200
     r = await client.post("/context", json={"conversation_id": "later", "budget_tokens": 500}, headers=AUTH)
     body = await r.get_json()

@@ -14,9 +14,8 @@ from tests.conftest import AUTH, make_settings, recompose
 from tests.server.test_api import is_error
 
 
-async def _remember(client, messages: list[dict], cid: str = "c1") -> None:  # type: ignore[no-untyped-def]
-    r = await client.post("/remember", json={"conversation_id": cid, "messages": messages, "wait": True},
-                          headers=AUTH)
+async def _remember(client, messages: list[dict], cid: str = "c1") -> None:
+    r = await client.post("/remember", json={"conversation_id": cid, "messages": messages, "wait": True}, headers=AUTH)
     assert r.status_code in (200, 202), await r.get_json()
 
 
@@ -27,7 +26,7 @@ CHAT = [
 ]
 
 
-async def test_find_marks_matches_and_names_the_chunk(client) -> None:  # type: ignore[no-untyped-def]
+async def test_find_marks_matches_and_names_the_chunk(client) -> None:
     await _remember(client, CHAT)
     r = await client.post("/find", json={"pattern": "lisbon"}, headers=AUTH)
     body = await r.get_json()
@@ -38,13 +37,16 @@ async def test_find_marks_matches_and_names_the_chunk(client) -> None:  # type: 
     chunk = body["matches"][0]["chunk_id"]
     node = await (await client.get(f"/memories/{chunk}", headers=AUTH)).get_json()
     assert node["node"]["level"] == 1 and "m1" in node["node"]["message_ids"]
-    r = await client.post("/find", json={"pattern": r"\b\d{3}-\d{4}\b|\b\d{4}\b", "regex": True, "speaker": "Ann"},
-                          headers=AUTH)
+    r = await client.post(
+        "/find", json={"pattern": r"\b\d{3}-\d{4}\b|\b\d{4}\b", "regex": True, "speaker": "Ann"}, headers=AUTH
+    )
     assert [(m["message_id"], m["spans"]) for m in (await r.get_json())["matches"]] == [
-        ("m1", [[11, 19]]), ("m3", [[22, 26]])]
+        ("m1", [[11, 19]]),
+        ("m3", [[22, 26]]),
+    ]
 
 
-async def test_find_bad_input_names_the_field(client) -> None:  # type: ignore[no-untyped-def]
+async def test_find_bad_input_names_the_field(client) -> None:
     for body, status, field in [
         ({"pattern": "(unclosed", "regex": True}, 422, "pattern"),
         ({"pattern": "a{2000}{2000}", "regex": True}, 422, "pattern"),  # too big for RE2's memory cap
@@ -66,13 +68,23 @@ async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: Mem
     settings = make_settings(tmp_path, find_time_limit=2.0)
     store = recompose(store, settings=settings)  # the services read the limits
     long_a = "a" * 30_000
-    store.writer.remember("default", RememberRequest(conversation_id="c", messages=[
-        Message(id=f"h{i}", speaker="x", content=long_a + "!") for i in range(20)]))
+    store.writer.remember(
+        "default",
+        RememberRequest(
+            conversation_id="c", messages=[Message(id=f"h{i}", speaker="x", content=long_a + "!") for i in range(20)]
+        ),
+    )
     app = create_app(settings, store)
     async with app.test_app() as test_app:
         client = test_app.test_client()
-        for pattern in [r"(a+)+$", r"(a|aa)+b", r"(a*)*b", r"^(([a-z])+.)+[A-Z]([a-z])+$",
-                        "(" * 300 + "a*" + ")*" * 300 + "b", "(a|a?)" * 160]:
+        for pattern in [
+            r"(a+)+$",
+            r"(a|aa)+b",
+            r"(a*)*b",
+            r"^(([a-z])+.)+[A-Z]([a-z])+$",
+            "(" * 300 + "a*" + ")*" * 300 + "b",
+            "(a|a?)" * 160,
+        ]:
             started = time.monotonic()
             r = await client.post("/find", json={"pattern": pattern, "regex": True, "limit": 100}, headers=AUTH)
             elapsed = time.monotonic() - started
@@ -88,13 +100,15 @@ async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: Mem
         assert r.status_code == 200 and body["complete"] is False and body["scanned"] < 20
 
 
-async def test_stats_route(client) -> None:  # type: ignore[no-untyped-def]
+async def test_stats_route(client) -> None:
     await _remember(client, CHAT)
     r = await client.get("/stats?conversation_id=c1", headers=AUTH)
     body = await r.get_json()
     assert r.status_code == 200, body
-    assert body["messages"] == 3 and body["speakers"] == [{"speaker": "Ann", "messages": 2},
-                                                         {"speaker": "Ben", "messages": 1}]
+    assert body["messages"] == 3 and body["speakers"] == [
+        {"speaker": "Ann", "messages": 2},
+        {"speaker": "Ben", "messages": 1},
+    ]
     r = await client.get("/stats?conversation_id=nope", headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), field="conversation_id")
     r = await client.get("/stats?namespace=bad%20ns", headers=AUTH)
@@ -103,8 +117,10 @@ async def test_stats_route(client) -> None:  # type: ignore[no-untyped-def]
 
 async def test_answers_are_cut_to_max_response_chars(tmp_path: Path, store: Memory) -> None:
     cap = 3000
-    messages = [Message(id=f"m{i}", speaker="Ann", content=f"Note {i}: the Lisbon trip budget line {i} " * 12)
-                for i in range(40)]
+    messages = [
+        Message(id=f"m{i}", speaker="Ann", content=f"Note {i}: the Lisbon trip budget line {i} " * 12)
+        for i in range(40)
+    ]
     store.writer.remember("default", RememberRequest(conversation_id="c", messages=messages))
     store = recompose(store, settings=make_settings(tmp_path, max_response_chars=cap))
     app = create_app(store.settings, store)

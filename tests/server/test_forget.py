@@ -10,10 +10,13 @@ from tests.conftest import AUTH, locomo_sessions, text_search
 MODES = list(typing.get_args(RetrievalMode))
 
 
-async def all_nodes(client, cid: str) -> list[dict]:  # type: ignore[no-untyped-def]
+async def all_nodes(client, cid: str) -> list[dict]:
     """Every node of a conversation, found by expanding from the query results down and up."""
-    r = await client.post("/query", headers=AUTH, json={"queries": [
-        {"query": "anything", "top_k": 100, "mode": "dense", "filter": {"conversation_id": cid}}]})
+    r = await client.post(
+        "/query",
+        headers=AUTH,
+        json={"queries": [{"query": "anything", "top_k": 100, "mode": "dense", "filter": {"conversation_id": cid}}]},
+    )
     seen: dict[str, dict] = {}
     todo = [x["id"] for x in (await r.get_json())["results"][0]["results"]]
     while todo:
@@ -26,11 +29,14 @@ async def all_nodes(client, cid: str) -> list[dict]:  # type: ignore[no-untyped-
     return list(seen.values())
 
 
-async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:  # type: ignore[no-untyped-def]
+async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
     sessions = locomo_sessions(locomo[0], limit=7)
     for s in sessions:
-        body = {"conversation_id": "c", "messages": [m.model_dump(mode="json", exclude_none=True) for m in s],
-                "wait": True}
+        body = {
+            "conversation_id": "c",
+            "messages": [m.model_dump(mode="json", exclude_none=True) for m in s],
+            "wait": True,
+        }
         assert (await client.post("/remember", headers=AUTH, json=body)).status_code == 200
     victim = max(sessions[2], key=lambda m: len(m.content))  # a long, distinctive message
     before = await all_nodes(client, "c")
@@ -45,8 +51,11 @@ async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
         assert victim.content not in node["text"]
     for mode in MODES:
         for level in (1, 2, 3):
-            r = await client.post("/query", headers=AUTH, json={"queries": [
-                {"query": victim.content, "top_k": 100, "mode": mode, "filter": {"level": level}}]})
+            r = await client.post(
+                "/query",
+                headers=AUTH,
+                json={"queries": [{"query": victim.content, "top_k": 100, "mode": mode, "filter": {"level": level}}]},
+            )
             assert r.status_code == 200
             for hit in (await r.get_json())["results"][0]["results"]:
                 assert victim.content not in hit["text"] and victim.id not in hit["message_ids"]

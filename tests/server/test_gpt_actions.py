@@ -132,8 +132,9 @@ def gpt_action_violations(doc: dict, public_url: str, secured: bool) -> list[str
                 bad.append(f"{where} parameter {param.get('name')}: in {param.get('in')!r}")
         if "requestBody" in op:
             schema = op["requestBody"]["content"]["application/json"]["schema"]
-            described(f"{where} request body", op["requestBody"].get("description") or resolve(doc, schema).get(
-                "description"))
+            described(
+                f"{where} request body", op["requestBody"].get("description") or resolve(doc, schema).get("description")
+            )
             for name, prop in properties(doc, schema, f"{where} body", set()):
                 described(name, prop.get("description"))
         for status, response in op.get("responses", {}).items():
@@ -197,16 +198,22 @@ async def test_the_walker_catches_what_gpt_actions_refuse(tmp_path: Path) -> Non
     doc["paths"]["/upsert"]["post"]["x-openai-isConsequential"] = False
     doc["paths"]["/find"]["post"]["description"] += " See server/find_routes.py."
     bad = "\n".join(gpt_action_violations(doc, PUBLIC_URL, secured=True))
-    for fragment in ("POST /query: description of 301", "POST /remember: no x-openai", "top_k: no description",
-                     "servers must be", "POST /upsert: x-openai-isConsequential must be True",
-                     "POST /find: the description names a source file"):
+    for fragment in (
+        "POST /query: description of 301",
+        "POST /remember: no x-openai",
+        "top_k: no description",
+        "servers must be",
+        "POST /upsert: x-openai-isConsequential must be True",
+        "POST /find: the description names a source file",
+    ):
         assert fragment in bad
 
 
 async def test_ai_plugin_manifest_follows_the_settings(tmp_path: Path) -> None:
-    for settings, auth in [(make_settings(tmp_path, public_url=PUBLIC_URL), {"type": "user_http",
-                                                                             "authorization_type": "bearer"}),
-                           (local_settings(make_settings(tmp_path)), {"type": "none"})]:
+    for settings, auth in [
+        (make_settings(tmp_path, public_url=PUBLIC_URL), {"type": "user_http", "authorization_type": "bearer"}),
+        (local_settings(make_settings(tmp_path)), {"type": "none"}),
+    ]:
         app = create_app(settings, open_store=False)
         async with app.test_app() as test_app:
             client = test_app.test_client()

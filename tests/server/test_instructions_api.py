@@ -15,21 +15,38 @@ from tests.conftest import AUTH, recompose
 from tests.server.test_api import is_error
 
 MESSAGES = [
-    {"id": "m1", "speaker": "Ann", "content": "Hi! From now on answer in French.",
-     "created_at": "2024-05-01T09:00:00Z"},
-    {"id": "m2", "speaker": "assistant", "content": "D'accord. Always ask me anything.",
-     "created_at": "2024-05-01T09:01:00Z"},
-    {"id": "m3", "speaker": "Ann", "content": "I prefer Bootstrap over Foundation.",
-     "created_at": "2024-05-01T09:02:00Z"},
-    {"id": "m4", "speaker": "Ann", "content": "Actually, from now on answer in English.",
-     "created_at": "2024-05-02T10:00:00Z"},
+    {
+        "id": "m1",
+        "speaker": "Ann",
+        "content": "Hi! From now on answer in French.",
+        "created_at": "2024-05-01T09:00:00Z",
+    },
+    {
+        "id": "m2",
+        "speaker": "assistant",
+        "content": "D'accord. Always ask me anything.",
+        "created_at": "2024-05-01T09:01:00Z",
+    },
+    {
+        "id": "m3",
+        "speaker": "Ann",
+        "content": "I prefer Bootstrap over Foundation.",
+        "created_at": "2024-05-01T09:02:00Z",
+    },
+    {
+        "id": "m4",
+        "speaker": "Ann",
+        "content": "Actually, from now on answer in English.",
+        "created_at": "2024-05-02T10:00:00Z",
+    },
 ]
 
 
 async def _remember(client: Any, messages: list[dict], cid: str = "c1", ns: str | None = None) -> None:
     extra = {"namespace": ns} if ns else {}
-    r = await client.post("/remember", json={"conversation_id": cid, "messages": messages, "wait": True, **extra},
-                          headers=AUTH)
+    r = await client.post(
+        "/remember", json={"conversation_id": cid, "messages": messages, "wait": True, **extra}, headers=AUTH
+    )
     assert r.status_code == 200, await r.get_json()
 
 
@@ -44,11 +61,18 @@ async def test_remembered_instructions_are_listed_with_provenance_and_superseded
     await _remember(client, MESSAGES)
     body = await _list(client)
     assert body["active"] == 2 and [i["statement"] for i in body["instructions"]] == [
-        "I prefer Bootstrap over Foundation.", "from now on answer in English."]
+        "I prefer Bootstrap over Foundation.",
+        "from now on answer in English.",
+    ]
     pref = body["instructions"][0]
     assert {k: pref[k] for k in ("kind", "message_id", "conversation_id", "speaker", "created_at", "text")} == {
-        "kind": "preference", "message_id": "m3", "conversation_id": "c1", "speaker": "Ann",
-        "created_at": "2024-05-01T09:02:00Z", "text": "I prefer Bootstrap over Foundation."}
+        "kind": "preference",
+        "message_id": "m3",
+        "conversation_id": "c1",
+        "speaker": "Ann",
+        "created_at": "2024-05-01T09:02:00Z",
+        "text": "I prefer Bootstrap over Foundation.",
+    }
     assert pref["id"].startswith("in_") and pref["superseded_by"] is None and pref["recorded_at"]
 
     every = await _list(client, "?include_superseded=true")
@@ -109,11 +133,14 @@ async def test_a_store_without_instructions_answers_501(settings: Settings, stor
         app = create_app(settings, bare)
         async with app.test_app() as test_app:
             client = test_app.test_client()
-            r = await client.post("/remember", json={"conversation_id": "c1", "messages": MESSAGES, "wait": True},
-                                  headers=AUTH)
+            r = await client.post(
+                "/remember", json={"conversation_id": "c1", "messages": MESSAGES, "wait": True}, headers=AUTH
+            )
             assert r.status_code == 200  # remembering works; nothing is detected
-            for r in (await client.get("/instructions", headers=AUTH),
-                      await client.delete("/instructions/in_x", headers=AUTH)):
+            for r in (
+                await client.get("/instructions", headers=AUTH),
+                await client.delete("/instructions/in_x", headers=AUTH),
+            ):
                 assert r.status_code == 501 and is_error(await r.get_json(), "not_supported")
     finally:
         storage.instructions = kept

@@ -34,8 +34,20 @@ from tests.conftest import TOKEN, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mcp-test-secret-0123456789abcdef0123456789"
-TOOLS = {"remember", "recall", "expand", "find", "stats", "forget", "context", "core_get", "core_set", "core_delete",
-         "instructions_list", "instructions_delete"}
+TOOLS = {
+    "remember",
+    "recall",
+    "expand",
+    "find",
+    "stats",
+    "forget",
+    "context",
+    "core_get",
+    "core_set",
+    "core_delete",
+    "instructions_list",
+    "instructions_delete",
+}
 CHAT = [
     {"id": "m1", "speaker": "Caroline", "content": "I adopted a grey cat called Pepper last spring."},
     {"id": "m2", "speaker": "Melanie", "content": "Lovely! My passport number is X1234567, remind me later."},
@@ -60,7 +72,7 @@ async def serving(settings: Any, store: Memory) -> AsyncIterator[str]:
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(create_app(settings, store), config, shutdown_trigger=stop.wait))  # type: ignore[arg-type]
+    task = asyncio.create_task(serve(create_app(settings, store), config, shutdown_trigger=stop.wait))
     async with httpx.AsyncClient() as http:
         for _ in range(200):
             try:
@@ -78,8 +90,10 @@ async def serving(settings: Any, store: Memory) -> AsyncIterator[str]:
 @asynccontextmanager
 async def mcp_client(url: str, token: str | None) -> AsyncIterator[Client]:
     headers = {"Authorization": f"Bearer {token}"} if token else {}
-    async with create_mcp_http_client(headers=headers) as http, Client(
-            streamable_http_client(url, http_client=http)) as client:
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        Client(streamable_http_client(url, http_client=http)) as client,
+    ):
         yield client
 
 
@@ -119,8 +133,9 @@ async def test_http_tools_over_the_real_store(tmp_path: Path, store: Memory) -> 
         kept = data(await client.call_tool("core_set", {"key": "pet", "value": "Caroline has a cat, Pepper"}))
         assert kept["entry"]["key"] == "pet"
         assert [e["key"] for e in data(await client.call_tool("core_get", {}))["entries"]] == ["pet"]
-        block = data(await client.call_tool("context", {"conversation_id": "c1", "query": "passport",
-                                                        "budget_tokens": 400}))
+        block = data(
+            await client.call_tool("context", {"conversation_id": "c1", "query": "passport", "budget_tokens": 400})
+        )
         assert block["tokens_used"] <= 400 and "Caroline has a cat, Pepper" in block["context"]
         assert [sec["name"] for sec in block["sections"]][0] == "core"
         assert data(await client.call_tool("core_delete", {"key": "pet"}))["deleted"] is True
@@ -135,9 +150,11 @@ async def test_http_tools_over_the_real_store(tmp_path: Path, store: Memory) -> 
 async def test_standing_instructions_over_mcp(tmp_path: Path, store: Memory) -> None:
     """A rule said in a remembered chat is listed with its provenance, and deleted only by the destructive tool;
     another namespace's id is an error that changes nothing."""
-    chat = [{"id": "u1", "speaker": "Caroline", "content": "From now on answer in French."},
-            {"id": "u2", "speaker": "Caroline", "content": "Actually, from now on answer in English."},
-            {"id": "u3", "speaker": "assistant", "content": "Always happy to help."}]
+    chat = [
+        {"id": "u1", "speaker": "Caroline", "content": "From now on answer in French."},
+        {"id": "u2", "speaker": "Caroline", "content": "Actually, from now on answer in English."},
+        {"id": "u3", "speaker": "assistant", "content": "Always happy to help."},
+    ]
     async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         listing, deleting = tools["instructions_list"].annotations, tools["instructions_delete"].annotations
@@ -160,8 +177,11 @@ async def test_standing_instructions_over_mcp(tmp_path: Path, store: Memory) -> 
 async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, store: Memory) -> None:
     async with serving(make_settings(tmp_path), store) as url:
         async with httpx.AsyncClient() as http:
-            r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                                headers={"Accept": "application/json, text/event-stream"})
+            r = await http.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream"},
+            )
             assert r.status_code == 401 and r.json()["error"]["code"] == "unauthorized"
             assert r.headers["www-authenticate"] == "Bearer"
         for token in (None, "wrong-token"):
@@ -188,8 +208,15 @@ async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_pa
     bob_chunk = store.storage.source_nodes("bob", "bob-c")[0].id
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, bearer_token=None)
     async with serving(settings, store) as url, mcp_client(url, _jwt("alice")) as alice:
-        data(await alice.call_tool("remember", {"conversation_id": "a-c", "messages": [
-            {"id": "a1", "speaker": "Alice", "content": "My cat is called Whiskers."}]}))
+        data(
+            await alice.call_tool(
+                "remember",
+                {
+                    "conversation_id": "a-c",
+                    "messages": [{"id": "a1", "speaker": "Alice", "content": "My cat is called Whiskers."}],
+                },
+            )
+        )
         # her own namespace only
         hits = data(await alice.call_tool("recall", {"query": "cat called Pepper", "top_k": 10}))
         assert all("Pepper" not in r["text"] for r in hits["results"][0]["results"])
@@ -197,9 +224,17 @@ async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_pa
         assert data(await alice.call_tool("stats", {}))["namespace"] == "alice"
         # naming bob's namespace, or bob's ids, is an error naming the argument
         calls: list[tuple[str, dict[str, Any]]] = [
-            ("recall", {"query": "cat"}), ("find", {"pattern": "cat"}), ("stats", {}), ("expand", {"id": bob_chunk}),
-            ("forget", {"delete_all": True}), ("remember", {"messages": [{"content": "x"}]}), ("context", {}),
-            ("core_get", {}), ("core_set", {"key": "k", "value": "v"}), ("core_delete", {"key": "k"})]
+            ("recall", {"query": "cat"}),
+            ("find", {"pattern": "cat"}),
+            ("stats", {}),
+            ("expand", {"id": bob_chunk}),
+            ("forget", {"delete_all": True}),
+            ("remember", {"messages": [{"content": "x"}]}),
+            ("context", {}),
+            ("core_get", {}),
+            ("core_set", {"key": "k", "value": "v"}),
+            ("core_delete", {"key": "k"}),
+        ]
         for tool, args in calls:
             assert "namespace" in error_text(await alice.call_tool(tool, {**args, "namespace": "bob"})), tool
         assert "id" in error_text(await alice.call_tool("expand", {"id": bob_chunk}))
@@ -222,8 +257,11 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
             ("recall", {"query": "cat", "top_k": "many"}, "top_k"),
             ("recall", {"query": "cat", "top_k": 10_000}, "top_k"),
             ("recall", {"top_k": 3}, "query"),
-            ("recall", {"query": "cat", "start_date": "2024-02-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"},
-             "start_date"),
+            (
+                "recall",
+                {"query": "cat", "start_date": "2024-02-01T00:00:00Z", "end_date": "2024-01-01T00:00:00Z"},
+                "start_date",
+            ),
             ("find", {"pattern": "(unclosed", "regex": True}, "pattern"),
             ("find", {"pattern": "x" * 5000}, "pattern"),
             ("remember", {"messages": "not a list"}, "messages"),
@@ -242,8 +280,9 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
 
 async def test_stdio_transport(tmp_path: Path) -> None:
     env = {**os.environ, "LOCAL_DB_PATH": str(tmp_path / "stdio.db"), "AUTH": "none", "EMBED_WORKERS": "1"}
-    params = StdioServerParameters(command=sys.executable, args=["-m", "local_server.cli", "mcp", "-n", "me"],
-                                   env=env, cwd=str(ROOT))
+    params = StdioServerParameters(
+        command=sys.executable, args=["-m", "local_server.cli", "mcp", "-n", "me"], env=env, cwd=str(ROOT)
+    )
     async with Client(params) as client:
         assert {t.name for t in (await client.list_tools()).tools} == TOOLS
         data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
@@ -261,8 +300,11 @@ async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_pat
         async with mcp_client(url, None) as client:  # AUTH=none: the local server, like its REST routes
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
         async with httpx.AsyncClient() as http:  # DNS rebinding: a page on another host cannot drive it
-            r = await http.post(url, json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
-                                headers={"Accept": "application/json, text/event-stream", "Host": "evil.example"})
+            r = await http.post(
+                url,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+                headers={"Accept": "application/json, text/event-stream", "Host": "evil.example"},
+            )
             assert r.status_code in (400, 403, 421)
 
 
@@ -298,8 +340,11 @@ async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> No
     """Issue 19, item 7: RATE_LIMIT_PER_MINUTE applies to /mcp (mounted beside Quart, outside its hooks), per caller,
     with the REST 429 shape and Retry-After."""
     list_tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}",
-               "MCP-Protocol-Version": "2025-06-18"}
+    headers = {
+        "Accept": "application/json, text/event-stream",
+        "Authorization": f"Bearer {TOKEN}",
+        "MCP-Protocol-Version": "2025-06-18",
+    }
     async with serving(make_settings(tmp_path, rate_limit_per_minute=3), store) as url:
         async with httpx.AsyncClient() as http:
             codes = [(await http.post(url, json=list_tools, headers=headers)).status_code for _ in range(3)]
@@ -315,8 +360,12 @@ async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> No
 async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, store: Memory) -> None:
     """Issue 19, item 9: the 413 of /mcp, like the REST one, names the limit in bytes and its setting."""
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}"}
-    big = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-           "params": {"name": "recall", "arguments": {"query": "x" * 5000}}}
+    big = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": "recall", "arguments": {"query": "x" * 5000}},
+    }
     async with serving(make_settings(tmp_path, max_body_bytes=4096), store) as url, httpx.AsyncClient() as http:
         r = await http.post(url, json=big, headers=headers)
         assert r.status_code == 413, r.text

@@ -24,10 +24,18 @@ from tests.conftest import AUTH, make_settings
 
 
 def body(cid: str, n: int, word: str, **extra: Any) -> dict:
-    return {"conversation_id": cid, **extra, "messages": [
-        {"id": f"{cid}-{i}", "speaker": ("Ann", "Bob")[i % 2],
-         "content": f"Day {i}: the {word} was moved from shelf {i} to the attic, said the note on the door."}
-        for i in range(n)]}
+    return {
+        "conversation_id": cid,
+        **extra,
+        "messages": [
+            {
+                "id": f"{cid}-{i}",
+                "speaker": ("Ann", "Bob")[i % 2],
+                "content": f"Day {i}: the {word} was moved from shelf {i} to the attic, said the note on the door.",
+            }
+            for i in range(n)
+        ],
+    }
 
 
 @asynccontextmanager
@@ -54,7 +62,7 @@ async def until(check: Any, timeout: float = 180) -> float:
     return time.monotonic() - t0
 
 
-async def test_remember_answers_202_with_pending_ids_then_the_indexer_makes_them_searchable(client) -> None:  # type: ignore[no-untyped-def]
+async def test_remember_answers_202_with_pending_ids_then_the_indexer_makes_them_searchable(client) -> None:
     r = await client.post("/remember", json=body("c", 12, "harmonica"), headers=AUTH)
     made = await r.get_json()
     assert r.status_code == 202, made
@@ -65,7 +73,7 @@ async def test_remember_answers_202_with_pending_ids_then_the_indexer_makes_them
     assert r.status_code == 200 and (await r.get_json())["skipped_message_ids"] == ["c-0", "c-1", "c-2"]
 
 
-async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) -> None:  # type: ignore[no-untyped-def]
+async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) -> None:
     r = await client.post("/remember", json=body("c", 40, "trombone", wait=True), headers=AUTH)
     made = await r.get_json()
     assert r.status_code == 200 and not made["pending_message_ids"], made
@@ -82,8 +90,9 @@ async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) ->
     assert made["updated_chunk_ids"] == ([open_before] if open_before else []), made
 
 
-async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(tmp_path: Path,
-                                                                         embedder: LocalEmbedder) -> None:
+async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
     settings = make_settings(tmp_path)
     store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
@@ -102,8 +111,9 @@ async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(tmp_pat
         store.close()
 
 
-async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(tmp_path: Path,
-                                                                          embedder: LocalEmbedder) -> None:
+async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
     settings = make_settings(tmp_path, max_pending_tokens=500)
     store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
@@ -129,8 +139,7 @@ async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(tmp_p
         store.close()
 
 
-async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Path,
-                                                                  embedder: LocalEmbedder) -> None:
+async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Path, embedder: LocalEmbedder) -> None:
     """The indexer takes namespaces in turn, a bounded step each: a small call waits one step, not the backlog."""
     settings = make_settings(tmp_path, index_chunk_batch=4)
     store = open_memory(settings, embedder, ExtractiveSummariser())
@@ -146,11 +155,17 @@ async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Pa
         store.close()
 
 
-async def test_summaries_of_different_conversations_are_made_concurrently(tmp_path: Path,
-                                                                          embedder: LocalEmbedder) -> None:
+async def test_summaries_of_different_conversations_are_made_concurrently(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
     with LoopbackOpenAI(delay=1.0) as llm:
-        settings = make_settings(tmp_path, openai_api_key=llm.api_key, openai_base_url=llm.base_url,
-                                 openai_max_retries=0, index_summary_concurrency=3)
+        settings = make_settings(
+            tmp_path,
+            openai_api_key=llm.api_key,
+            openai_base_url=llm.base_url,
+            openai_max_retries=0,
+            index_summary_concurrency=3,
+        )
         store = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
         try:
             async with app_client(settings, store) as client:
@@ -159,8 +174,14 @@ async def test_summaries_of_different_conversations_are_made_concurrently(tmp_pa
                     assert r.status_code == 202
 
                 async def summarised() -> bool:
-                    return not store.storage.backlog() and not store.storage.unrolled() and all(
-                        any(n.level > 1 for n in store.storage.source_nodes("default", cid)) for cid in ("a", "b", "c"))
+                    return (
+                        not store.storage.backlog()
+                        and not store.storage.unrolled()
+                        and all(
+                            any(n.level > 1 for n in store.storage.source_nodes("default", cid))
+                            for cid in ("a", "b", "c")
+                        )
+                    )
 
                 await until(summarised)
             assert llm.peak_concurrent >= 2, "summaries of different conversations were made one at a time"
@@ -196,14 +217,15 @@ class SlowEmbedder:
         return self.bulk_calls_started - self.bulk_calls_done
 
 
-async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(tmp_path: Path,
-                                                                           embedder: LocalEmbedder) -> None:
+async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
     """A clean shutdown (issue 18): the app stops the indexer before the store closes, and `stop` waits for the
     step already running (it commits whole), past its grace; the lanes' per-source locks are not kept once no
     one holds them."""
     settings = make_settings(tmp_path, index_chunk_batch=4)
     slow = SlowEmbedder(embedder, 1.5)
-    store = open_memory(settings, slow, ExtractiveSummariser())  # type: ignore[arg-type]
+    store = open_memory(settings, slow, ExtractiveSummariser())
     try:
         app = create_app(settings, store)
         async with app.test_app() as test_app:
@@ -230,21 +252,38 @@ async def _true(value: bool) -> bool:
     return value
 
 
-async def test_chunks_are_searchable_while_the_model_reads_them_for_instructions(tmp_path: Path,
-                                                                                 embedder: LocalEmbedder) -> None:
+async def test_chunks_are_searchable_while_the_model_reads_them_for_instructions(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
     release = threading.Event()
 
     def held(request: dict) -> str:  # the model answers only once released
         release.wait(60)
         sent = json.loads(request["messages"][-1]["content"])
-        return json.dumps({"instructions": [
-            {"message_id": m["message_id"], "text": m["content"], "kind": "preference", "subject": "css framework"}
-            for m in sent if "Bootstrap" in m["content"]]})
+        return json.dumps(
+            {
+                "instructions": [
+                    {
+                        "message_id": m["message_id"],
+                        "text": m["content"],
+                        "kind": "preference",
+                        "subject": "css framework",
+                    }
+                    for m in sent
+                    if "Bootstrap" in m["content"]
+                ]
+            }
+        )
 
     with LoopbackOpenAI() as llm:
         llm.chat_reply = held
-        settings = make_settings(tmp_path, summariser="openai", openai_api_key=llm.api_key,
-                                 openai_base_url=llm.base_url, openai_max_retries=0)
+        settings = make_settings(
+            tmp_path,
+            summariser="openai",
+            openai_api_key=llm.api_key,
+            openai_base_url=llm.base_url,
+            openai_max_retries=0,
+        )
         store = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the model
         try:
             async with app_client(settings, store) as client:

@@ -43,8 +43,9 @@ def test_the_serving_process_runs_numpy_products_on_one_blas_thread(tmp_path: Pa
     one thread per core. The app factory, which a library user or a test calls, leaves that process-wide
     setting alone; `pyramind serve` (server.main.serve) brings it to one thread before it serves."""
     root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=root, capture_output=True, text=True,
-                         timeout=300, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(tmp_path)], cwd=root, capture_output=True, text=True, timeout=300, check=True
+    )
     threads = json.loads(out.stdout.strip().splitlines()[-1])
     assert threads["before"] and threads["app"] == threads["before"]
     assert threads["serve"] == [1] * len(threads["before"])

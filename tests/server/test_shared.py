@@ -20,7 +20,7 @@ from tests.server.test_auth import SECRET, bearer, hs_token
 
 
 @pytest.fixture
-async def app_and_store(tmp_path: Path, embedder) -> AsyncIterator[tuple[Any, Memory]]:  # type: ignore[no-untyped-def]
+async def app_and_store(tmp_path: Path, embedder) -> AsyncIterator[tuple[Any, Memory]]:
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET)
     store = open_memory(settings, embedder, ExtractiveSummariser())
     app = create_app(settings, store)
@@ -29,13 +29,16 @@ async def app_and_store(tmp_path: Path, embedder) -> AsyncIterator[tuple[Any, Me
     store.close()
 
 
-async def say(client, headers, cid: str, text: str) -> None:  # type: ignore[no-untyped-def]
-    r = await client.post("/remember", headers=headers, json={
-        "conversation_id": cid, "wait": True, "messages": [{"id": f"{cid}-1", "speaker": "x", "content": text}]})
+async def say(client, headers, cid: str, text: str) -> None:
+    r = await client.post(
+        "/remember",
+        headers=headers,
+        json={"conversation_id": cid, "wait": True, "messages": [{"id": f"{cid}-1", "speaker": "x", "content": text}]},
+    )
     assert r.status_code == 200, await r.get_json()
 
 
-async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:  # type: ignore[no-untyped-def]
+async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:
     client, store = app_and_store
     team = bearer(hs_token("team"))
     alice = bearer(hs_token("alice", read_namespaces=["team"]))
@@ -75,27 +78,37 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:  # 
     assert r.status_code == 401
 
 
-async def test_static_token_read_only_namespaces(tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+async def test_static_token_read_only_namespaces(tmp_path: Path, embedder) -> None:
     settings = make_settings(tmp_path, read_only_namespaces="library")
     store = open_memory(settings, embedder, ExtractiveSummariser())
     try:
-        store.writer.remember("library", RememberRequest(
-            conversation_id="shelf", messages=[Message(speaker="x", content="The atlas is on the top shelf.")]))
+        store.writer.remember(
+            "library",
+            RememberRequest(
+                conversation_id="shelf", messages=[Message(speaker="x", content="The atlas is on the top shelf.")]
+            ),
+        )
         app = create_app(settings, store)
         async with app.test_app() as test_app:
             client = test_app.test_client()
-            r = await client.post("/query", headers=AUTH, json={
-                "namespaces": ["default", "library"], "queries": [{"query": "where is the atlas"}]})
+            r = await client.post(
+                "/query",
+                headers=AUTH,
+                json={"namespaces": ["default", "library"], "queries": [{"query": "where is the atlas"}]},
+            )
             results = (await r.get_json())["results"][0]["results"]
             assert r.status_code == 200 and results[0]["namespace"] == "library"
-            r = await client.post("/query", headers=AUTH, json={
-                "namespaces": ["elsewhere"], "queries": [{"query": "atlas"}]})
+            r = await client.post(
+                "/query", headers=AUTH, json={"namespaces": ["elsewhere"], "queries": [{"query": "atlas"}]}
+            )
             assert r.status_code == 403
-            r = await client.post("/remember", headers=AUTH, json={
-                "namespace": "library", "messages": [{"content": "the atlas is gone"}]})
+            r = await client.post(
+                "/remember", headers=AUTH, json={"namespace": "library", "messages": [{"content": "the atlas is gone"}]}
+            )
             assert r.status_code == 403 and is_error(await r.get_json(), "forbidden", "namespace")
-            r = await client.post("/query", headers=AUTH, json={
-                "namespace": "library", "queries": [{"query": "atlas"}]})
+            r = await client.post(
+                "/query", headers=AUTH, json={"namespace": "library", "queries": [{"query": "atlas"}]}
+            )
             assert r.status_code == 200
     finally:
         store.close()

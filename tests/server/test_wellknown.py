@@ -14,7 +14,7 @@ from tests.conftest import make_settings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def running_schema(settings) -> dict:  # type: ignore[no-untyped-def]
+async def running_schema(settings) -> dict:
     app = create_app(settings, open_store=False)
     async with app.test_app() as test_app:
         return await (await test_app.test_client().get("/openapi.json")).get_json()
@@ -28,7 +28,8 @@ async def test_bearer_app_documents_its_security_and_local_app_is_open(tmp_path:
     app = create_app(local, open_store=False)
     async with app.test_app() as test_app:
         r = await test_app.test_client().options(
-            "/query", headers={"Origin": "https://chat.openai.com", "Access-Control-Request-Method": "POST"})
+            "/query", headers={"Origin": "https://chat.openai.com", "Access-Control-Request-Method": "POST"}
+        )
         assert r.headers.get("Access-Control-Allow-Origin") == "https://chat.openai.com"
         r = await test_app.test_client().get("/openapi.json", headers={"Origin": "https://evil.example"})
         assert r.headers.get("Access-Control-Allow-Origin") is None

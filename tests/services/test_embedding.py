@@ -24,8 +24,11 @@ PAIRS = [
     ("I adopted a kitten.", "We got a new cat at home.", "The stock market fell today."),
     ("When do we land in Lisbon?", "Our flight arrives in Lisbon on 3 June.", "Bake the bread for 40 minutes."),
     ("My passport expires next March.", "The passport is valid until March.", "She plays the violin every night."),
-    ("Caroline went to the LGBTQ support group.", "Caroline attended a support group meeting.",
-     "The router needs a firmware update."),
+    (
+        "Caroline went to the LGBTQ support group.",
+        "Caroline attended a support group meeting.",
+        "The router needs a firmware update.",
+    ),
 ]
 TEXTS = [t for pair in PAIRS for t in pair] + [
     "Héllo Wörld! Ünïcode àccents, emoji 🎉 and CJK 漢字 mixed in.",
@@ -112,9 +115,11 @@ def test_a_bad_text_fails_only_its_own_call_when_batched_with_others(embedder: L
         except EmbeddingError as exc:
             results[name] = exc
 
-    threads = [threading.Thread(target=call, args=("bad", ["fine", None])),
-               threading.Thread(target=call, args=("good1", ["a good sentence"])),
-               threading.Thread(target=call, args=("good2", ["another good one", "and one more"]))]
+    threads = [
+        threading.Thread(target=call, args=("bad", ["fine", None])),
+        threading.Thread(target=call, args=("good1", ["a good sentence"])),
+        threading.Thread(target=call, args=("good2", ["another good one", "and one more"])),
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -127,8 +132,10 @@ def test_a_query_started_during_a_large_bulk_call_finishes_first() -> None:
     # one worker, so the query can only get ahead by going before the bulk call's next slice
     emb = LocalEmbedder(threads=1, workers=1, bulk_batch=2)
     emb.load()
-    chunks = [f"Chunk {i}: " + " ".join(f"Melanie told Caroline about painting number {i + j}." for j in range(12))
-              for i in range(40)]
+    chunks = [
+        f"Chunk {i}: " + " ".join(f"Melanie told Caroline about painting number {i + j}." for j in range(12))
+        for i in range(40)
+    ]
     finished: list[str] = []
     bulk_started = threading.Event()
 
@@ -224,8 +231,10 @@ def test_with_two_workers_bulk_keeps_one_free_so_a_query_starts_at_once() -> Non
         return np.zeros((len(texts), 4), dtype=np.float32)
 
     batcher = PriorityBatcher(encode, 4, workers=2, batch_size=32, bulk_batch=1)
-    bulk = [threading.Thread(target=batcher.embed, args=([f"b{i}-{j}" for j in range(4)],), kwargs={"bulk": True})
-            for i in range(2)]
+    bulk = [
+        threading.Thread(target=batcher.embed, args=([f"b{i}-{j}" for j in range(4)],), kwargs={"bulk": True})
+        for i in range(2)
+    ]
     for t in bulk:
         t.start()
     while "bulk" not in running:
@@ -255,6 +264,7 @@ def test_idle_workers_end_and_the_next_call_starts_them_again(monkeypatch: pytes
 def test_close_ends_the_worker_threads_and_a_later_call_starts_them_again() -> None:
     """A server shutting down stops the embedder's threads at once (not 30 s later); an embedder shared by
     several stores (the tests', a benchmark's cache) keeps working after one of them closes it."""
+
     class Probe(LocalEmbedder):  # its worker threads are named after it: "Probe-1", "Probe-2"
         pass
 

@@ -52,9 +52,18 @@ def conversation(n: int = 40, seed: int = 3) -> list[StoredMessage]:
     msgs = []
     for i in range(n):
         body = {3: CODE, 5: LIST, 6: INDENTED}.get(i % 7) or " ".join(
-            rng.choice(SENTENCES) for _ in range(rng.randint(2, 8)))
-        msgs.append(StoredMessage(id=f"m{i}", source_id="c", seq=i, speaker=["Ann", "Bob", "Carol Jones"][i % 3],
-                                  content=body, created_at=t0 + timedelta(minutes=10 * i if i < 20 else 300 + i)))
+            rng.choice(SENTENCES) for _ in range(rng.randint(2, 8))
+        )
+        msgs.append(
+            StoredMessage(
+                id=f"m{i}",
+                source_id="c",
+                seq=i,
+                speaker=["Ann", "Bob", "Carol Jones"][i % 3],
+                content=body,
+                created_at=t0 + timedelta(minutes=10 * i if i < 20 else 300 + i),
+            )
+        )
     measure(msgs, None, 0)
     return msgs
 
@@ -91,11 +100,18 @@ def test_units_are_their_spans_and_cover_the_text() -> None:
 
 
 def test_multibyte_characters_and_emoji_sequences_are_never_split() -> None:
-    text = ("Bob: 東京の寿司はとても美味しかったです。また行きたい？ Café crème 😀. Naïve résumé 👨‍👩‍👧 is here. "
-            "Ünïcödé straße!")
+    text = (
+        "Bob: 東京の寿司はとても美味しかったです。また行きたい？ Café crème 😀. Naïve résumé 👨‍👩‍👧 is here. "
+        "Ünïcödé straße!"
+    )
     units = segment(text)
-    assert texts(units) == ["東京の寿司はとても美味しかったです。", "また行きたい？", "Café crème 😀.",
-                            "Naïve résumé 👨‍👩‍👧 is here.", "Ünïcödé straße!"]
+    assert texts(units) == [
+        "東京の寿司はとても美味しかったです。",
+        "また行きたい？",
+        "Café crème 😀.",
+        "Naïve résumé 👨‍👩‍👧 is here.",
+        "Ünïcödé straße!",
+    ]
     for u, v in zip(units, units[1:], strict=False):  # cuts fall after a sentence end, on whitespace or none
         assert u.text[-1] in "。？.!" and not text[u.end : v.start].strip()
     assert "👨\u200d👩\u200d👧" in units[3].text
@@ -105,16 +121,24 @@ def test_multibyte_characters_and_emoji_sequences_are_never_split() -> None:
     ("body", "expected"),
     [
         ("Dr. Smith moved to the U.S. in 2019. He likes it.", ["Dr. Smith moved to the U.S. in 2019.", "He likes it."]),
-        ("Use Python 3.11, e.g. for scripts, i.e. small ones. It costs 2.5 euros.",
-         ["Use Python 3.11, e.g. for scripts, i.e. small ones.", "It costs 2.5 euros."]),
-        ("See https://example.com/a.b?x=1 for details. Next one.", ["See https://example.com/a.b?x=1 for details.",
-                                                                   "Next one."]),
+        (
+            "Use Python 3.11, e.g. for scripts, i.e. small ones. It costs 2.5 euros.",
+            ["Use Python 3.11, e.g. for scripts, i.e. small ones.", "It costs 2.5 euros."],
+        ),
+        (
+            "See https://example.com/a.b?x=1 for details. Next one.",
+            ["See https://example.com/a.b?x=1 for details.", "Next one."],
+        ),
         ("I was thinking... maybe not. Well... I agree.", ["I was thinking... maybe not.", "Well...", "I agree."]),
-        ("J. K. Rowling wrote it. Mr. and Mrs. Smith read No. 5 at 3 p.m. Then they slept.",
-         ["J. K. Rowling wrote it.", "Mr. and Mrs. Smith read No. 5 at 3 p.m.", "Then they slept."]),
+        (
+            "J. K. Rowling wrote it. Mr. and Mrs. Smith read No. 5 at 3 p.m. Then they slept.",
+            ["J. K. Rowling wrote it.", "Mr. and Mrs. Smith read No. 5 at 3 p.m.", "Then they slept."],
+        ),
         ("No. I don't think so! Really? ok. see you", ["No.", "I don't think so!", "Really?", "ok.", "see you"]),
-        ("Apples, pears, etc. and more. Milk, eggs etc. The end.", ["Apples, pears, etc. and more.",
-                                                                   "Milk, eggs etc.", "The end."]),
+        (
+            "Apples, pears, etc. and more. Milk, eggs etc. The end.",
+            ["Apples, pears, etc. and more.", "Milk, eggs etc.", "The end."],
+        ),
         ('He said "stop." Then he left…', ['He said "stop."', "Then he left…"]),
     ],
 )
@@ -123,8 +147,7 @@ def test_sentences_respect_abbreviations_numbers_urls_and_ellipses(body: str, ex
 
 
 def test_speaker_prefix_stays_out_of_units_and_speaker_is_carried() -> None:
-    text = ("[2023-05-01 09:00] Dr. Who: Hello there. How are you?\n  Fine, thanks.\n"
-            "Carol Jones: ok\n  - milk\n")
+    text = "[2023-05-01 09:00] Dr. Who: Hello there. How are you?\n  Fine, thanks.\nCarol Jones: ok\n  - milk\n"
     units = segment(text)
     assert texts(units) == ["Hello there.", "How are you?", "Fine, thanks.", "ok", "- milk"]
     assert [u.speaker for u in units] == ["Dr. Who"] * 3 + ["Carol Jones"] * 2
@@ -141,22 +164,37 @@ def test_code_is_cut_only_at_line_boundaries() -> None:
     units = segment(text)
     lines = text.split("\n")
     code = [u for u in units if u.kind in ("code", "fence")]
-    assert texts(code) == ["```python", "def clean(x):", "    return x.strip()  # works. Really.", "```",
-                           "    pip install pyramind", "    pyramind serve --port 8000"]
+    assert texts(code) == [
+        "```python",
+        "def clean(x):",
+        "    return x.strip()  # works. Really.",
+        "```",
+        "    pip install pyramind",
+        "    pyramind serve --port 8000",
+    ]
     for u in code:  # one whole line each (after the message's indentation), never two, never a part
         assert u.line == u.end_line and lines[u.line] == u.lead + u.text
     assert {u.block for u in code[:4]} == {0} and code[4].block is None
     assert "Try it." in texts(units) and "Then open it." in texts(units)
     # a chunk that starts inside a block reads its lines as code up to the closing fence
     inside = segment("Ann: …\n      return x.strip()  # works. Really.\n  ```\n  Try it. Now.")
-    assert [(u.kind, u.text) for u in inside] == [("code", "    return x.strip()  # works. Really."),
-                                                  ("fence", "```"), ("sentence", "Try it."), ("sentence", "Now.")]
+    assert [(u.kind, u.text) for u in inside] == [
+        ("code", "    return x.strip()  # works. Really."),
+        ("fence", "```"),
+        ("sentence", "Try it."),
+        ("sentence", "Now."),
+    ]
 
 
 def test_list_items_are_units() -> None:
     units = segment(render(StoredMessage(id="x", source_id="c", seq=0, speaker="Ann", content=LIST)))
-    assert [(u.kind, u.text) for u in units] == [("sentence", "Plan:"), ("item", "- buy milk. And bread."),
-                                                 ("item", "- call Bob"), ("item", "1. pack"), ("item", "2. go")]
+    assert [(u.kind, u.text) for u in units] == [
+        ("sentence", "Plan:"),
+        ("item", "- buy milk. And bread."),
+        ("item", "- call Bob"),
+        ("item", "1. pack"),
+        ("item", "2. go"),
+    ]
 
 
 # -------------------------------------------------------------------------------------------- leading fragment
@@ -178,7 +216,7 @@ def test_leading_fragment_is_completed_from_the_message() -> None:
     for c in CHUNKS[1:]:
         first = render(BY_ID[c.message_ids[0]])
         for mode in ("sentence", "line"):
-            out = complete_start(c.text, first, mode=mode)  # type: ignore[arg-type]
+            out = complete_start(c.text, first, mode=mode)
             # every line is a real line of the conversation, or its tail after `speaker: … `
             for line in _unmarked(out).split("\n"):
                 tail = re.sub(r"^(\[[^\]]+\] )?[^:\n]+: ", "", line)
@@ -199,7 +237,8 @@ def test_leading_fragment_examples() -> None:
     msg = "[2023-05-01 09:00] Ann: Hello there. We went to the aiseki restaurant that Ann liked. Nice.\n"
     chunk = "seki restaurant that Ann liked. Nice.\nBob: Great!"
     assert complete_start(chunk, msg) == (
-        "[2023-05-01 09:00] Ann: … We went to the aiseki restaurant that Ann liked. Nice.\nBob: Great!")
+        "[2023-05-01 09:00] Ann: … We went to the aiseki restaurant that Ann liked. Nice.\nBob: Great!"
+    )
     assert complete_start(chunk, msg, mode="line") == msg.rstrip("\n") + "\nBob: Great!"
     # without the message the partial sentence is dropped, the speaker kept when known
     assert complete_start(chunk, None, first_speaker="Ann") == "Ann: … Nice.\nBob: Great!"
@@ -226,7 +265,8 @@ def test_leading_fragment_examples() -> None:
     assert complete_start("Note: whole line. Two.", None, partial=False) == "Note: whole line. Two."
     assert complete_start("half line. Two.", None, partial=True, speakers=()) == "… Two."
     assert complete_start("is this: a plan. Two.\nBob: ok", None, partial=True, first_speaker="Ann") == (
-        "Ann: … Two.\nBob: ok")
+        "Ann: … Two.\nBob: ok"
+    )
     # a window that starts at a line break starts at the next line, whole
     assert complete_start("\n  Try it.\nBob: ok", code) == "Ann: …\n  Try it.\nBob: ok"
 
@@ -276,24 +316,29 @@ def test_query_rare_word_is_preferred_over_filler() -> None:
 
 
 def test_a_line_that_says_nothing_does_not_fill_the_budget() -> None:
-    text = ("assistant: Here is the plan for the pilot.\n### Conclusion\n2.\nMontserrat Media Hub\n"
-            "- Track the interview scores of every candidate in the pilot each week.\n"
-            "- Keep the budget for the hiring software under review.")
+    text = (
+        "assistant: Here is the plan for the pilot.\n### Conclusion\n2.\nMontserrat Media Hub\n"
+        "- Track the interview scores of every candidate in the pilot each week.\n"
+        "- Keep the budget for the hiring software under review."
+    )
     e = excerpt(text, "Which hiring software did we pick?", 40)
     assert "hiring software" in e.text and "budget" in e.text  # the close line, then the lines that say something
     assert "Track the interview scores" in e.text
     assert "Conclusion" not in e.text and "\n2.\n" not in e.text and "Montserrat" not in e.text
     assert excerpt(text, None, 12).text.startswith("assistant: Here is the plan")  # no query: the head, as it is
-    chat = ("user: Hi! I am planning a trip to Lisbon in May.\nassistant: Ok.\n"
-            "user: Where should we eat near the castle?")
+    chat = (
+        "user: Hi! I am planning a trip to Lisbon in May.\nassistant: Ok.\nuser: Where should we eat near the castle?"
+    )
     ok = fingerprints("assistant: Ok.")  # shown elsewhere: the chat is excerpted, "Hi!" close to nothing
     e = excerpt(chat, "Where should we eat?", 100, seen=ok)
     assert e.text.startswith("user: Hi! I am planning a trip to Lisbon in May.\n")  # a turn's line is never bare
 
 
 def test_a_date_or_number_the_query_names_wins_a_tie() -> None:
-    text = ("[2023-05-07 10:00] Ann: We met at the cafe. We met at the park.\n"
-            "[2023-06-02 10:00] Bob: We met at the museum. We met at the pier.")
+    text = (
+        "[2023-05-07 10:00] Ann: We met at the cafe. We met at the park.\n"
+        "[2023-06-02 10:00] Bob: We met at the museum. We met at the pier."
+    )
     assert "Bob:" in excerpt(text, "Where did we meet on 2 June 2023?", 25).text
     assert "Ann:" in excerpt(text, "Where did we meet on May 7?", 25).text
     nums = "Ann: Room 12 is small. Room 14 is big. Room 16 is cold."
@@ -313,8 +358,28 @@ def test_score_override() -> None:
     assert excerpt(EXAMPLE, "violin", 0).text == ""
 
 
-QUERIES = st.lists(st.sampled_from(["violin", "lesson", "aiseki", "Python", "cost", "strip", "東京", "milk", "7 May",
-                                    "2023", "Bob", "naïve", "pip", "the", "what"]), max_size=4).map(" ".join)
+QUERIES = st.lists(
+    st.sampled_from(
+        [
+            "violin",
+            "lesson",
+            "aiseki",
+            "Python",
+            "cost",
+            "strip",
+            "東京",
+            "milk",
+            "7 May",
+            "2023",
+            "Bob",
+            "naïve",
+            "pip",
+            "the",
+            "what",
+        ]
+    ),
+    max_size=4,
+).map(" ".join)
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -338,9 +403,12 @@ def test_budget_order_and_whole_units(i: int, budget: int, query: str, chunk: bo
         return
     # every line of an excerpt: a speaker's (prefix), a message's later line (indented), or a mark
     for line in e.text.split("\n"):
-        assert (re.match(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones): ", line) or line.startswith("  ")
-                or line in (ELISION, "")
-                or re.fullmatch(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones): …", line)), (line, e.text)
+        assert (
+            re.match(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones): ", line)
+            or line.startswith("  ")
+            or line in (ELISION, "")
+            or re.fullmatch(r"(\[[^\]]+\] )?(Ann|Bob|Carol Jones): …", line)
+        ), (line, e.text)
     assert f"{ELISION} {ELISION}" not in e.text and f"{ELISION}\n{ELISION}" not in e.text  # one mark per gap
 
 

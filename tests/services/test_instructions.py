@@ -114,7 +114,7 @@ REJECTED = [
     "```\n# Always use tabs\nnever_use_spaces()\n```",
     "My boss said always use tabs.",
     "He told me to never use jQuery.",
-    "The docs say \"always use prepared statements\".",
+    'The docs say "always use prepared statements".',
     # statements about others
     "My friend prefers Vue.",
     "My manager prefers Jira, but I think Trello is easier.",
@@ -199,6 +199,7 @@ def test_an_ordinary_conversation_holds_no_instruction() -> None:
 
 # --- speakers -------------------------------------------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("speaker", ["assistant", "Assistant", "system", "SYSTEM", "tool", "bot", "AI", "ai"])
 def test_only_human_speakers_state_instructions(speaker: str) -> None:
     assert detect("Always back up your data.", speaker=speaker) == []
@@ -212,20 +213,25 @@ def test_any_other_speaker_name_counts(speaker: str) -> None:
 
 
 def test_a_role_without_a_speaker_is_the_speaker() -> None:
-    messages = [Message(role="assistant", content="Always back up your data."),
-                Message(role="user", content="Never use emojis.", created_at=datetime(2026, 5, 1, tzinfo=UTC))]
+    messages = [
+        Message(role="assistant", content="Always back up your data."),
+        Message(role="user", content="Never use emojis.", created_at=datetime(2026, 5, 1, tzinfo=UTC)),
+    ]
     [d] = DETECTOR.detect(messages)
     assert d.speaker == "user" and d.message_id is None and d.created_at == datetime(2026, 5, 1, tzinfo=UTC)
 
 
 # --- sentences, offsets, code, unicode, long messages --------------------------------------------------------------
 
+
 def test_only_the_instruction_sentence_is_returned_with_its_offsets() -> None:
-    content = ("Thanks for the help with the parser yesterday! It works now. "
-               "From now on, please answer in French.  Can you also look at the lexer?")
+    content = (
+        "Thanks for the help with the parser yesterday! It works now. "
+        "From now on, please answer in French.  Can you also look at the lexer?"
+    )
     [d] = detect(content)
     assert d.text == "From now on, please answer in French."
-    assert content[d.start:d.end] == d.text and d.start == content.index("From now on")
+    assert content[d.start : d.end] == d.text and d.start == content.index("From now on")
     assert d.statement == d.text and d.subject == "answer" and d.rule == "standing-lead"
 
 
@@ -233,12 +239,14 @@ def test_each_instruction_sentence_of_a_message_is_returned_in_order() -> None:
     content = "Hi!\nAlways use tabs. I like pizza.\n\nAlso, never use emojis in your answers."
     found = detect(content)
     assert [d.text for d in found] == ["Always use tabs.", "Also, never use emojis in your answers."]
-    assert all(content[d.start:d.end] == d.text for d in found)
+    assert all(content[d.start : d.end] == d.text for d in found)
 
 
 def test_the_statement_is_the_clause_of_a_long_sentence() -> None:
-    content = ("I'm working on a budget tracker, so I prefer simple, minimal dependencies, how can I make sure "
-               "the app stays small?")
+    content = (
+        "I'm working on a budget tracker, so I prefer simple, minimal dependencies, how can I make sure "
+        "the app stays small?"
+    )
     [d] = detect(content)
     assert d.text == content and d.statement == "I prefer simple, minimal dependencies"
     assert d.kind == "preference" and d.subject == "simpl minim depend"
@@ -250,16 +258,18 @@ def test_a_condition_stays_part_of_the_statement() -> None:
 
 
 def test_code_blocks_and_quotes_are_skipped_but_the_speakers_own_words_count() -> None:
-    content = ("Here is my config:\n```python\n# Always use tabs\nNEVER_USE = 'spaces'\n```\n"
-               "> Never use emojis\nMy lead wrote \"always squash commits\". I prefer rebasing over merging.")
+    content = (
+        "Here is my config:\n```python\n# Always use tabs\nNEVER_USE = 'spaces'\n```\n"
+        '> Never use emojis\nMy lead wrote "always squash commits". I prefer rebasing over merging.'
+    )
     [d] = detect(content)
-    assert d.text == "I prefer rebasing over merging." and content[d.start:d.end] == d.text
+    assert d.text == "I prefer rebasing over merging." and content[d.start : d.end] == d.text
 
 
 def test_unicode_text_and_curly_apostrophes() -> None:
     content = "Merci ! 🎉 Ça marche. I\u2019d rather you didn\u2019t use emojis 😅. 日本語の説明もありがとう。"
     [d] = detect(content)
-    assert d.text == "I\u2019d rather you didn\u2019t use emojis 😅." and content[d.start:d.end] == d.text
+    assert d.text == "I\u2019d rather you didn\u2019t use emojis 😅." and content[d.start : d.end] == d.text
     assert d.kind == "preference" and d.subject == "use emoji"
     [d] = detect("Always answer in Portugu\u00eas, por favor.")
     assert d.kind == "instruction"
@@ -271,7 +281,7 @@ def test_a_long_message_is_read_in_linear_time() -> None:
     started = time.perf_counter()
     [d] = detect(content)
     assert time.perf_counter() - started < 2.0
-    assert d.text == "Never deploy on Fridays without asking me first." and content[d.start:d.end] == d.text
+    assert d.text == "Never deploy on Fridays without asking me first." and content[d.start : d.end] == d.text
     # no sentence breaks at all, and an unclosed code fence
     assert detect("word " * 6000) == [] and detect("```\n" + "Always use tabs.\n" * 500) == []
 
@@ -308,8 +318,11 @@ SUBJECT_PAIRS = [
     ("Never use external libraries.", "Feel free to use external libraries from now on.", True),
     ("I prefer light mode.", "I prefer dark mode.", True),
     ("Always cite sources with APA style.", "Always cite sources in MLA style.", True),
-    ("Always include version numbers when I ask about libraries.",
-     "Don't include version numbers when I ask about libraries unless I ask for them.", True),
+    (
+        "Always include version numbers when I ask about libraries.",
+        "Don't include version numbers when I ask about libraries unless I ask for them.",
+        True,
+    ),
     ("My favourite editor is Vim.", "My favourite editor is Emacs now.", True),
     ("I'd rather you didn't use emojis.", "Please don't ever use emojis.", True),
     # known misses (see above)
@@ -321,18 +334,27 @@ SUBJECT_PAIRS = [
     # different subjects: both stay in force
     ("Always include version numbers when I ask about libraries.", "Never use emojis.", False),
     ("Always answer in French.", "Always answer in Markdown.", False),
-    ("Always include version numbers when I ask about libraries.",
-     "Always include license information when I ask about libraries.", False),
+    (
+        "Always include version numbers when I ask about libraries.",
+        "Always include license information when I ask about libraries.",
+        False,
+    ),
     ("I prefer Python for scripts.", "I prefer tea over coffee.", False),
     ("Always format code with syntax highlighting.", "Always include comments in code.", False),
     ("Please keep your answers short.", "Always include version numbers.", False),
     ("Never use external libraries.", "Always include version numbers when I ask about libraries.", False),
     ("I prefer detailed proofs with diagrams.", "I prefer step-by-step explanations with concrete examples.", False),
     ("Call me Sam.", "Always answer in French.", False),
-    ("Always provide exact times when I ask about meetings.",
-     "Always confirm time zones when I ask about meeting times.", False),
-    ("Always include specific dates when I ask about events.",
-     "Always include attendance numbers when I ask about events.", False),
+    (
+        "Always provide exact times when I ask about meetings.",
+        "Always confirm time zones when I ask about meeting times.",
+        False,
+    ),
+    (
+        "Always include specific dates when I ask about events.",
+        "Always include attendance numbers when I ask about events.",
+        False,
+    ),
     ("I'm trying to keep the bundle under 100KB.", "I'm trying to keep page load under 2 seconds.", False),
     ("Always use bullet points for lists.", "Always use tables for comparisons.", False),
     ("Always give temperatures in Celsius.", "Always give distances in kilometres.", False),
@@ -343,8 +365,13 @@ SUBJECT_PAIRS = [
 ]
 
 
-def instruction(id: str, content: str, speaker: str = "user", detector: str = "pattern",  # noqa: A002
-                subject: str | None = None) -> Instruction:
+def instruction(
+    id: str,
+    content: str,
+    speaker: str = "user",
+    detector: str = "pattern",  # noqa: A002
+    subject: str | None = None,
+) -> Instruction:
     [d] = detect(content, speaker=speaker)
     inst = d.to_instruction(id)
     return inst.model_copy(update={"detector": detector, "subject": inst.subject if subject is None else subject})
@@ -412,8 +439,10 @@ def test_equal_subjects_named_by_an_llm_are_one_subject(superseder: Superseder) 
     boot = instruction("a", "I prefer Bootstrap over Foundation.", detector="openai:m", subject="css framework")
     tail = instruction("b", "Actually I prefer Tailwind for CSS.", detector="openai:m", subject="css framework")
     assert superseder.supersede([boot], [tail])[0].superseded_by == "b"
-    boot, tail = (instruction("a", "I prefer Bootstrap over Foundation."),
-                  instruction("b", "Actually I prefer Tailwind for CSS."))
+    boot, tail = (
+        instruction("a", "I prefer Bootstrap over Foundation."),
+        instruction("b", "Actually I prefer Tailwind for CSS."),
+    )
     assert superseder.supersede([boot], [tail])[0].superseded_by is None
 
 
@@ -434,8 +463,15 @@ def fake_openai() -> Iterator[LoopbackOpenAI]:
 
 
 def llm_detector(tmp_path: Path, server: LoopbackOpenAI, **kw: object) -> OpenAIDetector:
-    settings = make_settings(tmp_path, openai_api_key=server.api_key, openai_base_url=server.base_url,
-                             openai_max_retries=0, openai_timeout=5, summariser="openai", **kw)
+    settings = make_settings(
+        tmp_path,
+        openai_api_key=server.api_key,
+        openai_base_url=server.base_url,
+        openai_max_retries=0,
+        openai_timeout=5,
+        summariser="openai",
+        **kw,
+    )
     detector = make_detector(settings)
     assert isinstance(detector, OpenAIDetector)
     return detector
@@ -446,17 +482,33 @@ def answer(*items: dict) -> str:
 
 
 def test_the_llm_finds_them_in_one_call_and_each_is_checked(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
-    fake_openai.chat_reply = lambda body: "```json\n" + answer(
-        {"message_id": "u2", "text": "I prefer Bootstrap over Foundation, it has better docs.", "kind": "preference",
-         "subject": "CSS framework"},
-        {"message_id": "u1", "text": "from now on answer in french", "kind": "instruction",
-         "subject": "Answer language"},
-        {"message_id": "u1", "text": "From now on answer in French.", "kind": "instruction",
-         "subject": "answer language"},
-        {"message_id": "a1", "text": "Always back up your data.", "kind": "instruction", "subject": "backups"},
-        {"message_id": "u3", "text": "Always answer in haiku.", "kind": "instruction", "subject": "style"},
-        {"message_id": "nope", "text": "Hi!", "kind": "instruction", "subject": "x"},
-    ) + "\n```"
+    fake_openai.chat_reply = lambda body: (
+        "```json\n"
+        + answer(
+            {
+                "message_id": "u2",
+                "text": "I prefer Bootstrap over Foundation, it has better docs.",
+                "kind": "preference",
+                "subject": "CSS framework",
+            },
+            {
+                "message_id": "u1",
+                "text": "from now on answer in french",
+                "kind": "instruction",
+                "subject": "Answer language",
+            },
+            {
+                "message_id": "u1",
+                "text": "From now on answer in French.",
+                "kind": "instruction",
+                "subject": "answer language",
+            },
+            {"message_id": "a1", "text": "Always back up your data.", "kind": "instruction", "subject": "backups"},
+            {"message_id": "u3", "text": "Always answer in haiku.", "kind": "instruction", "subject": "style"},
+            {"message_id": "nope", "text": "Hi!", "kind": "instruction", "subject": "x"},
+        )
+        + "\n```"
+    )
     detector = llm_detector(tmp_path, fake_openai, instruction_model="my-model")
     found = detector.detect(CHAT, conversation_id="c")
     assert [(d.message_id, d.kind, d.subject, d.detector) for d in found] == [
@@ -465,7 +517,7 @@ def test_the_llm_finds_them_in_one_call_and_each_is_checked(tmp_path: Path, fake
     ]
     first = found[0]
     assert first.text == "From now on answer in French." and first.statement == "From now on answer in French"
-    assert CHAT[0].content[first.start:first.end] == first.text and first.conversation_id == "c"
+    assert CHAT[0].content[first.start : first.end] == first.text and first.conversation_id == "c"
     [(path, body)] = fake_openai.requests
     assert path == "/v1/chat/completions" and body["model"] == "my-model"
     sent = json.loads(body["messages"][-1]["content"])
@@ -476,18 +528,25 @@ def test_the_model_defaults_to_the_summary_model_and_batches_are_bounded(
     tmp_path: Path, fake_openai: LoopbackOpenAI
 ) -> None:
     fake_openai.chat_reply = lambda body: answer()
-    settings = make_settings(tmp_path, openai_api_key=fake_openai.api_key, openai_base_url=fake_openai.base_url,
-                             summariser="openai", summary_model="small-model")
+    settings = make_settings(
+        tmp_path,
+        openai_api_key=fake_openai.api_key,
+        openai_base_url=fake_openai.base_url,
+        summariser="openai",
+        summary_model="small-model",
+    )
     detector = OpenAIDetector(settings, max_batch_chars=100)
     messages = [Message(id=str(i), speaker="user", content="x" * 60) for i in range(5)]
     assert detector.detect(messages) == [] and detector.name == "openai:small-model"
     assert len(fake_openai.requests) == 5 and fake_openai.requests[0][1]["model"] == "small-model"
 
 
-@pytest.mark.parametrize("reply", ["Sure! Here are the instructions: none.", '{"instructions": [{"text": 1}]}',
-                                   "[1, 2, 3]", ""])
-def test_garbage_falls_back_to_the_patterns(tmp_path: Path, fake_openai: LoopbackOpenAI, reply: str,
-                                            caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize(
+    "reply", ["Sure! Here are the instructions: none.", '{"instructions": [{"text": 1}]}', "[1, 2, 3]", ""]
+)
+def test_garbage_falls_back_to_the_patterns(
+    tmp_path: Path, fake_openai: LoopbackOpenAI, reply: str, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_openai.chat_reply = lambda body: reply
     with caplog.at_level(logging.WARNING, logger="services.instructions"):
         found = llm_detector(tmp_path, fake_openai).detect(CHAT)
@@ -495,8 +554,9 @@ def test_garbage_falls_back_to_the_patterns(tmp_path: Path, fake_openai: Loopbac
     assert "using the pattern detector" in caplog.text
 
 
-def test_server_errors_fall_back_to_the_patterns(tmp_path: Path, fake_openai: LoopbackOpenAI,
-                                                 caplog: pytest.LogCaptureFixture) -> None:
+def test_server_errors_fall_back_to_the_patterns(
+    tmp_path: Path, fake_openai: LoopbackOpenAI, caplog: pytest.LogCaptureFixture
+) -> None:
     fake_openai.fail_next = 10
     with caplog.at_level(logging.WARNING, logger="services.instructions"):
         found = llm_detector(tmp_path, fake_openai).detect(CHAT)
@@ -506,8 +566,9 @@ def test_server_errors_fall_back_to_the_patterns(tmp_path: Path, fake_openai: Lo
 
 def test_the_offline_default_is_the_pattern_detector(tmp_path: Path) -> None:
     assert isinstance(make_detector(make_settings(tmp_path)), PatternDetector)
-    assert isinstance(make_detector(make_settings(tmp_path, summariser="extractive", openai_api_key="sk")),
-                      PatternDetector)
+    assert isinstance(
+        make_detector(make_settings(tmp_path, summariser="extractive", openai_api_key="sk")), PatternDetector
+    )
 
 
 def test_instruction_detector_chooses_the_rules_or_the_model(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
@@ -515,10 +576,14 @@ def test_instruction_detector_chooses_the_rules_or_the_model(tmp_path: Path, fak
     openai asks the model whatever the summariser."""
     llm = {"openai_api_key": fake_openai.api_key, "openai_base_url": fake_openai.base_url}
     assert isinstance(make_detector(make_settings(tmp_path, summariser="openai", **llm)), OpenAIDetector)
-    assert isinstance(make_detector(make_settings(tmp_path, summariser="openai", instruction_detector="pattern",
-                                                  **llm)), PatternDetector)
-    assert isinstance(make_detector(make_settings(tmp_path, summariser="extractive", instruction_detector="openai",
-                                                  **llm)), OpenAIDetector)
+    assert isinstance(
+        make_detector(make_settings(tmp_path, summariser="openai", instruction_detector="pattern", **llm)),
+        PatternDetector,
+    )
+    assert isinstance(
+        make_detector(make_settings(tmp_path, summariser="extractive", instruction_detector="openai", **llm)),
+        OpenAIDetector,
+    )
 
 
 def test_descriptions_fit_an_openapi_document() -> None:
@@ -530,14 +595,18 @@ def test_descriptions_fit_an_openapi_document() -> None:
 # --- settling stored instructions (datastore/write/instructions.py uses these) -------------------------------------
 
 
-def test_settle_compares_only_the_fresh_pairs_and_agrees_with_supersede(superseder: Superseder,
-                                                                        embedder: LocalEmbedder) -> None:
+def test_settle_compares_only_the_fresh_pairs_and_agrees_with_supersede(
+    superseder: Superseder, embedder: LocalEmbedder
+) -> None:
     """Instructions in force were compared when stored; settling a few fresh ones among them (wherever they fall
     in time) gives what supersede over all of them gives."""
     in_force = [instruction(f"s{k}", later) for k, (_, later, same) in enumerate(SUBJECT_PAIRS) if same is False]
     in_force = [i for k, i in enumerate(in_force) if all(not superseder.same_subject(o, i) for o in in_force[:k])]
-    fresh = [instruction("f1", "From now on answer in German."), instruction("f2", "Always use emojis."),
-             instruction("f3", "Always give temperatures in Kelvin.")]
+    fresh = [
+        instruction("f1", "From now on answer in German."),
+        instruction("f2", "Always use emojis."),
+        instruction("f3", "Always give temperatures in Kelvin."),
+    ]
     items = in_force[:3] + [fresh[0]] + in_force[3:8] + [fresh[1]] + in_force[8:] + [fresh[2]]
     vectors = embedder.embed([said(i) for i in items])
     settled = superseder.settle(items, vectors, {"f1", "f2", "f3"})
@@ -548,23 +617,29 @@ def test_settle_compares_only_the_fresh_pairs_and_agrees_with_supersede(supersed
 
 
 def test_after_removal_points_each_at_the_next_kept_one_along_its_chain() -> None:
-    chain = [Instruction(id=i, text=i, kind="instruction", subject="s", speaker="u", superseded_by=nxt)
-             for i, nxt in (("a", "b"), ("b", "c"), ("c", "d"), ("d", None), ("x", None))]
+    chain = [
+        Instruction(id=i, text=i, kind="instruction", subject="s", speaker="u", superseded_by=nxt)
+        for i, nxt in (("a", "b"), ("b", "c"), ("c", "d"), ("d", None), ("x", None))
+    ]
     assert after_removal(chain, {"b"}) == {"a": "c"}
     assert after_removal(chain, {"b", "c"}) == {"a": "d"}
     assert after_removal(chain, {"d"}) == {"c": None}
     assert after_removal(chain, {"c", "d"}) == {"b": None}
     assert after_removal(chain, {"x"}) == {} and after_removal(chain, set()) == {}
-    loop = [Instruction(id="p", text="p", kind="instruction", subject="s", speaker="u", superseded_by="q"),
-            Instruction(id="q", text="q", kind="instruction", subject="s", speaker="u", superseded_by="p")]
+    loop = [
+        Instruction(id="p", text="p", kind="instruction", subject="s", speaker="u", superseded_by="q"),
+        Instruction(id="q", text="q", kind="instruction", subject="s", speaker="u", superseded_by="p"),
+    ]
     assert after_removal(loop, {"q"}) == {"p": None}  # a stored cycle ends; nothing points at itself
 
 
 def test_said_order_is_when_said_then_when_stored() -> None:
     t = datetime(2024, 1, 1, tzinfo=UTC)
-    old = Instruction(id="z", text="a", kind="instruction", subject="", speaker="u", created_at=t,
-                      recorded_at=t.replace(year=2026))
-    untimed = Instruction(id="a", text="b", kind="instruction", subject="", speaker="u",
-                          recorded_at=t.replace(year=2025))
+    old = Instruction(
+        id="z", text="a", kind="instruction", subject="", speaker="u", created_at=t, recorded_at=t.replace(year=2026)
+    )
+    untimed = Instruction(
+        id="a", text="b", kind="instruction", subject="", speaker="u", recorded_at=t.replace(year=2025)
+    )
     same_message = old.model_copy(update={"id": "y", "recorded_at": t.replace(year=2026, microsecond=1)})
     assert [i.id for i in sorted([same_message, untimed, old], key=said_order)] == ["z", "y", "a"]

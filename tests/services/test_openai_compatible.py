@@ -30,8 +30,15 @@ def fake_openai() -> Iterator[LoopbackOpenAI]:
 
 
 def openai_settings(tmp_path: Path, server: LoopbackOpenAI, **kw: object):  # noqa: ANN201
-    return make_settings(tmp_path, openai_api_key="sk-test", openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
-                         openai_max_retries=2, openai_timeout=5, embedding_dimension=64, **kw)
+    return make_settings(
+        tmp_path,
+        openai_api_key="sk-test",
+        openai_base_url=f"http://127.0.0.1:{server.server_port}/v1",
+        openai_max_retries=2,
+        openai_timeout=5,
+        embedding_dimension=64,
+        **kw,
+    )
 
 
 def test_embeddings_come_back_in_order_normalised(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
@@ -66,11 +73,12 @@ def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, f
     assert made_by == "extractive" and text == "Ann: I moved to Porto."
 
 
-def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: LoopbackOpenAI, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: LoopbackOpenAI, embedder) -> None:
     settings = openai_settings(tmp_path, fake_openai, chunk_size=32, chunk_overlap=4)
     ds = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
-    msgs = [Message(id=str(i), speaker="Ann", content=f"Fact number {i} is that the sky was colour {i}.")
-            for i in range(30)]
+    msgs = [
+        Message(id=str(i), speaker="Ann", content=f"Fact number {i} is that the sky was colour {i}.") for i in range(30)
+    ]
     r = ds.writer.remember("default", RememberRequest(conversation_id="c", messages=msgs))
     assert r.summary_ids
     made_by = {n.summariser for n in ds.storage.source_nodes("default", "c") if n.level > 1}

@@ -94,8 +94,9 @@ def test_what_each_person_brought_up_comes_first() -> None:
     """A summary too small for everything keeps the lead sentence of each of the user's messages before any
     of the assistant's sentences: the timeline tells what the user raised, and when."""
     answer = " ".join(f"Point {k}: the compiler inlines the loop and unrolls it by four for speed." for k in range(8))
-    children = [f"user: How do I speed up topic {k}? It is slow. I tried caching.\nassistant: {answer}\n"
-                for k in range(5)]
+    children = [
+        f"user: How do I speed up topic {k}? It is slow. I tried caching.\nassistant: {answer}\n" for k in range(5)
+    ]
     summary, _ = ExtractiveSummariser().summarise(children, None, 80)
     lines = summary.splitlines()
     assert all(f"user: How do I speed up topic {k}?" in lines for k in range(5))

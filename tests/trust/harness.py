@@ -58,17 +58,31 @@ class ServerProcess:
         self.port = free_port()
         ours = {name.upper() for name in Settings.model_fields}  # no setting leaks in from the caller's env
         env = {k: v for k, v in os.environ.items() if k.upper() not in ours}
-        env.update({
-            "LOCAL_DB_PATH": str(self.db), "BEARER_TOKEN": TOKEN, "HOST": "127.0.0.1", "PORT": str(self.port),
-            "EMBED_THREADS": "1", "DATASTORE": "local", "EMBEDDER": "local", "SUMMARISER": "extractive",
-            "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false", "OMP_NUM_THREADS": "1",
-        })
+        env.update(
+            {
+                "LOCAL_DB_PATH": str(self.db),
+                "BEARER_TOKEN": TOKEN,
+                "HOST": "127.0.0.1",
+                "PORT": str(self.port),
+                "EMBED_THREADS": "1",
+                "DATASTORE": "local",
+                "EMBEDDER": "local",
+                "SUMMARISER": "extractive",
+                "HF_HUB_OFFLINE": "1",
+                "TOKENIZERS_PARALLELISM": "false",
+                "OMP_NUM_THREADS": "1",
+            }
+        )
         env.update(self.extra)
         with open(self.log, "ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "server.main"], cwd=self.db.parent,
+                [sys.executable, "-m", "server.main"],
+                cwd=self.db.parent,
                 env={**env, "PYTHONPATH": str(ROOT)},
-                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
             )
         deadline = time.monotonic() + timeout
         while True:
@@ -124,7 +138,7 @@ def store_settings(db: Path, env: dict[str, str] | None = None) -> Settings:
     """The settings a ServerProcess with this `env` runs under (nothing read from the environment or .env)."""
     values: dict[str, object] = {"local_db_path": db, "bearer_token": TOKEN}
     values.update({k.lower(): v for k, v in (env or {}).items()})
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg, arg-type]
+    return Settings(_env_file=None, **values)  # type: ignore[arg-type]
 
 
 def open_store(settings: Settings, embedder: Embedder) -> Memory:
@@ -144,10 +158,20 @@ def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict
     """
     db = local_storage(store).db.reader
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    assert db.execute("SELECT COUNT(*) FROM nodes WHERE namespace NOT IN (SELECT namespace FROM sources) "
-                      "OR source_id NOT IN (SELECT source_id FROM sources)").fetchone()[0] == 0, "orphan nodes"
-    assert db.execute("SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE "
-                      "s.namespace = m.namespace AND s.source_id = m.source_id)").fetchone()[0] == 0, "orphan messages"
+    assert (
+        db.execute(
+            "SELECT COUNT(*) FROM nodes WHERE namespace NOT IN (SELECT namespace FROM sources) "
+            "OR source_id NOT IN (SELECT source_id FROM sources)"
+        ).fetchone()[0]
+        == 0
+    ), "orphan nodes"
+    assert (
+        db.execute(
+            "SELECT COUNT(*) FROM messages m WHERE NOT EXISTS (SELECT 1 FROM sources s WHERE "
+            "s.namespace = m.namespace AND s.source_id = m.source_id)"
+        ).fetchone()[0]
+        == 0
+    ), "orphan messages"
     out: dict[str, dict[str, str]] = {}
     for ns in store.storage.list_namespaces():
         seen: dict[str, str] = {}
@@ -165,8 +189,14 @@ def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict
                 offset += m.n_tokens
             assert src.n_tokens == offset, f"{sid}: n_tokens {src.n_tokens} != {offset}"
             nodes = store.storage.source_nodes(ns, sid)
-            check_tree(nodes, settings.chunk_size, settings.chunk_overlap, settings.fan_out, settings.max_level,
-                       rolled_up=indexed)
+            check_tree(
+                nodes,
+                settings.chunk_size,
+                settings.chunk_overlap,
+                settings.fan_out,
+                settings.max_level,
+                rolled_up=indexed,
+            )
             seq_of = {m.id: m.seq for m in messages}
             covered: dict[str, list[int]] = {}
             chunks = sorted((n for n in nodes if n.level == 1), key=lambda n: n.position)
@@ -187,7 +217,8 @@ def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict
             assert not missing, f"{sid}: messages in no chunk: {missing[:5]}"
             for mid, positions in covered.items():
                 assert positions == list(range(positions[0], positions[0] + len(positions))), (
-                    f"{mid} is covered by chunks {positions}, not consecutive")
+                    f"{mid} is covered by chunks {positions}, not consecutive"
+                )
             if chunks and indexed:
                 assert chunks[-1].tok_end == offset, f"{sid}: the last chunk does not reach the end of the stream"
             for mid in ids:

@@ -32,38 +32,102 @@ def counts(store: Memory) -> tuple[int, ...]:
 
 CASES = [
     # (name, method, path, body, headers, status, code)
-    ("invalid utf-8", "POST", "/remember", b'{"messages": [{"content": "caf\xc3\x28 \xff\xfe"}]}', JSON, 400,
-     "invalid_json"),
-    ("latin-1 declared", "POST", "/remember", VALID.replace("hello", "caf\xe9").encode("latin-1"),
-     {"Content-Type": "application/json; charset=latin-1"}, 400, "invalid_json"),
+    (
+        "invalid utf-8",
+        "POST",
+        "/remember",
+        b'{"messages": [{"content": "caf\xc3\x28 \xff\xfe"}]}',
+        JSON,
+        400,
+        "invalid_json",
+    ),
+    (
+        "latin-1 declared",
+        "POST",
+        "/remember",
+        VALID.replace("hello", "caf\xe9").encode("latin-1"),
+        {"Content-Type": "application/json; charset=latin-1"},
+        400,
+        "invalid_json",
+    ),
     ("utf-16", "POST", "/remember", VALID.encode("utf-16"), JSON, 400, "invalid_json"),
-    ("gzip not supported", "POST", "/remember", b"\x1f\x8b\x08\x00\x00\x00\x00\x00",
-     {**JSON, "Content-Encoding": "gzip"}, 400, "invalid_json"),
-    ("10 MB of JSON", "POST", "/remember",
-     json.dumps({"messages": [{"content": "x" * TEN_MB}]}).encode(), JSON, 413, None),
+    (
+        "gzip not supported",
+        "POST",
+        "/remember",
+        b"\x1f\x8b\x08\x00\x00\x00\x00\x00",
+        {**JSON, "Content-Encoding": "gzip"},
+        400,
+        "invalid_json",
+    ),
+    (
+        "10 MB of JSON",
+        "POST",
+        "/remember",
+        json.dumps({"messages": [{"content": "x" * TEN_MB}]}).encode(),
+        JSON,
+        413,
+        None,
+    ),
     ("10 MB query", "POST", "/query", b'{"queries": [{"query": "' + b"y" * TEN_MB + b'"}]}', JSON, 413, None),
     ("arrays 10000 deep", "POST", "/remember", b"[" * DEEP + b"]" * DEEP, JSON, 400, "invalid_json"),
     ("objects 10000 deep", "POST", "/query", b'{"a":' * DEEP + b"1" + b"}" * DEEP, JSON, 400, "invalid_json"),
-    ("deep inside a field", "POST", "/remember", b'{"messages": ' + b"[" * DEEP + b"]" * DEEP + b"}", JSON, 400,
-     "invalid_json"),
-    ("deep in a filter", "DELETE", "/delete", b'{"filter": ' + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"}", JSON,
-     400, "invalid_json"),
+    (
+        "deep inside a field",
+        "POST",
+        "/remember",
+        b'{"messages": ' + b"[" * DEEP + b"]" * DEEP + b"}",
+        JSON,
+        400,
+        "invalid_json",
+    ),
+    (
+        "deep in a filter",
+        "DELETE",
+        "/delete",
+        b'{"filter": ' + b'{"a":' * DEEP + b"1" + b"}" * DEEP + b"}",
+        JSON,
+        400,
+        "invalid_json",
+    ),
     ("text/plain", "POST", "/remember", VALID.encode(), {"Content-Type": "text/plain"}, 400, "invalid_request"),
-    ("form-encoded", "POST", "/remember", b"conversation_id=bad-input&messages=hello",
-     {"Content-Type": "application/x-www-form-urlencoded"}, 400, "invalid_request"),
-    ("multipart", "POST", "/remember", b'--b\r\nContent-Disposition: form-data; name="messages"\r\n\r\nhi\r\n--b--\r\n',
-     {"Content-Type": "multipart/form-data; boundary=b"}, 400, "invalid_request"),
+    (
+        "form-encoded",
+        "POST",
+        "/remember",
+        b"conversation_id=bad-input&messages=hello",
+        {"Content-Type": "application/x-www-form-urlencoded"},
+        400,
+        "invalid_request",
+    ),
+    (
+        "multipart",
+        "POST",
+        "/remember",
+        b'--b\r\nContent-Disposition: form-data; name="messages"\r\n\r\nhi\r\n--b--\r\n',
+        {"Content-Type": "multipart/form-data; boundary=b"},
+        400,
+        "invalid_request",
+    ),
     ("no content type", "POST", "/remember", VALID.encode(), {}, 400, "invalid_request"),
     ("empty body", "POST", "/remember", b"", JSON, 400, "invalid_json"),
     ("JSON null", "POST", "/remember", b"null", JSON, 400, "invalid_request"),
-    ("a number too long to parse", "POST", "/query", b'{"queries": [{"query": "x", "top_k": ' + b"9" * 5000 + b"}]}",
-     JSON, 400, "invalid_json"),
+    (
+        "a number too long to parse",
+        "POST",
+        "/query",
+        b'{"queries": [{"query": "x", "top_k": ' + b"9" * 5000 + b"}]}",
+        JSON,
+        400,
+        "invalid_json",
+    ),
 ]
 
 
-@pytest.mark.parametrize(("name", "method", "path", "body", "headers", "status", "code"), CASES,
-                         ids=[c[0] for c in CASES])
-async def test_bad_bodies_get_one_error_shape_and_write_nothing(  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(
+    ("name", "method", "path", "body", "headers", "status", "code"), CASES, ids=[c[0] for c in CASES]
+)
+async def test_bad_bodies_get_one_error_shape_and_write_nothing(
     client, store, name, method, path, body, headers, status, code
 ) -> None:
     before = counts(store)
@@ -76,7 +140,7 @@ async def test_bad_bodies_get_one_error_shape_and_write_nothing(  # type: ignore
     assert counts(store) == before
 
 
-async def test_a_streamed_10_mb_body_without_length_is_refused(client, store) -> None:  # type: ignore[no-untyped-def]
+async def test_a_streamed_10_mb_body_without_length_is_refused(client, store) -> None:
     """No Content-Length (chunked): the limit is enforced on the bytes as they arrive."""
     before = counts(store)
     async with client.request("/remember", method="POST", headers={**AUTH, **JSON}) as conn:
@@ -94,17 +158,28 @@ async def test_a_streamed_10_mb_body_without_length_is_refused(client, store) ->
 
 
 NOT_ALLOWED = [
-    ("GET", "/remember"), ("PUT", "/remember"), ("PATCH", "/remember"), ("DELETE", "/remember"),
-    ("GET", "/query"), ("PUT", "/query"), ("DELETE", "/query"),
-    ("GET", "/upsert"), ("PATCH", "/upsert"),
-    ("GET", "/delete"), ("POST", "/delete"), ("PUT", "/delete"),
-    ("POST", "/memories/x"), ("PUT", "/memories/x"), ("DELETE", "/memories/x"),
-    ("POST", "/health"), ("DELETE", "/health"),
+    ("GET", "/remember"),
+    ("PUT", "/remember"),
+    ("PATCH", "/remember"),
+    ("DELETE", "/remember"),
+    ("GET", "/query"),
+    ("PUT", "/query"),
+    ("DELETE", "/query"),
+    ("GET", "/upsert"),
+    ("PATCH", "/upsert"),
+    ("GET", "/delete"),
+    ("POST", "/delete"),
+    ("PUT", "/delete"),
+    ("POST", "/memories/x"),
+    ("PUT", "/memories/x"),
+    ("DELETE", "/memories/x"),
+    ("POST", "/health"),
+    ("DELETE", "/health"),
 ]
 
 
 @pytest.mark.parametrize(("method", "path"), NOT_ALLOWED)
-async def test_methods_not_allowed_get_405_with_allow(client, store, method, path) -> None:  # type: ignore[no-untyped-def]
+async def test_methods_not_allowed_get_405_with_allow(client, store, method, path) -> None:
     before = counts(store)
     r = await client.open(path, method=method, data=VALID.encode(), headers={**AUTH, **JSON})
     assert r.status_code == 405, await r.get_data()
@@ -114,9 +189,8 @@ async def test_methods_not_allowed_get_405_with_allow(client, store, method, pat
     assert counts(store) == before
 
 
-
 @pytest.mark.parametrize("field", ["level", "min_level", "max_level"])
-async def test_a_level_beyond_64_bits_is_a_4xx(client, store, field: str) -> None:  # type: ignore[no-untyped-def]
+async def test_a_level_beyond_64_bits_is_a_4xx(client, store, field: str) -> None:
     await client.post("/remember", json=json.loads(VALID), headers=AUTH)  # something to search
     body: Any = {"queries": [{"query": "hello", "filter": {field: 2**64}}]}
     r = await client.post("/query", json=body, headers=AUTH)

@@ -41,14 +41,21 @@ def conversation_of(pair: int) -> str:
 
 def call_body(pair: int, call: int) -> dict:
     conv = conversation_of(pair)
-    return {"conversation_id": conv, "messages": [
-        {"id": f"p{pair}-k{call}-m{j}", "speaker": ("Ana", "Ben")[j % 2],
-         "content": f"Pair {pair} call {call} note {j}: the {WORDS[(pair + call) % 10]} near the "
-                    f"{WORDS[(pair * 3 + j) % 10]} was moved on day {pair * 7 + call}. Keep it in mind."}
-        for j in range(PER_CALL)]}
+    return {
+        "conversation_id": conv,
+        "messages": [
+            {
+                "id": f"p{pair}-k{call}-m{j}",
+                "speaker": ("Ana", "Ben")[j % 2],
+                "content": f"Pair {pair} call {call} note {j}: the {WORDS[(pair + call) % 10]} near the "
+                f"{WORDS[(pair * 3 + j) % 10]} was moved on day {pair * 7 + call}. Keep it in mind.",
+            }
+            for j in range(PER_CALL)
+        ],
+    }
 
 
-async def test_fifty_concurrent_clients_keep_every_invariant(  # type: ignore[no-untyped-def]
+async def test_fifty_concurrent_clients_keep_every_invariant(
     servers: Callable[..., ServerProcess], tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     procs = [servers(ENV), servers(ENV)]
@@ -97,8 +104,10 @@ async def test_fifty_concurrent_clients_keep_every_invariant(  # type: ignore[no
     assert "shared" not in conflicts, "a 409 with one process: the in-process lock should make that impossible"
     assert len(statuses) == CLIENTS * (CALLS + 2)
     if conflicts:
-        warnings.warn(f"{len(conflicts)} cross-process 409s escaped the store's retries and were retried by the "
-                      "client", stacklevel=1)
+        warnings.warn(
+            f"{len(conflicts)} cross-process 409s escaped the store's retries and were retried by the client",
+            stacklevel=1,
+        )
     # twins sent the same call at once: one stored it whole, the other was told all of it was known
     for key, counts in skipped.items():
         assert sorted(counts) == [0, PER_CALL], f"pair/call {key}: skipped counts {counts}"
@@ -115,7 +124,11 @@ async def test_fifty_concurrent_clients_keep_every_invariant(  # type: ignore[no
         top = local_storage(store).db.reader.execute("SELECT MAX(level) FROM nodes").fetchone()[0]
     finally:
         store.close()
-    expected = {m["id"]: conversation_of(p) for p in range(CLIENTS // 2) for k in range(CALLS)
-                for m in call_body(p, k)["messages"]}
+    expected = {
+        m["id"]: conversation_of(p)
+        for p in range(CLIENTS // 2)
+        for k in range(CALLS)
+        for m in call_body(p, k)["messages"]
+    }
     assert stored == expected
     assert top >= 2, "the test made no summary"

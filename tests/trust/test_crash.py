@@ -57,8 +57,11 @@ class Ledger:
 
 def messages(rnd: int, conv: int, call: int, rng: random.Random) -> list[dict]:
     return [
-        {"id": f"r{rnd}-c{conv}-k{call}-m{j}", "speaker": ("Ana", "Ben")[j % 2],
-         "content": f"Call {call} of round {rnd}, note {j}: {rng.choice(TOPICS)}. Also, {rng.choice(TOPICS)}."}
+        {
+            "id": f"r{rnd}-c{conv}-k{call}-m{j}",
+            "speaker": ("Ana", "Ben")[j % 2],
+            "content": f"Call {call} of round {rnd}, note {j}: {rng.choice(TOPICS)}. Also, {rng.choice(TOPICS)}.",
+        }
         for j in range(PER_CALL)
     ]
 
@@ -73,8 +76,11 @@ async def stream_until_killed(server: ServerProcess, rnd: int, kill_after: float
         rng = random.Random(seed * 1000 + rnd * 10 + conv)
         async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=30) as http:
             for call in range(10_000):
-                body: dict[str, Any] = {"conversation_id": f"conv-{conv}", "messages": messages(rnd, conv, call, rng),
-                                        "wait": conv == 0}
+                body: dict[str, Any] = {
+                    "conversation_id": f"conv-{conv}",
+                    "messages": messages(rnd, conv, call, rng),
+                    "wait": conv == 0,
+                }
                 try:
                     r = await http.post("/remember", json=body)
                 except httpx.TransportError:
@@ -101,8 +107,9 @@ async def stream_until_killed(server: ServerProcess, rnd: int, kill_after: float
     return answered
 
 
-def check_after_crash(db: Path, embedder: LocalEmbedder, ledger: Ledger, note: str,
-                      indexed: bool = False) -> dict[str, str]:
+def check_after_crash(
+    db: Path, embedder: LocalEmbedder, ledger: Ledger, note: str, indexed: bool = False
+) -> dict[str, str]:
     """Open the file directly (the server is down) and check it; returns {message id: conversation id}.
     indexed: require every message indexed and every group summarised (else only what is there is whole)."""
     settings = store_settings(db, ENV)
@@ -121,7 +128,7 @@ def check_after_crash(db: Path, embedder: LocalEmbedder, ledger: Ledger, note: s
     return stored
 
 
-async def test_sigkill_loses_nothing_acknowledged_and_writes_nothing_by_half(  # type: ignore[no-untyped-def]
+async def test_sigkill_loses_nothing_acknowledged_and_writes_nothing_by_half(
     servers: Callable[..., ServerProcess], tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     seed = int(os.environ.get("PYRAMIND_CRASH_SEED") or random.SystemRandom().randrange(1 << 30))
@@ -190,7 +197,10 @@ async def _backlog_after(db: Path, embedder: LocalEmbedder, timeout: float) -> l
 def _chunk_counts(db: Path, embedder: LocalEmbedder) -> dict[str, int]:
     store = open_store(store_settings(db, ENV), embedder)
     try:
-        return {sid: sum(1 for n in store.storage.source_nodes(ns, sid) if n.level == 1)
-                for ns in store.storage.list_namespaces() for sid in store.storage.list_sources(ns)}
+        return {
+            sid: sum(1 for n in store.storage.source_nodes(ns, sid) if n.level == 1)
+            for ns in store.storage.list_namespaces()
+            for sid in store.storage.list_sources(ns)
+        }
     finally:
         store.close()

@@ -76,8 +76,7 @@ AUTH_CHECKS = [schemathesis.checks.ignored_auth, schemathesis.checks.missing_req
 
 
 @schema.parametrize()
-@settings(max_examples=25, deadline=None, derandomize=True, database=None,
-          suppress_health_check=list(HealthCheck))
+@settings(max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_schema(case: Any, api_app: Any) -> None:
     checks = CHECKS + (AUTH_CHECKS if case.operation.path != "/health" else [])
     case.call_and_validate(headers=AUTH, app=api_app, checks=checks)
@@ -85,17 +84,26 @@ def test_api_conforms_to_its_schema(case: Any, api_app: Any) -> None:
 
 def test_memories_of_every_level_conform(api_app: Any) -> None:
     """Random ids only reach GET /memories' 404: expand real chunks and summaries, remembered through the API."""
-    body: Any = {"conversation_id": "schema-check", "messages": [
-        {"id": f"m{i}", "speaker": ("Ana", "Ben")[i % 2],
-         "content": f"Day {i}: we planted {i} rows of beans and tomatoes by the fence, then fixed the gate."}
-        for i in range(60)], "wait": True}
+    body: Any = {
+        "conversation_id": "schema-check",
+        "messages": [
+            {
+                "id": f"m{i}",
+                "speaker": ("Ana", "Ben")[i % 2],
+                "content": f"Day {i}: we planted {i} rows of beans and tomatoes by the fence, then fixed the gate.",
+            }
+            for i in range(60)
+        ],
+        "wait": True,
+    }
     r = schema["/remember"]["POST"].Case(body=body).call_and_validate(headers=AUTH, app=api_app, checks=CHECKS)
     made = r.json()
     assert made["summary_ids"], made
     expand = schema["/memories/{memory_id}"]["GET"]
     for node_id in [made["chunk_ids"][0], made["summary_ids"][0]]:
         r = expand.Case(path_parameters={"memory_id": node_id}).call_and_validate(
-            headers=AUTH, app=api_app, checks=CHECKS)
+            headers=AUTH, app=api_app, checks=CHECKS
+        )
         assert r.json()["node"]["id"] == node_id
 
 

@@ -27,9 +27,17 @@ from tests.trust.harness import ServerProcess
 
 # flags that keep a headless chromium quiet on a machine without internet (no background fetches, no updates)
 # and working in a container (no sandbox, no GPU, no reliance on a large /dev/shm)
-CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-                 "--disable-sync", "--no-first-run", "--disable-default-apps", "--disable-extensions",
-                 "--disable-dev-shm-usage"]
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-default-apps",
+    "--disable-extensions",
+    "--disable-dev-shm-usage",
+]
 LONG = "long-talk"  # 180 messages: 30 chunks, 6 L2 summaries, 1 L3
 LONG_MESSAGES = 180
 SHORT_TITLE = "Cy and Di <b>catch up</b>"  # a title (RememberRequest.title), shown as text, never as markup
@@ -43,13 +51,21 @@ def seed(db: Path, embedder: LocalEmbedder) -> None:
         msgs = conversation(("Ann", "Bob"), LONG_MESSAGES, start=start)
         for i in range(0, len(msgs), 60):
             store.writer.remember("default", RememberRequest(conversation_id=LONG, messages=msgs[i : i + 60]))
-        store.writer.remember("default", RememberRequest(conversation_id="short-chat", title=SHORT_TITLE,
-                                                       messages=conversation(("Cy", "Di"), 4, prefix="s")))
-        store.writer.remember("default", RememberRequest(conversation_id="to-delete",
-                                                       messages=conversation(("Eve", "Fay"), 12, prefix="d")))
+        store.writer.remember(
+            "default",
+            RememberRequest(
+                conversation_id="short-chat", title=SHORT_TITLE, messages=conversation(("Cy", "Di"), 4, prefix="s")
+            ),
+        )
+        store.writer.remember(
+            "default",
+            RememberRequest(conversation_id="to-delete", messages=conversation(("Eve", "Fay"), 12, prefix="d")),
+        )
         store.writer.upsert("default", [Document(id="garden-notes", text=document_text(6, "garden"))])
-        store.writer.remember("elsewhere", RememberRequest(conversation_id="secret-talk",
-                                                         messages=conversation(("Xan", "Yul"), 3, prefix="x")))
+        store.writer.remember(
+            "elsewhere",
+            RememberRequest(conversation_id="secret-talk", messages=conversation(("Xan", "Yul"), 3, prefix="x")),
+        )
     finally:
         store.close()
 

@@ -24,7 +24,7 @@ AUTH = {"Authorization": f"Bearer {TOKEN}"}
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def open_long_conversation(tab: Page):  # type: ignore[no-untyped-def]
+def open_long_conversation(tab: Page):
     page = tab.login()
     page.wait_for_selector("#sources tbody tr[data-source-id]")
     page.click(f"tr[data-source-id='{LONG}'] a.source-link")
@@ -32,7 +32,7 @@ def open_long_conversation(tab: Page):  # type: ignore[no-untyped-def]
     return page
 
 
-def expand(card) -> None:  # type: ignore[no-untyped-def]
+def expand(card) -> None:
     card.locator(":scope > .node-actions > button.expand").click()
     card.locator(":scope > .children > .node").first.wait_for()
 
@@ -229,12 +229,26 @@ def test_core_memory_panel_saves_and_deletes_an_entry(tab: Page) -> None:
 def test_instructions_panel_lists_a_remembered_instruction_with_its_provenance_and_deletes_it(tab: Page) -> None:
     _needs(tab, "/instructions")
     ns = "rules"  # a namespace of its own: the other tests' lists stay as seeded
-    chat = [{"id": "r1", "speaker": "Ann", "content": "From now on answer in French.",
-             "created_at": "2024-03-01T10:00:00Z"},
-            {"id": "r2", "speaker": "Ann", "content": "Thanks! From now on answer in English, please.",
-             "created_at": "2024-03-02T11:30:00Z"}]
-    r = httpx.post(tab.url + "/remember", headers=AUTH, timeout=60,
-                   json={"namespace": ns, "conversation_id": "lang-chat", "messages": chat, "wait": True})
+    chat = [
+        {
+            "id": "r1",
+            "speaker": "Ann",
+            "content": "From now on answer in French.",
+            "created_at": "2024-03-01T10:00:00Z",
+        },
+        {
+            "id": "r2",
+            "speaker": "Ann",
+            "content": "Thanks! From now on answer in English, please.",
+            "created_at": "2024-03-02T11:30:00Z",
+        },
+    ]
+    r = httpx.post(
+        tab.url + "/remember",
+        headers=AUTH,
+        timeout=60,
+        json={"namespace": ns, "conversation_id": "lang-chat", "messages": chat, "wait": True},
+    )
     assert r.status_code == 200, r.text
     page = tab.open()
     page.fill("#token", TOKEN)
@@ -246,8 +260,14 @@ def test_instructions_panel_lists_a_remembered_instruction_with_its_provenance_a
     rows.first.wait_for()
     assert rows.count() == 1  # the French one was replaced by the later English one
     row = rows.first.inner_text()
-    for shown in ("instruction", "From now on answer in English, please.", "Ann", "2024-03-02 11:30", "lang-chat",
-                  "message r2"):
+    for shown in (
+        "instruction",
+        "From now on answer in English, please.",
+        "Ann",
+        "2024-03-02 11:30",
+        "lang-chat",
+        "message r2",
+    ):
         assert shown in row, (shown, row)
     page.check("#instructions-superseded")
     page.wait_for_function("document.querySelectorAll('#instructions tr.superseded').length === 1")
@@ -292,11 +312,12 @@ def test_pin_and_unpin_a_summary(tab: Page) -> None:
     page.wait_for_function("document.querySelector('#notice').textContent.startsWith('Unpinned')")
 
 
-def test_a_server_without_auth_needs_no_token(browser, tmp_path: Path, embedder) -> None:  # type: ignore[no-untyped-def]
+def test_a_server_without_auth_needs_no_token(browser, tmp_path: Path, embedder) -> None:
     db = tmp_path / "open.db"
     store = open_memory(make_settings(tmp_path, local_db_path=db), embedder, ExtractiveSummariser())
-    store.writer.remember("default", RememberRequest(conversation_id="open-chat",
-                                                   messages=conversation(("Ann", "Bob"), 3)))
+    store.writer.remember(
+        "default", RememberRequest(conversation_id="open-chat", messages=conversation(("Ann", "Bob"), 3))
+    )
     store.close()
     server = ServerProcess(db, tmp_path / "server.log", env={"AUTH": "none"}).start()
     try:

@@ -131,8 +131,10 @@ class NamespaceCaches:
             return
         for i in range(0, len(rowids), 500):
             part = list(rowids[i : i + 500])
-            self._add_rows(cache, db.execute(
-                f"SELECT {cols} FROM nodes WHERE rowid IN ({','.join('?' * len(part))})", part).fetchall())
+            self._add_rows(
+                cache,
+                db.execute(f"SELECT {cols} FROM nodes WHERE rowid IN ({','.join('?' * len(part))})", part).fetchall(),
+            )
 
     def _add_rows(self, cache: NamespaceCache, rows: list[sqlite3.Row]) -> None:
         if not rows:

@@ -12,9 +12,7 @@ NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
     "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-MSG_COLS = (
-    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
-)
+MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
 
 
 def ts(when: datetime | None) -> float | None:
@@ -31,12 +29,23 @@ def node_of(row: sqlite3.Row) -> MemoryNode:
     """A `nodes` row (NODE_COLS at least) as a MemoryNode."""
     # rows were validated on the way in: construct without validating again (the hot path of every search)
     return MemoryNode.model_construct(
-        id=row["id"], source_type=row["source_type"], source_id=row["source_id"], level=row["level"],
-        position=row["position"], text=row["text"], token_count=row["token_count"],
-        children=json.loads(row["children"]), parent_id=row["parent_id"],
-        message_ids=json.loads(row["message_ids"]), speakers=json.loads(row["speakers"]),
-        start_time=dt(row["start_time"]), end_time=dt(row["end_time"]), sealed=bool(row["sealed"]),
-        tok_start=row["tok_start"], tok_end=row["tok_end"], summariser=row["summariser"],
+        id=row["id"],
+        source_type=row["source_type"],
+        source_id=row["source_id"],
+        level=row["level"],
+        position=row["position"],
+        text=row["text"],
+        token_count=row["token_count"],
+        children=json.loads(row["children"]),
+        parent_id=row["parent_id"],
+        message_ids=json.loads(row["message_ids"]),
+        speakers=json.loads(row["speakers"]),
+        start_time=dt(row["start_time"]),
+        end_time=dt(row["end_time"]),
+        sealed=bool(row["sealed"]),
+        tok_start=row["tok_start"],
+        tok_end=row["tok_end"],
+        summariser=row["summariser"],
         session_ids=json.loads(row["session_ids"]),
     )
 
@@ -44,8 +53,15 @@ def node_of(row: sqlite3.Row) -> MemoryNode:
 def message_of(row: sqlite3.Row) -> StoredMessage:
     """A `messages` row (MSG_COLS) as a StoredMessage."""
     return StoredMessage(
-        id=row["id"], source_id=row["source_id"], source_type=row["source_type"], seq=row["seq"],
-        speaker=row["speaker"], content=row["content"], created_at=dt(row["created_at"]),
-        tok_offset=row["tok_offset"], n_tokens=row["n_tokens"], show_time=bool(row["show_time"]),
+        id=row["id"],
+        source_id=row["source_id"],
+        source_type=row["source_type"],
+        seq=row["seq"],
+        speaker=row["speaker"],
+        content=row["content"],
+        created_at=dt(row["created_at"]),
+        tok_offset=row["tok_offset"],
+        n_tokens=row["n_tokens"],
+        show_time=bool(row["show_time"]),
         session_id=row["session_id"],
     )

@@ -105,5 +105,9 @@ class Connections:
         with self._write_lock:
             busy = self.writer.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
         if busy:
-            log.warning("the WAL of %s could not be checkpointed (readers busy); forgotten text stays in %s-wal "
-                        "until the next checkpoint", self.path, self.path.name)
+            log.warning(
+                "the WAL of %s could not be checkpointed (readers busy); forgotten text stays in %s-wal "
+                "until the next checkpoint",
+                self.path,
+                self.path.name,
+            )

@@ -13,8 +13,10 @@ from datastore.providers.local.connections import Connections
 from datastore.storage import instruction_order
 from models.instructions import Instruction
 
-_COLS = ("id, kind, text, statement, subject, message_id, conversation_id, speaker, created_at, recorded_at, "
-         "superseded_by, detector")
+_COLS = (
+    "id, kind, text, statement, subject, message_id, conversation_id, speaker, created_at, recorded_at, "
+    "superseded_by, detector"
+)
 _PART = 500  # ids per `IN (...)`
 
 
@@ -25,34 +27,58 @@ def _parts(ids: Sequence[str]) -> Iterator[list[str]]:
 
 def _instruction(r: sqlite3.Row) -> Instruction:
     return Instruction(
-        id=r["id"], kind=r["kind"], text=r["text"], statement=r["statement"], subject=r["subject"],
-        message_id=r["message_id"], conversation_id=r["conversation_id"], speaker=r["speaker"],
-        created_at=dt(r["created_at"]), recorded_at=dt(r["recorded_at"]), superseded_by=r["superseded_by"],
+        id=r["id"],
+        kind=r["kind"],
+        text=r["text"],
+        statement=r["statement"],
+        subject=r["subject"],
+        message_id=r["message_id"],
+        conversation_id=r["conversation_id"],
+        speaker=r["speaker"],
+        created_at=dt(r["created_at"]),
+        recorded_at=dt(r["recorded_at"]),
+        superseded_by=r["superseded_by"],
         detector=r["detector"],
     )
 
 
-def write_instructions(db: sqlite3.Connection, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]],
-                       drop: Sequence[str]) -> int:
+def write_instructions(
+    db: sqlite3.Connection, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]
+) -> int:
     """In the caller's transaction: delete the namespace's instructions with an id in `drop`, then write `put`
     (a None vector: every field but the embedding). Returns how many rows were deleted."""
     gone = 0
     for part in _parts(list(drop)):
-        gone += db.execute(f"DELETE FROM instructions WHERE namespace = ? AND id IN ({','.join('?' * len(part))})",
-                           (ns, *part)).rowcount
+        gone += db.execute(
+            f"DELETE FROM instructions WHERE namespace = ? AND id IN ({','.join('?' * len(part))})", (ns, *part)
+        ).rowcount
     for i, vector in put:
-        values = (i.kind, i.text, i.statement, i.subject, i.message_id, i.conversation_id, i.speaker,
-                  ts(i.created_at), ts(i.recorded_at), i.superseded_by, i.detector)
+        values = (
+            i.kind,
+            i.text,
+            i.statement,
+            i.subject,
+            i.message_id,
+            i.conversation_id,
+            i.speaker,
+            ts(i.created_at),
+            ts(i.recorded_at),
+            i.superseded_by,
+            i.detector,
+        )
         if vector is None:
             db.execute(
                 "UPDATE instructions SET kind = ?, text = ?, statement = ?, subject = ?, message_id = ?, "
                 "conversation_id = ?, speaker = ?, created_at = ?, recorded_at = ?, superseded_by = ?, detector = ? "
-                "WHERE namespace = ? AND id = ?", (*values, ns, i.id))
+                "WHERE namespace = ? AND id = ?",
+                (*values, ns, i.id),
+            )
         else:
             db.execute(
                 f"INSERT OR REPLACE INTO instructions (namespace, {_COLS}, embedding) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (ns, i.id, *values, np.ascontiguousarray(vector, dtype=np.float32).tobytes()))
+                (ns, i.id, *values, np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+            )
     return gone
 
 
@@ -63,8 +89,9 @@ class LocalInstructions:
     def __init__(self, db: Connections) -> None:
         self.db = db
 
-    def entries(self, ns: str, conversation_id: str | None = None,
-                include_superseded: bool = False) -> list[Instruction]:
+    def entries(
+        self, ns: str, conversation_id: str | None = None, include_superseded: bool = False
+    ) -> list[Instruction]:
         """The namespace's instructions (of one conversation when given), oldest first; in force only unless
         include_superseded."""
         sql = f"SELECT {_COLS} FROM instructions WHERE namespace = ?"
@@ -78,16 +105,25 @@ class LocalInstructions:
 
     def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
         """The namespace's instructions with these ids (unknown ids left out)."""
-        return [_instruction(r) for part in _parts(list(ids)) for r in self.db.reader.execute(
-            f"SELECT {_COLS} FROM instructions WHERE namespace = ? AND id IN ({','.join('?' * len(part))})",
-            (ns, *part))]
+        return [
+            _instruction(r)
+            for part in _parts(list(ids))
+            for r in self.db.reader.execute(
+                f"SELECT {_COLS} FROM instructions WHERE namespace = ? AND id IN ({','.join('?' * len(part))})",
+                (ns, *part),
+            )
+        ]
 
     def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{instruction id: embedding (float32, (dimension,))} of the ids found."""
-        return {r[0]: np.frombuffer(r[1], dtype=np.float32).copy() for part in _parts(list(ids))
-                for r in self.db.reader.execute(
-                    f"SELECT id, embedding FROM instructions WHERE namespace = ? "
-                    f"AND id IN ({','.join('?' * len(part))})", (ns, *part))}
+        return {
+            r[0]: np.frombuffer(r[1], dtype=np.float32).copy()
+            for part in _parts(list(ids))
+            for r in self.db.reader.execute(
+                f"SELECT id, embedding FROM instructions WHERE namespace = ? AND id IN ({','.join('?' * len(part))})",
+                (ns, *part),
+            )
+        }
 
     def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
         """Delete `drop`, write `put`, in one transaction; deleted text leaves the disk (the WAL is scrubbed)."""

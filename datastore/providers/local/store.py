@@ -89,11 +89,16 @@ class LocalStorage:
     def record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
         """The (model, dimension) the file was made with, recording the given ones when it has none yet."""
         with self.db.transaction() as db:
-            rows = dict(db.execute(
-                "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dimension')").fetchall())
+            rows = dict(
+                db.execute(
+                    "SELECT key, value FROM meta WHERE key IN ('embedding_model', 'embedding_dimension')"
+                ).fetchall()
+            )
             if not rows:
-                db.execute("INSERT INTO meta VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
-                           (model, str(dimension)))
+                db.execute(
+                    "INSERT INTO meta VALUES ('embedding_model', ?), ('embedding_dimension', ?)",
+                    (model, str(dimension)),
+                )
                 return model, dimension
         return rows.get("embedding_model", ""), int(rows.get("embedding_dimension", 0))
 
@@ -105,8 +110,15 @@ class LocalStorage:
         ).fetchone()
         if r is None:
             return None
-        return SourceRow(r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"],
-                         r["max_seq"], json.loads(r["metadata"]))
+        return SourceRow(
+            r["source_id"],
+            r["source_type"],
+            r["version"],
+            r["n_messages"],
+            r["n_tokens"],
+            r["max_seq"],
+            json.loads(r["metadata"]),
+        )
 
     def list_namespaces(self) -> list[str]:
         """Every namespace holding at least one source, sorted."""
@@ -151,8 +163,9 @@ class LocalStorage:
             known.update(r[0] for r in rows)
         return known
 
-    def messages(self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None,
-                 limit: int | None = None) -> list[StoredMessage]:
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
         # the first message that can overlap starts at the largest offset <= tok_from (messages tile the stream)
         rows = self.db.reader.execute(
@@ -163,8 +176,9 @@ class LocalStorage:
         )
         return [message_of(r) for r in rows]
 
-    def find_messages(self, ns: str, ids: Sequence[str] | None = None,
-                      flt: DeleteFilter | None = None) -> list[tuple[str, str]]:
+    def find_messages(
+        self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
+    ) -> list[tuple[str, str]]:
         """(source id, message id) of the messages with one of `ids` (any source), or matching `flt`."""
         if ids is not None and len(ids) > _PART:
             return [m for part in _parts(ids) for m in self.find_messages(ns, part, flt)]
@@ -185,7 +199,8 @@ class LocalStorage:
             _message_where(flt, where, args)
             rows = self.db.reader.execute(
                 f"SELECT {MSG_COLS} FROM messages WHERE {' AND '.join(where)} ORDER BY source_id, seq LIMIT {_PART}",
-                args).fetchall()
+                args,
+            ).fetchall()
             yield from (message_of(r) for r in rows)
             if len(rows) < _PART:
                 return
@@ -204,8 +219,9 @@ class LocalStorage:
         )
         return [node_of(r) for r in rows]
 
-    def source_nodes(self, ns: str, source_id: str, level: int | None = None, first: int = 0,
-                     last: int | None = None) -> list[MemoryNode]:
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
         """The source's nodes (of `level`, positions in [first, last], when given), by level then position."""
         if level is None:
             rows = self.db.reader.execute(
@@ -234,7 +250,8 @@ class LocalStorage:
         out: list[MemoryNode] = []
         for part in _parts(ids):
             rows = self.db.reader.execute(
-                f"SELECT {NODE_COLS} FROM nodes WHERE namespace = ? AND id IN ({_marks(len(part))})", (ns, *part))
+                f"SELECT {NODE_COLS} FROM nodes WHERE namespace = ? AND id IN ({_marks(len(part))})", (ns, *part)
+            )
             out.extend(node_of(r) for r in rows)
         return out
 
@@ -243,7 +260,8 @@ class LocalStorage:
         out: dict[str, np.ndarray] = {}
         for part in _parts(ids):
             rows = self.db.reader.execute(
-                f"SELECT id, embedding FROM nodes WHERE namespace = ? AND id IN ({_marks(len(part))})", (ns, *part))
+                f"SELECT id, embedding FROM nodes WHERE namespace = ? AND id IN ({_marks(len(part))})", (ns, *part)
+            )
             out.update((r[0], np.frombuffer(r[1], dtype=np.float32).copy()) for r in rows)
         return out
 
@@ -266,8 +284,12 @@ class LocalStorage:
                 raise ConflictError(f"{src.source_id!r} changed meanwhile")
             ns_version = namespace_version(db, ns)
             if batch.replace or batch.delete_source:
-                removed += [r[0] for r in db.execute(
-                    "SELECT rowid FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id))]
+                removed += [
+                    r[0]
+                    for r in db.execute(
+                        "SELECT rowid FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id)
+                    )
+                ]
                 db.execute("DELETE FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
                 db.execute("DELETE FROM messages WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
             if batch.delete_source:
@@ -275,13 +297,36 @@ class LocalStorage:
             else:
                 db.execute(
                     "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                    (ns, src.source_id, src.source_type, src.version, src.n_messages, src.n_tokens, src.max_seq,
-                     json.dumps(src.metadata)),
+                    (
+                        ns,
+                        src.source_id,
+                        src.source_type,
+                        src.version,
+                        src.n_messages,
+                        src.n_tokens,
+                        src.max_seq,
+                        json.dumps(src.metadata),
+                    ),
                 )
                 db.executemany(
                     f"INSERT INTO messages (namespace, {MSG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(ns, m.id, m.source_id, m.source_type, m.seq, m.speaker, m.content, ts(m.created_at),
-                      m.tok_offset, m.n_tokens, m.show_time, m.session_id) for m in batch.messages],
+                    [
+                        (
+                            ns,
+                            m.id,
+                            m.source_id,
+                            m.source_type,
+                            m.seq,
+                            m.speaker,
+                            m.content,
+                            ts(m.created_at),
+                            m.tok_offset,
+                            m.n_tokens,
+                            m.show_time,
+                            m.session_id,
+                        )
+                        for m in batch.messages
+                    ],
                 )
                 for node, vector in batch.nodes:
                     _write_node(db, ns, node, vector, removed, added)
@@ -338,7 +383,8 @@ class LocalStorage:
             "messages": db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0],
         }
         for lvl, n in db.execute(
-                "SELECT level, COUNT(*) FROM nodes WHERE namespace = ? GROUP BY level ORDER BY level", (ns,)):
+            "SELECT level, COUNT(*) FROM nodes WHERE namespace = ? GROUP BY level ORDER BY level", (ns,)
+        ):
             out[f"L{lvl}"] = n
         return out
 
@@ -348,8 +394,9 @@ class LocalStorage:
         return {f"L{lvl}": n for lvl, n in rows}
 
 
-def _write_node(db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarray | None,
-                removed: list[int], added: list[int]) -> None:
+def _write_node(
+    db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarray | None, removed: list[int], added: list[int]
+) -> None:
     """Write one node of a batch: a metadata update when `vector` is None, else a new row (replacing the old)."""
     meta = (n.position, json.dumps(n.children), n.parent_id, n.sealed, n.summariser)
     if vector is None:  # a metadata update of a stored node: its vector and text stay
@@ -366,10 +413,28 @@ def _write_node(db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarr
     cur = db.execute(
         f"INSERT INTO nodes ({NODE_COLS}, namespace, embedding) VALUES "
         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (n.id, n.source_type, n.source_id, n.level, n.position, n.text, n.token_count, json.dumps(n.children),
-         n.parent_id, json.dumps(n.message_ids), json.dumps(n.speakers), ts(n.start_time), ts(n.end_time),
-         n.sealed, n.tok_start, n.tok_end, n.summariser, json.dumps(n.session_ids), ns,
-         np.ascontiguousarray(vector, dtype=np.float32).tobytes()),
+        (
+            n.id,
+            n.source_type,
+            n.source_id,
+            n.level,
+            n.position,
+            n.text,
+            n.token_count,
+            json.dumps(n.children),
+            n.parent_id,
+            json.dumps(n.message_ids),
+            json.dumps(n.speakers),
+            ts(n.start_time),
+            ts(n.end_time),
+            n.sealed,
+            n.tok_start,
+            n.tok_end,
+            n.summariser,
+            json.dumps(n.session_ids),
+            ns,
+            np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
+        ),
     )
     added.append(int(cur.lastrowid or 0))
 
@@ -431,26 +496,30 @@ class LocalRows:
         (min_level, max_level, start, end) for the in-memory indexes)."""
         if flt is None:
             return None, (None, None, None, None)
-        bounds = (flt.level if flt.level is not None else flt.min_level,
-                  flt.level if flt.level is not None else flt.max_level,
-                  ts(utc(flt.start_date)), ts(utc(flt.end_date)))
+        bounds = (
+            flt.level if flt.level is not None else flt.min_level,
+            flt.level if flt.level is not None else flt.max_level,
+            ts(utc(flt.start_date)),
+            ts(utc(flt.end_date)),
+        )
         where, args = _filter_sql(flt)
         if not where:
             return None, bounds
         rows = self.store.db.reader.execute(
-            f"SELECT rowid FROM nodes WHERE namespace = ? AND {' AND '.join(where)}", (ns, *args))
+            f"SELECT rowid FROM nodes WHERE namespace = ? AND {' AND '.join(where)}", (ns, *args)
+        )
         return np.array([r[0] for r in rows], dtype=np.int64), bounds
 
-    def vector_rows(self, ns: str, vector: np.ndarray, top_k: int,
-                    flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+    def vector_rows(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
         cache = self.store.caches.get(self.store.db.reader, ns)
         candidates, bounds = self._candidates(ns, flt)
         with cache.lock:
             return cache.index.search(vector, top_k, candidates, *bounds)
 
-    def text_rows(self, ns: str, text: str, top_k: int,
-                  flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+    def text_rows(self, ns: str, text: str, top_k: int, flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
         """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
         terms = text_terms(text)
         if not terms:
@@ -504,13 +573,28 @@ class LocalCore:
 
     def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
         """The stored entries of a scope (every scope when None), expired ones too."""
-        sql = ("SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens FROM core_memory "
-               "WHERE namespace = ?")
-        rows = (self.db.reader.execute(sql, (ns,)) if scope is None
-                else self.db.reader.execute(sql + " AND scope = ?", (ns, scope)))
-        return [CoreEntry(key=r[1], value=r[2], importance=r[3], conversation_id=r[0] or None,
-                          created_at=dt(r[4]), updated_at=dt(r[5]), expires_at=dt(r[6]), tokens=r[7])  # type: ignore[arg-type]
-                for r in rows]
+        sql = (
+            "SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens FROM core_memory "
+            "WHERE namespace = ?"
+        )
+        rows = (
+            self.db.reader.execute(sql, (ns,))
+            if scope is None
+            else self.db.reader.execute(sql + " AND scope = ?", (ns, scope))
+        )
+        return [
+            CoreEntry(
+                key=r[1],
+                value=r[2],
+                importance=r[3],
+                conversation_id=r[0] or None,
+                created_at=dt(r[4]),
+                updated_at=dt(r[5]),
+                expires_at=dt(r[6]),
+                tokens=r[7],
+            )
+            for r in rows
+        ]
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
         """Delete the scope's entries with a key in `delete`, then store `put`, in one transaction; returns how
@@ -518,13 +602,23 @@ class LocalCore:
         with self.db.transaction() as db:
             gone = 0
             for key in delete:
-                gone += db.execute("DELETE FROM core_memory WHERE namespace = ? AND scope = ? AND key = ?",
-                                   (ns, scope, key)).rowcount
+                gone += db.execute(
+                    "DELETE FROM core_memory WHERE namespace = ? AND scope = ? AND key = ?", (ns, scope, key)
+                ).rowcount
             if put is not None:
                 db.execute(
                     "INSERT OR REPLACE INTO core_memory VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (ns, scope, put.key, put.value, put.importance, ts(put.created_at), ts(put.updated_at),
-                     ts(put.expires_at), put.tokens),
+                    (
+                        ns,
+                        scope,
+                        put.key,
+                        put.value,
+                        put.importance,
+                        ts(put.created_at),
+                        ts(put.updated_at),
+                        ts(put.expires_at),
+                        put.tokens,
+                    ),
                 )
         return gone
 
@@ -541,8 +635,11 @@ class LocalMarks:
         if ids is None:
             rows = self.db.reader.execute(sql, (ns,)).fetchall()
         else:
-            rows = [r for part in _parts(ids)
-                    for r in self.db.reader.execute(f"{sql} AND id IN ({_marks(len(part))})", (ns, *part))]
+            rows = [
+                r
+                for part in _parts(ids)
+                for r in self.db.reader.execute(f"{sql} AND id IN ({_marks(len(part))})", (ns, *part))
+            ]
         return {r[0]: NodeMarks(r[1], dt(r[2]), bool(r[3]), json.loads(r[4])) for r in rows}
 
     def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
@@ -560,6 +657,8 @@ class LocalMarks:
         with self.db.transaction() as db:
             db.executemany(
                 "INSERT OR REPLACE INTO node_marks VALUES (?, ?, ?, ?, ?, ?)",
-                [(ns, i, m.visit_count, ts(m.last_visited_at), m.pinned, json.dumps(m.pin_message_ids))
-                 for i, m in marks.items()],
+                [
+                    (ns, i, m.visit_count, ts(m.last_visited_at), m.pinned, json.dumps(m.pin_message_ids))
+                    for i, m in marks.items()
+                ],
             )
