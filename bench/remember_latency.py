@@ -1,6 +1,6 @@
 """Remember latency with a slow LLM summariser: /remember must not wait for a model.
 
-A loopback OpenAI-compatible server (bench/openai_loopback.py) answers each chat completion after `--delay`
+A loopback OpenAI-compatible server (loopback/openai_server.py) answers each chat completion after `--delay`
 seconds (default 2). A real `python -m server.main` (local store, local embedder, SUMMARISER=openai pointed at
 the loopback) gets `--calls` remember calls of 10 LoCoMo messages each, spread over `--conversations`
 conversations, open-loop at `--rate` calls per second. Measured:
@@ -30,7 +30,7 @@ from bench import dataset
 from bench.backlog import read_work
 from bench.common import header, write_section
 from bench.load import TOKEN, Server
-from bench.openai_loopback import LoopbackOpenAI
+from loopback.openai_server import LoopbackOpenAI
 
 AUTH = {"Authorization": f"Bearer {TOKEN}"}
 

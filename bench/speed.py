@@ -314,7 +314,7 @@ def scale_point(n: int, questions: list[str], db: str | None = None, keep: bool 
 def postgres_points(questions: list[str], sizes: tuple[int, ...]) -> list[dict]:
     """The scale points on the pgvector provider: PostgreSQL 16 + pgvector from the pgserver wheel, started here
     on 127.0.0.1 (the tests' fixture class) and stopped after; one fresh database per point."""
-    from bench.servers import Postgres
+    from loopback.servers import Postgres
 
     pg = Postgres().start()
     try:

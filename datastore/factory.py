@@ -27,11 +27,11 @@ def open_storage(settings: Settings, dimension: int) -> Storage:
         return LocalStorage(settings, dimension)
     if choice == "postgres":
         try:
-            from datastore.providers.pgvector import PgVectorStorage
+            from datastore.providers.postgres import PostgresStorage
         except ImportError as exc:
             raise StoreError(f"DATASTORE=postgres needs: pip install 'pyramind[postgres]' ({exc})") from exc
 
-        return PgVectorStorage(settings, dimension)
+        return PostgresStorage(settings, dimension)
     if choice == "pinecone":
         try:
             from datastore.providers.pinecone import PineconeStorage

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# Lint and type-check the project from the repository root, where every import resolves as it does installed:
-# ruff (lint and format) over the tree, mypy over the packages, bench/ and tests/.
+# Lint, format-check and type-check the project from the repository root, where every import resolves as it does
+# installed: ruff over the tree, mypy over the packages, loopback/, bench/ and tests/.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 py=".venv/bin/python"
 "$py" -m ruff check .
 "$py" -m ruff format --check .
-"$py" -m mypy -p models -p services -p datastore -p server -p local_server -p bench -p tests
+"$py" -m mypy -p models -p services -p datastore -p server -p local_server -p loopback -p bench -p tests

@@ -14,7 +14,8 @@ from datastore.factory import open_memory
 from services import tokens
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.conftest import local_storage, make_settings
+from tests.support.settings import make_settings
+from tests.support.stores import local_storage
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:

@@ -1,4 +1,4 @@
-"""Provider fixtures: every store test can run against local (SQLite), pgvector (a real PostgreSQL 16 started
+"""Provider fixtures: every store test can run against local (SQLite), postgres (a real PostgreSQL 16 started
 here) and pinecone (the needledb emulator started here). A service starts on first use, once per session.
 
 When a service cannot start, its provider's tests fail with the reason under CI (env CI=true) and are skipped
@@ -7,32 +7,20 @@ elsewhere (a developer machine without the wheels).
 
 from __future__ import annotations
 
-import os
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from bench.servers import Needle, Postgres
 from datastore.factory import open_memory
 from datastore.memory import Memory
+from loopback.servers import Needle, Postgres
 from models.settings import Settings
 from services.embedding import LocalEmbedder
-from services.errors import EmbeddingError
 from services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
-
-PROVIDERS = ["local", "pgvector", "pinecone"]
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def unavailable(reason: str) -> None:
-    """Fail (in CI) or skip (elsewhere) the current test: its service could not start."""
-    if IN_CI:
-        pytest.fail(f"{reason} (CI=true: provider services must start)", pytrace=False)
-    pytest.skip(reason)
+from tests.support.settings import make_settings
+from tests.support.stores import PROVIDERS, unavailable
 
 
 def _service(factory: Callable[[], Postgres | Needle], what: str) -> Iterator[Postgres | Needle | str]:
@@ -57,36 +45,6 @@ def needle_server() -> Iterator[Needle | str]:
     yield from _service(lambda: Needle().start(), "needledb (Pinecone emulator)")  # type: ignore[misc]
 
 
-class OtherEmbedder:
-    """A deterministic 8-d embedder (hashed character trigrams): another model and dimension than MiniLM's."""
-
-    model_name = "trigram-hash-8"
-    dimension = 8
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
-        out = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, t in enumerate(texts):
-            for j in range(max(1, len(t) - 2)):
-                out[i, hash(t[j : j + 3]) % self.dimension] += 1.0
-        return out / np.maximum(np.linalg.norm(out, axis=1, keepdims=True), 1e-12)
-
-
-class FailingEmbedder:
-    """The real embedder made to fail on every call (an injected fault, like a crashed model server)."""
-
-    def __init__(self, inner: LocalEmbedder) -> None:
-        self.model_name, self.dimension = inner.model_name, inner.dimension
-
-    def close(self) -> None:
-        """Nothing to release."""
-
-    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
-        raise EmbeddingError("injected failure")
-
-
 @pytest.fixture(params=PROVIDERS)
 def provider_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Settings]:
     """Settings of a fresh, empty store of the parametrised provider (a new SQLite file, a new PostgreSQL
@@ -94,7 +52,7 @@ def provider_settings(request: pytest.FixtureRequest, tmp_path: Path) -> Iterato
     name = request.param
     if name == "local":
         yield make_settings(tmp_path, datastore="local")
-    elif name == "pgvector":
+    elif name == "postgres":
         server = request.getfixturevalue("pg_server")
         if isinstance(server, str):
             unavailable(server)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -20,52 +20,8 @@ from services.errors import InvalidRequestError, NotFoundError
 from services.summarising import ExtractiveSummariser
 from services.timeago import time_ago
 from services.tokens import count_tokens
-from tests.conftest import make_settings
-
-T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
-NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
-PLACES = ["Lisbon", "Kyoto", "Oslo", "Nairobi", "Lima", "Hanoi", "Quebec", "Tbilisi", "Perth", "Cusco"]
-HOBBIES = [
-    "pottery",
-    "bouldering",
-    "violin",
-    "sourdough baking",
-    "chess",
-    "kayaking",
-    "birdwatching",
-    "salsa dancing",
-    "woodcarving",
-    "astronomy",
-]
-
-
-def long_conversation(n_days: int = 24) -> list[Message]:
-    """A conversation over `n_days` days: each day Ann tells one fact and Bo answers (distinct words per day)."""
-    out = []
-    for d in range(n_days):
-        when = T0 + timedelta(days=3 * d)
-        place, hobby = PLACES[d % 10], HOBBIES[(d * 3) % 10]
-        out += [
-            Message(
-                id=f"d{d}a",
-                speaker="Ann",
-                created_at=when,
-                content=f"On day {d} I planned a trip to {place} and practised {hobby} for {d + 2} hours.",
-            ),
-            Message(
-                id=f"d{d}b",
-                speaker="Bo",
-                created_at=when + timedelta(minutes=1),
-                content=f"That sounds great, Ann. How did the {hobby} go, and who joins you in {place}?",
-            ),
-            Message(
-                id=f"d{d}c",
-                speaker="Ann",
-                created_at=when + timedelta(minutes=2),
-                content=f"My cousin number {d} joins me; we booked a small flat near the old market of {place}.",
-            ),
-        ]
-    return out
+from tests.support.settings import make_settings
+from tests.support.synthetic import LONG_NOW, LONG_T0, long_conversation
 
 
 @pytest.fixture
@@ -75,16 +31,16 @@ def filled(store: Memory) -> Memory:
 
 
 def test_time_ago_reads_like_a_person() -> None:
-    assert time_ago(NOW - timedelta(seconds=20), NOW) == "just now"
-    assert time_ago(NOW - timedelta(minutes=5), NOW) == "5 minutes ago"
-    assert time_ago(NOW - timedelta(hours=1, minutes=5), NOW) == "1 hour ago"
-    assert time_ago(NOW - timedelta(days=3, hours=2), NOW) == "3 days ago"
-    assert time_ago(NOW - timedelta(days=13), NOW) == "13 days ago"
-    assert time_ago(NOW - timedelta(days=15), NOW) == "2 weeks ago"
-    assert time_ago(NOW - timedelta(days=92), NOW) == "3 months ago"
-    assert time_ago(NOW - timedelta(days=800), NOW) == "2 years ago"
-    assert time_ago(NOW + timedelta(days=2), NOW) == "in 2 days"
-    assert time_ago(None, NOW) == "at an unknown time"
+    assert time_ago(LONG_NOW - timedelta(seconds=20), LONG_NOW) == "just now"
+    assert time_ago(LONG_NOW - timedelta(minutes=5), LONG_NOW) == "5 minutes ago"
+    assert time_ago(LONG_NOW - timedelta(hours=1, minutes=5), LONG_NOW) == "1 hour ago"
+    assert time_ago(LONG_NOW - timedelta(days=3, hours=2), LONG_NOW) == "3 days ago"
+    assert time_ago(LONG_NOW - timedelta(days=13), LONG_NOW) == "13 days ago"
+    assert time_ago(LONG_NOW - timedelta(days=15), LONG_NOW) == "2 weeks ago"
+    assert time_ago(LONG_NOW - timedelta(days=92), LONG_NOW) == "3 months ago"
+    assert time_ago(LONG_NOW - timedelta(days=800), LONG_NOW) == "2 years ago"
+    assert time_ago(LONG_NOW + timedelta(days=2), LONG_NOW) == "in 2 days"
+    assert time_ago(None, LONG_NOW) == "at an unknown time"
 
 
 def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> None:
@@ -99,20 +55,22 @@ def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> No
                     id="m1",
                     speaker="Ann",
                     content="I adopted a grey cat called Miso.",
-                    created_at=NOW - timedelta(days=3),
+                    created_at=LONG_NOW - timedelta(days=3),
                 ),
-                Message(id="m2", speaker="Bo", content="Lovely! How old is Miso?", created_at=NOW - timedelta(days=3)),
+                Message(
+                    id="m2", speaker="Bo", content="Lovely! How old is Miso?", created_at=LONG_NOW - timedelta(days=3)
+                ),
                 Message(
                     id="m3",
                     speaker="Ann",
                     content="Two years old, and she hates the vacuum.",
-                    created_at=NOW - timedelta(hours=2),
+                    created_at=LONG_NOW - timedelta(hours=2),
                 ),
             ],
         ),
     )
     res = store.context.assemble(
-        "ns", ContextRequest(conversation_id="c1", now=NOW, user_name="Ann", assistant_name="Bo")
+        "ns", ContextRequest(conversation_id="c1", now=LONG_NOW, user_name="Ann", assistant_name="Bo")
     )
     assert res.context == (
         "Memory of Ann's conversations with Bo.\n"
@@ -146,19 +104,22 @@ def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(store: Memo
             conversation_id="c",
             messages=[
                 Message(
-                    id="m1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=NOW - timedelta(days=2)
+                    id="m1",
+                    speaker="Ann",
+                    content="We land in Lisbon on 3 June.",
+                    created_at=LONG_NOW - timedelta(days=2),
                 ),
                 Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
             ],
         ),
     )
-    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300)).context
+    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=LONG_NOW, budget_tokens=300)).context
     assert block.endswith(
         "## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n"
         "[undated]\nBob: Book the tram tour for the 4th, please."
     )
     custom = store.context.assemble(
-        "ns", ContextRequest(conversation_id="c", now=NOW, budget_tokens=300, memory_template="* {date}: {text}")
+        "ns", ContextRequest(conversation_id="c", now=LONG_NOW, budget_tokens=300, memory_template="* {date}: {text}")
     ).context
     assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
     assert "* 2024-05-30: Ann: We land in Lisbon" in custom and "[2024-05-30" not in custom
@@ -180,7 +141,7 @@ def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
             id=f"u{k}",
             speaker="Ann" if k % 2 else "Bo",
             content=UNICODE[k % len(UNICODE)] * (1 + k % 3),
-            created_at=T0 + timedelta(days=80, minutes=k),
+            created_at=LONG_T0 + timedelta(days=80, minutes=k),
         )
         for k in range(12)
     ]
@@ -190,7 +151,7 @@ def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
             res = filled.context.assemble(
                 "ns",
                 ContextRequest(
-                    conversation_id=cid, query=query, recent=recent, budget_tokens=budget, neighbours=1, now=NOW
+                    conversation_id=cid, query=query, recent=recent, budget_tokens=budget, neighbours=1, now=LONG_NOW
                 ),
             )
             assert res.tokens_used == count_tokens(res.context) <= budget
@@ -211,13 +172,13 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
                     id="rule",
                     speaker="Ann",
                     content="Always give me the travel times in hours.",
-                    created_at=T0 + timedelta(days=4),
+                    created_at=LONG_T0 + timedelta(days=4),
                 ),
             ],
         ),
     )
     res = filled.context.assemble(
-        "ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=1500, now=NOW)
+        "ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=1500, now=LONG_NOW)
     )
     positions = [
         res.context.index(h)
@@ -250,7 +211,8 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
 
 def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> None:
     res = filled.context.assemble(
-        "ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False, budget_tokens=1000, now=NOW)
+        "ns",
+        ContextRequest(conversation_id="c1", query="pottery in Kyoto", recent=False, budget_tokens=1000, now=LONG_NOW),
     )
     names = {s.name: s for s in res.sections}
     assert not names["recent"].items and not names["core"].items and not names["instructions"].items
@@ -263,7 +225,7 @@ def test_a_small_budget_holds_the_best_memory_and_no_timeline(filled: Memory) ->
         res = filled.context.assemble(
             "ns",
             ContextRequest(
-                conversation_id="c1", query="Who joins Ann in Kyoto?", recent=False, budget_tokens=budget, now=NOW
+                conversation_id="c1", query="Who joins Ann in Kyoto?", recent=False, budget_tokens=budget, now=LONG_NOW
             ),
         )
         relevant, timeline = res.sections[3], res.sections[4]
@@ -278,7 +240,7 @@ def test_templates_and_their_fields(filled: Memory) -> None:
             conversation_id="c1",
             query="violin",
             budget_tokens=600,
-            now=NOW,
+            now=LONG_NOW,
             user_name="Ann",
             assistant_name="Bo",
             template="{assistant_name} remembers {user_name}:\n{recent}\n--\n{relevant}",
@@ -291,7 +253,7 @@ def test_templates_and_their_fields(filled: Memory) -> None:
     first = res.sections[2].items[0]  # the oldest recent turn kept
     assert first.kind == "message" and first.start_time is not None
     assert res.context.splitlines()[1] == (
-        f"* {first.speaker} ({time_ago(first.end_time, NOW)}, {first.start_time:%Y-%m-%d}, L0): {first.text}"
+        f"* {first.speaker} ({time_ago(first.end_time, LONG_NOW)}, {first.start_time:%Y-%m-%d}, L0): {first.text}"
     )  # {text}: who said it
     bodies = [ln.split("): ", 1)[1] for ln in res.context.splitlines() if ln.startswith("* ")]
     assert bodies and all(len(b) <= 40 for b in bodies) and any(b.endswith("…") for b in bodies)
@@ -322,13 +284,14 @@ def test_a_conversation_not_yet_remembered_is_an_empty_one(filled: Memory) -> No
     filled.core.put("ns", CorePutRequest(key="name", value="Ann Lee"))
     filled.core.put("ns", CorePutRequest(key="topic", value="planning Kyoto", conversation_id="new"))
     res = filled.context.assemble(
-        "ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?", budget_tokens=600, now=NOW)
+        "ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?", budget_tokens=600, now=LONG_NOW)
     )
     core, _, recent, relevant, _ = res.sections
     assert {i.id for i in core.items} == {"name", "topic"} and not recent.items
     assert relevant.items and "Kyoto" in relevant.items[0].text  # the namespace's memories (all_conversations)
     res = filled.context.assemble(
-        "ns", ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?", all_conversations=False, now=NOW)
+        "ns",
+        ContextRequest(conversation_id="new", query="Who joins Ann in Kyoto?", all_conversations=False, now=LONG_NOW),
     )
     assert [len(s.items) for s in res.sections] == [2, 0, 0, 0, 0]  # its own memories: none yet
     other = filled.context.assemble("other", ContextRequest(conversation_id="c1", query="Who joins Ann in Kyoto?"))
@@ -336,7 +299,9 @@ def test_a_conversation_not_yet_remembered_is_an_empty_one(filled: Memory) -> No
 
 
 def test_namespace_wide_context_without_a_conversation(filled: Memory) -> None:
-    res = filled.context.assemble("ns", ContextRequest(query="sourdough baking in Lima", budget_tokens=800, now=NOW))
+    res = filled.context.assemble(
+        "ns", ContextRequest(query="sourdough baking in Lima", budget_tokens=800, now=LONG_NOW)
+    )
     assert not res.sections[2].items and res.sections[3].items
     assert filled.context.assemble("other", ContextRequest(query="sourdough baking in Lima")).sections[3].items == []
 
@@ -357,7 +322,7 @@ def test_neighbours_are_the_chunks_around_a_node(filled: Memory) -> None:
             timeline=False,
             neighbours=1,
             budget_tokens=2000,
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     assert any(i.why.startswith("neighbour of ") for i in res.sections[3].items)

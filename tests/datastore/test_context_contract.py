@@ -1,4 +1,4 @@
-"""The context block's provider hooks on every provider (local, pgvector, pinecone): neighbours, roots, core."""
+"""The context block's provider hooks on every provider (local, postgres, pinecone): neighbours, roots, core."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from models.api import RememberRequest
 from models.context import ContextRequest
 from models.core import CorePutRequest
 from services.errors import UnsupportedError
-from tests.datastore.test_context import long_conversation
+from tests.support.synthetic import long_conversation
 
 
 def test_neighbours_roots_and_context_on_every_provider(ds: Memory, ns: str) -> None:

@@ -18,8 +18,7 @@ from models.context import ContextRequest, ContextResponse
 from models.memory import MemoryNode
 from services.excerpts import ELISION
 from services.tokens import count_tokens
-from tests.datastore.synthetic import conversation
-from tests.datastore.test_context import NOW, T0, long_conversation
+from tests.support.synthetic import LONG_NOW, LONG_T0, conversation, long_conversation
 
 SUBJECTS = [
     "the harbour crane",
@@ -58,7 +57,7 @@ def lecture(k: int, sentences: int = 14) -> str:
     return " ".join(out)
 
 
-def long_messages(n: int = 10, start: datetime = T0) -> list[Message]:
+def long_messages(n: int = 10, start: datetime = LONG_T0) -> list[Message]:
     """A chat of short user questions and long (~280 token) assistant answers: chunks start inside messages."""
     out = []
     for k in range(n):
@@ -117,7 +116,7 @@ def test_no_line_is_shown_twice(mixed: Memory, budget: int) -> None:
             res = mixed.context.assemble(
                 "ns",
                 ContextRequest(
-                    conversation_id=cid, query=query, budget_tokens=budget, recent=recent, neighbours=1, now=NOW
+                    conversation_id=cid, query=query, budget_tokens=budget, recent=recent, neighbours=1, now=LONG_NOW
                 ),
             )
             assert not repeated(res), (cid, query, recent, repeated(res))
@@ -128,7 +127,8 @@ def test_repeated_short_turns_show_once(mixed: Memory) -> None:
     """Bo says "How did the pottery go, and who joins you in Lisbon?" on days 0, 10 and 20: the block shows it
     once, while each of Ann's own lines (they differ by day) stays."""
     res = mixed.context.assemble(
-        "ns", ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=False, budget_tokens=2000, now=NOW)
+        "ns",
+        ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=False, budget_tokens=2000, now=LONG_NOW),
     )
     said = res.context.count("How did the pottery go, and who joins you in Lisbon?")
     assert said == 1
@@ -146,7 +146,7 @@ def test_a_long_message_is_cut_to_its_sentences_closest_to_the_query(mixed: Memo
             timeline=False,
             query="Who moved the copper kettle in 1961?",
             budget_tokens=150,
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     relevant = res.sections[3]
@@ -168,7 +168,7 @@ def test_no_memory_starts_or_ends_inside_a_word(mixed: Memory) -> None:
         ("florins paid for the rope bridge", 1000),
     ):
         res = mixed.context.assemble(
-            "ns", ContextRequest(conversation_id="c2", query=query, recent=False, budget_tokens=budget, now=NOW)
+            "ns", ContextRequest(conversation_id="c2", query=query, recent=False, budget_tokens=budget, now=LONG_NOW)
         )
         shown = [i for s in res.sections[3:] for i in s.items]
         assert shown
@@ -206,18 +206,18 @@ def test_relevant_memories_come_from_several_conversations(store: Memory) -> Non
     store.writer.remember(
         "ns",
         RememberRequest(
-            conversation_id="c1", messages=conversation(("Ann", "Bo"), 60, topics=["garden"], start=T0, prefix="g")
+            conversation_id="c1", messages=conversation(("Ann", "Bo"), 60, topics=["garden"], start=LONG_T0, prefix="g")
         ),
     )
     store.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c9",
-            messages=conversation(("Ann", "Bo"), 60, topics=["music", "work", "travel"], start=T0, prefix="f"),
+            messages=conversation(("Ann", "Bo"), 60, topics=["music", "work", "travel"], start=LONG_T0, prefix="f"),
         ),
     )
     for k in range(2):
-        when = T0 + timedelta(days=10 * (k + 1))
+        when = LONG_T0 + timedelta(days=10 * (k + 1))
         store.writer.remember(
             "ns",
             RememberRequest(
@@ -246,7 +246,7 @@ def test_relevant_memories_come_from_several_conversations(store: Memory) -> Non
             timeline=False,
             query="compost heap and tomatoes on the south fence",
             budget_tokens=1000,
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     assert {"c1", "c2", "c3"} <= {i.source_id for i in res.sections[3].items}
@@ -264,19 +264,19 @@ def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) 
                     id="a1",
                     speaker="Mia",
                     content="Theo has a severe peanut allergy, so we carry an EpiPen everywhere.",
-                    created_at=NOW - timedelta(days=9),
+                    created_at=LONG_NOW - timedelta(days=9),
                 ),
                 Message(
                     id="a2",
                     speaker="Jon",
                     content="Good to know. Does he like the new school?",
-                    created_at=NOW - timedelta(days=9),
+                    created_at=LONG_NOW - timedelta(days=9),
                 ),
                 Message(
                     id="a3",
                     speaker="Mia",
                     content="He loves it, and his teacher plays the guitar.",
-                    created_at=NOW - timedelta(days=8),
+                    created_at=LONG_NOW - timedelta(days=8),
                 ),
             ],
         ),
@@ -285,7 +285,7 @@ def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) 
         res = store.context.assemble(
             "ns",
             ContextRequest(
-                conversation_id="s", query="What is Theo allergic to?", recent=False, min_score=min_score, now=NOW
+                conversation_id="s", query="What is Theo allergic to?", recent=False, min_score=min_score, now=LONG_NOW
             ),
         )
         assert "peanut allergy" in res.context, min_score
@@ -293,7 +293,11 @@ def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) 
     res = store.context.assemble(
         "ns",
         ContextRequest(
-            conversation_id="s", recent=False, min_score=0.9, now=NOW, query="quarterly corporate tax filing deadlines"
+            conversation_id="s",
+            recent=False,
+            min_score=0.9,
+            now=LONG_NOW,
+            query="quarterly corporate tax filing deadlines",
         ),
     )
     assert not res.sections[3].items  # unrelated: no memory is called relevant to fill the budget
@@ -314,7 +318,7 @@ def test_clip_never_splits_a_character() -> None:
 
 # ------------------------------------------------------------------------------------ standing instructions
 def instruction_chat(prefix: str, rules: dict[int, str], n: int = 30) -> list[Message]:
-    chat = conversation(("user", "assistant"), n, start=T0, prefix=prefix)
+    chat = conversation(("user", "assistant"), n, start=LONG_T0, prefix=prefix)
     for i, text in rules.items():
         chat[i] = chat[i].model_copy(update={"content": text})
     return chat
@@ -351,7 +355,7 @@ def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
         ContextRequest(
             conversation_id="c1",
             recent=False,
-            now=NOW,
+            now=LONG_NOW,
             budget_tokens=800,
             query="Which CSS framework should I use for the landing page?",
         ),
@@ -366,11 +370,13 @@ def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
     assert all("Foundation" not in i.text for i in section.items)  # superseded by the newer preference
     first = section.items[0]
     assert first.kind == "instruction" and first.source_id == "c1" and first.speaker == "user"
-    assert "message c-20" in first.why and first.start_time == T0 + timedelta(minutes=20)  # provenance
+    assert "message c-20" in first.why and first.start_time == LONG_T0 + timedelta(minutes=20)  # provenance
     # a preference is shown where its topic comes up; an instruction applies to every answer
     res = ruled.context.assemble(
         "ns",
-        ContextRequest(conversation_id="c1", recent=False, now=NOW, query="What should I cook for dinner tonight?"),
+        ContextRequest(
+            conversation_id="c1", recent=False, now=LONG_NOW, query="What should I cook for dinner tonight?"
+        ),
     )
     assert [i.text for i in res.sections[1].items] == [
         "From now on answer in French.",
@@ -380,11 +386,11 @@ def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
     res = ruled.context.assemble(
         "ns",
         ContextRequest(
-            conversation_id="c1", recent=False, now=NOW, all_conversations=False, query="Which CSS framework?"
+            conversation_id="c1", recent=False, now=LONG_NOW, all_conversations=False, query="Which CSS framework?"
         ),
     )
     assert "French" not in res.context and len(res.sections[1].items) == 2
-    res = ruled.context.assemble("ns", ContextRequest(conversation_id="c1", instructions=False, now=NOW))
+    res = ruled.context.assemble("ns", ContextRequest(conversation_id="c1", instructions=False, now=LONG_NOW))
     assert not res.sections[1].items and "## Standing" not in res.context
     assert all(not s.items for s in ruled.context.assemble("other", ContextRequest(query="CSS")).sections)
 
@@ -392,7 +398,9 @@ def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
 def test_an_instruction_said_in_a_recent_turn_is_read_there(ruled: Memory) -> None:
     res = ruled.context.assemble(
         "ns",
-        ContextRequest(conversation_id="c2", budget_tokens=1500, now=NOW, query="Which CSS framework should I use?"),
+        ContextRequest(
+            conversation_id="c2", budget_tokens=1500, now=LONG_NOW, query="Which CSS framework should I use?"
+        ),
     )
     assert "o-2" in {i.id for i in res.sections[2].items}  # the turn that said it is among the recent turns
     assert res.context.count("From now on answer in French.") == 1
@@ -421,7 +429,7 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -
             recent=False,
             budget_tokens=1000,
             query="When is the pottery class in Lisbon now?",
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     assert res.context.count(rule) == 1  # once: the turn is shown whole (never cut), and read there
@@ -436,7 +444,7 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -
             relevant=False,
             timeline=False,
             query="When is the pottery class?",
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     assert [i.text for i in res.sections[1].items] == [rule] and res.context.count(rule) == 1
@@ -454,7 +462,7 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
             recent=False,
             budget_tokens=1000,
             query="What did the ledgers say about Keiko?",
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     overview = mixed.context.assemble(
@@ -464,7 +472,7 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
             recent=False,
             budget_tokens=1000,
             query="Summarise what the ledgers said about Keiko",
-            now=NOW,
+            now=LONG_NOW,
         ),
     )
     assert overview.sections[4].budget_tokens > plain.sections[4].budget_tokens
@@ -480,7 +488,8 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
 
 def test_the_timeline_holds_no_period_the_block_already_shows(mixed: Memory) -> None:
     res = mixed.context.assemble(
-        "ns", ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=True, budget_tokens=2000, now=NOW)
+        "ns",
+        ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=True, budget_tokens=2000, now=LONG_NOW),
     )
     recent = {i.id for i in res.sections[2].items}
     nodes = mixed.storage.get_nodes("ns", [i.id for s in res.sections[3:] for i in s.items])

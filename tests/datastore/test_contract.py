@@ -1,4 +1,4 @@
-"""The provider contract: every Memory provider (local, pgvector, pinecone) behaves the same through the
+"""The provider contract: every Memory provider (local, postgres, pinecone) behaves the same through the
 Memory pipeline, with the real MiniLM embedder and the extractive summariser on real (or, for Pinecone,
 emulated) services. Fixtures are in conftest.py: `ds` is a fresh store, `ns` a fresh namespace.
 """
@@ -25,10 +25,10 @@ from models.api import (
 from models.memory import MemoryNode
 from services.embedding import LocalEmbedder
 from services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
-from tests.conftest import recompose, text_search
-from tests.datastore.conftest import FailingEmbedder, OtherEmbedder
-from tests.datastore.synthetic import conversation, document_text
-from tests.invariants import check_tree
+from tests.support.embedders import FailingEmbedder, OtherEmbedder
+from tests.support.invariants import check_tree
+from tests.support.stores import recompose, text_search
+from tests.support.synthetic import conversation, document_text
 
 
 def remember(ds: Memory, ns: str, cid: str, messages: list, step: int | None = None) -> None:

@@ -1,6 +1,6 @@
 """The provider contract for standing instructions and preferences: found when messages are indexed (each message
 once, inline or in background steps), superseded by the newest on a subject, dropped with the messages that said
-them, deleted by id; the same on every provider (local, pgvector, pinecone). Fixtures: tests/datastore/conftest.py.
+them, deleted by id; the same on every provider (local, postgres, pinecone). Fixtures: tests/datastore/conftest.py.
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from models.api import DeleteFilter, DeleteRequest, Message, RememberRequest
 from models.instructions import Instruction
 from services.embedding import LocalEmbedder
 from services.errors import NotFoundError
-from tests.conftest import recompose
-from tests.datastore.conftest import FailingEmbedder
-from tests.datastore.synthetic import conversation
+from tests.support.embedders import FailingEmbedder
+from tests.support.stores import recompose
+from tests.support.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 FRENCH = "From now on answer in French."

@@ -1,5 +1,5 @@
 """The provider contract for memory over a lifetime (sessions, pins and visits, forgetting, export): every
-provider (local, pgvector, pinecone) behaves the same through the Memory. Fixtures: tests/datastore/conftest.py.
+provider (local, postgres, pinecone) behaves the same through the Memory. Fixtures: tests/datastore/conftest.py.
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ from datastore.portability.dump import DumpError
 from models.api import Message, Query, QueryFilter, RememberRequest
 from models.core import CorePutRequest
 from services.errors import InvalidRequestError, NotFoundError
-from tests.conftest import mark_table
-from tests.datastore.synthetic import conversation
+from tests.support.stores import mark_table
+from tests.support.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
@@ -389,7 +389,7 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
     from datastore.portability.dump import export_lines, import_dump
     from datastore.read.lineage import lineage
     from models.api import DeleteRequest
-    from tests.invariants import check_tree
+    from tests.support.invariants import check_tree
 
     s = ds.settings
     ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
@@ -499,7 +499,7 @@ def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) 
     steps, and the tree is rebuilt from there: it ends exactly as if everything had been remembered in order at
     once, forks included."""
     from models.api import DeleteRequest
-    from tests.invariants import check_tree
+    from tests.support.invariants import check_tree
 
     s = ds.settings
     msgs = conversation(("Ann", "Bob"), 40, start=T0)

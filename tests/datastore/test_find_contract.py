@@ -1,4 +1,4 @@
-"""`find` and `describe` (stats) behave the same on every provider (local, pgvector, pinecone): the
+"""`find` and `describe` (stats) behave the same on every provider (local, postgres, pinecone): the
 `_scan_messages` hook streams the same messages with the same filters, in the same order."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from models.find import FindRequest
 from services.errors import InvalidRequestError, NotFoundError
-from tests.datastore.synthetic import conversation
+from tests.support.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -11,8 +11,9 @@ from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings, recompose
-from tests.invariants import check_tree
+from tests.support.invariants import check_tree
+from tests.support.settings import make_settings
+from tests.support.stores import recompose
 
 NS = "default"
 

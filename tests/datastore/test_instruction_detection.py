@@ -1,7 +1,7 @@
 """Standing instructions found by the LLM detector while messages are indexed: the factory picks it with
 SUMMARISER=openai, every human message reaches it exactly once however the indexing is cut into steps, and its
 subjects drive supersession. A real local store and embedder; the model is a loopback server in OpenAI's wire
-format (bench/openai_loopback.py)."""
+format (loopback/openai_server.py)."""
 
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from bench.openai_loopback import LoopbackOpenAI
 from datastore.factory import open_memory
 from datastore.memory import Memory
+from loopback.openai_server import LoopbackOpenAI
 from models.api import DeleteRequest, Message, RememberRequest
 from services.embedding import LocalEmbedder
 from services.instructions import OpenAIDetector, PatternDetector
 from services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
-from tests.datastore.synthetic import conversation
+from tests.support.settings import make_settings
+from tests.support.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 SAYINGS = {  # what the model reports, by a word of the message

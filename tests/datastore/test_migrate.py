@@ -1,4 +1,4 @@
-"""`datastore.migrate`: a local store copied into each provider (local, pgvector, pinecone) as it is."""
+"""`datastore.migrate`: a local store copied into each provider (local, postgres, pinecone) as it is."""
 
 from __future__ import annotations
 
@@ -18,9 +18,10 @@ from models.core import CorePutRequest
 from services.embedding import LocalEmbedder
 from services.errors import EmbeddingMismatchError, StoreError
 from services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings, mark_table
-from tests.datastore.conftest import OtherEmbedder, unavailable
-from tests.datastore.synthetic import conversation, document_text
+from tests.support.embedders import OtherEmbedder
+from tests.support.settings import make_settings
+from tests.support.stores import mark_table, unavailable
+from tests.support.synthetic import conversation, document_text
 
 RULES = {
     0: "From now on answer in French.",

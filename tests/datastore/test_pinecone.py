@@ -20,19 +20,19 @@ from typing import Any
 import pytest
 from pinecone import ApiError
 
-from bench.servers import Needle
 from datastore.factory import open_memory
 from datastore.memory import Memory
-from datastore.providers import pinecone as pc_store
-from datastore.providers import pinecone_records
+from datastore.providers.pinecone import records as pinecone_records
+from datastore.providers.pinecone import store as pc_store
+from loopback.servers import Needle
 from models.api import Message, Query, RememberRequest
 from services.embedding import LocalEmbedder
 from services.errors import EmbeddingMismatchError, StoreError
 from services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings
-from tests.datastore.conftest import OtherEmbedder
-from tests.datastore.synthetic import conversation
-from tests.invariants import check_tree
+from tests.support.embedders import OtherEmbedder
+from tests.support.invariants import check_tree
+from tests.support.settings import make_settings
+from tests.support.synthetic import conversation
 
 pinecone_only = pytest.mark.parametrize("provider_settings", ["pinecone"], indirect=True)
 

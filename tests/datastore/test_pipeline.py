@@ -20,8 +20,9 @@ from services.errors import (
     SummaryError,
 )
 from services.summarising import ExtractiveSummariser
-from tests.conftest import locomo_sessions, make_settings, recompose, text_search
-from tests.invariants import check_tree
+from tests.support.invariants import check_tree
+from tests.support.settings import locomo_sessions, make_settings
+from tests.support.stores import recompose, text_search
 
 NS = "default"
 

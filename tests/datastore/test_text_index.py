@@ -21,8 +21,9 @@ from models.api import DeleteRequest, Message, Query, QueryFilter, RememberReque
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
 from services.terms import text_terms
-from tests.conftest import local_storage, make_settings, text_search
-from tests.datastore.synthetic import conversation
+from tests.support.settings import make_settings
+from tests.support.stores import local_storage, text_search
+from tests.support.synthetic import conversation
 
 NAN = float("nan")
 WORDS = (

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import AUTH, locomo_sessions
+from tests.support.settings import AUTH, locomo_sessions
 
 # what an error message must never show: a pydantic class ("instance of QueryRequest") or an exception's name
 INTERNAL_NAME = re.compile(r"instance of|\b[A-Z]\w*(Request|Response|Filter|Error|Exception)\b")
@@ -212,7 +212,7 @@ async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(cli
 async def test_a_message_remembered_late_takes_its_place_by_time(client, store) -> None:
     """Issue 19, item 8a: a message re-remembered after its deletion (or any message older than the
     conversation's latest) is inserted by `created_at`, not appended after newer ones, with or without wait."""
-    from tests.invariants import check_tree
+    from tests.support.invariants import check_tree
 
     def turn(i: int) -> dict:
         return {

@@ -19,7 +19,7 @@ from jose import jwk, jwt
 from datastore.factory import open_memory
 from server.app import create_app
 from services.summarising import ExtractiveSummariser
-from tests.conftest import AUTH, make_settings
+from tests.support.settings import AUTH, make_settings
 
 SECRET = "s3cret-for-tests-only-0123456789abcdef"
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tests.conftest import AUTH
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH
 
 MESSAGES = [
     {

@@ -4,9 +4,9 @@ public, packaged files of the web page and of Swagger UI, on the real app, store
 from __future__ import annotations
 
 from models.api import RememberRequest
-from tests.conftest import AUTH
-from tests.datastore.synthetic import conversation
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH
+from tests.support.synthetic import conversation
 
 
 def seed(store, ns: str = "default") -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tests.conftest import AUTH
+from tests.support.settings import AUTH
 
 
 async def test_core_memory_of_a_conversation_not_yet_remembered_waits_for_it(client) -> None:

@@ -10,8 +10,9 @@ from pathlib import Path
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from server.app import create_app
-from tests.conftest import AUTH, make_settings, recompose
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH, make_settings
+from tests.support.stores import recompose
 
 
 async def _remember(client, messages: list[dict], cid: str = "c1") -> None:

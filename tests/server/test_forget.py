@@ -5,7 +5,8 @@ from __future__ import annotations
 import typing
 
 from models.api import RetrievalMode
-from tests.conftest import AUTH, locomo_sessions, text_search
+from tests.support.settings import AUTH, locomo_sessions
+from tests.support.stores import text_search
 
 MODES = list(typing.get_args(RetrievalMode))
 

@@ -21,7 +21,7 @@ import yaml
 from local_server.main import local_settings
 from models.settings import Settings
 from server.app import create_app
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC_URL = "https://memory.example.com"

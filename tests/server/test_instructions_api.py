@@ -11,8 +11,9 @@ from datastore.memory import Memory
 from models.settings import Settings
 from server.app import create_app
 from services.errors import UnsupportedError
-from tests.conftest import AUTH, recompose
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH
+from tests.support.stores import recompose
 
 MESSAGES = [
     {

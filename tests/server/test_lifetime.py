@@ -3,8 +3,8 @@ read-only grants."""
 
 from __future__ import annotations
 
-from tests.conftest import AUTH
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH
 
 
 def turns(prefix: str, n: int, day: int, topic: str) -> list[dict]:
@@ -83,7 +83,7 @@ async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None
     from datastore.factory import open_memory
     from server.app import create_app
     from services.summarising import ExtractiveSummariser
-    from tests.conftest import make_settings
+    from tests.support.settings import make_settings
 
     settings = make_settings(tmp_path, forget_max_nodes=2, forget_fraction=0.5)
     store = open_memory(settings, embedder, ExtractiveSummariser())

@@ -30,7 +30,7 @@ from mcp_types import TextContent
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from server.app import create_app
-from tests.conftest import TOKEN, make_settings
+from tests.support.settings import TOKEN, make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET = "mcp-test-secret-0123456789abcdef0123456789"

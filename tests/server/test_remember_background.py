@@ -12,15 +12,15 @@ from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.openai_loopback import LoopbackOpenAI
 from datastore.factory import open_memory
 from datastore.memory import Memory
+from loopback.openai_server import LoopbackOpenAI
 from models.api import Message, RememberRequest
 from models.settings import Settings
 from server.app import create_app
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser, OpenAISummariser
-from tests.conftest import AUTH, make_settings
+from tests.support.settings import AUTH, make_settings
 
 
 def body(cid: str, n: int, word: str, **extra: Any) -> dict:

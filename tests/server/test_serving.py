@@ -13,7 +13,7 @@ import hypercorn.asyncio
 from threadpoolctl import threadpool_info
 from server.app import create_app
 from server.main import serve
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 def blas():
     return [p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"]

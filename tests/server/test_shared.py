@@ -14,9 +14,10 @@ from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from server.app import create_app
 from services.summarising import ExtractiveSummariser
-from tests.conftest import AUTH, make_settings, mark_table
 from tests.server.test_api import is_error
 from tests.server.test_auth import SECRET, bearer, hs_token
+from tests.support.settings import AUTH, make_settings
+from tests.support.stores import mark_table
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from local_server.main import LOCAL_PORT, local_settings
 from server.app import create_app
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 ROOT = Path(__file__).resolve().parents[2]
 

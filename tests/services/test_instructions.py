@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.openai_loopback import LoopbackOpenAI
+from loopback.openai_server import LoopbackOpenAI
 from models.api import Message
 from models.instructions import Detected, Instruction
 from services.embedding import LocalEmbedder
@@ -30,7 +30,7 @@ from services.instructions import (
     said_order,
     supersede,
 )
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 DETECTOR = PatternDetector()
 

@@ -1,6 +1,6 @@
 """The OpenAI embedder and summariser against a loopback server speaking OpenAI's wire format.
 
-OpenAI itself is unreachable from here; the stand-in (bench/openai_loopback.py, shared with the benchmarks)
+OpenAI itself is unreachable from here; the stand-in (loopback/openai_server.py, shared with the benchmarks)
 answers /v1/embeddings and /v1/chat/completions with the JSON shapes of the real API, and can be told to fail the
 next N requests with a 500.
 """
@@ -14,13 +14,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bench.openai_loopback import LoopbackOpenAI
 from datastore.factory import open_memory
+from loopback.openai_server import LoopbackOpenAI
 from models.api import Message, RememberRequest
 from services.embedders.openai_api import OpenAIEmbedder
 from services.errors import EmbeddingError
 from services.summarising import ExtractiveSummariser, OpenAISummariser
-from tests.conftest import make_settings
+from tests.support.settings import make_settings
 
 
 @pytest.fixture

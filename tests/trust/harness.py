@@ -3,7 +3,7 @@
 `ServerProcess` starts the server in its own session with settings from the environment (as an operator would),
 waits for /health, and is always stopped by its owner (`kill` = SIGKILL, `stop` = SIGTERM then SIGKILL).
 `check_store` opens the SQLite file directly and asserts, for every namespace and source, the tree invariants
-(`tests.invariants.check_tree`) and that messages and L1 chunks agree.
+(`tests.support.invariants.check_tree`) and that messages and L1 chunks agree.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from datastore.memory import Memory
 from models.settings import Settings
 from services.embedding import Embedder
 from services.summarising import ExtractiveSummariser
-from tests.conftest import TOKEN, local_storage
-from tests.invariants import check_tree
+from tests.support.invariants import check_tree
+from tests.support.settings import TOKEN
+from tests.support.stores import local_storage
 
 ROOT = Path(__file__).resolve().parents[2]
 AUTH = {"Authorization": f"Bearer {TOKEN}"}

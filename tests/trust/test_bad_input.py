@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 
 from datastore.memory import Memory
-from tests.conftest import AUTH, local_storage
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH
+from tests.support.stores import local_storage
 
 VALID = json.dumps({"conversation_id": "bad-input", "messages": [{"id": "m1", "content": "hello there"}]})
 JSON = {"Content-Type": "application/json"}

@@ -23,7 +23,7 @@ from pathlib import Path
 import httpx
 
 from services.embedding import LocalEmbedder
-from tests.conftest import local_storage
+from tests.support.stores import local_storage
 from tests.trust.harness import AUTH, ServerProcess, check_store, open_store, store_settings
 
 ENV = {"CHUNK_SIZE": "64", "CHUNK_OVERLAP": "16", "FAN_OUT": "5"}

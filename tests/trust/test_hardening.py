@@ -19,8 +19,9 @@ from datastore.factory import open_memory
 from models.api import DeleteRequest
 from models.settings import Settings
 from services.summarising import ExtractiveSummariser
-from tests.conftest import AUTH, local_storage, make_settings
 from tests.server.test_api import is_error
+from tests.support.settings import AUTH, make_settings
+from tests.support.stores import local_storage
 from tests.trust.harness import ServerProcess
 from tests.trust.test_bad_input import counts
 

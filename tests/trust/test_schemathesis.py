@@ -22,7 +22,7 @@ from datastore.memory import Memory
 from server.app import create_app
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.conftest import AUTH, make_settings
+from tests.support.settings import AUTH, make_settings
 
 
 @schemathesis.check

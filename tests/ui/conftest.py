@@ -20,9 +20,9 @@ from datastore.factory import open_memory
 from models.api import Document, RememberRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.conftest import TOKEN, make_settings
-from tests.datastore.conftest import unavailable
-from tests.datastore.synthetic import conversation, document_text
+from tests.support.settings import TOKEN, make_settings
+from tests.support.stores import unavailable
+from tests.support.synthetic import conversation, document_text
 from tests.trust.harness import ServerProcess
 
 # flags that keep a headless chromium quiet on a machine without internet (no background fetches, no updates)

@@ -15,8 +15,8 @@ import pytest
 from datastore.factory import open_memory
 from models.api import RememberRequest
 from services.summarising import ExtractiveSummariser
-from tests.conftest import TOKEN, make_settings
-from tests.datastore.synthetic import conversation
+from tests.support.settings import TOKEN, make_settings
+from tests.support.synthetic import conversation
 from tests.trust.harness import ServerProcess
 from tests.ui.conftest import LONG, SHORT_TITLE, Page
 

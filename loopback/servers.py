@@ -1,5 +1,5 @@
-"""Real services on loopback, for the provider tests and `bench.speed --postgres` (in bench/ because bench never
-imports from tests): PostgreSQL 16 + pgvector (from the `pgserver` wheel) and the needledb Pinecone emulator.
+"""Real services on loopback, for the provider tests and `bench.speed --postgres` (outside bench/ and tests/, since
+neither imports the other): PostgreSQL 16 + pgvector (from the `pgserver` wheel) and the needledb Pinecone emulator.
 Each starts on a free port in a fresh folder under /tmp and is stopped (and
 its folder removed) by `stop()`; nothing is left running.
 """

@@ -79,3 +79,49 @@ def document_text(paragraphs: int, topic: str) -> str:
     return "\n".join(
         f"Section {p}: {facts[p % len(facts)]}. Also {facts[(p + 2) % len(facts)]}." for p in range(paragraphs)
     )
+
+
+LONG_T0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+LONG_NOW = datetime(2024, 6, 1, 12, 0, tzinfo=UTC)
+PLACES = ["Lisbon", "Kyoto", "Oslo", "Nairobi", "Lima", "Hanoi", "Quebec", "Tbilisi", "Perth", "Cusco"]
+HOBBIES = [
+    "pottery",
+    "bouldering",
+    "violin",
+    "sourdough baking",
+    "chess",
+    "kayaking",
+    "birdwatching",
+    "salsa dancing",
+    "woodcarving",
+    "astronomy",
+]
+
+
+def long_conversation(n_days: int = 24) -> list[Message]:
+    """A conversation over `n_days` days: each day Ann tells one fact and Bo answers (distinct words per day)."""
+    out = []
+    for d in range(n_days):
+        when = LONG_T0 + timedelta(days=3 * d)
+        place, hobby = PLACES[d % 10], HOBBIES[(d * 3) % 10]
+        out += [
+            Message(
+                id=f"d{d}a",
+                speaker="Ann",
+                created_at=when,
+                content=f"On day {d} I planned a trip to {place} and practised {hobby} for {d + 2} hours.",
+            ),
+            Message(
+                id=f"d{d}b",
+                speaker="Bo",
+                created_at=when + timedelta(minutes=1),
+                content=f"That sounds great, Ann. How did the {hobby} go, and who joins you in {place}?",
+            ),
+            Message(
+                id=f"d{d}c",
+                speaker="Ann",
+                created_at=when + timedelta(minutes=2),
+                content=f"My cousin number {d} joins me; we booked a small flat near the old market of {place}.",
+            ),
+        ]
+    return out

@@ -9,19 +9,20 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from bench.servers import free_port
 from datastore.factory import open_memory
 from datastore.memory import Memory
-from datastore.providers.pgvector import MIGRATIONS
+from datastore.providers.postgres.store import MIGRATIONS
+from loopback.servers import free_port
 from models.api import RememberRequest
 from services.embedding import LocalEmbedder
 from services.errors import ConflictError, StoreError
 from services.summarising import ExtractiveSummariser
-from tests.conftest import make_settings, text_search
-from tests.datastore.synthetic import conversation
-from tests.invariants import check_tree
+from tests.support.invariants import check_tree
+from tests.support.settings import make_settings
+from tests.support.stores import text_search
+from tests.support.synthetic import conversation
 
-pg_only = pytest.mark.parametrize("provider_settings", ["pgvector"], indirect=True)
+pg_only = pytest.mark.parametrize("provider_settings", ["postgres"], indirect=True)
 
 
 @pg_only

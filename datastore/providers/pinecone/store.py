@@ -10,7 +10,7 @@ source's records are listed by id prefix (Pinecone ids must be ASCII; the hash m
     instr#<instruction id>                  one standing Instruction with its statement's embedding
     <record id>#p<i>                        part i of a text too large for Pinecone's 40 KB metadata limit
 
-(The ids, metadata codecs and the split live in `pinecone_records.py`.)
+(The ids, metadata codecs and the split live in `records.py`.)
 
 Messages and sources carry a dummy unit vector and `kind` metadata; searches filter `kind == "node"`. This keeps
 one namespace self-contained (`delete_all` of the namespace forgets everything) at the price of a few records.
@@ -44,7 +44,7 @@ from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeou
 from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
-from datastore.providers import pinecone_records as rec
+from datastore.providers.pinecone import records as rec
 from datastore.storage import (
     CoreTable,
     Hits,

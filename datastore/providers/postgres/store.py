@@ -11,7 +11,7 @@
 - Full text (the `text` capability): a generated `tsvector` column with a GIN index, ranked by `ts_rank`.
 - Core memory (`core`), the marks of nodes (`marks`) and standing instructions (`instructions`, with a
   `vector(dimension)` column of their own; read whole per namespace, so no index on it) are tables of their own.
-`PgVectorStorage` implements the Storage protocol (datastore/storage.py).
+`PostgresStorage` implements the Storage protocol (datastore/storage.py).
 """
 
 from __future__ import annotations
@@ -247,7 +247,7 @@ def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
     return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
 
 
-class PgVectorStorage:
+class PostgresStorage:
     """PostgreSQL + pgvector provider. settings: `POSTGRES_URL` names the database, `PG_POOL_SIZE` caps
     connections, FAN_OUT and MAX_LEVEL (what `unrolled` counts). dimension: the embedder's (the vector column's,
     fixed by the first opening).
@@ -634,7 +634,7 @@ class PgVectorStorage:
 class PgText:
     """TextSearch: the generated `tsvector` column (English stemming), ranked by `ts_rank`."""
 
-    def __init__(self, store: PgVectorStorage) -> None:
+    def __init__(self, store: PostgresStorage) -> None:
         self.store = store
 
     def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
@@ -656,7 +656,7 @@ class PgText:
 class PgCore:
     """CoreTable over pyramind_core."""
 
-    def __init__(self, store: PgVectorStorage) -> None:
+    def __init__(self, store: PostgresStorage) -> None:
         self.store = store
 
     def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
@@ -704,7 +704,7 @@ class PgCore:
 class PgMarks:
     """MarkTable over pyramind_node_marks."""
 
-    def __init__(self, store: PgVectorStorage) -> None:
+    def __init__(self, store: PostgresStorage) -> None:
         self.store = store
 
     def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
@@ -796,7 +796,7 @@ def _write_instructions(
 class PgInstructions:
     """InstructionTable over pyramind_instructions."""
 
-    def __init__(self, store: PgVectorStorage) -> None:
+    def __init__(self, store: PostgresStorage) -> None:
         self.store = store
 
     @staticmethod

@@ -1,0 +1,6 @@
+"""The Pinecone store (the official SDK); `PineconeStorage` is in store.py, record ids and metadata codecs in
+records.py."""
+
+from datastore.providers.pinecone.store import PineconeStorage
+
+__all__ = ["PineconeStorage"]

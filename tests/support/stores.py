@@ -1,0 +1,61 @@
+"""A store's parts as a test needs them, the providers the contract suite runs on, and what a test does when a
+provider's service cannot start."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from datastore.memory import Memory
+from datastore.providers.local import LocalStorage
+from datastore.storage import MarkTable, TextSearch
+from models.settings import Settings
+
+PROVIDERS = ["local", "postgres", "pinecone"]
+IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def unavailable(reason: str) -> None:
+    """Fail (in CI) or skip (elsewhere) the current test: its service could not start."""
+    if IN_CI:
+        pytest.fail(f"{reason} (CI=true: provider services must start)", pytrace=False)
+    pytest.skip(reason)
+
+
+def local_storage(memory: Memory) -> LocalStorage:
+    """The memory's storage as the local SQLite provider (for tests that read its file, caches or connections)."""
+    assert isinstance(memory.storage, LocalStorage), memory.storage.name
+    return memory.storage
+
+
+def text_search(memory: Memory) -> TextSearch:
+    """The storage's full-text search (every provider of these tests but Pinecone offers one)."""
+    assert memory.storage.text is not None, f"the {memory.storage.name} store has no text search"
+    return memory.storage.text
+
+
+def mark_table(memory: Memory) -> MarkTable:
+    """The storage's table of visits and pins (every provider keeps one)."""
+    assert memory.storage.marks is not None, f"the {memory.storage.name} store keeps no marks"
+    return memory.storage.marks
+
+
+def recompose(
+    memory: Memory,
+    *,
+    settings: Settings | None = None,
+    embedder: object | None = None,
+    summariser: object | None = None,
+    detector: object | None = None,
+) -> Memory:
+    """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed,
+    summarise or detect instructions with another `embedder` / `summariser` / `detector` (an injected fault, or
+    one that acts mid-call); close only the first."""
+    return Memory(
+        settings or memory.settings,
+        memory.storage,
+        embedder or memory.embedder,  # type: ignore[arg-type]
+        summariser or memory.summariser,  # type: ignore[arg-type]
+        detector or memory.detector,  # type: ignore[arg-type]
+    )
