@@ -44,6 +44,7 @@ from datastore.write.delete import Deleter
 from datastore.write.instructions import InstructionKeeper
 from datastore.write.remember import Writer
 from models.settings import Settings
+from services.clock import Clock, system_clock
 from services.embedding import Embedder
 from services.errors import EmbeddingMismatchError
 from services.instructions import Detector
@@ -56,12 +57,19 @@ class Memory:
     settings: the one settings object. storage: an opened provider (its optional capabilities are read here,
     once, by the services that use them). embedder: chunk and query embeddings. summariser: the roll-up's
     summaries. detector: finds standing instructions in the messages being indexed (services/instructions.py,
-    `make_detector`). Raises EmbeddingMismatchError (closing the storage) when the store holds another model's
+    `make_detector`). clock: the time the services read (services/clock.py; tests move one by hand). Raises
+    EmbeddingMismatchError (closing the storage) when the store holds another model's
     vectors.
     """
 
     def __init__(
-        self, settings: Settings, storage: Storage, embedder: Embedder, summariser: Summariser, detector: Detector
+        self,
+        settings: Settings,
+        storage: Storage,
+        embedder: Embedder,
+        summariser: Summariser,
+        detector: Detector,
+        clock: Clock = system_clock,
     ) -> None:
         model, dimension = embedder.model_name, embedder.dimension
         recorded = storage.record_embedding(model, dimension)
@@ -76,6 +84,7 @@ class Memory:
         self.embedder = embedder
         self.summariser = summariser
         self.detector = detector
+        self.clock = clock
         locks = SourceLocks()
         builder = TreeBuilder(settings, embedder, summariser)
         keeper = InstructionKeeper(storage, detector, embedder, locks)
@@ -86,7 +95,7 @@ class Memory:
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)
         self.describer = Describer(storage)
-        self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks)
+        self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks, clock)
         self.instructions = Instructions(storage, keeper)
         self.context = ContextAssembler(
             settings,

@@ -11,7 +11,7 @@ by the next write.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from urllib.parse import quote
 
 from datastore.locks import SourceLocks
@@ -21,6 +21,7 @@ from datastore.write.remember import Writer
 from models.api import DeleteRequest, Document, DocumentMetadata
 from models.core import CoreDeleteResponse, CoreEntry, CoreListResponse, CorePutRequest, CorePutResponse
 from models.settings import Settings
+from services.clock import Clock, system_clock
 from services.errors import InvalidRequestError, NotFoundError, UnsupportedError
 from services.tokens import count_tokens
 
@@ -54,9 +55,16 @@ class CoreMemory:
     """
 
     def __init__(
-        self, settings: Settings, storage: Storage, writer: Writer, deleter: Deleter, locks: SourceLocks
+        self,
+        settings: Settings,
+        storage: Storage,
+        writer: Writer,
+        deleter: Deleter,
+        locks: SourceLocks,
+        clock: Clock = system_clock,
     ) -> None:
         self.settings = settings
+        self.clock = clock
         self.storage = storage
         self.table: CoreTable | None = storage.core
         self.writer = writer
@@ -83,7 +91,7 @@ class CoreMemory:
         table = self._table()
         scope = req.conversation_id or ""
         with self.locks(ns, "\x00core:" + scope):
-            now = datetime.now(UTC)
+            now = self.clock()
             stored = table.entries(ns, scope)
             expired = [e.key for e in stored if e.expires_at is not None and e.expires_at <= now]
             old = next((e for e in stored if e.key == req.key), None)
@@ -116,7 +124,7 @@ class CoreMemory:
     def list_entries(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
         """The scope's unexpired entries, most important first, and the tokens they take. Raises
         UnsupportedError on a storage without core memory."""
-        entries = by_importance(_live(self._table().entries(ns, conversation_id or ""), datetime.now(UTC)))
+        entries = by_importance(_live(self._table().entries(ns, conversation_id or ""), self.clock()))
         return CoreListResponse(
             entries=entries, tokens_used=sum(e.tokens for e in entries), budget_tokens=self.settings.core_max_tokens
         )
@@ -143,7 +151,7 @@ class CoreMemory:
             return []
         scopes = [""] + ([conversation_id] if conversation_id else [])
         stored = [e for s in scopes for e in self.table.entries(ns, s)]
-        return by_importance(_live(stored, datetime.now(UTC)))
+        return by_importance(_live(stored, self.clock()))
 
     @staticmethod
     def _as_document(e: CoreEntry) -> Document:

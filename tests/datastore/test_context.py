@@ -3,7 +3,6 @@ MiniLM embedder and extractive summariser. What the memory sections choose: test
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
@@ -20,7 +19,9 @@ from services.errors import InvalidRequestError, NotFoundError
 from services.summarising import ExtractiveSummariser
 from services.timeago import time_ago
 from services.tokens import count_tokens
+from tests.support.clock import ManualClock
 from tests.support.settings import make_settings
+from tests.support.stores import recompose
 from tests.support.synthetic import LONG_NOW, LONG_T0, long_conversation
 
 
@@ -388,15 +389,19 @@ def test_core_value_over_the_budget_alone_is_refused_and_changes_nothing(small_c
 
 
 def test_core_entries_expire_and_are_scoped(store: Memory) -> None:
+    clock = ManualClock()
+    store = recompose(store, clock=clock)
     store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[Message(speaker="Ann", content="hi")]))
     store.core.put("ns", CorePutRequest(key="mood", value="tired today", ttl_seconds=1))
+    clock.advance(0.1)
     store.core.put("ns", CorePutRequest(key="topic", value="planning the move", conversation_id="c1"))
-    store.core.put("ns", CorePutRequest(key="name", value="Ann"))
+    clock.advance(0.1)
+    store.core.put("ns", CorePutRequest(key="name", value="Ann"))  # the newest of equal importance comes first
     ctx = store.context.assemble("ns", ContextRequest(conversation_id="c1"))
     assert {i.id for i in ctx.sections[0].items} == {"mood", "topic", "name"}
     assert [e.key for e in store.core.list_entries("ns").entries] == ["name", "mood"]  # the namespace's own
     assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]
-    time.sleep(1.2)
+    clock.advance(1.0)  # mood's ttl of 1 s is over
     ctx = store.context.assemble("ns", ContextRequest(conversation_id="c1"))
     assert {i.id for i in ctx.sections[0].items} == {"topic", "name"}
     assert "tired" not in ctx.context

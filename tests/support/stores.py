@@ -11,6 +11,7 @@ from datastore.memory import Memory
 from datastore.providers.local import LocalStorage
 from datastore.storage import MarkTable, TextSearch
 from models.settings import Settings
+from services.clock import Clock
 
 PROVIDERS = ["local", "postgres", "pinecone"]
 IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
@@ -48,14 +49,16 @@ def recompose(
     embedder: object | None = None,
     summariser: object | None = None,
     detector: object | None = None,
+    clock: Clock | None = None,
 ) -> Memory:
     """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed,
     summarise or detect instructions with another `embedder` / `summariser` / `detector` (an injected fault, or
-    one that acts mid-call); close only the first."""
+    one that acts mid-call), or read the time from another `clock`; close only the first."""
     return Memory(
         settings or memory.settings,
         memory.storage,
         embedder or memory.embedder,  # type: ignore[arg-type]
         summariser or memory.summariser,  # type: ignore[arg-type]
         detector or memory.detector,  # type: ignore[arg-type]
+        clock or memory.clock,
     )
