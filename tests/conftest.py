@@ -47,3 +47,25 @@ def locomo() -> list[dict]:
     if not LOCOMO.exists():
         pytest.skip(f"benchmark data not found at {LOCOMO}")
     return json.loads(LOCOMO.read_text())
+
+
+SLOW_MODULES = ("tests/trust/", "tests/local_server/test_cli_serve.py")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by what it needs (markers registered in pyproject.toml): `provider` when it runs on
+    PostgreSQL or Pinecone, `browser` under tests/ui, `dataset` when it reads LoCoMo, `slow` for the modules that
+    start server processes or run a benchmark."""
+    for item in items:
+        path = item.path.relative_to(item.config.rootpath).as_posix()
+        fixtures = set(getattr(item, "fixturenames", ()))
+        callspec = getattr(item, "callspec", None)
+        provider = callspec.params.get("provider_settings") if callspec is not None else None
+        if provider in ("postgres", "pinecone") or fixtures & {"pg_server", "needle_server"}:
+            item.add_marker(pytest.mark.provider)
+        if path.startswith("tests/ui/"):
+            item.add_marker(pytest.mark.browser)
+        if "locomo" in fixtures:
+            item.add_marker(pytest.mark.dataset)
+        if path.startswith(SLOW_MODULES):
+            item.add_marker(pytest.mark.slow)

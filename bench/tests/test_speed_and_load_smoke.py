@@ -9,13 +9,13 @@ from types import SimpleNamespace
 import numpy as np
 
 from bench import load, synthetic
+from bench.common import bench_settings
 from bench.meters import CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
 from datastore.factory import open_memory
+from datastore.providers.local import LocalStorage
 from services import tokens
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.support.settings import make_settings
-from tests.support.stores import local_storage
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:
@@ -73,14 +73,15 @@ def test_the_synthetic_scale_store_is_a_finished_tree(tmp_path: Path, embedder: 
     """bench.speed times queries over bench/synthetic.py's store: its chunks must already be rolled up as
     remember would (else the server's indexer summarises them while queries are timed), and each summary's
     vector is the normalised mean of its children's."""
-    store = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
+    store = open_memory(bench_settings(tmp_path / "synthetic.db"), embedder, ExtractiveSummariser())
+    assert isinstance(store.storage, LocalStorage)
     try:
         synthetic.fill(store, "default", 2_000)
         assert store.storage.unrolled() == []  # nothing left for the background indexer
-        db = local_storage(store).db.reader
+        db = store.storage.db.reader
         rows = db.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level").fetchall()
         assert [tuple(r) for r in rows] == [(1, 2_000), (2, 400), (3, 80), (4, 16), (5, 2)]
-        top = local_storage(store).db.reader.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]
+        top = db.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]
         node = store.reader.get_node("default", top)
         vectors = store.storage.get_vectors("default", [node.id, *node.children])
         mean = np.sum([vectors[c] for c in node.children], axis=0)
