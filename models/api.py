@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeGuard
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, model_validator
 from pydantic_core import PydanticCustomError
@@ -70,7 +70,7 @@ NAMESPACE_PATTERN = r"^[A-Za-z0-9._:@|-]{1,128}$"
 DEFAULT_NAMESPACE = "default"  # the namespace of a caller that names none (and of a token without one)
 
 
-def is_namespace(value: object) -> bool:
+def is_namespace(value: object) -> TypeGuard[str]:
     """Whether `value` is a valid namespace: the whole string matches NAMESPACE_PATTERN (a trailing newline
     does not pass, as it would with `re.match` and `$`)."""
     return isinstance(value, str) and re.fullmatch(NAMESPACE_PATTERN, value) is not None

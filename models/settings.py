@@ -377,7 +377,7 @@ class Settings(BaseSettings):
         return "openai" if self.openai_api_key else "extractive"
 
 
-def _verifies(key: object, algorithms: list[str]) -> bool:
+def _verifies(key: str | dict[str, Any], algorithms: list[str]) -> bool:
     """Whether python-jose loads `key` (PEM text or a JWK dict) as a key for one of `algorithms`."""
     from jose import jwk
     from jose.exceptions import JOSEError

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from datetime import timedelta
+from typing import Any
 
 from quart import Quart
 from quart_schema import HttpSecurityScheme, Info, QuartSchema, Server
@@ -48,7 +49,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     app.config["MAX_CONTENT_LENGTH"] = settings.max_body_bytes
     app.config["JSON_SORT_KEYS"] = False
     public_url = settings.public_url or f"http://{settings.host}:{settings.port}"
-    schema_kwargs: dict = {
+    schema_kwargs: dict[str, Any] = {
         "info": Info(title=TITLE, version="0.1.0", description=DESCRIPTION),
         "servers": [Server(url=public_url)],
         "redoc_ui_path": None,

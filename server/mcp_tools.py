@@ -125,7 +125,7 @@ async def _call(make: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
         raise ToolError(f"{_field(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid value')}") from exc
 
 
-def build_mcp(
+def build_mcp(  # noqa: C901
     get_memory: Callable[[], Memory],
     settings: Settings,
     default_namespace: str | None = None,
@@ -202,7 +202,7 @@ def build_mcp(
 
     @mcp.tool(annotations=read)
     @_one_line
-    async def recall(
+    async def recall(  # noqa: PLR0913
         ctx: Context,
         query: Annotated[
             str,
@@ -266,7 +266,7 @@ def build_mcp(
 
     @mcp.tool(annotations=read)
     @_one_line
-    async def find(
+    async def find(  # noqa: PLR0913
         ctx: Context,
         pattern: Annotated[
             str,

@@ -79,7 +79,7 @@ class GPTActionsOpenAPI(OpenAPIProvider):
     """quart-schema's provider: the route's `@operation_id` as given (`remember`, not `post_remember`), and the
     document finished by `gpt_actions_document` with the app's settings."""
 
-    def operation_id(self, method: str, path: str, func: Callable) -> str | None:
+    def operation_id(self, method: str, path: str, func: Callable[..., Any]) -> str | None:
         explicit = getattr(func, QUART_SCHEMA_OPERATION_ID_ATTRIBUTE, None)
         return explicit or super().operation_id(method, path, func)
 

@@ -43,7 +43,8 @@ class Embedder(Protocol):
 def _normalise(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors, dtype=np.float32)
     norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    return vectors / np.maximum(norms, 1e-12)
+    unit: np.ndarray = vectors / np.maximum(norms, 1e-12)
+    return unit
 
 
 class _LocalModel:
@@ -120,7 +121,8 @@ class LocalEmbedder(_LocalModel):
         return OnnxMiniLM(threads=self._threads)
 
     def _encode_with(self, model: Any, texts: list[str]) -> np.ndarray:
-        return model.encode(texts, max_batch=self._batch_size)
+        vectors: np.ndarray = model.encode(texts, max_batch=self._batch_size)
+        return vectors
 
 
 class SentenceTransformersEmbedder(_LocalModel):

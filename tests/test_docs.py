@@ -42,7 +42,7 @@ def test_secrets_are_masked() -> None:
 
 
 def test_the_readme_opens_with_where_the_memory_is_kept() -> None:
-    """Issue 19, item 10: a new user ran `serve` in another folder and found an empty memory there."""
+    """A new user ran `serve` in another folder and found an empty memory there."""
     opening = "\n".join((ROOT / "README.md").read_text().splitlines()[:12])
     for words in ("`pyramind.db`", "LOCAL_DB_PATH", "another folder"):
         assert words in opening, words

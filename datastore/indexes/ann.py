@@ -73,4 +73,5 @@ class IVFIndex:
         """Row ids of about the `k` rows closest to `query` (float32 (dimension,)); fewer when the index is small."""
         _, ids = self._index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), k)
         found = ids[0]
-        return found[found >= 0]
+        hits: np.ndarray = found[found >= 0]
+        return hits

@@ -80,7 +80,8 @@ class RowTable:
         ids = self.rowids[: self.size]
         pos = np.minimum(np.searchsorted(ids, rowids), self.size - 1)
         pos = pos[ids[pos] == rowids]
-        return pos[self.alive[pos]]
+        alive: np.ndarray = pos[self.alive[pos]]
+        return alive
 
     def _mark_dead(self, rowids: Sequence[int] | np.ndarray) -> np.ndarray:
         """Mark rows dead (unknown ids are ignored); returns their positions."""

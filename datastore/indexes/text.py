@@ -342,7 +342,8 @@ class TextIndex(RowTable):
             mask[self._positions(np.sort(np.asarray(candidates, dtype=np.int64)))] = True
         else:
             mask = np.ones(n, dtype=bool)
-        return mask & self._in_bounds(slice(0, n), min_level, max_level, start, end)
+        kept: np.ndarray = mask & self._in_bounds(slice(0, n), min_level, max_level, start, end)
+        return kept
 
     def search(
         self,

@@ -84,7 +84,8 @@ class VectorIndex(RowTable):
         self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None, end: float | None
     ) -> np.ndarray:
         """The positions among `pos` whose level and time range pass the bounds."""
-        return pos[self._in_bounds(pos, min_level, max_level, start, end)]
+        kept: np.ndarray = pos[self._in_bounds(pos, min_level, max_level, start, end)]
+        return kept
 
     def _top(self, pos: np.ndarray, scores: np.ndarray, top_k: int) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, scores) of the top_k of `scores` (aligned with positions `pos`), best first."""

@@ -15,6 +15,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from datastore.lifetime.visits import Visits
 from datastore.storage import NodeMarks, Storage
@@ -60,7 +61,7 @@ class ForgettingPolicy:
         marks = self.visits.all(ns)
         blank = NodeMarks()
 
-        def rank(n: MemoryNode) -> tuple:
+        def rank(n: MemoryNode) -> tuple[Any, ...]:
             m = marks.get(n.id, blank)
             return (
                 m.last_visited_at or _NEVER,

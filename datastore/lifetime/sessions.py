@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from datastore.storage import Storage
 from models.lifetime import SessionInfo
 from models.memory import MemoryNode
@@ -28,7 +30,7 @@ class Sessions:
         messages = self.storage.messages(ns, conversation_id)
         nodes = self.storage.source_nodes(ns, conversation_id)
         by_id = {n.id: n for n in nodes}
-        groups: dict[str, list] = {}
+        groups: dict[str, list[Any]] = {}
         for m in messages:
             groups.setdefault(m.session_id or "", []).append(m)
         out = []

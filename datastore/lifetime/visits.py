@@ -14,6 +14,7 @@ import threading
 from collections import defaultdict
 from collections.abc import Iterable
 from datetime import UTC, datetime
+from typing import Any
 
 from datastore.read.nodes import subtree
 from datastore.storage import MarkTable, NodeMarks, Storage
@@ -28,7 +29,7 @@ class Visits:
     def __init__(self, storage: Storage) -> None:
         self.storage = storage
         self.marks: MarkTable | None = storage.marks
-        self._buffer: dict[tuple[str, str], list] = defaultdict(lambda: [0, None])  # (ns, id) -> [count, last]
+        self._buffer: dict[tuple[str, str], list[Any]] = defaultdict(lambda: [0, None])  # (ns, id) -> [count, last]
         self._lock = threading.Lock()  # guards the buffer
         self._pin_lock = threading.Lock()  # serialises read-modify-write of a pin
 

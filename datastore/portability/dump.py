@@ -178,7 +178,7 @@ class Dump:
         self.instructions: InstructionTable | None = _DumpInstructions(self)
 
     @classmethod
-    def read(cls, lines: Iterable[str]) -> Dump:
+    def read(cls, lines: Iterable[str]) -> Dump:  # noqa: C901
         d = cls()
         n = 0
         ended = False

@@ -54,7 +54,7 @@ class Deleter:
         self.locks = locks
         self.instructions = instructions
 
-    def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:
+    def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:  # noqa: C901
         """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
         ids), `filter` (messages matching), or `delete_all` (the caller's namespace only).
 

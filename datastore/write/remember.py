@@ -191,7 +191,7 @@ class Writer:
                 log.warning("backlog of %r still pending: %s", source_id, exc.message)
         return done
 
-    def extend(
+    def extend(  # noqa: PLR0913
         self,
         ns: str,
         source_id: str,
@@ -338,7 +338,7 @@ class Writer:
             return None  # appended after all
         return merged
 
-    def _insert(
+    def _insert(  # noqa: PLR0913
         self,
         ns: str,
         state: SourceRow,

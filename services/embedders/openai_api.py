@@ -44,4 +44,5 @@ class OpenAIEmbedder:
                 raise EmbeddingError("OpenAI embedding response has the wrong shape")
             out[i : i + len(batch)] = [r.embedding for r in rows]
         norms = np.linalg.norm(out, axis=1, keepdims=True)
-        return out / np.maximum(norms, 1e-12)
+        unit: np.ndarray = out / np.maximum(norms, 1e-12)
+        return unit

@@ -445,7 +445,7 @@ def test_listing_roots_walk_down_to_every_chunk_and_message(ds: Memory, ns: str)
         ds.listing.messages(ns, "c", cursor="bad")
 
 
-# ---------------------------------------------------------------------- issue 13 and 10: rules above the providers
+# ---------------------------------------------------------------------- rules above the providers
 
 
 def test_node_counts_are_per_level_or_none(ds: Memory, ns: str) -> None:

@@ -331,7 +331,7 @@ def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) ->
 def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_with_neighbours(
     ds: Memory, ns: str
 ) -> None:
-    """One read path for every caller (issue 18): a query filtered to a fork goes through the same validation,
+    """One read path for every caller: a query filtered to a fork goes through the same validation,
     lineage and neighbours whether the caller owns the namespace or reads it through a grant."""
     team = ns + "-team"
     ds.writer.remember(team, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
@@ -382,7 +382,7 @@ def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: M
 
 
 def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds: Memory, ns: str) -> None:
-    """Issue 19, item 1, on every provider: a fork inherits the parent's chunks before the one straddling its
+    """On every provider, a fork inherits the parent's chunks before the one straddling its
     fork point and holds that one's first part (up to the fork message) as its own chunk, which its messages
     continue (positions, token offsets, overlap); a parent's change before the fork point rebuilds it; a dump
     carries it like any node."""
@@ -494,7 +494,7 @@ def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, n
 
 # ---------------------------------------------------------------------- messages in time order
 def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) -> None:
-    """Issue 19, item 8a, on every provider: a message whose created_at is earlier than the conversation's
+    """On every provider, a message whose created_at is earlier than the conversation's
     latest (one re-remembered after its deletion) is inserted in time order, inline or through the background
     steps, and the tree is rebuilt from there: it ends exactly as if everything had been remembered in order at
     once, forks included."""

@@ -83,10 +83,12 @@ def test_large_namespaces_go_through_ivf_with_high_recall() -> None:
 def test_without_faiss_a_large_namespace_is_searched_exactly(monkeypatch: pytest.MonkeyPatch) -> None:
     """faiss is the optional `ann` extra: when it cannot be imported, the index past ann_min_rows answers with the
     exact scan (same ids and scores as brute force) instead of failing."""
+    import importlib.util
+
     from datastore.indexes import ann
 
     monkeypatch.setitem(sys.modules, "faiss", None)  # `import faiss` now raises ImportError, as without the extra
-    monkeypatch.setattr(ann.importlib.util, "find_spec", lambda name: None if name == "faiss" else find_spec(name))
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name: None if name == "faiss" else find_spec(name))
     ann.available.cache_clear()
     try:
         vectors = clustered(3_000)

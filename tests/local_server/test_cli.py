@@ -125,7 +125,7 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
 
 
 def test_an_imported_branch_sees_the_messages_before_it_departs(tmp_path: Path) -> None:
-    """Issue 19, item 1: the regenerated answer a1 is a fork of chat-1 after u1, whose one chunk straddles that
+    """The regenerated answer a1 is a fork of chat-1 after u1, whose one chunk straddles that
     point; the branch sees u1 (the question it answers) and never the main path's later a1b and u2."""
     e = env(tmp_path)
     assert runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=e).exit_code == 0
@@ -143,7 +143,7 @@ def test_an_imported_branch_sees_the_messages_before_it_departs(tmp_path: Path) 
 
 
 def test_conversations_lists_ids_titles_counts_and_time_ranges(tmp_path: Path) -> None:
-    """Issue 19, item 4: `pyramind conversations` lists what was imported with ChatGPT's titles."""
+    """`pyramind conversations` lists what was imported with ChatGPT's titles."""
     e = env(tmp_path)
     assert runner.invoke(app, ["conversations"], env=e).exit_code == 1  # no store yet: refused, not created
     assert runner.invoke(app, ["import", str(chatgpt_export(tmp_path / "c.json"))], env=e).exit_code == 0
@@ -220,7 +220,7 @@ def test_serve_refuses_to_start_without_a_token(tmp_path: Path) -> None:
 
 
 def test_commands_print_the_store_and_read_commands_refuse_a_missing_file(tmp_path: Path) -> None:
-    """Issue 10 s.5: every command says which store it uses; a read command never creates an empty
+    """Every command says which store it uses; a read command never creates an empty
     pyramind.db in the current folder, and `--db` picks the file."""
     missing = tmp_path / "nowhere.db"
     for args in (["stats"], ["query", "anything"], ["show", "some-id"]):

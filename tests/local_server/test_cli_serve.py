@@ -1,6 +1,6 @@
 """`pyramind serve` as an operator runs it: a real process, settings from the environment.
 
-A bad JWT configuration stops the start with one line on stderr naming the setting (issue 19, item 2), before any
+A bad JWT configuration stops the start with one line on stderr naming the setting, before any
 model is loaded or any store file is created.
 """
 
@@ -123,7 +123,7 @@ def serving(tmp_path: Path, *args: str, **settings: str) -> Iterator[tuple[str, 
 
 
 def test_local_serve_on_another_port_advertises_that_port(tmp_path: Path) -> None:
-    """Issue 19, item 5: `serve --local --port N` used to advertise port 3333 in /openapi.json and ai-plugin.json."""
+    """`serve --local --port N` used to advertise port 3333 in /openapi.json and ai-plugin.json."""
     with serving(tmp_path, "--local") as (url, _log):
         port = url.rsplit(":", 1)[1]
         doc = httpx.get(f"{url}/openapi.json", timeout=10).json()
@@ -140,7 +140,7 @@ def test_local_serve_on_another_port_advertises_that_port(tmp_path: Path) -> Non
 
 
 def test_serve_says_running_on_once(tmp_path: Path) -> None:
-    """Issue 19, item 10: hypercorn's "Running on" line was printed twice (its own handler, then again through the
+    """Hypercorn's "Running on" line was printed twice (its own handler, then again through the
     root logger the CLI configures); the store line comes first, with the file's absolute path."""
     with serving(tmp_path, BEARER_TOKEN="t" * 32) as (url, log):
         assert httpx.get(f"{url}/health", timeout=10).status_code == 200

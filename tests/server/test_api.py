@@ -166,7 +166,7 @@ BAD_REQUESTS = [
 
 
 @pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code", "field"), BAD_REQUESTS)
-async def test_bad_requests_get_one_error_shape_and_change_nothing(
+async def test_bad_requests_get_one_error_shape_and_change_nothing(  # noqa: PLR0913
     client, store, method, path, body, headers, status, code, field
 ) -> None:
     before = store.storage.counts("default")
@@ -186,7 +186,7 @@ async def test_bad_requests_get_one_error_shape_and_change_nothing(
 
 
 async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(client) -> None:
-    """Issue 19, item 8c: a message sent without `id` is a new message each time (two people may well say the
+    """A message sent without `id` is a new message each time (two people may well say the
     same thing twice); the answer's `message_ids` names each message of the call (given or generated, in order),
     so a client that resends with them changes nothing."""
     turns = [{"speaker": "Ann", "content": "Book the tram tour."}, {"speaker": "Bob", "content": "Booked."}]
@@ -210,7 +210,7 @@ async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(cli
 
 
 async def test_a_message_remembered_late_takes_its_place_by_time(client, store) -> None:
-    """Issue 19, item 8a: a message re-remembered after its deletion (or any message older than the
+    """A message re-remembered after its deletion (or any message older than the
     conversation's latest) is inserted by `created_at`, not appended after newer ones, with or without wait."""
     from tests.support.invariants import check_tree
 

@@ -100,10 +100,10 @@ async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:
             "not allowed",
         ),
         ("garbage", lambda: "not.a.jwt", "invalid token"),
-        # issue 13 item 3: a configured audience or issuer is required, not only checked when present
+        # a configured audience or issuer is required, not only checked when present
         ("no aud", lambda: hs_token(iss="idp"), "invalid token"),
         ("no iss", lambda: hs_token(aud="pyramind"), "invalid token"),
-        # issue 13 item 11: numeric claims are finite numbers; every token problem is a 401
+        # numeric claims are finite numbers; every token problem is a 401
         ("exp +inf", lambda: hs_token(**claims_ok(exp=float("inf"))), "invalid token"),
         ("exp -inf", lambda: hs_token(**claims_ok(exp=float("-inf"))), "invalid token"),
         ("nbf -inf", lambda: hs_token(**claims_ok(nbf=float("-inf"))), "invalid token"),
@@ -111,7 +111,7 @@ async def test_jwt_namespace_comes_from_the_token(jwt_client) -> None:
         ("exp a string", lambda: hs_token(**claims_ok(exp=str(int(time.time()) + 600))), "invalid token"),
         ("iat a string", lambda: hs_token(**claims_ok(iat="yesterday")), "invalid token"),
         ("payload nested 10000 deep", lambda: _signed_raw(b'{"a":' * 10_000 + b"1" + b"}" * 10_000), "invalid token"),
-        # issue 13 item 12: the namespace claim is matched in full (a trailing newline does not pass)
+        # the namespace claim is matched in full (a trailing newline does not pass)
         ("sub with a trailing newline", lambda: hs_token("alice\n", **claims_ok()), "claim"),
     ],
 )

@@ -91,7 +91,7 @@ async def test_bad_input_is_a_4xx_naming_the_field_and_changes_nothing(client) -
 
 async def test_the_first_turn_of_a_new_conversation_gets_a_block(client) -> None:
     """A chat app's first turn: context before the conversation was ever remembered. It is an empty one: the
-    namespace's core memory and memories still count (issue 19)."""
+    namespace's core memory and memories still count."""
     await _seed(client)
     r = await client.post(
         "/context",

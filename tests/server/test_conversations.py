@@ -95,7 +95,7 @@ async def test_the_page_and_swagger_ui_are_served_from_the_package(client) -> No
 
 
 async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None:
-    """Issue 19, item 4: `title` on /remember is kept (the first one given; a later one does not replace it) and
+    """`title` on /remember is kept (the first one given; a later one does not replace it) and
     listed by /conversations and /conversations/{id}; a title is a name: no line breaks."""
     first = {"speaker": "Ann", "content": "Shall we plan the trip to Lisbon?", "created_at": "2024-05-01T09:00:00Z"}
     r = await client.post(
@@ -127,7 +127,7 @@ async def test_a_conversation_keeps_the_title_it_was_first_given(client) -> None
 
 
 async def test_listed_messages_carry_their_session(client) -> None:
-    """Issue 19, item 8b: every stored message has its session_id, and the message listing says it."""
+    """Every stored message has its session_id, and the message listing says it."""
     first = [
         {"id": "a", "speaker": "Ann", "content": "Hello.", "created_at": "2024-05-01T09:00:00Z"},
         {"id": "b", "speaker": "Bob", "content": "Hi.", "created_at": "2024-05-01T09:01:00Z", "session_id": "aside"},

@@ -6,7 +6,7 @@ from tests.support.settings import AUTH
 
 
 async def test_core_memory_of_a_conversation_not_yet_remembered_waits_for_it(client) -> None:
-    """Issue 19, item 3: an unknown conversation is an empty one: core memory scoped to it is kept (it used to
+    """An unknown conversation is an empty one: core memory scoped to it is kept (it used to
     be a 404) and shows in its context blocks once it starts."""
     r = await client.put(
         "/core", json={"key": "goal", "value": "Ann wants to learn the cello", "conversation_id": "later"}, headers=AUTH

@@ -1,5 +1,5 @@
 """server/http_errors.py replaces a private hypercorn method (no public hook answers requests hypercorn cannot
-parse). Issue 18: such a patch is allowed only with hypercorn pinned to the tested versions and a test that fails
+parse). Such a patch is allowed only with hypercorn pinned to the tested versions and a test that fails
 when the method it replaces changes. The behaviour itself (JSON 400/431 on a live server) is tested in
 tests/trust/test_hardening.py::test_malformed_http_gets_the_json_error_shape."""
 

@@ -253,7 +253,7 @@ async def seen_by(client, conversation_id: str, text: str) -> list[dict]:
 
 
 async def test_a_fork_sees_the_messages_just_before_its_fork_point(client) -> None:
-    """Issue 19, item 1: ten short messages in one chunk, forked at the fifth: the fork sees m0..m4 (the chunk
+    """Ten short messages in one chunk, forked at the fifth: the fork sees m0..m4 (the chunk
     straddling the fork point used to hide all of them), never m5..m9; its own messages continue that chunk; a
     parent message forgotten is forgotten in the fork too, and so is the fork message itself."""
     r = await client.post(

@@ -316,7 +316,7 @@ def readme_mcp_tools() -> list[str]:
 
 
 async def test_tools_are_documented_one_line_each_and_answer_compact_text(tmp_path: Path, store: Memory) -> None:
-    """Issue 19, item 7: the README lists every tool the server lists; no description has a hard line break;
+    """The README lists every tool the server lists; no description has a hard line break;
     recall's `query` says it is what to search for; a tool's text content is compact JSON (no indentation)."""
     async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
@@ -337,7 +337,7 @@ async def test_tools_are_documented_one_line_each_and_answer_compact_text(tmp_pa
 
 
 async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> None:
-    """Issue 19, item 7: RATE_LIMIT_PER_MINUTE applies to /mcp (mounted beside Quart, outside its hooks), per caller,
+    """RATE_LIMIT_PER_MINUTE applies to /mcp (mounted beside Quart, outside its hooks), per caller,
     with the REST 429 shape and Retry-After."""
     list_tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
     headers = {
@@ -358,7 +358,7 @@ async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> No
 
 
 async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, store: Memory) -> None:
-    """Issue 19, item 9: the 413 of /mcp, like the REST one, names the limit in bytes and its setting."""
+    """The 413 of /mcp, like the REST one, names the limit in bytes and its setting."""
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}"}
     big = {
         "jsonrpc": "2.0",

@@ -220,7 +220,7 @@ class SlowEmbedder:
 async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
-    """A clean shutdown (issue 18): the app stops the indexer before the store closes, and `stop` waits for the
+    """A clean shutdown: the app stops the indexer before the store closes, and `stop` waits for the
     step already running (it commits whole), past its grace; the lanes' per-source locks are not kept once no
     one holds them."""
     settings = make_settings(tmp_path, index_chunk_batch=4)

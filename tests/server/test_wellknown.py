@@ -43,7 +43,7 @@ def test_missing_bearer_token_refuses_to_build(tmp_path: Path) -> None:
 
 
 async def test_favicon_needs_no_token(tmp_path: Path) -> None:
-    """Issue 19, item 10: a browser's /favicon.ico got a 401 (and a WWW-Authenticate prompt) from a bearer server."""
+    """A browser's /favicon.ico got a 401 (and a WWW-Authenticate prompt) from a bearer server."""
     app = create_app(make_settings(tmp_path), open_store=False)
     async with app.test_app() as test_app:
         r = await test_app.test_client().get("/favicon.ico")

@@ -18,6 +18,7 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from datetime import datetime
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 
@@ -48,7 +49,10 @@ from services.terms import text_terms
 _PART = 500  # ids per `IN (...)`: far below SQLite's limit on variables per statement
 
 
-def _parts(ids: Sequence[str] | Sequence[int]) -> Iterator[list]:
+_Id = TypeVar("_Id", str, int)
+
+
+def _parts(ids: Sequence[_Id]) -> Iterator[list[_Id]]:
     for i in range(0, len(ids), _PART):
         yield list(ids[i : i + _PART])
 

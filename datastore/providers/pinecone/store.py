@@ -87,7 +87,7 @@ def _retryable(exc: BaseException) -> bool:
 # operation on what survives that (a longer rate limit, a restarting host), with exponential backoff and jitter.
 _retry = retry(
     retry=retry_if_exception(_retryable),
-    wait=wait_exponential_jitter(initial=0.5, max=20),
+    wait=wait_exponential_jitter(multiplier=0.5, max=20),
     stop=stop_after_attempt(4),
     reraise=True,
 )

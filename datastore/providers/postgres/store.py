@@ -339,7 +339,8 @@ class PostgresStorage:
     def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
         """Every row of one statement, as dicts, on a pooled connection."""
         with self.pool.connection() as conn:
-            return conn.execute(sql, args).fetchall()
+            rows: list[dict[str, Any]] = conn.execute(sql, args).fetchall()
+            return rows
 
     # ------------------------------------------------------------------ reads
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
