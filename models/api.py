@@ -64,7 +64,7 @@ def _name(value: str | None) -> str | None:
 Name = Annotated[str, AfterValidator(_name)]
 
 RetrievalMode = Literal["dense", "text", "hybrid", "tree"]
-"""How a query ranks memories; see datastore/retrieval.py."""
+"""How a query ranks memories; see datastore/read/ranking.py."""
 
 NAMESPACE_PATTERN = r"^[A-Za-z0-9._:@|-]{1,128}$"
 DEFAULT_NAMESPACE = "default"  # the namespace of a caller that names none (and of a token without one)

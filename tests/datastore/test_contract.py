@@ -352,7 +352,7 @@ def test_opening_with_another_embedding_dimension_is_refused(ds: Memory, open_st
     open_store()  # the same embedder opens it again
 
 
-# ---------------------------------------------------------------------- listing (datastore/listing.py)
+# ---------------------------------------------------------------------- listing (datastore/read/listing.py)
 def _page_all(fetch: Callable[[str | None], tuple[list, str | None]]) -> list:
     out, cursor = [], None
     while True:
