@@ -40,13 +40,6 @@ class Embedder(Protocol):
         ...
 
 
-def _normalise(vectors: np.ndarray) -> np.ndarray:
-    vectors = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-    unit: np.ndarray = vectors / np.maximum(norms, 1e-12)
-    return unit
-
-
 class _LocalModel:
     """A model loaded on first use (under a lock, retried after a failure) and run by a PriorityBatcher."""
 
