@@ -273,6 +273,32 @@ class QueryResult(BaseModel):
     )
 
 
+class RequestWarning(BaseModel):
+    """Something the request named that the namespace does not hold; the answer is still 200, with nothing from
+    it. `unknown_conversation`: a filter names a conversation not (or not yet, or no longer) remembered."""
+
+    code: Literal["unknown_conversation"] = Field(description="Machine-readable warning code.")
+    message: str = Field(description="What was not found, for a person.")
+    field: str = Field(description="The request field that named it, e.g. queries[0].filter.conversation_id.")
+    conversation_id: str = Field(description="The conversation id the namespace does not hold.")
+
+
+def unknown_conversation(conversation_id: str, field: str, where: str = "this namespace") -> RequestWarning:
+    """The warning of a filter naming a conversation that `where` does not hold."""
+    return RequestWarning(
+        code="unknown_conversation",
+        message=f"no conversation {conversation_id!r} in {where}: nothing from it",
+        field=field,
+        conversation_id=conversation_id,
+    )
+
+
+WARNINGS_DESCRIPTION = (
+    "Filters that named what the namespace does not hold (code unknown_conversation, with conversation_id and "
+    "field); the results are then empty for them. Absent or [] when none."
+)
+
+
 class QueryResults(BaseModel):
     """The results of one search."""
 
@@ -287,6 +313,7 @@ class QueryResponse(BaseModel):
     truncated: bool = Field(
         default=False, description="true when the lowest-ranked results were cut to keep the answer small."
     )
+    warnings: list[RequestWarning] = Field(default_factory=list, description=WARNINGS_DESCRIPTION)
 
 
 class DocumentMetadata(BaseModel):

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.api import NAMESPACE_PATTERN
+from models.api import NAMESPACE_PATTERN, WARNINGS_DESCRIPTION, RequestWarning
 
 InstructionKind = Literal["instruction", "preference"]
 """instruction: a rule for the assistant's future behaviour; preference: a durable taste or constraint."""
@@ -95,6 +95,7 @@ class InstructionList(BaseModel):
         "when asked for."
     )
     active: int = Field(description="How many of them are in force (superseded_by null).")
+    warnings: list[RequestWarning] = Field(default_factory=list, description=WARNINGS_DESCRIPTION)
 
 
 class InstructionDeleteResponse(BaseModel):
