@@ -155,6 +155,19 @@ class RememberRequest(BaseModel):
     )
 
 
+class IdempotencyHeaders(BaseModel):
+    """Headers of POST /remember and POST /upsert."""
+
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Any unique string (e.g. a UUID) per request; a retry with the same key within 24 hours answers "
+        "what the first call answered and stores nothing twice. The same key with another body: 422.",
+    )
+
+
 class RememberResponse(BaseModel):
     """What a remember call stored."""
 
@@ -213,7 +226,7 @@ class QueryFilter(BaseModel):
 class Query(BaseModel):
     model_config = Strict
 
-    query: str = Field(min_length=1, description="Natural-language query.")
+    query: str = Field(min_length=1, description="What to search for, in natural language: a question or a few words.")
     top_k: int = Field(default=5, ge=1, strict=True, description="How many results to return.")
     filter: QueryFilter | None = Field(default=None, description="Only memories matching every given field.")
     mode: RetrievalMode | None = Field(
@@ -466,6 +479,15 @@ class MemoryQuery(BaseModel):
         json_schema_extra={"pattern": NAMESPACE_PATTERN},
         description="Namespace to work in (static-token callers only; a JWT fixes it). Default: `default`.",
     )
+
+
+class MemoryRef(BaseModel):
+    """A memory named by id (GET /memories/{id}'s path and query string; the MCP `expand` tool's arguments)."""
+
+    model_config = Strict
+
+    id: str = Field(min_length=1, max_length=512, description="A memory id, from a search, find or another memory.")
+    namespace: str | None = namespace_field()
 
 
 class ExpandResponse(BaseModel):

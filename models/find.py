@@ -49,6 +49,17 @@ class FindRequest(BaseModel):
         return self
 
 
+class StatsQuery(BaseModel):
+    """Query string of GET /stats (and the MCP `stats` tool's arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = namespace_field()
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Describe only this conversation (or document)."
+    )
+
+
 class FindMatch(BaseModel):
     """One message that matches, with every match marked **like this** and the L1 chunk that holds it."""
 

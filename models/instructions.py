@@ -87,6 +87,15 @@ class InstructionsQuery(BaseModel):
     namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="Static-token callers only.")
 
 
+class InstructionRef(BaseModel):
+    """An instruction named by id (DELETE /instructions/{id}; the MCP `instructions_delete` tool's arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256, description="An instruction id, from GET /instructions.")
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="Static-token callers only.")
+
+
 class InstructionList(BaseModel):
     """The standing instructions and preferences of a namespace (or of one conversation), oldest first."""
 

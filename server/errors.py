@@ -14,6 +14,7 @@ from typing import Any
 from pydantic import ValidationError
 from quart import Quart, Response, current_app, jsonify, request
 from quart_schema import RequestSchemaValidationError
+from quart_schema.validation import RequestHeadersValidationError
 from werkzeug.exceptions import BadRequest, HTTPException
 
 from services.errors import (
@@ -79,8 +80,8 @@ def validation_parts(ve: ValidationError) -> tuple[str | None, str]:
     errs = ve.errors(include_url=False)
     if not errs:
         return None, "invalid value"
-    first = dict(errs[0])
-    field = _loc(tuple(first.get("loc", ())))
+    first: dict[str, Any] = dict(errs[0])
+    field = _loc(tuple(errs[0]["loc"]))
     msg = _message(first)
     if first.get("type") == "extra_forbidden":
         msg = "unknown field (not accepted here)"
@@ -131,8 +132,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 def install_error_handlers(app: Quart) -> None:
     """Map every error to the one shape: a JSON body or a query string failing validation -> 422 naming the field
-    (a body not sent as JSON -> 400, as is one that does not parse), PyramindError -> its status (`http_parts`), HTTP errors (401,
-    404, 405, 413...) -> their status, anything else -> 500 without internals."""
+    (a body not sent as JSON -> 400, as is one that does not parse), PyramindError -> its status (`http_parts`),
+    HTTP errors (401, 404, 405, 413...) -> their status, anything else -> 500 without internals."""
 
     @app.errorhandler(RequestSchemaValidationError)
     async def _invalid(err: RequestSchemaValidationError) -> Response:
@@ -143,6 +144,13 @@ def install_error_handlers(app: Quart) -> None:
                 return error_response(422 if request.is_json else 400, "invalid_request", _body_not_an_object())
             return error_response(422, "invalid_request", one_line(msg, field), field)
         return error_response(422 if request.is_json else 400, "invalid_request", _body_not_an_object())
+
+    @app.errorhandler(RequestHeadersValidationError)
+    async def _invalid_header(err: RequestHeadersValidationError) -> Response:
+        ve = err.validation_error
+        field = "Idempotency-Key"  # the one validated header
+        msg = validation_parts(ve)[1] if isinstance(ve, ValidationError) else "invalid header"
+        return error_response(422, "invalid_request", one_line(msg, field), field)
 
     @app.errorhandler(PyramindError)
     async def _domain(err: PyramindError) -> Response:

@@ -5,26 +5,15 @@ Thin callers of the Memory's services (`finder`, `describer`), like every route 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
 from quart import Blueprint, current_app
 from quart_schema import operation_id, tag, validate_querystring, validate_request, validate_response
 
-from models.api import namespace_field
-from models.find import FindRequest, FindResponse, StatsResponse
+from models.find import FindRequest, FindResponse, StatsQuery, StatsResponse
 from server.auth import resolve_namespace
 from server.common import app_memory, errors, off_loop
 from server.fit import fit_find
 
 explore = Blueprint("explore", __name__)
-
-
-class StatsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    namespace: str | None = namespace_field()
-    conversation_id: str | None = Field(
-        default=None, min_length=1, max_length=256, description="Describe only this conversation (or document)."
-    )
 
 
 @explore.post("/find")
