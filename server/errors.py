@@ -92,7 +92,7 @@ def _message(error: dict[str, Any]) -> str:
     """pydantic's message for one error, without the internal class names it would show."""
     if error.get("type") in NOT_AN_OBJECT:
         return "must be a JSON object"
-    return str(error.get("msg", "invalid value"))
+    return str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
 def _body_not_an_object() -> str:
