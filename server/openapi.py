@@ -40,7 +40,7 @@ PARAMETER_DESCRIPTIONS = {
 }
 
 
-def _schemas(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def named_schemas(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every named object schema of the document: components and the inline request/response bodies."""
     out: dict[str, dict[str, Any]] = dict(doc.get("components", {}).get("schemas", {}))
     for ops in doc.get("paths", {}).values():
@@ -62,7 +62,7 @@ def apply_limit(prop: dict[str, Any], keyword: str, value: int) -> None:
 
 def gpt_actions_document(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """`doc` (quart-schema's) with the GPT Actions additions described in the module docstring."""
-    schemas = _schemas(doc)
+    schemas = named_schemas(doc)
     for (name, prop), (keyword, setting) in SETTING_LIMITS.items():
         target = schemas.get(name, {}).get("properties", {}).get(prop)
         if target is not None:

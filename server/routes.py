@@ -79,13 +79,13 @@ async def remember(data: RememberRequest, headers: IdempotencyHeaders) -> tuple[
 @operation_id("query")
 @validate_request(QueryRequest)
 @validate_response(QueryResponse, 200)
-@errors(400, 401, 403, 404, 413, 422, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
-    The top_k best per query, best first. By default verbatim level 1 chunks; `mode: dense` or `filter.min_level`
-    2 also give summaries (level 2+). Each: text, score, level, parent_id, children, time range. Filter by
-    conversation (404 if unknown), speaker, level or dates. Expand: GET /memories/{id}.
+    The top_k best per query, best first: verbatim L1 chunks, or summaries too with `mode: dense` or
+    `filter.min_level` 2. Filter by conversation (unknown: no results and a `warnings` entry), speaker, level or
+    dates. Expand: GET /memories/{id}.
     """
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)
