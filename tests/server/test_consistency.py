@@ -150,7 +150,7 @@ async def test_mcp_is_as_strict_as_rest(tmp_path: Path, store: Memory) -> None:
         assert messages["maxLength"] == settings.max_message_chars  # REST's limits
         data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
         before = store.describer.describe("default")
-        cases = [
+        cases: list[tuple[str, dict[str, Any], str]] = [
             ("recall", {"query": "cat", "filtre": {"conversation_id": "c1"}}, "filtre"),
             ("find", {"pattern": "cat", "limit": settings.find_max_limit + 1}, "limit"),
             ("recall", {"query": "cat", "top_k": settings.max_top_k + 1}, "top_k"),
