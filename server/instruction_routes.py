@@ -39,7 +39,7 @@ async def instructions_list(query_args: InstructionsQuery) -> InstructionList:
 @operation_id("instructions_delete")
 @validate_querystring(NamespaceQuery)
 @validate_response(InstructionDeleteResponse, 200)
-@errors(400, 401, 403, 404, 429, 501)
+@errors(401, 403, 404, 422, 429, 501)
 async def instructions_delete(instruction_id: str, query_args: NamespaceQuery) -> InstructionDeleteResponse:
     """Delete a standing instruction.
 

@@ -1,4 +1,4 @@
-"""The API routes. Each validates its body (quart-schema, 400 naming the field), calls the Memory's service, answers.
+"""The API routes. Each validates its body (quart-schema, 422 naming the field), calls the Memory's service, answers.
 
 Shapes are in `models.api`; the OpenAPI document (/openapi.json, and /.well-known/openapi.yaml alike) is generated
 from these decorators and the settings (server/openapi.py).
