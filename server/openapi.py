@@ -22,6 +22,8 @@ from models.settings import Settings
 # module that another build leaves out)
 SETTING_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     ("Query", "top_k"): ("maximum", "max_top_k"),
+    ("Query", "query"): ("maxLength", "max_query_chars"),
+    ("ContextRequest", "query"): ("maxLength", "max_query_chars"),
     ("QueryRequest", "queries"): ("maxItems", "max_queries"),
     ("RememberRequest", "messages"): ("maxItems", "max_messages"),
     ("Message", "content"): ("maxLength", "max_message_chars"),

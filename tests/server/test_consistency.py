@@ -123,7 +123,7 @@ async def test_an_idempotency_key_stores_once_and_answers_the_same(client: Any, 
     assert r.status_code == 422 and (await r.get_json())["error"]["field"] == "Idempotency-Key"
 
 
-async def test_the_openapi_document_describes_warnings_422s_and_the_header(client: Any) -> None:
+async def test_the_openapi_document_describes_warnings_422s_and_the_header(client: Any, settings: Any) -> None:
     doc = await (await client.get("/openapi.json")).get_json()
     for path in ("/remember", "/upsert"):
         params = doc["paths"][path]["post"].get("parameters", [])
@@ -138,6 +138,9 @@ async def test_the_openapi_document_describes_warnings_422s_and_the_header(clien
     for schema in ("QueryResponse", "FindResponse", "StatsResponse", "InstructionList"):
         assert "warnings" in schemas[schema]["properties"], schema
     assert "404" not in doc["paths"]["/find"]["post"]["responses"]
+    query = doc["components"]["schemas"]["Query"]["properties"]["query"]
+    context = [b for b in schemas["ContextRequest"]["properties"]["query"]["anyOf"] if b.get("type") == "string"]
+    assert query["maxLength"] == context[0]["maxLength"] == settings.max_query_chars  # one limit
 
 
 async def test_mcp_is_as_strict_as_rest(tmp_path: Path, store: Memory) -> None:
