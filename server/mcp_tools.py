@@ -224,7 +224,14 @@ def build_mcp(
         score, level, time range, speakers, parent_id and children (ids to `expand`). `filter` narrows it (a
         conversation the namespace does not hold gives no results and a warning)."""
         query = Query.model_validate(args.model_dump(exclude={"namespace"}))
-        return fit_query(await off_loop(get_memory().reader.query, ns(ctx, args.namespace), [query]), cap)
+        try:
+            found = await off_loop(get_memory().reader.query, ns(ctx, args.namespace), [query])
+        except PyramindError as exc:  # the query is the tool's arguments: `top_k`, not `queries[0].top_k`
+            exc.field = exc.field.removeprefix("queries[0].") if exc.field else None
+            raise
+        for warning in found.warnings:
+            warning.field = warning.field.removeprefix("queries[0].")
+        return fit_query(found, cap)
 
     async def expand(ctx: Context, args: MemoryRef) -> ExpandResponse:
         """Open a memory: the node with its parent (the summary above it) and its children (what a summary

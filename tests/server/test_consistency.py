@@ -163,12 +163,13 @@ async def test_mcp_is_as_strict_as_rest(tmp_path: Path, store: Memory) -> None:
         ]
         for tool, args, field in cases:
             text = error_text(await client.call_tool(tool, args))
-            assert "\n" not in text and "http" not in text, (tool, text)
+            assert "\n" not in text and "http" not in text and "queries[0]" not in text, (tool, text)
             assert f"{field}:" in text.replace("[", ".").replace("]", ""), (tool, text)
         assert store.describer.describe("default") == before
         # unknown conversation: the same empty answer and warning as REST
         got = data(await client.call_tool("recall", {"query": "cat", "filter": {"conversation_id": "nope"}}))
         assert got["results"][0]["results"] == [] and got["warnings"][0]["conversation_id"] == "nope"
+        assert got["warnings"][0]["field"] == "filter.conversation_id"  # the tool's own argument
         # idempotency_key: a retry stores nothing twice
         plain = {"conversation_id": "c2", "messages": [{"content": "Remember the milk."}], "idempotency_key": "k"}
         first = data(await client.call_tool("remember", plain))
