@@ -17,6 +17,7 @@ Where each operation goes (one path each; a fork, a grant or an option is a para
     sessions of a conversation -> sessions    (datastore/lifetime/sessions.py)
     forgetting by policy       -> policy      (datastore/lifetime/policy.py)
     background indexing steps  -> steps       (datastore/indexing/steps.py; the lanes: indexing/background.py)
+    Idempotency-Key answers    -> idempotency (datastore/write/idempotency.py)
     export, import, migrate    -> functions of datastore/portability over two Memory objects
 
 Every service is synchronous and receives what it uses in its constructor; the server runs them in worker
@@ -41,6 +42,7 @@ from datastore.read.stats import Describer
 from datastore.storage import Storage
 from datastore.write.build import TreeBuilder
 from datastore.write.delete import Deleter
+from datastore.write.idempotency import Idempotency
 from datastore.write.instructions import InstructionKeeper
 from datastore.write.remember import Writer
 from models.settings import Settings
@@ -110,6 +112,7 @@ class Memory:
         self.sessions = Sessions(storage)
         self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)
         self.steps = IndexSteps(settings, storage, builder, locks, keeper)
+        self.idempotency = Idempotency(storage.idempotency)
 
     @property
     def name(self) -> str:

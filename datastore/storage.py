@@ -4,7 +4,7 @@ The pipeline (datastore/write, read, context, lifetime, portability, indexing) h
 calls only the methods below. Every method is synchronous and takes the namespace first: a provider scopes every
 read, write, search and id lookup to it, so one namespace never sees another's memories.
 
-Five capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
+Six capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
 reads them once when it is composed (datastore/memory.py), and a service that needs one says so in its
 constructor:
 
@@ -15,7 +15,9 @@ constructor:
 - `core: CoreTable`   core memory entries per scope (without it, /core answers 501);
 - `marks: MarkTable`  visits and pins of nodes (without it, nothing is counted and nothing can be pinned);
 - `instructions: InstructionTable`  standing instructions and preferences with their embeddings (without it,
-  none are detected or kept, and /instructions answers 501).
+  none are detected or kept, and /instructions answers 501);
+- `idempotency: IdempotencyTable`  the answers of writes sent with an Idempotency-Key, kept where the memory is
+  kept, so a retry after a restart is answered too (without it, the key is refused with 501).
 
 The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics every provider applies
 (`node_matches`, `message_matches`, the SQL of the local and PostgreSQL stores do the same) live here too.
@@ -252,6 +254,33 @@ def instruction_order(instructions: Sequence[Instruction]) -> list[Instruction]:
     return sorted(instructions, key=said_order)
 
 
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    """The answer to a write sent with an Idempotency-Key: `operation` ("remember", "upsert"), `fingerprint` (a
+    hash of the request body), the HTTP-free answer (`status`, 200 or 202; `response`, its JSON text) and when it
+    was first answered (`created_at`, aware UTC)."""
+
+    key: str
+    operation: str
+    fingerprint: str
+    status: int
+    response: str
+    created_at: datetime
+
+
+class IdempotencyTable(Protocol):
+    """Answers of idempotent writes, per namespace and key; one record per key (a new one replaces it)."""
+
+    def get(self, ns: str, key: str) -> IdempotencyRecord | None:
+        """The record of this key in the namespace, or None (expired records may be returned)."""
+        ...
+
+    def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
+        """Store the record (replacing the key's), and drop the namespace's records created before
+        `expired_before`."""
+        ...
+
+
 class MarkTable(Protocol):
     """Visits and pins, kept apart from the node rows: recording a visit never rewrites a node or its vector."""
 
@@ -281,6 +310,7 @@ class Storage(Protocol):
     core: CoreTable | None
     marks: MarkTable | None
     instructions: InstructionTable | None
+    idempotency: IdempotencyTable | None
 
     @property
     def location(self) -> str:

@@ -165,7 +165,8 @@ def query(
     as_json: Annotated[bool, typer.Option("--json", help="Print the API's JSON.")] = False,
     db: Db = None,
 ) -> None:
-    """Search memories and print the best, with their date and conversation."""
+    """Search memories and print the best, with their date and conversation; each id is printed whole on its own
+    line (never cut to the terminal's width), so it can be pasted into `pyramind show`."""
     from datastore.read.ranking import MODES
 
     if mode is not None and mode not in MODES:
@@ -179,14 +180,20 @@ def query(
     if as_json:
         console.print_json(res.model_dump_json())
         return
-    table = Table("score", "level", "date", "conversation", "id", "text", show_lines=True)
-    for r in res.results[0].results:
+    for warning in res.warnings:
+        console.print(f"[yellow]{warning.message}[/yellow]", highlight=False)
+    for rank, r in enumerate(res.results[0].results, 1):
         when = f"{r.start_time:%Y-%m-%d}" if r.start_time else ""
         if r.end_time and r.start_time and r.end_time.date() != r.start_time.date():
             when += f" to {r.end_time:%Y-%m-%d}"
-        source = r.conversation_id or (f"document {r.document_id}" if r.document_id else "")
-        table.add_row(f"{r.score:.3f}", f"L{r.level}", when, source, r.id, r.text)
-    console.print(table)
+        source = f"conversation {r.conversation_id}" if r.conversation_id else f"document {r.document_id}"
+        console.print(
+            f"[bold]{rank}.[/bold] score {r.score:.3f}  L{r.level}  date {when or '-'}  ", highlight=False, end=""
+        )
+        console.print(source, highlight=False, markup=False, soft_wrap=True)
+        console.print(f"id: {r.id}", soft_wrap=True, highlight=False, markup=False)  # whole, never wrapped
+        console.print(r.text, highlight=False, markup=False)
+        console.print()
 
 
 def _label(n: MemoryNode) -> str:
@@ -213,12 +220,17 @@ def show(
         store.close()
     root = nodes[0]
     console.print(
-        f"[bold]L{root.level} {root.id}[/bold] {root.source_type} {root.source_id} "
-        f"parent={root.parent_id} {root.start_time or ''}..{root.end_time or ''}"
+        f"L{root.level} {root.id} {root.source_type} {root.source_id} "
+        f"parent={root.parent_id} {root.start_time or ''}..{root.end_time or ''}",
+        soft_wrap=True,
+        highlight=False,
+        markup=False,
     )
-    console.print(root.text)
+    console.print(root.text, highlight=False, markup=False)
     by_id = {n.id: n for n in nodes}
-    tree = Tree(_label(root))
+    if not any(cid in by_id for cid in root.children):
+        return  # a chunk: the node is printed once, with no tree below it
+    tree = Tree(f"[dim]what L{root.level} covers:[/dim]")
 
     def grow(branch: Tree, node: MemoryNode) -> None:
         for cid in node.children:

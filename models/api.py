@@ -155,6 +155,19 @@ class RememberRequest(BaseModel):
     )
 
 
+class IdempotencyHeaders(BaseModel):
+    """Headers of POST /remember and POST /upsert."""
+
+    idempotency_key: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        pattern=r"^[\x21-\x7e]+$",
+        description="Any unique string (e.g. a UUID) per request; a retry with the same key within 24 hours answers "
+        "what the first call answered and stores nothing twice. The same key with another body: 422.",
+    )
+
+
 class RememberResponse(BaseModel):
     """What a remember call stored."""
 
@@ -213,7 +226,7 @@ class QueryFilter(BaseModel):
 class Query(BaseModel):
     model_config = Strict
 
-    query: str = Field(min_length=1, description="Natural-language query.")
+    query: str = Field(min_length=1, description="What to search for, in natural language: a question or a few words.")
     top_k: int = Field(default=5, ge=1, strict=True, description="How many results to return.")
     filter: QueryFilter | None = Field(default=None, description="Only memories matching every given field.")
     mode: RetrievalMode | None = Field(
@@ -273,6 +286,32 @@ class QueryResult(BaseModel):
     )
 
 
+class RequestWarning(BaseModel):
+    """Something the request named that the namespace does not hold; the answer is still 200, with nothing from
+    it. `unknown_conversation`: a filter names a conversation not (or not yet, or no longer) remembered."""
+
+    code: Literal["unknown_conversation"] = Field(description="Machine-readable warning code.")
+    message: str = Field(description="What was not found, for a person.")
+    field: str = Field(description="The request field that named it, e.g. queries[0].filter.conversation_id.")
+    conversation_id: str = Field(description="The conversation id the namespace does not hold.")
+
+
+def unknown_conversation(conversation_id: str, field: str, where: str = "this namespace") -> RequestWarning:
+    """The warning of a filter naming a conversation that `where` does not hold."""
+    return RequestWarning(
+        code="unknown_conversation",
+        message=f"no conversation {conversation_id!r} in {where}: nothing from it",
+        field=field,
+        conversation_id=conversation_id,
+    )
+
+
+WARNINGS_DESCRIPTION = (
+    "Filters that named what the namespace does not hold (code unknown_conversation, with conversation_id and "
+    "field); the results are then empty for them. Absent or [] when none."
+)
+
+
 class QueryResults(BaseModel):
     """The results of one search."""
 
@@ -287,6 +326,7 @@ class QueryResponse(BaseModel):
     truncated: bool = Field(
         default=False, description="true when the lowest-ranked results were cut to keep the answer small."
     )
+    warnings: list[RequestWarning] = Field(default_factory=list, description=WARNINGS_DESCRIPTION)
 
 
 class DocumentMetadata(BaseModel):
@@ -439,6 +479,15 @@ class MemoryQuery(BaseModel):
         json_schema_extra={"pattern": NAMESPACE_PATTERN},
         description="Namespace to work in (static-token callers only; a JWT fixes it). Default: `default`.",
     )
+
+
+class MemoryRef(BaseModel):
+    """A memory named by id (GET /memories/{id}'s path and query string; the MCP `expand` tool's arguments)."""
+
+    model_config = Strict
+
+    id: str = Field(min_length=1, max_length=512, description="A memory id, from a search, find or another memory.")
+    namespace: str | None = namespace_field()
 
 
 class ExpandResponse(BaseModel):

@@ -35,8 +35,8 @@ class ContextRequest(BaseModel):
     query: str | None = Field(
         default=None,
         min_length=1,
-        max_length=8000,
-        description="What the memories should serve; default: the conversation's latest message.",
+        description="What the memories should serve; default: the conversation's latest message. At most "
+        "MAX_QUERY_CHARS characters, as for /query (422).",
     )
     budget_tokens: int | None = Field(
         default=None, strict=True, description="Token budget (cl100k) of the whole block; default 2000."

@@ -68,6 +68,26 @@ class CorePutRequest(BaseModel):
     )
 
 
+class CoreQuery(BaseModel):
+    """Query string of GET /core and DELETE /core/{key} (and the MCP `core_get` tool's arguments)."""
+
+    model_config = Strict
+
+    namespace: str | None = namespace_field()
+    conversation_id: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="Entries of this conversation; none: the namespace's.",
+    )
+
+
+class CoreKey(CoreQuery):
+    """The MCP `core_delete` tool's arguments: the key (DELETE /core/{key}'s path) and the query string."""
+
+    key: str = Field(min_length=1, max_length=128, description="The fact's name, as set with PUT /core.")
+
+
 class CorePutResponse(BaseModel):
     """The entry as stored, the entries moved out to make room, and the scope's tokens after the write."""
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from models.api import IsoDateTime, namespace_field
+from models.api import WARNINGS_DESCRIPTION, IsoDateTime, RequestWarning, namespace_field
 from models.memory import SourceType
 
 MAX_PATTERN_CHARS = 1000
@@ -49,6 +49,17 @@ class FindRequest(BaseModel):
         return self
 
 
+class StatsQuery(BaseModel):
+    """Query string of GET /stats (and the MCP `stats` tool's arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    namespace: str | None = namespace_field()
+    conversation_id: str | None = Field(
+        default=None, min_length=1, max_length=256, description="Describe only this conversation (or document)."
+    )
+
+
 class FindMatch(BaseModel):
     """One message that matches, with every match marked **like this** and the L1 chunk that holds it."""
 
@@ -74,6 +85,7 @@ class FindResponse(BaseModel):
     scanned: int = Field(description="Messages read to answer.")
     complete: bool = Field(description="false when the time limit (FIND_TIME_LIMIT) stopped the scan early.")
     truncated: bool = Field(default=False, description="true when matches were cut to keep the answer small.")
+    warnings: list[RequestWarning] = Field(default_factory=list, description=WARNINGS_DESCRIPTION)
 
 
 class LevelCount(BaseModel):
@@ -101,3 +113,4 @@ class StatsResponse(BaseModel):
     start_time: datetime | None = Field(description="Time of the earliest message.")
     end_time: datetime | None = Field(description="Time of the latest message.")
     speakers: list[SpeakerCount] = Field(description="Speakers, most messages first.")
+    warnings: list[RequestWarning] = Field(default_factory=list, description=WARNINGS_DESCRIPTION)

@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.api import NAMESPACE_PATTERN
+from models.api import NAMESPACE_PATTERN, WARNINGS_DESCRIPTION, RequestWarning
 
 InstructionKind = Literal["instruction", "preference"]
 """instruction: a rule for the assistant's future behaviour; preference: a durable taste or constraint."""
@@ -87,6 +87,15 @@ class InstructionsQuery(BaseModel):
     namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="Static-token callers only.")
 
 
+class InstructionRef(BaseModel):
+    """An instruction named by id (DELETE /instructions/{id}; the MCP `instructions_delete` tool's arguments)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = Field(min_length=1, max_length=256, description="An instruction id, from GET /instructions.")
+    namespace: str | None = Field(default=None, pattern=NAMESPACE_PATTERN, description="Static-token callers only.")
+
+
 class InstructionList(BaseModel):
     """The standing instructions and preferences of a namespace (or of one conversation), oldest first."""
 
@@ -95,6 +104,7 @@ class InstructionList(BaseModel):
         "when asked for."
     )
     active: int = Field(description="How many of them are in force (superseded_by null).")
+    warnings: list[RequestWarning] = Field(default_factory=list, description=WARNINGS_DESCRIPTION)
 
 
 class InstructionDeleteResponse(BaseModel):

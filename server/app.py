@@ -86,7 +86,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
         app = cors(
             app,
             allow_origin=settings.cors_origins,
-            allow_headers=["Authorization", "Content-Type"],
+            allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
             allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
         )
     app.extensions["pyramind.settings"] = settings

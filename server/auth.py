@@ -21,7 +21,7 @@ from quart import Quart, Response, g, request
 from models.api import DEFAULT_NAMESPACE, is_namespace
 from models.settings import Settings
 from server.errors import error_response
-from services.errors import PyramindError
+from services.errors import ForbiddenError
 
 PUBLIC_PATHS = frozenset({"/health", "/openapi.json", "/docs", "/legal", "/favicon.ico"})
 NUMERIC_CLAIMS = ("exp", "nbf", "iat")
@@ -36,11 +36,6 @@ class Principal:
     namespace: str | None
     key: str
     read_namespaces: frozenset[str] = frozenset()  # other namespaces it may read (`namespaces`), never write
-
-
-class ForbiddenError(PyramindError):
-    code = "forbidden"
-    status = 403
 
 
 def check_auth_settings(settings: Settings) -> None:

@@ -1,6 +1,6 @@
 """Routes of the context block and core memory: POST /context, PUT/GET /core, DELETE /core/{key}.
 
-Each validates its body or arguments (400 naming the field), calls the Memory's service (context: the block,
+Each validates its body or arguments (422 naming the field), calls the Memory's service (context: the block,
 datastore/context/assemble.py; core: datastore/context/core.py) in the caller's namespace and answers.
 """
 
@@ -21,7 +21,7 @@ context_api = Blueprint("context_api", __name__)
 
 
 def _arg(name: str, pattern: str | None = None) -> str | None:
-    """A query-string argument, checked against `pattern` (400 naming it)."""
+    """A query-string argument, checked against `pattern` (422 naming it)."""
     value = request.args.get(name)
     if value is not None and (not value or (pattern and not re.fullmatch(pattern, value)) or len(value) > 256):
         raise InvalidRequestError(f"{name} is not valid", name)
@@ -33,7 +33,7 @@ def _arg(name: str, pattern: str | None = None) -> str | None:
 @operation_id("context")
 @validate_request(ContextRequest)
 @validate_response(ContextResponse, 200)
-@errors(400, 401, 403, 404, 413, 422, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def context(data: ContextRequest) -> ContextResponse:
     """Get the memory context for the next turn.
 
@@ -64,7 +64,7 @@ async def core_put(data: CorePutRequest) -> CorePutResponse:
 @tag(["core memory"])
 @operation_id("core_list")
 @validate_response(CoreListResponse, 200)
-@errors(400, 401, 403, 429, 501)
+@errors(401, 403, 422, 429, 501)
 async def core_list() -> CoreListResponse:
     """List core memory.
 
@@ -79,7 +79,7 @@ async def core_list() -> CoreListResponse:
 @tag(["core memory"])
 @operation_id("core_delete")
 @validate_response(CoreDeleteResponse, 200)
-@errors(400, 401, 403, 404, 429, 501)
+@errors(401, 403, 404, 422, 429, 501)
 async def core_delete(key: str) -> CoreDeleteResponse:
     """Delete a core memory entry.
 

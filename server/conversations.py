@@ -21,7 +21,7 @@ conversations = Blueprint("conversations", __name__)
 @operation_id("list_conversations")
 @validate_querystring(ListQuery)
 @validate_response(SourceList, 200)
-@errors(400, 401, 403, 422, 429)
+@errors(401, 403, 422, 429)
 async def list_conversations(query_args: ListQuery) -> SourceList:
     """List conversations and documents.
 
@@ -37,7 +37,7 @@ async def list_conversations(query_args: ListQuery) -> SourceList:
 @operation_id("get_conversation")
 @validate_querystring(NamespaceQuery)
 @validate_response(SourceDetail, 200)
-@errors(400, 401, 403, 404, 429)
+@errors(401, 403, 404, 422, 429)
 async def get_conversation(conversation_id: str, query_args: NamespaceQuery) -> SourceDetail:
     """Get a conversation or document.
 
@@ -53,7 +53,7 @@ async def get_conversation(conversation_id: str, query_args: NamespaceQuery) -> 
 @operation_id("list_messages")
 @validate_querystring(MessagesQuery)
 @validate_response(MessageList, 200)
-@errors(400, 401, 403, 404, 422, 429)
+@errors(401, 403, 404, 422, 429)
 async def list_messages(conversation_id: str, query_args: MessagesQuery) -> MessageList:
     """List a conversation's messages.
 

@@ -1,4 +1,10 @@
-"""One JSON error shape for every 4xx and 5xx: {"error": {"code", "message", "field"?}}."""
+"""One JSON error shape for every 4xx and 5xx: {"error": {"code", "message", "field"?}}, and the one place where
+the datastore's and services' errors (services/errors.py) get their HTTP status, headers and MCP tool-error text.
+
+`STATUS` maps each domain error class to its status; `http_parts` adds Retry-After for a full backlog; REST
+(`install_error_handlers`) and MCP (`tool_message`, server/mcp_tools.py) both describe an error through
+`one_line`, and a request that fails validation through `validation_parts`, so both doors say the same thing.
+"""
 
 from __future__ import annotations
 
@@ -8,23 +14,85 @@ from typing import Any
 from pydantic import ValidationError
 from quart import Quart, Response, current_app, jsonify, request
 from quart_schema import RequestSchemaValidationError
+from quart_schema.validation import RequestHeadersValidationError
 from werkzeug.exceptions import BadRequest, HTTPException
 
-from services.errors import PyramindError
+from services.errors import (
+    BacklogFullError,
+    ConflictError,
+    EmbeddingError,
+    ForbiddenError,
+    InvalidRequestError,
+    NotFoundError,
+    PyramindError,
+    StoreError,
+    SummaryError,
+    UnsupportedError,
+)
 
 log = logging.getLogger(__name__)
 
-# pydantic error types (raised by models/api.py) of well-formed values the API cannot take: 422 rather than 400
-UNPROCESSABLE = frozenset({"out_of_range", "bad_name"})
+# the HTTP status of each domain error (the first class of an error's MRO found here); anything else is a 500
+STATUS: dict[type[PyramindError], int] = {
+    InvalidRequestError: 422,
+    NotFoundError: 404,
+    ForbiddenError: 403,
+    ConflictError: 409,
+    BacklogFullError: 429,
+    UnsupportedError: 501,
+    EmbeddingError: 503,
+    SummaryError: 503,
+    StoreError: 500,
+}
 # pydantic error types whose message names the model class ("... instance of QueryRequest"): said in JSON terms
 NOT_AN_OBJECT = frozenset({"model_type", "model_attributes_type", "dict_type"})
+
+
+def status_of(err: PyramindError) -> int:
+    """The HTTP status of a domain error: STATUS of its class or the nearest base class listed, else 500."""
+    for cls in type(err).__mro__:
+        if cls in STATUS:
+            return STATUS[cls]
+    return 500
+
+
+def http_parts(err: PyramindError) -> tuple[int, dict[str, str]]:
+    """(status, headers) of a domain error: Retry-After (seconds) for a full backlog."""
+    headers = {"Retry-After": str(err.retry_after)} if isinstance(err, BacklogFullError) else {}
+    return status_of(err), headers
+
+
+def one_line(message: str, field: str | None) -> str:
+    """`field: message` on one line (no line breaks, no pydantic URLs): the text of an MCP tool error."""
+    text = " ".join(message.split())
+    return f"{field}: {text}" if field and not text.startswith(f"{field}:") else text
+
+
+def tool_message(err: PyramindError) -> str:
+    """What an MCP tool answers for a domain error: the same code and text as the REST error body."""
+    return f"{err.code}: {one_line(err.message, err.field)}"
+
+
+def validation_parts(ve: ValidationError) -> tuple[str | None, str]:
+    """(field, message) of a request that failed validation: the first error's location (`queries[0].top_k`)
+    and pydantic's message for it, without URLs or internal class names; field None when the value as a whole
+    is not an object."""
+    errs = ve.errors(include_url=False)
+    if not errs:
+        return None, "invalid value"
+    first: dict[str, Any] = dict(errs[0])
+    field = _loc(tuple(errs[0]["loc"]))
+    msg = _message(first)
+    if first.get("type") == "extra_forbidden":
+        msg = "unknown field (not accepted here)"
+    return field or None, msg
 
 
 def _message(error: dict[str, Any]) -> str:
     """pydantic's message for one error, without the internal class names it would show."""
     if error.get("type") in NOT_AN_OBJECT:
         return "must be a JSON object"
-    return str(error.get("msg", "invalid value"))
+    return str(error.get("msg", "invalid value")).removeprefix("Value error, ")
 
 
 def _body_not_an_object() -> str:
@@ -63,27 +131,33 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 
 def install_error_handlers(app: Quart) -> None:
-    """Map every error to the one shape: validation -> 400 naming the field, PyramindError -> its status,
+    """Map every error to the one shape: a JSON body or a query string failing validation -> 422 naming the field
+    (a body not sent as JSON -> 400, as is one that does not parse), PyramindError -> its status (`http_parts`),
     HTTP errors (401, 404, 405, 413...) -> their status, anything else -> 500 without internals."""
 
     @app.errorhandler(RequestSchemaValidationError)
     async def _invalid(err: RequestSchemaValidationError) -> Response:
         ve = err.validation_error
         if isinstance(ve, ValidationError) and ve.errors():
-            first = ve.errors()[0]
-            field = _loc(tuple(first.get("loc", ())))
-            if not field and first.get("type") in NOT_AN_OBJECT:
-                return error_response(400, "invalid_request", _body_not_an_object())
-            msg = _message(dict(first))
-            status = 422 if first.get("type") in UNPROCESSABLE else 400
-            return error_response(status, "invalid_request", f"{field}: {msg}" if field else msg, field or None)
-        return error_response(400, "invalid_request", _body_not_an_object())
+            field, msg = validation_parts(ve)
+            if field is None and ve.errors()[0].get("type") in NOT_AN_OBJECT:
+                return error_response(422 if request.is_json else 400, "invalid_request", _body_not_an_object())
+            return error_response(422, "invalid_request", one_line(msg, field), field)
+        return error_response(422 if request.is_json else 400, "invalid_request", _body_not_an_object())
+
+    @app.errorhandler(RequestHeadersValidationError)
+    async def _invalid_header(err: RequestHeadersValidationError) -> Response:
+        ve = err.validation_error
+        field = "Idempotency-Key"  # the one validated header
+        msg = validation_parts(ve)[1] if isinstance(ve, ValidationError) else "invalid header"
+        return error_response(422, "invalid_request", one_line(msg, field), field)
 
     @app.errorhandler(PyramindError)
     async def _domain(err: PyramindError) -> Response:
-        if err.status >= 500:
+        status, headers = http_parts(err)
+        if status >= 500:
             log.error("request failed: %s: %s", err.code, err.message)
-        return error_response(err.status, err.code, err.message, err.field)
+        return error_response(status, err.code, err.message, err.field, headers)
 
     @app.errorhandler(HTTPException)
     async def _http(err: HTTPException) -> Response:

@@ -5,12 +5,10 @@ Thin callers of the Memory's services (`finder`, `describer`), like every route 
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
 from quart import Blueprint, current_app
 from quart_schema import operation_id, tag, validate_querystring, validate_request, validate_response
 
-from models.api import namespace_field
-from models.find import FindRequest, FindResponse, StatsResponse
+from models.find import FindRequest, FindResponse, StatsQuery, StatsResponse
 from server.auth import resolve_namespace
 from server.common import app_memory, errors, off_loop
 from server.fit import fit_find
@@ -18,27 +16,18 @@ from server.fit import fit_find
 explore = Blueprint("explore", __name__)
 
 
-class StatsQuery(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    namespace: str | None = namespace_field()
-    conversation_id: str | None = Field(
-        default=None, min_length=1, max_length=256, description="Describe only this conversation (or document)."
-    )
-
-
 @explore.post("/find")
 @tag(["memory"])
 @operation_id("find")
 @validate_request(FindRequest)
 @validate_response(FindResponse, 200)
-@errors(400, 401, 403, 404, 413, 422, 429)
+@errors(400, 401, 403, 413, 422, 429)
 async def find(data: FindRequest) -> FindResponse:
     """Find messages by exact words or an RE2 regex.
 
-    Returns matching messages in conversation order, matches wrapped in ** marks, each with the L1 chunk that holds
-    it (expand with GET /memories/{id}). Filters: conversation_id (404 when unknown), speaker, start_date,
-    end_date. 422 naming `pattern` for an invalid regex.
+    Matching messages in conversation order, matches wrapped in ** marks, each with the L1 chunk holding it.
+    Filters: conversation_id (unknown: no matches and a `warnings` entry), speaker, start_date, end_date. 422
+    naming `pattern` for an invalid regex.
     """
     settings = current_app.extensions["pyramind.settings"]
     result = await off_loop(app_memory().finder.find, resolve_namespace(data.namespace), data)
@@ -50,12 +39,13 @@ async def find(data: FindRequest) -> FindResponse:
 @operation_id("stats")
 @validate_querystring(StatsQuery)
 @validate_response(StatsResponse, 200)
-@errors(400, 401, 403, 404, 429)
+@errors(401, 403, 422, 429)
 async def stats(query_args: StatsQuery) -> StatsResponse:
     """Describe what is remembered.
 
     Counts of the namespace, or of one conversation: sources, messages, memory nodes per level, the time of the
-    first and last message, and the speakers with their message counts. 404 for an unknown conversation_id.
+    first and last message, and the speakers with their message counts. An unknown conversation_id counts
+    nothing, with a `warnings` entry.
     """
     return await off_loop(
         app_memory().describer.describe, resolve_namespace(query_args.namespace), query_args.conversation_id

@@ -22,12 +22,13 @@ instructions_api = Blueprint("instructions_api", __name__)
 @operation_id("instructions_list")
 @validate_querystring(InstructionsQuery)
 @validate_response(InstructionList, 200)
-@errors(400, 401, 403, 404, 429, 501)
+@errors(401, 403, 422, 429, 501)
 async def instructions_list(query_args: InstructionsQuery) -> InstructionList:
     """List standing instructions and preferences.
 
     Rules and lasting preferences the user stated in chat, found as messages are remembered, oldest first, each
-    with its kind, message, conversation, speaker and time. A later one on a subject replaces the older.
+    with its kind, message, conversation, speaker and time. A later one on a subject replaces the older. An
+    unknown conversation_id lists none, with a `warnings` entry.
     """
     ns = resolve_namespace(query_args.namespace)
     return await off_loop(app_memory().instructions.list, ns, query_args.conversation_id, query_args.include_superseded)
@@ -38,7 +39,7 @@ async def instructions_list(query_args: InstructionsQuery) -> InstructionList:
 @operation_id("instructions_delete")
 @validate_querystring(NamespaceQuery)
 @validate_response(InstructionDeleteResponse, 200)
-@errors(400, 401, 403, 404, 429, 501)
+@errors(401, 403, 404, 422, 429, 501)
 async def instructions_delete(instruction_id: str, query_args: NamespaceQuery) -> InstructionDeleteResponse:
     """Delete a standing instruction.
 

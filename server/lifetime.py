@@ -130,7 +130,7 @@ async def unpin_memory(memory_id: str) -> PinResponse:
 @operation_id("forget_by_policy")
 @validate_request(ForgetRequest)
 @validate_response(ForgetReport, 200)
-@errors(400, 401, 403, 413, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def forget_by_policy(data: ForgetRequest) -> ForgetReport:
     """Apply the forgetting policy now.
 
@@ -165,7 +165,7 @@ async def export_memories() -> Response:
 @operation_id("fork_conversation")
 @validate_request(ForkRequest)
 @validate_response(ForkResponse, 201)
-@errors(400, 401, 403, 404, 409, 413, 429)
+@errors(400, 401, 403, 404, 409, 413, 422, 429)
 async def fork_conversation(conversation_id: str, data: ForkRequest) -> tuple[ForkResponse, int]:
     """Branch a conversation.
 

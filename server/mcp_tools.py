@@ -2,60 +2,59 @@
 
 Another door beside the REST routes, with no logic of its own: each tool is a few lines over the Memory
 service its route calls (remember, query, expand, find, describe, delete, context, core memory, standing
-instructions), with the
-namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio
-caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a
-schema. Store errors become tool errors that name the argument (`ids: unknown ids: ...`); nothing is changed by
-a call that fails.
+instructions), with the namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a
+static-token or stdio caller may name one).
+
+A tool's arguments are the pydantic request model of its REST route (models/), so MCP is exactly as strict as
+REST: unknown arguments are refused naming them (the models forbid extra fields), the limits are REST's (the
+models', plus the settings' limits of server/openapi.py's SETTING_LIMITS in the published schema and in the
+services), and an error is one line naming the field, with the code of the REST error body (server/errors.py).
+Adding a tool is one `ModelTool` entry in `build_mcp`: its arguments model, its output model and an async
+function of (context, arguments).
 
 Transports: stdio (`pyramind mcp`, see local_server/cli.py) and streamable HTTP at `/mcp` on the API server
 (`server/mcp_http.py`, behind the REST auth).
 """
 
-# No `from __future__ import annotations`: the SDK reads the tool signatures, whose limits come from settings.
+# No `from __future__ import annotations`: the SDK reads the tools' return annotations at run time.
 import json
 from collections.abc import Awaitable, Callable
-from datetime import datetime
-from typing import Annotated, Any, TypeVar
+from dataclasses import dataclass
+from typing import Annotated, Any
 
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.server.mcpserver.utilities.func_metadata import ArgModelBase
 from mcp_types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
 from datastore.indexing.background import Indexer
 from datastore.memory import Memory
 from models.api import (
-    MAX_LEVEL_FILTER,
-    DeleteFilter,
     DeleteRequest,
     DeleteResponse,
     ExpandResponse,
-    Message,
+    MemoryRef,
     Query,
-    QueryFilter,
     QueryResponse,
     RememberRequest,
     RememberResponse,
-    RetrievalMode,
+    namespace_field,
 )
 from models.context import ContextRequest, ContextResponse
-from models.core import (
-    MAX_TTL_SECONDS,
-    CoreDeleteResponse,
-    CoreListResponse,
-    CorePutRequest,
-    CorePutResponse,
-)
-from models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
-from models.instructions import InstructionDeleteResponse, InstructionList
+from models.core import CoreDeleteResponse, CoreKey, CoreListResponse, CorePutRequest, CorePutResponse, CoreQuery
+from models.find import FindRequest, FindResponse, StatsQuery, StatsResponse
+from models.instructions import InstructionDeleteResponse, InstructionList, InstructionRef, InstructionsQuery
 from models.settings import Settings
 from server.auth import Principal, namespace_for
 from server.common import off_loop
+from server.errors import one_line, tool_message, validation_parts
 from server.fit import fit_find, fit_query
+from server.idempotency import IDEMPOTENCY_KEY_DESCRIPTION, remember_once
+from server.openapi import SETTING_LIMITS, apply_limit
 from services.errors import PyramindError
 
-F = TypeVar("F", bound=Callable[..., Any])
 PRINCIPAL_KEY = "pyramind.principal"  # where server/mcp_http.py leaves the caller in the ASGI scope
 
 INSTRUCTIONS = (
@@ -68,23 +67,26 @@ INSTRUCTIONS = (
     "for you: `instructions_list` shows them."
 )
 
-Namespace = Annotated[
-    str | None,
-    Field(
-        default=None,
-        pattern=r"^[A-Za-z0-9._:@|-]{1,128}$",
-        description="Namespace to work in; omit it (a token may fix it). Default: `default`.",
-    ),
-]
-ConversationId = Annotated[
-    str | None, Field(default=None, min_length=1, max_length=256, description="Only this conversation (or document).")
-]
-Speaker = Annotated[
-    str | None, Field(default=None, min_length=1, max_length=128, description="Only what this speaker said.")
-]
-StartDate = Annotated[datetime | None, Field(default=None, description="ISO 8601; only from this time on.")]
-EndDate = Annotated[datetime | None, Field(default=None, description="ISO 8601; only up to this time.")]
-Level = Annotated[int | None, Field(default=None, ge=1, le=MAX_LEVEL_FILTER, strict=True)]
+
+class RememberArguments(RememberRequest):
+    """POST /remember's body, and the Idempotency-Key header as an argument; `wait` defaults to true here, so a
+    recall right after finds the messages."""
+
+    wait: bool = Field(
+        default=True,
+        strict=True,
+        description="true (default): return once searchable, so a recall right after finds them; false: return "
+        "as soon as stored.",
+    )
+    idempotency_key: str | None = Field(
+        default=None, min_length=1, max_length=256, description=IDEMPOTENCY_KEY_DESCRIPTION
+    )
+
+
+class RecallArguments(Query):
+    """One search of POST /query (its `queries[i]`), in the caller's namespace."""
+
+    namespace: str | None = namespace_field()
 
 
 def _principal(ctx: Context) -> Principal | None:
@@ -92,17 +94,6 @@ def _principal(ctx: Context) -> Principal | None:
     request = ctx.request_context.request
     scope = getattr(request, "scope", None)
     return scope.get(PRINCIPAL_KEY) if scope is not None else None
-
-
-def _field(loc: tuple[Any, ...]) -> str:
-    return ".".join(str(p) for p in loc) or "arguments"
-
-
-def _one_line(fn: F) -> F:
-    """The tool's docstring (its MCP description) as one line: clients show descriptions as they are, so the
-    docstring's wrapping would reach them as hard line breaks."""
-    fn.__doc__ = " ".join((fn.__doc__ or "").split())
-    return fn
 
 
 def _result(value: BaseModel) -> CallToolResult:
@@ -113,19 +104,85 @@ def _result(value: BaseModel) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=text)], structured_content=data)
 
 
+def invalid_arguments(exc: ValidationError) -> ToolError:
+    """The tool error of arguments that fail their model: one line, the REST code, the field named."""
+    field, msg = validation_parts(exc)
+    return ToolError(f"invalid_request: {one_line(msg, field)}")
+
+
 async def _call(make: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
-    """Run a store call and answer its result (`_result`); its errors become tool errors naming the argument (the
-    SDK reports them as is_error)."""
+    """Run a store call and answer its result (`_result`); its errors become one-line tool errors with the REST
+    error code and the field (the SDK reports them as is_error)."""
     try:
         return _result(await make())
     except PyramindError as exc:
-        raise ToolError(f"{exc.field}: {exc.message}" if exc.field else exc.message) from exc
+        raise ToolError(tool_message(exc)) from exc
     except ValidationError as exc:
-        first = exc.errors()[0]
-        raise ToolError(f"{_field(tuple(first.get('loc', ())))}: {first.get('msg', 'invalid value')}") from exc
+        raise invalid_arguments(exc) from exc
 
 
-def build_mcp(  # noqa: C901
+class _StrictTool(Tool):
+    """The SDK's Tool whose arguments are validated by their model first, so that a bad call is one line naming
+    the field (the SDK's own message is pydantic's multi-line text with URLs)."""
+
+    async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
+        try:
+            self.fn_metadata.arg_model.model_validate(self.fn_metadata.pre_parse_json(arguments))
+        except ValidationError as exc:
+            raise invalid_arguments(exc) from exc
+        return await super().run(arguments, context, convert_result)
+
+
+def _schema_with_limits(model: type[BaseModel], settings: Settings) -> dict[str, Any]:
+    """The model's JSON schema with the settings' limits REST publishes (SETTING_LIMITS), on the model's own
+    properties (when it is, or derives from, the named model) and on its nested models ($defs)."""
+    schema = model.model_json_schema(by_alias=True)
+    names = {cls.__name__ for cls in model.__mro__}
+    for (name, prop), (keyword, setting) in SETTING_LIMITS.items():
+        targets = [schema] if name in names else []
+        targets += [d for n, d in schema.get("$defs", {}).items() if n == name]
+        for target in targets:
+            if prop in target.get("properties", {}):
+                apply_limit(target["properties"][prop], keyword, getattr(settings, setting))
+    return schema
+
+
+@dataclass(frozen=True)
+class ModelTool:
+    """One tool: `arguments` (a request model of models/, extra fields forbidden), `output` (its answer's model),
+    `run(ctx, args)` answering an `output`, the SDK annotations; the description is `run`'s docstring."""
+
+    arguments: type[BaseModel]
+    output: type[BaseModel]
+    run: Callable[[Context, Any], Awaitable[BaseModel]]
+    annotations: ToolAnnotations
+
+    def build(self, name: str, settings: Settings) -> Tool:
+        """The SDK Tool: the arguments model as its input schema and validator, `run` behind `_call`."""
+        arguments, run = self.arguments, self.run
+        arg_model = type(f"{name}_arguments", (arguments, ArgModelBase), {"__module__": __name__})
+
+        async def stub(ctx: Context) -> Any: ...
+
+        stub.__annotations__ = {"ctx": Context, "return": Annotated[CallToolResult, self.output]}
+        description = " ".join((run.__doc__ or "").split())  # one line: clients show it as it is
+        tool = _StrictTool.from_function(stub, name=name, description=description, annotations=self.annotations)
+
+        async def call(ctx: Context, **fields: Any) -> CallToolResult:
+            return await _call(lambda: run(ctx, arguments.model_validate(fields)))
+
+        tool.fn = call
+        tool.fn_metadata.arg_model = arg_model
+        tool.parameters = _schema_with_limits(arguments, settings)
+        return tool
+
+
+READ = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+WRITE = ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False)
+FORGET = ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False)
+
+
+def build_mcp(
     get_memory: Callable[[], Memory],
     settings: Settings,
     default_namespace: str | None = None,
@@ -138,402 +195,114 @@ def build_mcp(  # noqa: C901
 
     default_namespace: the namespace of callers without a principal that name none (stdio: `pyramind mcp -n`).
     """
-    mcp = MCPServer(
-        "pyramind", title="Pyramind memory", instructions=INSTRUCTIONS, version="0.1.0", log_level="WARNING"
-    )  # the SDK configures logging; keep the server's INFO chatter off
     cap = settings.max_response_chars
 
     def ns(ctx: Context, requested: str | None, write: bool = False) -> str:
         principal = _principal(ctx)
         if principal is None and requested is None and default_namespace is not None:
             return default_namespace
-        try:
-            return namespace_for(principal, requested, write)
-        except PyramindError as exc:
-            raise ToolError(f"{exc.field}: {exc.message}") from exc
+        return namespace_for(principal, requested, write)  # ForbiddenError: a tool error like any other
 
-    read = ToolAnnotations(read_only_hint=True, open_world_hint=False)
-
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        )
-    )
-    @_one_line
-    async def remember(
-        ctx: Context,
-        messages: Annotated[
-            list[Message],
-            Field(
-                min_length=1,
-                max_length=settings.max_messages,
-                description="Messages in order; give `id`s so resending is safe.",
-            ),
-        ],
-        conversation_id: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=256,
-                description="Conversation to append to; omit to start a new one (its id is returned).",
-            ),
-        ] = None,
-        wait: Annotated[
-            bool,
-            Field(
-                description="true: return once searchable, so a recall right after finds "
-                "them; false: return as soon as stored."
-            ),
-        ] = True,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, RememberResponse]:
+    async def remember(ctx: Context, args: RememberArguments) -> RememberResponse:
         """Save chat messages to long-term memory. They are cut into chunks (level 1) and rolled up into
-        summaries (level 2+). Resending a message id changes nothing."""
+        summaries (level 2+). Resending a message id changes nothing; so does resending a call with the same
+        `idempotency_key` within 24 hours."""
+        req = RememberRequest.model_validate(args.model_dump(exclude={"idempotency_key"}))
+        space = ns(ctx, args.namespace, write=True)
 
-        async def run() -> RememberResponse:
-            req = RememberRequest(conversation_id=conversation_id, messages=messages, wait=wait)
+        async def store() -> tuple[RememberResponse, int]:
             indexer = get_indexer() if get_indexer else None
             if indexer is None:  # stdio: no background indexer; index in the call
-                return await off_loop(get_memory().writer.remember, ns(ctx, namespace, write=True), req)
-            return (await indexer.remember(ns(ctx, namespace, write=True), req))[0]
+                result = await off_loop(get_memory().writer.remember, space, req)
+                return result, 202 if result.pending_message_ids else 200
+            return await indexer.remember(space, req)
 
-        return await _call(run)
+        return (await remember_once(get_memory(), space, args.idempotency_key, req, store))[0]
 
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def recall(  # noqa: PLR0913
-        ctx: Context,
-        query: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=settings.max_message_chars,
-                description="What to search for, in natural language: a question or a few words.",
-            ),
-        ],
-        top_k: Annotated[
-            int, Field(ge=1, le=settings.max_top_k, strict=True, description="How many memories to return.")
-        ] = 5,
-        mode: Annotated[
-            RetrievalMode | None,
-            Field(
-                description="hybrid (words + meaning over chunks), dense (meaning, every level), text (words) or "
-                "tree (summaries first); default: the server's."
-            ),
-        ] = None,
-        conversation_id: ConversationId = None,
-        speaker: Speaker = None,
-        level: Annotated[
-            int | None,
-            Field(ge=1, le=MAX_LEVEL_FILTER, strict=True, description="Only this level (1 = chunks, 2+ = summaries)."),
-        ] = None,
-        start_date: StartDate = None,
-        end_date: EndDate = None,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, QueryResponse]:
+    async def recall(ctx: Context, args: RecallArguments) -> QueryResponse:
         """Search long-term memory: the memories most relevant to `query`, best first, each with its text,
-        score, level, time range, speakers, parent_id and children (ids to `expand`)."""
-        given = (conversation_id, speaker, level, start_date, end_date)
+        score, level, time range, speakers, parent_id and children (ids to `expand`). `filter` narrows it (a
+        conversation the namespace does not hold gives no results and a warning)."""
+        query = Query.model_validate(args.model_dump(exclude={"namespace"}))
+        try:
+            found = await off_loop(get_memory().reader.query, ns(ctx, args.namespace), [query])
+        except PyramindError as exc:  # the query is the tool's arguments: `top_k`, not `queries[0].top_k`
+            exc.field = exc.field.removeprefix("queries[0].") if exc.field else None
+            raise
+        for warning in found.warnings:
+            warning.field = warning.field.removeprefix("queries[0].")
+        return fit_query(found, cap)
 
-        async def run() -> QueryResponse:  # the shapes are built inside `_call`: their errors name the field
-            flt = (
-                QueryFilter(
-                    conversation_id=conversation_id,
-                    speaker=speaker,
-                    level=level,
-                    start_date=start_date,
-                    end_date=end_date,
-                )
-                if any(v is not None for v in given)
-                else None
-            )
-            q = Query(query=query, top_k=top_k, mode=mode, filter=flt)
-            return fit_query(await off_loop(get_memory().reader.query, ns(ctx, namespace), [q]), cap)
-
-        return await _call(run)
-
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def expand(
-        ctx: Context,
-        id: Annotated[str, Field(min_length=1, max_length=512, description="A memory id from recall or find.")],
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, ExpandResponse]:
+    async def expand(ctx: Context, args: MemoryRef) -> ExpandResponse:
         """Open a memory: the node with its parent (the summary above it) and its children (what a summary
         covers, one level down, in order). Use it to zoom in on a summary or out from a chunk."""
-        return await _call(lambda: off_loop(get_memory().reader.expand, ns(ctx, namespace), id))
+        return await off_loop(get_memory().reader.expand, ns(ctx, args.namespace), args.id)
 
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def find(  # noqa: PLR0913
-        ctx: Context,
-        pattern: Annotated[
-            str,
-            Field(
-                min_length=1,
-                max_length=MAX_PATTERN_CHARS,
-                description="Exact words to find, or an RE2 regex when `regex` is true.",
-            ),
-        ],
-        regex: Annotated[bool, Field(strict=True, description="true: `pattern` is a regex.")] = False,
-        case_sensitive: Annotated[bool, Field(strict=True, description="true: match letter case.")] = False,
-        conversation_id: ConversationId = None,
-        speaker: Speaker = None,
-        start_date: StartDate = None,
-        end_date: EndDate = None,
-        limit: Annotated[
-            int, Field(ge=1, le=settings.find_max_limit, strict=True, description="Most messages to return.")
-        ] = 20,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, FindResponse]:
+    async def find(ctx: Context, args: FindRequest) -> FindResponse:
         """Find the messages that contain exact words, a name, a number or a regex match (matches wrapped in
         ** marks), each with the chunk id that holds it. Use recall for meaning, find for exact text."""
+        return fit_find(await off_loop(get_memory().finder.find, ns(ctx, args.namespace), args), cap)
 
-        async def run() -> FindResponse:
-            req = FindRequest(
-                pattern=pattern,
-                regex=regex,
-                case_sensitive=case_sensitive,
-                limit=limit,
-                conversation_id=conversation_id,
-                speaker=speaker,
-                start_date=start_date,
-                end_date=end_date,
-            )
-            return fit_find(await off_loop(get_memory().finder.find, ns(ctx, namespace), req), cap)
-
-        return await _call(run)
-
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def stats(
-        ctx: Context,
-        conversation_id: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=256,
-                description="Describe only this conversation; omit for the whole namespace.",
-            ),
-        ] = None,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, StatsResponse]:
+    async def stats(ctx: Context, args: StatsQuery) -> StatsResponse:
         """Overview of what is remembered: conversations, messages, memory nodes per level, the first and last
         message time, and who spoke how often."""
-        return await _call(lambda: off_loop(get_memory().describer.describe, ns(ctx, namespace), conversation_id))
+        return await off_loop(get_memory().describer.describe, ns(ctx, args.namespace), args.conversation_id)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        )
-    )
-    @_one_line
-    async def forget(
-        ctx: Context,
-        ids: Annotated[
-            list[Annotated[str, Field(min_length=1, max_length=512)]] | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=1000,
-                description="Memory, message, conversation or document ids to forget.",
-            ),
-        ] = None,
-        filter: Annotated[
-            DeleteFilter | None, Field(description="Forget the messages matching all of these fields instead.")
-        ] = None,
-        delete_all: Annotated[bool, Field(strict=True, description="true: forget the whole namespace.")] = False,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, DeleteResponse]:
+    async def forget(ctx: Context, args: DeleteRequest) -> DeleteResponse:
         """Permanently forget memories: give exactly one of ids, filter or delete_all. Every summary built
         from a forgotten message is rebuilt without it. Only when the user asks."""
-        return await _call(
-            lambda: off_loop(
-                get_memory().deleter.delete,
-                ns(ctx, namespace, write=True),
-                DeleteRequest(ids=ids, filter=filter, delete_all=True if delete_all else None),
-            )
-        )
+        return await off_loop(get_memory().deleter.delete, ns(ctx, args.namespace, write=True), args)
 
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def context(
-        ctx: Context,
-        conversation_id: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=256,
-                description="The conversation being answered (its recent turns, core entries and timeline).",
-            ),
-        ] = None,
-        query: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=8000,
-                description="What the memories should serve; default: the conversation's latest message.",
-            ),
-        ] = None,
-        budget_tokens: Annotated[
-            int | None,
-            Field(
-                default=None,
-                ge=1,
-                le=settings.context_max_tokens,
-                strict=True,
-                description="Token budget of the whole block (default 2000).",
-            ),
-        ] = None,
-        recent: Annotated[
-            bool, Field(strict=True, description="false: leave out the recent turns (you have them already).")
-        ] = True,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, ContextResponse]:
+    async def context(ctx: Context, args: ContextRequest) -> ContextResponse:
         """Get one block of memory for the next answer, within a token budget: core facts, the user's standing
         instructions and preferences, recent turns, the memories most relevant to the query, and a dated
         timeline of what happened when. Put `context` in your prompt and follow its instructions."""
-        return await _call(
-            lambda: off_loop(
-                get_memory().context.assemble,
-                ns(ctx, namespace),
-                ContextRequest(
-                    conversation_id=conversation_id, query=query, budget_tokens=budget_tokens, recent=recent
-                ),
-            )
-        )
+        return await off_loop(get_memory().context.assemble, ns(ctx, args.namespace), args)
 
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def core_get(
-        ctx: Context,
-        conversation_id: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=256,
-                description="Entries of this conversation; omit for the namespace's.",
-            ),
-        ] = None,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, CoreListResponse]:
+    async def core_get(ctx: Context, args: CoreQuery) -> CoreListResponse:
         """List core memory: the short facts always shown first in the context block, most important first."""
-        return await _call(lambda: off_loop(get_memory().core.list_entries, ns(ctx, namespace), conversation_id))
+        return await off_loop(get_memory().core.list_entries, ns(ctx, args.namespace), args.conversation_id)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False
-        )
-    )
-    @_one_line
-    async def core_set(
-        ctx: Context,
-        key: Annotated[
-            str, Field(min_length=1, max_length=128, pattern=r"^[^\n]+$", description="Name of the fact, e.g. 'diet'.")
-        ],
-        value: Annotated[str, Field(min_length=1, max_length=8000, description="The fact itself.")],
-        importance: Annotated[
-            int, Field(ge=0, le=100, strict=True, description="0-100; the least important move out first.")
-        ] = 50,
-        ttl_seconds: Annotated[
-            int | None,
-            Field(
-                default=None,
-                ge=1,
-                le=MAX_TTL_SECONDS,
-                strict=True,
-                description="Seconds until it expires; omit: never.",
-            ),
-        ] = None,
-        conversation_id: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=256,
-                description="Scope it to one conversation; omit for the namespace.",
-            ),
-        ] = None,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, CorePutResponse]:
+    async def core_set(ctx: Context, args: CorePutRequest) -> CorePutResponse:
         """Keep a short fact in core memory (always in the context block). When the core budget is full, the
         least important, oldest facts move to long-term memory (`moved_out`), where recall still finds them."""
-        return await _call(
-            lambda: off_loop(
-                get_memory().core.put,
-                ns(ctx, namespace, write=True),
-                CorePutRequest(
-                    key=key,
-                    value=value,
-                    importance=importance,
-                    ttl_seconds=ttl_seconds,
-                    conversation_id=conversation_id,
-                ),
-            )
-        )
+        return await off_loop(get_memory().core.put, ns(ctx, args.namespace, write=True), args)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        )
-    )
-    @_one_line
-    async def core_delete(
-        ctx: Context,
-        key: Annotated[str, Field(min_length=1, max_length=128, description="The fact's name.")],
-        conversation_id: Annotated[
-            str | None,
-            Field(default=None, min_length=1, max_length=256, description="The conversation it is scoped to, if any."),
-        ] = None,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, CoreDeleteResponse]:
+    async def core_delete(ctx: Context, args: CoreKey) -> CoreDeleteResponse:
         """Remove a core-memory fact everywhere, including its moved-out copy in long-term memory."""
-        return await _call(
-            lambda: off_loop(get_memory().core.delete, ns(ctx, namespace, write=True), key, conversation_id)
-        )
+        space = ns(ctx, args.namespace, write=True)
+        return await off_loop(get_memory().core.delete, space, args.key, args.conversation_id)
 
-    @mcp.tool(annotations=read)
-    @_one_line
-    async def instructions_list(
-        ctx: Context,
-        conversation_id: Annotated[
-            str | None,
-            Field(
-                default=None,
-                min_length=1,
-                max_length=256,
-                description="Only those said in this conversation; omit for the namespace's.",
-            ),
-        ] = None,
-        include_superseded: Annotated[
-            bool, Field(strict=True, description="true: also those a later one on the same subject replaced.")
-        ] = False,
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, InstructionList]:
+    async def instructions_list(ctx: Context, args: InstructionsQuery) -> InstructionList:
         """List the user's standing instructions and preferences (found in their messages as they are remembered),
         oldest first, each with the message, conversation, speaker and time it came from."""
-        return await _call(
-            lambda: off_loop(get_memory().instructions.list, ns(ctx, namespace), conversation_id, include_superseded)
-        )
+        space = ns(ctx, args.namespace)
+        return await off_loop(get_memory().instructions.list, space, args.conversation_id, args.include_superseded)
 
-    @mcp.tool(
-        annotations=ToolAnnotations(
-            read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False
-        )
-    )
-    @_one_line
-    async def instructions_delete(
-        ctx: Context,
-        id: Annotated[str, Field(min_length=1, max_length=256, description="An id from instructions_list.")],
-        namespace: Namespace = None,
-    ) -> Annotated[CallToolResult, InstructionDeleteResponse]:
+    async def instructions_delete(ctx: Context, args: InstructionRef) -> InstructionDeleteResponse:
         """Stop following a standing instruction or preference (its message stays); an older one it replaced is in
         force again. Only when the user asks."""
-        return await _call(lambda: off_loop(get_memory().instructions.delete, ns(ctx, namespace, write=True), id))
+        return await off_loop(get_memory().instructions.delete, ns(ctx, args.namespace, write=True), args.id)
 
-    return mcp
+    tools = {
+        "remember": ModelTool(RememberArguments, RememberResponse, remember, WRITE),
+        "recall": ModelTool(RecallArguments, QueryResponse, recall, READ),
+        "expand": ModelTool(MemoryRef, ExpandResponse, expand, READ),
+        "find": ModelTool(FindRequest, FindResponse, find, READ),
+        "stats": ModelTool(StatsQuery, StatsResponse, stats, READ),
+        "forget": ModelTool(DeleteRequest, DeleteResponse, forget, FORGET),
+        "context": ModelTool(ContextRequest, ContextResponse, context, READ),
+        "core_get": ModelTool(CoreQuery, CoreListResponse, core_get, READ),
+        "core_set": ModelTool(CorePutRequest, CorePutResponse, core_set, WRITE),
+        "core_delete": ModelTool(CoreKey, CoreDeleteResponse, core_delete, FORGET),
+        "instructions_list": ModelTool(InstructionsQuery, InstructionList, instructions_list, READ),
+        "instructions_delete": ModelTool(InstructionRef, InstructionDeleteResponse, instructions_delete, FORGET),
+    }
+    return MCPServer(
+        "pyramind",
+        title="Pyramind memory",
+        instructions=INSTRUCTIONS,
+        version="0.1.0",
+        log_level="WARNING",  # the SDK configures logging; keep the server's INFO chatter off
+        tools=[tool.build(name, settings) for name, tool in tools.items()],
+    )

@@ -22,6 +22,8 @@ from models.settings import Settings
 # module that another build leaves out)
 SETTING_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
     ("Query", "top_k"): ("maximum", "max_top_k"),
+    ("Query", "query"): ("maxLength", "max_query_chars"),
+    ("ContextRequest", "query"): ("maxLength", "max_query_chars"),
     ("QueryRequest", "queries"): ("maxItems", "max_queries"),
     ("RememberRequest", "messages"): ("maxItems", "max_messages"),
     ("Message", "content"): ("maxLength", "max_message_chars"),
@@ -30,6 +32,7 @@ SETTING_LIMITS: dict[tuple[str, str], tuple[str, str]] = {
 }
 # operations besides every DELETE that forget or replace memory (an upsert replaces a document of the same id)
 CONSEQUENTIAL_OPERATIONS = frozenset({"upsert", "forget_by_policy"})
+HEADER_NAMES = {"idempotency-key": "Idempotency-Key"}  # quart-schema writes header names in lower kebab case
 PARAMETER_DESCRIPTIONS = {
     "memory_id": "Id of a memory (a chunk or a summary), from /query, /find or another memory's children.",
     "conversation_id": "Id of a conversation (as given to /remember, or from GET /conversations); the browse "
@@ -39,7 +42,7 @@ PARAMETER_DESCRIPTIONS = {
 }
 
 
-def _schemas(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
+def named_schemas(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     """Every named object schema of the document: components and the inline request/response bodies."""
     out: dict[str, dict[str, Any]] = dict(doc.get("components", {}).get("schemas", {}))
     for ops in doc.get("paths", {}).values():
@@ -52,7 +55,7 @@ def _schemas(doc: dict[str, Any]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _apply_limit(prop: dict[str, Any], keyword: str, value: int) -> None:
+def apply_limit(prop: dict[str, Any], keyword: str, value: int) -> None:
     """Set the keyword on the property, or on its non-null branch when it is optional (anyOf [.., null])."""
     targets = [b for b in prop.get("anyOf", []) if b.get("type") != "null"] or [prop]
     for target in targets:
@@ -61,15 +64,17 @@ def _apply_limit(prop: dict[str, Any], keyword: str, value: int) -> None:
 
 def gpt_actions_document(doc: dict[str, Any], settings: Settings) -> dict[str, Any]:
     """`doc` (quart-schema's) with the GPT Actions additions described in the module docstring."""
-    schemas = _schemas(doc)
+    schemas = named_schemas(doc)
     for (name, prop), (keyword, setting) in SETTING_LIMITS.items():
         target = schemas.get(name, {}).get("properties", {}).get(prop)
         if target is not None:
-            _apply_limit(target, keyword, getattr(settings, setting))
+            apply_limit(target, keyword, getattr(settings, setting))
     for ops in doc.get("paths", {}).values():
         for method, op in ops.items():
             op["x-openai-isConsequential"] = method == "delete" or op.get("operationId") in CONSEQUENTIAL_OPERATIONS
             for param in op.get("parameters", []):
+                if param.get("in") == "header" and param["name"] in HEADER_NAMES:
+                    param["name"] = HEADER_NAMES[param["name"]]
                 if not param.get("description") and param["name"] in PARAMETER_DESCRIPTIONS:
                     param["description"] = PARAMETER_DESCRIPTIONS[param["name"]]
     return doc

@@ -1,4 +1,4 @@
-"""The API routes. Each validates its body (quart-schema, 400 naming the field), calls the Memory's service, answers.
+"""The API routes. Each validates its body (quart-schema, 422 naming the field), calls the Memory's service, answers.
 
 Shapes are in `models.api`; the OpenAPI document (/openapi.json, and /.well-known/openapi.yaml alike) is generated
 from these decorators and the settings (server/openapi.py).
@@ -11,6 +11,7 @@ from quart_schema import (
     operation_id,
     security_scheme,
     tag,
+    validate_headers,
     validate_querystring,
     validate_request,
     validate_response,
@@ -23,6 +24,7 @@ from models.api import (
     DeleteResponse,
     ExpandResponse,
     Health,
+    IdempotencyHeaders,
     MemoryQuery,
     QueryRequest,
     QueryResponse,
@@ -35,6 +37,7 @@ from models.api import (
 from server.auth import readable_namespaces, resolve_namespace
 from server.common import app_memory, errors, off_loop
 from server.fit import fit_query
+from server.idempotency import once, remember_once
 from services.errors import InvalidRequestError
 
 api = Blueprint("api", __name__)
@@ -48,22 +51,27 @@ def _namespace(requested: str | None) -> str:
 @tag(["memory"])
 @operation_id("remember")
 @validate_request(RememberRequest)
+@validate_headers(IdempotencyHeaders)
 @validate_response(RememberResponse, 200)
 @validate_response(RememberResponse, 202)
 @errors(400, 401, 403, 413, 422, 429, 503)
-async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
+async def remember(data: RememberRequest, headers: IdempotencyHeaders) -> tuple[RememberResponse, int]:
     """Remember chat messages.
 
     Stores the messages and answers 202 with `pending_message_ids`; within seconds they are searchable as
-    200-token chunks, rolled up into summaries. `wait: true` answers 200 with `chunk_ids` and `summary_ids` once
-    indexed. Resent ids are skipped. 429: backlog full (Retry-After).
+    200-token chunks, rolled up into summaries. `wait: true` answers 200 once indexed. Resent ids are skipped;
+    a resent Idempotency-Key replays the first answer. 429: backlog full (Retry-After).
     """
     ns = _namespace(data.namespace)
     indexer: Indexer | None = current_app.extensions.get("pyramind.indexer")
-    if indexer is None:  # an app serving without background indexing: index inline
-        result = await off_loop(app_memory().writer.remember, ns, data)
-        return result, 202 if result.pending_message_ids else 200
-    return await indexer.remember(ns, data)
+
+    async def store() -> tuple[RememberResponse, int]:
+        if indexer is None:  # an app serving without background indexing: index inline
+            result = await off_loop(app_memory().writer.remember, ns, data)
+            return result, 202 if result.pending_message_ids else 200
+        return await indexer.remember(ns, data)
+
+    return await remember_once(app_memory(), ns, headers.idempotency_key, data, store)
 
 
 @api.post("/query")
@@ -71,13 +79,13 @@ async def remember(data: RememberRequest) -> tuple[RememberResponse, int]:
 @operation_id("query")
 @validate_request(QueryRequest)
 @validate_response(QueryResponse, 200)
-@errors(400, 401, 403, 404, 413, 422, 429, 503)
+@errors(400, 401, 403, 413, 422, 429, 503)
 async def query(data: QueryRequest) -> QueryResponse:
     """Find the memories most relevant to each query.
 
-    The top_k best per query, best first. By default verbatim level 1 chunks; `mode: dense` or `filter.min_level`
-    2 also give summaries (level 2+). Each: text, score, level, parent_id, children, time range. Filter by
-    conversation (404 if unknown), speaker, level or dates. Expand: GET /memories/{id}.
+    The top_k best per query, best first: verbatim L1 chunks, or summaries too with `mode: dense` or
+    `filter.min_level` 2. Filter by conversation (unknown: no results and a `warnings` entry), speaker, level or
+    dates. Expand: GET /memories/{id}.
     """
     settings = current_app.extensions["pyramind.settings"]
     own = _namespace(data.namespace)
@@ -91,18 +99,24 @@ async def query(data: QueryRequest) -> QueryResponse:
 @tag(["memory"])
 @operation_id("upsert")
 @validate_request(UpsertRequest)
+@validate_headers(IdempotencyHeaders)
 @validate_response(UpsertResponse, 200)
 @validate_response(UpsertResponse, 202)
 @errors(400, 401, 403, 413, 422, 429, 503)
-async def upsert(data: UpsertRequest) -> tuple[UpsertResponse, int]:
+async def upsert(data: UpsertRequest, headers: IdempotencyHeaders) -> tuple[UpsertResponse, int]:
     """Store documents.
 
-    Each document is chunked like a conversation (its chunks rolled up into summaries); a document whose id is
-    already stored is replaced. Returns the document ids; 202 when some are stored but not yet searchable
-    because the embedder is failing (`pending_ids`).
+    Each document is chunked like a conversation (its chunks rolled up into summaries); a stored id is replaced.
+    Returns the document ids; 202 when some are stored but not yet searchable (`pending_ids`). A resent
+    Idempotency-Key replays the first answer.
     """
-    result = await off_loop(app_memory().writer.upsert, _namespace(data.namespace), data.documents)
-    return result, 202 if result.pending_ids else 200
+    ns = _namespace(data.namespace)
+
+    async def store() -> tuple[UpsertResponse, int]:
+        result = await off_loop(app_memory().writer.upsert, ns, data.documents)
+        return result, 202 if result.pending_ids else 200
+
+    return await once(app_memory(), ns, headers.idempotency_key, "upsert", data, UpsertResponse, store)
 
 
 @api.delete("/delete")

@@ -42,7 +42,7 @@ from datastore.context.core import CoreMemory
 from datastore.context.evidence import Shown, Texts
 from datastore.context.render import HEADINGS, Section, template_fields
 from datastore.lifetime.visits import Visits
-from datastore.read.query import Reader
+from datastore.read.query import Reader, check_query_chars
 from datastore.storage import Hits, Storage
 from models.api import QueryFilter
 from models.context import (
@@ -147,7 +147,9 @@ class ContextAssembler:
     def assemble(self, ns: str, req: ContextRequest) -> ContextResponse:
         """Assemble the block (see the module doc). Raises InvalidRequestError (`budget_tokens`, `template`,
         `memory_template`) before reading anything. A conversation not yet remembered is an empty one (its core
-        entries, the instructions and the namespace's memories still count)."""
+        entries, the instructions and the namespace's memories still count). A `query` over MAX_QUERY_CHARS is
+        the InvalidRequestError of /query (`check_query_chars`)."""
+        check_query_chars(self.settings, req.query, "query")
         res = _Assembly(self, ns, req).run()
         self.visits.record(ns, [i.id for sec in res.sections for i in sec.items if i.kind in ("chunk", "summary")])
         return res

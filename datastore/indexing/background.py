@@ -33,14 +33,12 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import replace
 from typing import Any, TypeVar
 
-from werkzeug.exceptions import TooManyRequests
-
 from datastore.indexing.steps import IndexSteps, Step
 from datastore.storage import Storage
 from datastore.write.remember import Writer
 from models.api import RememberRequest, RememberResponse
 from models.settings import Settings
-from services.errors import PyramindError
+from services.errors import BacklogFullError, PyramindError
 
 log = logging.getLogger(__name__)
 
@@ -219,13 +217,13 @@ class Indexer:
 
     # ------------------------------------------------------------------ what the route calls
     def check_backlog(self, ns: str) -> None:
-        """Raise TooManyRequests (429, Retry-After) when the namespace's unindexed backlog exceeds
+        """Raise BacklogFullError (with the seconds to wait) when the namespace's unindexed backlog exceeds
         MAX_PENDING_TOKENS."""
         cap = self.settings.max_pending_tokens
         pending = sum(t for (n, _), t in self.backlog.items() if n == ns)
         if cap and pending > cap:
             wait = min(60, max(1, math.ceil((pending - cap) / self._rate)))
-            raise TooManyRequests(
+            raise BacklogFullError(
                 f"namespace {ns!r} has {pending} tokens waiting to be indexed (MAX_PENDING_TOKENS={cap}); "
                 f"retry in {wait} s",
                 retry_after=wait,
@@ -236,7 +234,7 @@ class Indexer:
         202 with `pending_message_ids` (stored, not yet searchable), 200 when nothing new was stored or, with
         `req.wait`, once the messages' chunks and summaries are committed (their ids in the response). A wait
         that outlasts REMEMBER_WAIT_SECONDS, or an embedder failure, answers 202: the messages are kept and
-        indexed in the background. Raises TooManyRequests, InvalidRequestError, ConflictError."""
+        indexed in the background. Raises BacklogFullError, InvalidRequestError, ConflictError."""
         self.check_backlog(ns)
         open_before = None
         if req.wait and req.conversation_id:

@@ -17,6 +17,7 @@ import numpy as np
 
 from datastore.storage import InstructionTable, Storage
 from datastore.write.instructions import InstructionKeeper
+from models.api import unknown_conversation
 from models.instructions import Instruction, InstructionDeleteResponse, InstructionList
 from services.errors import NotFoundError, UnsupportedError
 
@@ -41,11 +42,12 @@ class Instructions:
     def list(self, ns: str, conversation_id: str | None = None, include_superseded: bool = False) -> InstructionList:
         """The namespace's standing instructions and preferences (those said in `conversation_id` only, when
         given), oldest first, each with its provenance (message_id, conversation_id, speaker, created_at) and
-        kind; superseded ones too when `include_superseded`. Raises NotFoundError (`conversation_id`) for a
-        conversation the namespace does not hold, UnsupportedError on a store without the capability."""
+        kind; superseded ones too when `include_superseded`. A conversation the namespace does not hold lists
+        none, with an `unknown_conversation` warning. Raises UnsupportedError on a store without the capability."""
         table = self._table()
         if conversation_id is not None and self.storage.get_source(ns, conversation_id) is None:
-            raise NotFoundError(f"no conversation {conversation_id!r} in this namespace", "conversation_id")
+            warning = unknown_conversation(conversation_id, "conversation_id")
+            return InstructionList(instructions=[], active=0, warnings=[warning])
         entries = table.entries(ns, conversation_id, include_superseded)
         return InstructionList(instructions=entries, active=sum(1 for i in entries if i.superseded_by is None))
 

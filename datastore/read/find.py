@@ -13,11 +13,11 @@ import time
 import re2
 
 from datastore.storage import Storage
-from models.api import DeleteFilter
+from models.api import DeleteFilter, unknown_conversation
 from models.find import MARK_CLOSE, MARK_OPEN, FindMatch, FindRequest, FindResponse
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
-from services.errors import InvalidRequestError, NotFoundError
+from services.errors import InvalidRequestError
 
 RE2_MAX_MEM = 8 << 20  # bytes RE2 may use for one compiled pattern
 MAX_SPANS = 50  # matches marked per message
@@ -72,15 +72,16 @@ class Finder:
         """Messages of the namespace matching `req.pattern` and its filters, each with its L1 chunk.
 
         Raises InvalidRequestError naming `pattern` (does not compile) or `limit` (over FIND_MAX_LIMIT),
-        NotFoundError naming `conversation_id` when the namespace holds no such conversation.
+        A `conversation_id` the namespace does not hold finds nothing, with an `unknown_conversation` warning.
         """
         s = self.settings
         if req.limit > s.find_max_limit:
             raise InvalidRequestError(f"limit must be at most {s.find_max_limit} (FIND_MAX_LIMIT)", "limit")
-        if req.conversation_id is not None:  # a filter on a mistyped id is a 404, not "nothing found"
+        if req.conversation_id is not None:  # a mistyped or not-yet-written id: nothing, and a warning saying so
             src = self.storage.get_source(ns, req.conversation_id)
             if src is None or src.source_type != "conversation":
-                raise NotFoundError(f"no conversation {req.conversation_id!r} in namespace {ns!r}", "conversation_id")
+                warning = unknown_conversation(req.conversation_id, "conversation_id", f"namespace {ns!r}")
+                return FindResponse(matches=[], scanned=0, complete=True, warnings=[warning])
         program = compile_pattern(req.pattern, req.regex, req.case_sensitive)
         deadline = time.monotonic() + s.find_time_limit
         found: list[tuple[StoredMessage, list[list[int]]]] = []

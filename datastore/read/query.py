@@ -26,11 +26,19 @@ from models.api import (
     QueryResult,
     QueryResults,
     node_view,
+    unknown_conversation,
 )
 from models.memory import MemoryNode
 from models.settings import Settings
 from services.embedding import Embedder
-from services.errors import InvalidRequestError, NotFoundError
+from services.errors import InvalidRequestError
+
+
+def check_query_chars(settings: Settings, text: str | None, field: str) -> None:
+    """Raise InvalidRequestError naming `field` when a query text is longer than MAX_QUERY_CHARS: the one limit
+    and answer of every query text (`/query`, `/context`, MCP `recall` and `context`)."""
+    if text is not None and len(text) > settings.max_query_chars:
+        raise InvalidRequestError(f"query longer than {settings.max_query_chars} characters (MAX_QUERY_CHARS)", field)
 
 
 class Reader:
@@ -56,30 +64,31 @@ class Reader:
         their `namespace`, and are merged best first to top_k (a hybrid score is normalised within its own
         namespace, so the merge interleaves each namespace's best). Visits are recorded in `ns` only (a granted
         namespace is never written). Raises InvalidRequestError when a limit (MAX_QUERIES, MAX_TOP_K,
-        MAX_QUERY_CHARS) is exceeded, NotFoundError (`queries[i].filter.conversation_id`) when a filter names a
-        conversation none of the namespaces holds, before any work.
+        MAX_QUERY_CHARS) is exceeded. A filter naming a conversation none of the namespaces holds (not yet, or
+        no longer, remembered) answers that query with no results and an `unknown_conversation` warning naming
+        `queries[i].filter.conversation_id`.
         """
         s = self.settings
         if len(queries) > s.max_queries:
             raise InvalidRequestError(f"at most {s.max_queries} queries per call (MAX_QUERIES)", "queries")
         for i, q in enumerate(queries):
-            if len(q.query) > s.max_query_chars:
-                raise InvalidRequestError(
-                    f"query longer than {s.max_query_chars} characters (MAX_QUERY_CHARS)", f"queries[{i}].query"
-                )
+            check_query_chars(s, q.query, f"queries[{i}].query")
             if q.top_k > s.max_top_k:
                 raise InvalidRequestError(f"top_k must be at most {s.max_top_k} (MAX_TOP_K)", f"queries[{i}].top_k")
         searched = list(namespaces) if namespaces is not None else [ns]
-        for i, q in enumerate(queries):  # a filter on an unknown conversation is a 404 naming it, not []
+        warnings, unknown = [], set()
+        for i, q in enumerate(queries):  # a filter on an unknown conversation: no results and a warning, not a 404
             cid = q.filter.conversation_id if q.filter else None
             if cid is not None and not any(_holds(self.storage, n, "conversation", cid) for n in searched):
-                raise NotFoundError(
-                    f"no conversation {cid!r} in {_where(searched)}", f"queries[{i}].filter.conversation_id"
-                )
+                warnings.append(unknown_conversation(cid, f"queries[{i}].filter.conversation_id", _where(searched)))
+                unknown.add(i)
         vectors = self.embedder.embed([q.query for q in queries])
         out, visited = [], []
-        for q, vector in zip(queries, vectors, strict=True):
+        for i, (q, vector) in enumerate(zip(queries, vectors, strict=True)):
             results: list[QueryResult] = []
+            if i in unknown:
+                out.append(QueryResults(query=q.query, results=results))
+                continue
             for name in namespaces if namespaces is not None else [ns]:
                 view = view_for(self.storage, name, q.filter)
                 hits = rank(view, name, q.query, vector, q.top_k, q.filter, q.mode or s.retrieval_mode)
@@ -96,7 +105,7 @@ class Reader:
             out.append(QueryResults(query=q.query, results=results))
         if record_visits:
             self.visits.record(ns, visited)
-        return QueryResponse(results=out)
+        return QueryResponse(results=out, warnings=warnings)
 
     def search(
         self, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None, mode: str | None = None

@@ -10,10 +10,9 @@ from collections import Counter
 from datetime import datetime
 
 from datastore.storage import Storage
-from models.api import DeleteFilter
+from models.api import DeleteFilter, unknown_conversation
 from models.find import LevelCount, SpeakerCount, StatsResponse
 from models.time import utc
-from services.errors import NotFoundError
 
 MAX_SPEAKERS = 100
 
@@ -26,10 +25,22 @@ class Describer:
 
     def describe(self, ns: str, conversation_id: str | None = None) -> StatsResponse:
         """Counts of the namespace, or of one conversation (or document): sources, messages, nodes per level,
-        first and last message time, speakers by message count. Raises NotFoundError naming `conversation_id`."""
+        first and last message time, speakers by message count. A `conversation_id` the namespace does not hold
+        counts nothing, with an `unknown_conversation` warning."""
         if conversation_id is not None:
             if self.storage.get_source(ns, conversation_id) is None:
-                raise NotFoundError(f"no conversation {conversation_id!r}", "conversation_id")
+                warning = unknown_conversation(conversation_id, "conversation_id")
+                return StatsResponse(
+                    namespace=ns,
+                    conversation_id=conversation_id,
+                    sources=0,
+                    messages=0,
+                    levels=[],
+                    start_time=None,
+                    end_time=None,
+                    speakers=[],
+                    warnings=[warning],
+                )
             sources = [conversation_id]
             flt: DeleteFilter | None = DeleteFilter.model_construct(
                 conversation_id=conversation_id, document_id=None, speaker=None, start_date=None, end_date=None

@@ -430,6 +430,7 @@ function renderSearch(params) {
       results.replaceChildren(h("li", { class: "muted" }, "Searching…"));
       const res = await api("POST", "/query", { body: { queries: [query] } });
       const hits = res.results[0].results;
+      for (const w of res.warnings || []) notify(w.message);  // e.g. a conversation this namespace does not hold
       results.replaceChildren(...(hits.length ? hits.map(resultItem) : [h("li", { class: "muted" }, "No memory matches.")]));
     }).then(() => { if (results.firstChild?.textContent === "Searching…") results.replaceChildren(); });
   });

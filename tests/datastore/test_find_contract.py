@@ -10,7 +10,7 @@ import pytest
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from models.find import FindRequest
-from services.errors import InvalidRequestError, NotFoundError
+from services.errors import InvalidRequestError
 from tests.support.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
@@ -99,8 +99,10 @@ def test_stats_of_namespace_and_conversation(ds: Memory, ns: str) -> None:
     one = ds.describer.describe(ns, "c-b")
     assert (one.sources, one.messages, one.conversation_id) == (1, 2, "c-b")
     assert [s.speaker for s in one.speakers] == ["Carol", "Dan"] and [lc.level for lc in one.levels] == [1]
-    with pytest.raises(NotFoundError) as err:
-        ds.describer.describe(ns, "no-such-conversation")
-    assert err.value.field == "conversation_id"
+    unknown = ds.describer.describe(ns, "no-such-conversation")  # empty, with a warning naming it
+    assert (unknown.sources, unknown.messages) == (0, 0)
+    assert [(w.code, w.conversation_id) for w in unknown.warnings] == [("unknown_conversation", "no-such-conversation")]
+    found = ds.finder.find(ns, FindRequest(pattern="x", conversation_id="no-such-conversation"))
+    assert found.matches == [] and found.warnings[0].field == "conversation_id"
     empty = ds.describer.describe(ns + "-empty")
     assert (empty.sources, empty.messages, empty.levels, empty.start_time) == (0, 0, [], None)

@@ -325,3 +325,27 @@ def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
     other = {**e, "LOCAL_DB_PATH": str(tmp_path / "other.db")}
     res = runner.invoke(app, ["import", str(broken)], env=other)
     assert res.exit_code == 2 and "cut short" in res.output and "line" in res.output
+
+
+def test_query_prints_ids_whole_at_80_columns_and_show_prints_a_node_once(tmp_path: Path) -> None:
+    """Issue 27, item 5: at 80 columns `pyramind query` cut ids, so they could not be pasted into `pyramind show`;
+    `pyramind show` printed the node twice (its header, then the same node as the root of its tree)."""
+    narrow = {**env(tmp_path), "COLUMNS": "80"}
+    path = tmp_path / "msgs.jsonl"
+    cid = "a-conversation-id-long-enough-to-make-every-node-id-wider-than-the-table-cell-" + "x" * 20
+    lines = [
+        {"conversation_id": cid, "speaker": "Ann", "content": f"My bike number {i} is the red one."} for i in range(3)
+    ]
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    assert runner.invoke(app, ["import", str(path)], env=narrow).exit_code == 0
+    r = runner.invoke(app, ["query", "red bike", "--json"], env=narrow)
+    ids = [x["id"] for x in json.loads(r.stdout)["results"][0]["results"]]
+    assert ids
+    r = runner.invoke(app, ["query", "red bike"], env=narrow)
+    assert r.exit_code == 0, r.output
+    printed = r.stdout.splitlines()
+    for node_id in ids:
+        assert any(node_id in line for line in printed), (node_id, r.stdout)  # whole, on one line: pasteable
+    r = runner.invoke(app, ["show", ids[0]], env=narrow)
+    assert r.exit_code == 0, r.output
+    assert r.stdout.count(ids[0]) == 1 and r.stdout.count("My bike number") == 3

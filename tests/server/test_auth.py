@@ -257,7 +257,7 @@ async def test_many_namespaces_never_reach_each_other(client, store) -> None:
 
 async def test_namespace_in_request_is_validated(client) -> None:
     r = await client.post("/query", headers=AUTH, json={"namespace": "../etc", "queries": [{"query": "x"}]})
-    assert r.status_code == 400 and (await r.get_json())["error"]["field"] == "namespace"
+    assert r.status_code == 422 and (await r.get_json())["error"]["field"] == "namespace"
     r = await client.get("/memories/x?namespace=a%20b", headers=AUTH)
     assert r.status_code == 422
 
@@ -282,7 +282,7 @@ async def test_tokens_never_reach_logs_or_error_bodies(client, caplog) -> None:
     r = await client.post("/query", headers=bearer(marker), json={"queries": [{"query": "x"}]})
     assert r.status_code == 401 and marker not in json.dumps(await r.get_json())
     r = await client.post("/query", headers=AUTH, json={"queries": [{"query": marker, "bogus": marker}]})
-    assert r.status_code == 400
+    assert r.status_code == 422
     assert marker not in caplog.text and "test-token" not in caplog.text
 
 

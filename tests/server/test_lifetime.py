@@ -101,7 +101,7 @@ async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None
             body = await r.get_json()
             assert r.status_code == 200 and body["l1_after"] <= 2 and body["deleted_messages"] > 0
             r = await client.post("/forget", json={"dry_run": "yes"}, headers=AUTH)
-            assert r.status_code == 400
+            assert r.status_code == 422
     finally:
         store.close()
 
@@ -151,7 +151,7 @@ async def test_fork_over_http(client) -> None:
     for body, field, status in (
         ({"at_message_id": "nope"}, "at_message_id", 404),
         ({"at_message_id": "a-1", "new_conversation_id": "c2"}, "new_conversation_id", 409),
-        ({"at_message_id": ""}, None, 400),
+        ({"at_message_id": ""}, "at_message_id", 422),
     ):
         r = await client.post("/conversations/c/fork", json=body, headers=AUTH)
         assert r.status_code == status and is_error(await r.get_json(), field=field)
@@ -197,7 +197,7 @@ async def test_query_neighbours_and_the_sequence_links_of_a_chunk(client) -> Non
         after = (await (await client.get(f"/memories/{node['next_id']}", headers=AUTH)).get_json())["node"]
         assert after["pre_id"] == hit["id"]
     r = await client.post("/query", json={"queries": [{"query": "x", "neighbours": 4}]}, headers=AUTH)
-    assert r.status_code == 400 and is_error(await r.get_json(), field="queries[0].neighbours")
+    assert r.status_code == 422 and is_error(await r.get_json(), field="queries[0].neighbours")
 
 
 async def test_find_filters_by_session(client) -> None:

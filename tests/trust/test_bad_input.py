@@ -112,7 +112,7 @@ CASES = [
     ),
     ("no content type", "POST", "/remember", VALID.encode(), {}, 400, "invalid_request"),
     ("empty body", "POST", "/remember", b"", JSON, 400, "invalid_json"),
-    ("JSON null", "POST", "/remember", b"null", JSON, 400, "invalid_request"),
+    ("JSON null", "POST", "/remember", b"null", JSON, 422, "invalid_request"),
     (
         "a number too long to parse",
         "POST",

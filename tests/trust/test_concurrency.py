@@ -132,3 +132,76 @@ async def test_fifty_concurrent_clients_keep_every_invariant(
     }
     assert stored == expected
     assert top >= 2, "the test made no summary"
+
+
+WRITERS = 15  # and as many readers: 30 concurrent clients
+READ_MODES = ("tree", "dense", "hybrid", "text")
+
+
+async def test_thirty_clients_querying_conversations_being_written_never_see_a_404(
+    servers: Callable[..., ServerProcess],
+) -> None:
+    """Issue 27, item 1: under 30 concurrent clients, `query tree` and `query dense` answered 404 for a
+    conversation a racing `remember` was writing. A filter naming a conversation not (yet) held answers 200,
+    empty, with an `unknown_conversation` warning; once written, the same filter finds it."""
+    server = servers(ENV)
+    await asyncio.to_thread(server.start)
+    go, writing = asyncio.Event(), asyncio.Event()
+    statuses: list[tuple[str, int, str]] = []
+
+    async def writer(i: int, http: httpx.AsyncClient) -> None:
+        for call in range(CALLS):
+            body = {
+                "conversation_id": f"race-{i}-{call}",  # a new conversation each call: readers ask for it before
+                "wait": call == CALLS - 1,
+                "messages": [{"speaker": "Ann", "content": f"The {WORDS[i % 10]} is in box {call}."}],
+            }
+            r = await http.post("/remember", json=body)
+            statuses.append(("remember", r.status_code, r.text[:200]))
+
+    async def reader(i: int, http: httpx.AsyncClient) -> None:
+        n = 0
+        while not writing.is_set() or n < len(READ_MODES):
+            flt = {"conversation_id": f"race-{(i + n) % WRITERS}-{n % (CALLS + 1)}"}  # -CALLS: never written
+            mode = READ_MODES[n % len(READ_MODES)]
+            r = await http.post(
+                "/query", json={"queries": [{"query": "where is the box", "mode": mode, "filter": flt}]}
+            )
+            statuses.append((f"query {mode}", r.status_code, r.text[:200]))
+            if r.status_code == 200 and r.json()["warnings"]:  # not held yet: empty, and the warning names it
+                assert r.json()["results"][0]["results"] == [], r.text
+                assert r.json()["warnings"][0]["conversation_id"] == flt["conversation_id"], r.text
+            r = await http.post("/find", json={"pattern": "box", **flt})
+            statuses.append(("find", r.status_code, r.text[:200]))
+            n += 1
+
+    async def client(i: int) -> None:
+        async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=90) as http:
+            await go.wait()
+            await (writer(i, http) if i < WRITERS else reader(i - WRITERS, http))
+
+    writers = [asyncio.create_task(client(i)) for i in range(WRITERS)]
+    readers = [asyncio.create_task(client(WRITERS + i)) for i in range(WRITERS)]
+    go.set()
+    done, pending = await asyncio.wait(writers, timeout=120)
+    writing.set()
+    done_r, pending_r = await asyncio.wait(readers, timeout=60)
+    for t in [*pending, *pending_r]:
+        t.cancel()
+    assert not pending and not pending_r, "clients still running after the time limit"
+    for t in [*done, *done_r]:
+        t.result()
+    not_found = [s for s in statuses if s[1] == 404]
+    assert not not_found, f"{len(not_found)} 404s, e.g. {not_found[:3]}"
+    bad = [s for s in statuses if s[1] not in OK]
+    assert not bad, f"{len(bad)} calls failed, e.g. {bad[:3]}"
+    async with httpx.AsyncClient(base_url=server.url, headers=AUTH, timeout=30) as http:
+        flt = {"conversation_id": "race-0-0"}  # written: no warning at once, and found once indexed (background)
+        for _ in range(120):
+            r = await http.post("/query", json={"queries": [{"query": "where is the box", "filter": flt}]})
+            assert r.status_code == 200 and r.json()["warnings"] == [], r.text
+            if r.json()["results"][0]["results"]:
+                break
+            await asyncio.sleep(0.5)
+        assert r.json()["results"][0]["results"], "race-0-0 not searchable 60 s after it was written"
+    server.stop()

@@ -229,7 +229,7 @@ def test_delete_by_300000_ids_is_batched_below_sqlite_limits(tmp_path: Path, emb
 @pytest.mark.parametrize("value", [1, 1.0, "true", "1"])
 async def test_delete_all_takes_only_the_boolean_true(client, store, value) -> None:
     await remember(client, "c", [{"id": "m1", "content": "do not forget me"}])
-    await refused(client, store, "DELETE", "/delete", {"delete_all": value}, "delete_all", status=400)
+    await refused(client, store, "DELETE", "/delete", {"delete_all": value}, "delete_all", status=422)
 
 
 # ----------------------------------------------------------------------- an ambiguous message id needs its conversation
@@ -288,7 +288,7 @@ async def test_a_naive_start_after_an_aware_end_is_named(client, store) -> None:
             ]
         },
         "queries[0].filter",
-        status=400,
+        status=422,
     )
     assert "start_date" in got["error"]["message"]
 

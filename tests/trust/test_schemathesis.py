@@ -115,4 +115,4 @@ def test_health_is_documented_as_public() -> None:
 async def test_date_times_must_be_strings(client: Any) -> None:
     body = {"conversation_id": "dt", "messages": [{"id": "m", "content": "hello", "created_at": 0}]}
     r = await client.post("/remember", json=body, headers=AUTH)
-    assert r.status_code == 400, await r.get_data()
+    assert r.status_code == 422, await r.get_data()

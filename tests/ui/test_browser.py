@@ -37,6 +37,19 @@ def expand(card) -> None:
     card.locator(":scope > .children > .node").first.wait_for()
 
 
+def test_only_the_sign_in_is_offered_until_signed_in(tab: Page) -> None:
+    """Issue 27, item 5: before signing in, the page offered its navigation links (`header nav` was shown by its
+    CSS despite `hidden`); now the only thing to do is sign in, and the links appear after it."""
+    page = tab.open()
+    page.wait_for_selector("#login")
+    visible = [a.inner_text() for a in page.locator("a").all() if a.is_visible()]
+    assert visible == [] and page.locator("#nav").is_hidden() and page.locator("#logout").is_hidden()
+    page.fill("#token", TOKEN)
+    page.click("#login-submit")
+    page.wait_for_selector("#sources tbody tr[data-source-id]")
+    assert page.locator("a[data-nav='search']").is_visible() and page.locator("#logout").is_visible()
+
+
 def test_a_wrong_token_shows_an_error_in_words(tab: Page) -> None:
     page = tab.login("not-the-token")
     error = page.locator("#error")

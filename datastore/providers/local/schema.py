@@ -117,6 +117,15 @@ def _m008_messages_by_offset(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX messages_by_offset ON messages (namespace, source_id, tok_offset)")
 
 
+def _m009_idempotency(db: sqlite3.Connection) -> None:
+    """The answers of writes sent with an Idempotency-Key, per namespace and key (kept 24 hours)."""
+    db.execute(
+        "CREATE TABLE idempotency (namespace TEXT NOT NULL, key TEXT NOT NULL, operation TEXT NOT NULL, "
+        "fingerprint TEXT NOT NULL, status INTEGER NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL, "
+        "PRIMARY KEY (namespace, key))"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -126,4 +135,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("006_visits_pins", _m006_visits_pins),
     ("007_instructions", _m007_instructions),
     ("008_messages_by_offset", _m008_messages_by_offset),
+    ("009_idempotency", _m009_idempotency),
 ]

@@ -25,10 +25,12 @@ import numpy as np
 from datastore.providers.local.caches import NamespaceCaches, namespace_version
 from datastore.providers.local.codecs import MSG_COLS, NODE_COLS, dt, message_of, node_of, ts
 from datastore.providers.local.connections import Connections
+from datastore.providers.local.idempotency import LocalIdempotency
 from datastore.providers.local.instructions import LocalInstructions, write_instructions
 from datastore.storage import (
     CoreTable,
     Hits,
+    IdempotencyTable,
     InstructionTable,
     MarkTable,
     NodeMarks,
@@ -80,6 +82,7 @@ class LocalStorage:
         self.core: CoreTable | None = LocalCore(self.db)
         self.marks: MarkTable | None = LocalMarks(self.db)
         self.instructions: InstructionTable | None = LocalInstructions(self.db)
+        self.idempotency: IdempotencyTable | None = LocalIdempotency(self.db)
 
     @property
     def location(self) -> str:
@@ -349,7 +352,7 @@ class LocalStorage:
         with self.db.transaction() as db:
             n_msgs = db.execute("SELECT COUNT(*) FROM messages WHERE namespace = ?", (ns,)).fetchone()[0]
             n_nodes = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
-            for table in ("nodes", "messages", "sources", "core_memory", "node_marks", "instructions"):
+            for table in ("nodes", "messages", "sources", "core_memory", "node_marks", "instructions", "idempotency"):
                 db.execute(f"DELETE FROM {table} WHERE namespace = ?", (ns,))
             db.execute(
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",

@@ -45,9 +45,11 @@ from pinecone import ConflictError as IndexExists
 from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
 
 from datastore.providers.pinecone import records as rec
+from datastore.providers.pinecone.idempotency import PineconeIdempotency
 from datastore.storage import (
     CoreTable,
     Hits,
+    IdempotencyTable,
     InstructionTable,
     MarkTable,
     NodeMarks,
@@ -116,6 +118,7 @@ class PineconeStorage:
         self.dimension = dimension
         self.marks: MarkTable | None = PineconeMarks(self)
         self.instructions: InstructionTable | None = PineconeInstructions(self)
+        self.idempotency: IdempotencyTable | None = PineconeIdempotency(self)
         self._open()
 
     # ------------------------------------------------------------------ lifecycle

@@ -30,6 +30,8 @@ from psycopg_pool import ConnectionPool
 from datastore.storage import (
     CoreTable,
     Hits,
+    IdempotencyRecord,
+    IdempotencyTable,
     InstructionTable,
     MarkTable,
     NodeMarks,
@@ -138,6 +140,15 @@ def _m006_messages_by_offset(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("CREATE INDEX pyramind_messages_by_offset ON pyramind_messages (namespace, source_id, tok_offset)")
 
 
+def _m007_idempotency(conn: psycopg.Connection, dimension: int) -> None:
+    """The answers of writes sent with an Idempotency-Key, per namespace and key (kept 24 hours)."""
+    conn.execute(
+        """CREATE TABLE pyramind_idempotency (namespace text NOT NULL, key text NOT NULL, operation text NOT NULL,
+            fingerprint text NOT NULL, status integer NOT NULL, response text NOT NULL,
+            created_at timestamptz NOT NULL, PRIMARY KEY (namespace, key))"""
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -145,6 +156,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("004_visits_pins", _m004_visits_pins),
     ("005_instructions", _m005_instructions),
     ("006_messages_by_offset", _m006_messages_by_offset),
+    ("007_idempotency", _m007_idempotency),
 ]
 
 
@@ -266,6 +278,7 @@ class PostgresStorage:
         self.core: CoreTable | None = PgCore(self)
         self.marks: MarkTable | None = PgMarks(self)
         self.instructions: InstructionTable | None = PgInstructions(self)
+        self.idempotency: IdempotencyTable | None = PgIdempotency(self)
         self._open()
 
     # ------------------------------------------------------------------ lifecycle
@@ -594,6 +607,7 @@ class PostgresStorage:
             conn.execute("DELETE FROM pyramind_core WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s", (ns,))
+            conn.execute("DELETE FROM pyramind_idempotency WHERE namespace = %s", (ns,))
         return n_msgs, n_nodes
 
     # ------------------------------------------------------------------ search
@@ -652,6 +666,43 @@ class PgText:
             args,
         )
         return [(_node(r), float(r["score"])) for r in rows]
+
+
+class PgIdempotency:
+    """IdempotencyTable over pyramind_idempotency (one row per namespace and key)."""
+
+    def __init__(self, store: PostgresStorage) -> None:
+        self.store = store
+
+    def get(self, ns: str, key: str) -> IdempotencyRecord | None:
+        """The key's record in the namespace, or None."""
+        rows = self.store.all(
+            "SELECT key, operation, fingerprint, status, response, created_at FROM pyramind_idempotency "
+            "WHERE namespace = %s AND key = %s",
+            (ns, key),
+        )
+        return IdempotencyRecord(**rows[0]) if rows else None
+
+    def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
+        """Store the record (replacing the key's) and drop the namespace's expired ones, in one transaction."""
+        with self.store.pool.connection() as conn, conn.transaction():
+            conn.execute(
+                "DELETE FROM pyramind_idempotency WHERE namespace = %s AND created_at < %s", (ns, expired_before)
+            )
+            conn.execute(
+                "INSERT INTO pyramind_idempotency VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (namespace, key) "
+                "DO UPDATE SET operation = EXCLUDED.operation, fingerprint = EXCLUDED.fingerprint, "
+                "status = EXCLUDED.status, response = EXCLUDED.response, created_at = EXCLUDED.created_at",
+                (
+                    ns,
+                    record.key,
+                    record.operation,
+                    record.fingerprint,
+                    record.status,
+                    record.response,
+                    record.created_at,
+                ),
+            )
 
 
 class PgCore:

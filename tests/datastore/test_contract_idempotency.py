@@ -1,0 +1,50 @@
+"""The `idempotency` capability on every provider (local, postgres, pinecone): the answer to a keyed write is
+kept per namespace, survives reopening the store, expires after 24 hours and refuses a reused key with another
+body; the Idempotency service above it is the same for all three."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from datastore.memory import Memory
+from datastore.storage import IdempotencyRecord
+from datastore.write.idempotency import IDEMPOTENCY_TTL, Idempotency
+from services.errors import InvalidRequestError
+
+
+def test_records_are_kept_per_namespace_and_replaced_by_key(ds: Memory, ns: str) -> None:
+    table = ds.storage.idempotency
+    assert table is not None
+    now = datetime.now(UTC).replace(microsecond=0)
+    first = IdempotencyRecord("k-1", "remember", "f1", 202, '{"conversation_id": "c"}', now)
+    table.put(ns, first, now - IDEMPOTENCY_TTL)
+    assert table.get(ns, "k-1") == first
+    assert table.get(ns + "-other", "k-1") is None and table.get(ns, "k-2") is None
+    big = "x" * 60_000  # over Pinecone's 40 KB of metadata: kept in parts, read back whole
+    second = IdempotencyRecord("k-1", "upsert", "f2", 200, f'{{"ids": ["{big}"]}}', now + timedelta(seconds=1))
+    table.put(ns, second, now - IDEMPOTENCY_TTL)
+    assert table.get(ns, "k-1") == second
+
+
+def test_the_service_replays_refuses_and_forgets_after_the_ttl(open_store: Callable[..., Memory], ns: str) -> None:
+    ds = open_store()
+    clock = [datetime(2026, 1, 1, tzinfo=UTC)]
+    service = Idempotency(ds.storage.idempotency, clock=lambda: clock[0])
+    body = {"messages": [{"content": "hello"}]}
+    assert service.replay(ns, "key", "remember", body) is None
+    service.keep(ns, "key", "remember", body, 202, '{"conversation_id": "c"}')
+    ds.close()
+    again = Idempotency(open_store().storage.idempotency, clock=lambda: clock[0])  # a new process, same store
+    kept = again.replay(ns, "key", "remember", body)
+    assert kept is not None and (kept.status, kept.response) == (202, '{"conversation_id": "c"}')
+    with pytest.raises(InvalidRequestError) as err:
+        again.replay(ns, "key", "remember", {"messages": [{"content": "another"}]})
+    assert err.value.field == "Idempotency-Key"
+    with pytest.raises(InvalidRequestError):
+        again.replay(ns, "key", "upsert", body)
+    assert again.replay(ns + "-other", "key", "remember", {"x": 1}) is None  # keys are per namespace
+    clock[0] += IDEMPOTENCY_TTL + timedelta(seconds=1)
+    assert again.replay(ns, "key", "remember", {"messages": [{"content": "another"}]}) is None  # expired
