@@ -92,8 +92,8 @@ class PatternDetector:
     facts the speaker asks to keep (preferences): "I'm vegetarian, keep that in mind.", "Please remember: I ..."
 
     Never (each checked by tests/services/test_instructions.py): instructions in a chat between people (advice
-    one gives another: "And remember to stay patient ..."; `between_people`); messages of the assistant and the machinery
-    (services/speakers.NON_HUMAN_SPEAKERS); questions ("Should I always use TypeScript?"); hypotheticals and
+    one gives another: "And remember to stay patient ..."; `between_people`); messages of the assistant and the
+    machinery (services/speakers.NON_HUMAN_SPEAKERS); questions ("Should I always use TypeScript?"); hypotheticals and
     conditions about the past or others ("If I always used tabs, would it matter?", "What if I never ...", "Suppose
     I prefer ..."); text in code blocks, inline code, `>` quote lines or quotation marks, and reported speech ("My
     boss said always use tabs"); others' preferences ("My friend prefers Vue"); one-off requests ("Write me a poem",
