@@ -156,7 +156,7 @@ justify demonstrate prove derive triple-check recheck assess evaluate analyse an
 correct critique fix improve polish refine tidy sanitise sanitize comply conform favour favor help insist lean
 mix pair pose qualify question recap relate rely reword scale search seek simulate substitute support tone trim
 vary weigh word remind greet cite mention accompany back break deploy commit push merge install configure
-execute release publish store save
+execute release publish store save sign
 """.split()
 )
 _OUTPUT_NOUNS = (
@@ -187,7 +187,8 @@ _DURABLE_LEAD = re.compile(
     r"^(?:from\s+now\s+on|going\s+forward|moving\s+forward|from\s+here\s+on(?:\s+out)?|henceforth|"
     r"in\s+(?:the\s+)?future|for\s+(?:all\s+)?future\s+(?:answers|responses|replies|questions|reference|chats)|"
     r"from\s+this\s+point(?:\s+on|\s+forward)?|by\s+default|for\s+the\s+rest\s+of\s+(?:this|our|the)\s+"
-    r"(?:conversation|chat|session)|from\s+today\s+on|as\s+a\s+(?:general\s+)?rule)\b[\s,:]*"
+    r"(?:conversation|chat|session)|from\s+today\s+on|as\s+a\s+(?:general\s+)?rule|"
+    r"in\s+all\s+(?:of\s+)?your\s+(?:answers|responses|replies))\b[\s,:]*"
 )
 # marks of a one-off: the current answer, today, this time
 _ONE_OFF = re.compile(
@@ -355,6 +356,7 @@ _CORRECTION_VERBS = frozenset(
     "answer reply respond write speak talk use switch go call address format explain translate give keep stick "
     "show list return revert change put spell number".split()
 )
+_ANSWER_VERBS = frozenset("answer reply respond speak talk write".split())
 _GO_BACK = re.compile(rf"^{_PLEASE}(?:go|switch|change|revert|return)\s+back\s+to\b|^let's\s+go\s+back\s+to\b")
 # revocations: a standing instruction or preference withdrawn ("Forget what I said about French.", "Never mind the
 # bullet points.", "I'm no longer vegetarian.", "I don't need answers in French anymore.")
@@ -364,7 +366,8 @@ _REVOKE = re.compile(
     rf"^{_PLEASE}(?:forget|ignore|disregard|drop|scrap)\s+(?:about\s+)?(?:the|my|that)\s+(?P<t2>.+?)\s+"
     r"(?:thing|rule|instruction|request|preference|bit|part)\b|"
     r"^never\s*mind\s+(?:about\s+)?(?:the|my|that)\s+(?P<t3>.+?)(?:\s+(?:thing|rule|instruction|request|part|bit))?$|"
-    r"^i(?:'m|\s+am)\s+no\s+longer\s+(?P<t4>.+)|"
+    r"^i(?:'m|\s+am)\s+no\s+longer\s+(?!sure|certain|able|convinced|following|interested\s+in\s+(?:it|this|that))"
+    r"(?P<t4>.+)|"
     r"^i\s+(?:no\s+longer|don't|do\s+not)\s+(?:want|need|prefer|like|eat|drink|use)\s+(?P<t5>.+?)\s+"
     r"(?:anymore|any\s+more)$|"
     r"^i\s+no\s+longer\s+(?:want|need|prefer|like|eat|drink|use)\s+(?P<t6>.+)|"
@@ -402,6 +405,17 @@ def fact_to_keep(sentence: str) -> bool:
         return False
     fact = _FACT_KEEP.match(_strip_prefix(text)) or _FACT_AFTER.match(_strip_prefix(text))
     return fact is not None and not _REPORTING.search(fact.group("fact"))
+
+
+def reports(clause: str) -> bool:
+    """Whether a clause introduces another's words ("The guide says", "My boss told me"): the clause after it
+    is theirs, not the speaker's."""
+    return bool(
+        re.search(
+            r"\b(?:says|said|wrote|writes|told\s+(?:me|us)|tells\s+(?:me|us)|claims|reads)\s*$",
+            clause.strip().lower().rstrip(" :,"),
+        )
+    )
 
 
 def corrects(statement: str) -> bool:
@@ -482,7 +496,7 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
         if (
             _GO_BACK.match(text)
             or (opener and words and words[0] in _CORRECTION_VERBS and _CORRECTION_MARK.search(text))
-            or (words and words[0] in _CORRECTION_VERBS and re.search(r"\b(?:again|instead)$", text))
+            or (words and words[0] in _ANSWER_VERBS and re.search(r"\bagain$", text))
         ) and not _ONE_OFF.search(text):
             return Match("instruction", "correction")
     if _ONE_OFF.search(text):

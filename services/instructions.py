@@ -162,8 +162,12 @@ def _match_sentence(sentence: str) -> tuple[tuple[int, int], rules.Match] | None
     condition: str | None = None
     durable_lead = False
     lead_start: int | None = None  # where a condition or lead-in before the clause starts: part of the statement
+    reported = False
     for clause in rules.clauses(sentence):
         text = sentence[clause.start : clause.end]
+        if reported:
+            return None  # "The guide says: never use eval."
+        reported = rules.reports(text)
         if rules.is_condition(text):
             condition, durable_lead, lead_start = text, False, clause.start
             continue
