@@ -409,3 +409,27 @@ def test_core_entries_expire_and_are_scoped(store: Memory) -> None:
     store.core.put("other", CorePutRequest(key="x", value="y", conversation_id="c1"))
     assert [e.key for e in store.core.list_entries("other", "c1").entries] == ["x"]
     assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]
+
+
+def test_a_preference_is_shown_only_for_a_question_about_its_topic(store: Memory) -> None:
+    """Issue 25: "My favorite recipe is Chicken Pot Pie." opened a block about pets (cosine 0.10-0.17, over the old
+    floor of 0.1); a preference is shown only near its topic (PREFERENCE_FLOOR and PREFERENCE_RATIO)."""
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=[
+                Message(id="p1", speaker="Audrey", content="My favorite recipe is Chicken Pot Pie."),
+                Message(id="p2", speaker="Audrey", content="I prefer hiking trails with shade for the dogs."),
+                Message(id="a1", speaker="assistant", content="Noted, both sound lovely."),
+            ],
+        ),
+    )
+
+    def shown(query: str) -> list[str]:
+        only = {"recent": False, "relevant": False, "timeline": False}  # no memory shows the turn instead
+        res = store.context.assemble("ns", ContextRequest(conversation_id="c1", query=query, budget_tokens=800, **only))
+        return [i.text for s in res.sections for i in s.items if s.name == "instructions"]
+
+    assert "My favorite recipe is Chicken Pot Pie." not in shown("How are Audrey's dogs doing with their grooming?")
+    assert "My favorite recipe is Chicken Pot Pie." in shown("What should I cook for dinner tonight? A recipe idea?")
