@@ -83,9 +83,9 @@ MIN_CANDIDATES, MAX_CANDIDATES = 10, 60
 WHOLE_HITS = 1  # the best hits shown whole (up to a chunk), whatever their turns
 HIT_TOKENS = 80  # the most tokens an excerpt of a later hit of long messages takes
 # a stated preference is shown when its cosine to the query reaches PREFERENCE_FLOOR and PREFERENCE_RATIO times the
-# best preference's (instructions always are); measured on BEAM 100K chats 1-20 (bench/RESULTS.md, "Instructions"):
-# keeps 13 of the 14 tested preferences and a third of the chats' other ones; "My favorite recipe is Chicken Pot Pie."
-# scores 0.10-0.17 against questions about pets (MiniLM: unrelated texts score about 0 to 0.15)
+# best preference's (instructions always are); measured on BEAM 100K chats 11-20 (bench/RESULTS.md, "Instruction
+# detection"): keeps 13 of the 14 tested preferences and a third of the chats' other ones; "My favorite recipe is
+# Chicken Pot Pie." scores 0.10-0.17 against questions about pets (MiniLM: unrelated texts score about 0 to 0.15)
 PREFERENCE_FLOOR = 0.25
 PREFERENCE_RATIO = 0.6
 MIN_ITEM = 16  # tokens: less room than this holds no useful line
