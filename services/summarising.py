@@ -165,6 +165,13 @@ def _whole_speaker(speaker: str, known: set[str]) -> str | None:
     return speaker if trusted and not longer else None
 
 
+def _is_conversation(texts: list[str]) -> bool:
+    """Whether the texts are a chat's: at least half of their lines that are not a message's later lines (indented)
+    are speaker lines (a document's "Note: ..." line does not make it one)."""
+    heads = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.startswith(CONTINUATION)]
+    return bool(heads) and 2 * sum(_LINE.match(ln) is not None for ln in heads) >= len(heads)
+
+
 def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
     """Candidate sentences of the children, attributed `[stamp] speaker: `; overlap repeats removed.
 
@@ -180,7 +187,7 @@ def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
     prefix = ""
     known = _speaker_lines(texts + ([context] if context else []))
     names = {part for k in known for part in (k, k.split()[0])}
-    conversation = bool(known) or any(_LINE.match(t.lstrip()) for t in texts)
+    conversation = _is_conversation(texts)
     message = -1
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]

@@ -165,3 +165,12 @@ def test_a_chunk_that_starts_inside_a_name_or_a_sentence_leaks_nothing() -> None
     assert "Melanie: The canyon trail took us 6 hours and the kids loved the mules." in lines
     assert all(ln.startswith(("Caroline: ", "Melanie: ")) for ln in lines), lines
     assert not any(ln.split(": ", 1)[1][0] in ",." or ln.split(": ", 1)[1][0].islower() for ln in lines), lines
+
+
+def test_a_documents_lines_are_kept_though_one_looks_like_a_speaker_line() -> None:
+    children = [
+        "The pump station was rebuilt in 1998 after the flood.\nIts two turbines deliver 40 litres a second.\n",
+        "Note: the old intake was sealed in 2001.\nMaintenance happens every March.\n",
+    ]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 200)
+    assert "The pump station was rebuilt in 1998 after the flood." in summary.splitlines()
