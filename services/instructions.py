@@ -48,9 +48,17 @@ class Detector(Protocol):
 
 def between_people(messages: Sequence[Message]) -> bool:
     """Whether messages are a chat between people: two or more human speakers (services/speakers.py) and no
-    assistant or machinery among them (an imported chat between friends, as LoCoMo's)."""
-    humans = {m.who.strip().casefold() for m in messages if is_human(m.who)}
-    return len(humans) >= 2 and all(is_human(m.who) for m in messages)
+    assistant or machinery among them, by speaker or role (an imported chat between friends, as LoCoMo's). An
+    assistant that speaks under a persona's name without its role is taken for a person (services/speakers.py)."""
+    if any(m.role is not None and not is_human(m.role) for m in messages):
+        return False
+    return people_only([m.who for m in messages])
+
+
+def people_only(speakers: Collection[str]) -> bool:
+    """Whether speakers are two or more people and no assistant or machinery (see `between_people`)."""
+    humans = {s.strip().casefold() for s in speakers if is_human(s)}
+    return len(humans) >= 2 and all(is_human(s) for s in speakers)
 
 
 class PatternDetector:

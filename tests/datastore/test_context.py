@@ -433,3 +433,26 @@ def test_a_preference_is_shown_only_for_a_question_about_its_topic(store: Memory
 
     assert "My favorite recipe is Chicken Pot Pie." not in shown("How are Audrey's dogs doing with their grooming?")
     assert "My favorite recipe is Chicken Pot Pie." in shown("What should I cook for dinner tonight? A recipe idea?")
+
+
+def test_advice_in_a_chat_between_people_never_opens_a_block(store: Memory) -> None:
+    """Issue 25: after a chat between two people, every block opened with the advice one gave the other ("And
+    remember to stay patient ... grooming process."). Said one message per call, the conversation's earlier
+    speakers tell that it is a chat between people; a user's rule to an assistant is kept."""
+    said = [
+        ("Andrew", "Hi Audrey, how are the dogs?"),
+        ("Audrey", "They're great, I took them to the groomer on Monday."),
+        ("Andrew", "And remember to stay patient during the grooming process."),
+        ("Audrey", "My favorite recipe is Chicken Pot Pie."),
+    ]
+    for k, (speaker, content) in enumerate(said):
+        message = Message(id=f"m{k}", speaker=speaker, content=content)
+        store.writer.remember("ns", RememberRequest(conversation_id="pets", messages=[message]))
+    kept = {(i.speaker, i.kind) for i in store.instructions.list("ns").instructions}
+    assert kept == {("Audrey", "preference")}
+    rule = [
+        Message(id="u1", speaker="Audrey", content="Always keep your answers short."),
+        Message(id="a1", speaker="assistant", content="Sure."),
+    ]
+    store.writer.remember("ns", RememberRequest(conversation_id="help", messages=rule))
+    assert ("Audrey", "instruction") in {(i.speaker, i.kind) for i in store.instructions.list("ns").instructions}
