@@ -174,6 +174,8 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
                     content="Always give me the travel times in hours.",
                     created_at=LONG_T0 + timedelta(days=4),
                 ),
+                # said to an assistant: in a chat between people only (Ann and Bo) it would be advice to Bo
+                Message(id="ok", speaker="assistant", content="Noted.", created_at=LONG_T0 + timedelta(days=4)),
             ],
         ),
     )
