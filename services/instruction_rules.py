@@ -15,6 +15,8 @@ from typing import Literal
 
 import Stemmer
 
+from services.text import sentence_spans
+
 Kind = Literal["instruction", "preference"]
 
 # --- masking: what the speaker did not say in their own voice ---------------------------------------------------
@@ -44,30 +46,12 @@ def mask(content: str) -> str:
 
 # --- sentences and clauses -----------------------------------------------------------------------------------------
 
-_ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|prof|approx|fig|cf|jr|sr)\.$", re.I)
-_SENT_END = re.compile(r"[.!?\u3002\uff01\uff1f]+[\"')\]\u201d]*(?=\s)|\n")
-
 
 def sentences(masked: str) -> list[tuple[int, int]]:
-    """(start, end) offsets of the sentences of a masked message: split after . ! ? followed by space, and at
-    every line break; not after common abbreviations (e.g., Dr.). Blank pieces are dropped; spans are trimmed."""
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for m in _SENT_END.finditer(masked):
-        if m.group(0) != "\n" and _ABBREV.search(masked[max(start, m.start() - 8) : m.end()]):
-            continue
-        spans.append((start, m.end()))
-        start = m.end()
-    spans.append((start, len(masked)))
-    out = []
-    for a, b in spans:
-        piece = masked[a:b]
-        stripped = piece.strip()
-        if len(re.findall(r"\w", stripped)) < 2:
-            continue
-        a += len(piece) - len(piece.lstrip())
-        out.append((a, a + len(stripped)))
-    return out
+    """(start, end) offsets of the sentences of a masked message: the project's one splitter
+    (services/text.sentence_spans: BlingFire, and every line break); pieces with fewer than two word characters
+    are dropped; spans are trimmed."""
+    return [(a, b) for a, b in sentence_spans(masked) if len(re.findall(r"\w", masked[a:b])) >= 2]
 
 
 # Words that open a new clause after a comma (a pronoun subject, an auxiliary, a wh-word, a lead-in).
@@ -172,7 +156,7 @@ justify demonstrate prove derive triple-check recheck assess evaluate analyse an
 correct critique fix improve polish refine tidy sanitise sanitize comply conform favour favor help insist lean
 mix pair pose qualify question recap relate rely reword scale search seek simulate substitute support tone trim
 vary weigh word remind greet cite mention accompany back break deploy commit push merge install configure
-execute release publish store save
+execute release publish store save sign
 """.split()
 )
 _OUTPUT_NOUNS = (
@@ -203,7 +187,8 @@ _DURABLE_LEAD = re.compile(
     r"^(?:from\s+now\s+on|going\s+forward|moving\s+forward|from\s+here\s+on(?:\s+out)?|henceforth|"
     r"in\s+(?:the\s+)?future|for\s+(?:all\s+)?future\s+(?:answers|responses|replies|questions|reference|chats)|"
     r"from\s+this\s+point(?:\s+on|\s+forward)?|by\s+default|for\s+the\s+rest\s+of\s+(?:this|our|the)\s+"
-    r"(?:conversation|chat|session)|from\s+today\s+on|as\s+a\s+(?:general\s+)?rule)\b[\s,:]*"
+    r"(?:conversation|chat|session)|from\s+today\s+on|as\s+a\s+(?:general\s+)?rule|"
+    r"in\s+all\s+(?:of\s+)?your\s+(?:answers|responses|replies))\b[\s,:]*"
 )
 # marks of a one-off: the current answer, today, this time
 _ONE_OFF = re.compile(
@@ -361,6 +346,91 @@ _MOTTO = re.compile(
 )
 
 
+# corrections: a change of mind about how to answer ("Actually, answer in English again.", "No, use tabs instead.")
+_CORRECTION_OPENER = re.compile(
+    r"^(?:actually|no|nope|wait|sorry|oops|hmm|on\s+second\s+thought|scratch\s+that|change\s+of\s+plans?|"
+    r"correction|i\s+changed\s+my\s+mind)\b[\s,.:!-]*"
+)
+_CORRECTION_MARK = re.compile(r"\b(?:again|instead|anymore|any\s+more|after\s+all|back\s+to|as\s+before)\b")
+_CORRECTION_VERBS = frozenset(
+    "answer reply respond write speak talk use switch go call address format explain translate give keep stick "
+    "show list return revert change put spell number".split()
+)
+_ANSWER_VERBS = frozenset("answer reply respond speak talk write".split())
+_GO_BACK = re.compile(rf"^{_PLEASE}(?:go|switch|change|revert|return)\s+back\s+to\b|^let's\s+go\s+back\s+to\b")
+# revocations: a standing instruction or preference withdrawn ("Forget what I said about French.", "Never mind the
+# bullet points.", "I'm no longer vegetarian.", "I don't need answers in French anymore.")
+_REVOKE = re.compile(
+    rf"^{_PLEASE}(?:forget|ignore|disregard|drop|scrap)\s+(?:what|everything|anything)\s+i\s+(?:said|told\s+you|"
+    r"mentioned|asked(?:\s+for)?|wrote)\s+(?:earlier\s+|before\s+)?(?:about|regarding|on)\s+(?P<t1>.+)|"
+    rf"^{_PLEASE}(?:forget|ignore|disregard|drop|scrap)\s+(?:about\s+)?(?:the|my|that)\s+(?P<t2>.+?)\s+"
+    r"(?:thing|rule|instruction|request|preference|bit|part)\b|"
+    r"^never\s*mind\s+(?:about\s+)?(?:the|my|that)\s+(?P<t3>.+?)(?:\s+(?:thing|rule|instruction|request|part|bit))?$|"
+    r"^i(?:'m|\s+am)\s+no\s+longer\s+(?!sure|certain|able|convinced|following|interested\s+in\s+(?:it|this|that))"
+    r"(?P<t4>.+)|"
+    r"^i\s+(?:no\s+longer|don't|do\s+not)\s+(?:want|need|prefer|like|eat|drink|use)\s+(?P<t5>.+?)\s+"
+    r"(?:anymore|any\s+more)$|"
+    r"^i\s+no\s+longer\s+(?:want|need|prefer|like|eat|drink|use)\s+(?P<t6>.+)|"
+    r"^(?:you\s+)?(?:no\s+longer\s+need|don't\s+need|do\s+not\s+need|no\s+need)\s+to\s+(?P<t7>.+?)"
+    r"(?:\s+(?:anymore|any\s+more))?$"
+)
+# a fact about the speaker with a request to keep it ("I'm vegetarian, keep that in mind.")
+_FACT_KEEP = re.compile(
+    r"^(?P<fact>(?:i|i'm|i've|i'd|my|we|we're|we've|our)\b.+?)[\s,;:-]+(?:so\s+|and\s+)?(?:please\s+)?"
+    r"(?:(?:keep|bear)\s+(?:that|this|it)\s+in\s+mind|remember\s+(?:that|this)|don't\s+forget\s+(?:that|this)|"
+    r"note\s+(?:that|this)(?:\s+down)?|for\s+future\s+reference)\b[\s.!]*(?:please)?[\s.!]*$"
+)
+_FACT_AFTER = re.compile(
+    r"^(?:please\s+)?(?:remember|note|keep\s+in\s+mind|don't\s+forget|fyi|for\s+future\s+reference)\s*[:,-]\s*"
+    r"(?P<fact>(?:i|i'm|i've|i'd|my)\b.+)"
+)
+
+
+def revocation_topic(statement: str) -> str | None:
+    """What a revocation withdraws ("Forget what I said about French." -> "french"), or None when the statement
+    revokes nothing."""
+    text = _strip_prefix(re.sub(r"\s+", " ", statement.strip().lower().replace("\u2019", "'"))).rstrip(" .!?,;:")
+    m = _REVOKE.match(text)
+    if m is None:
+        return None
+    topic = next(g for g in m.groups() if g)
+    return re.sub(r"^(?:the|my|that|your|using|to)\s+", "", topic.strip()).strip() or None
+
+
+def fact_to_keep(sentence: str) -> bool:
+    """Whether a whole sentence states a fact about the speaker and asks to keep it ("I'm vegetarian, please
+    keep that in mind.", "Please remember: I work night shifts."), whatever its clauses."""
+    text = re.sub(r"\s+", " ", sentence.strip().lower()).rstrip(" .!?,;:")
+    if not text or sentence.rstrip().endswith("?") or _HYPOTHETICAL.match(text):
+        return False
+    fact = _FACT_KEEP.match(_strip_prefix(text)) or _FACT_AFTER.match(_strip_prefix(text))
+    return fact is not None and not _REPORTING.search(fact.group("fact"))
+
+
+def reports(clause: str) -> bool:
+    """Whether a clause introduces another's words ("The guide says", "My boss told me"): the clause after it
+    is theirs, not the speaker's."""
+    return bool(
+        re.search(
+            r"\b(?:says|said|wrote|writes|told\s+(?:me|us)|tells\s+(?:me|us)|claims|reads)\s*$",
+            clause.strip().lower().rstrip(" :,"),
+        )
+    )
+
+
+def corrects(statement: str) -> bool:
+    """Whether a statement says it changes an earlier one: it opens with actually / no / on second thought ...,
+    or says again / instead / back to ("Actually, answer in English again.")."""
+    text = re.sub(r"\s+", " ", statement.strip().lower().replace("\u2019", "'"))
+    return bool(_CORRECTION_OPENER.match(text) or _CORRECTION_MARK.search(text) or _GO_BACK.match(text))
+
+
+def topic_stems(text: str) -> set[str]:
+    """The stems (Snowball English) of a text's content words, names included (for revocations)."""
+    words = re.findall(r"[a-z][a-z'+#-]*", text.lower().replace("\u2019", "'"))
+    return {_STEMMER.stemWord(w.strip("'-")) for w in words if w not in _KEY_STOP and len(w) > 1}
+
+
 @dataclass(frozen=True)
 class Match:
     """A clause that states an instruction or preference: its kind and the name of the rule that matched."""
@@ -409,8 +479,27 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
     something; condition: the text of the condition clause that precedes it in the sentence (`When I ask
     about X`), if any; durable_lead: the clause before it was only a lead-in such as `From now on`."""
     text = re.sub(r"\s+", " ", clause.strip().lower()).rstrip(" .!?,;:")
+    raw = text
     text = _strip_prefix(text)
-    if not text or _HYPOTHETICAL.match(text) or _ONE_OFF.search(text):
+    if not text or _HYPOTHETICAL.match(text):
+        return None
+    if not question and not _QUESTION_START.match(text) and condition is None:
+        if revocation_topic(text) is not None:
+            return Match("instruction", "revoke")
+        fact = _FACT_KEEP.match(text) or _FACT_AFTER.match(text)
+        if fact and not _REPORTING.search(fact.group("fact")):
+            return Match("preference", "keep-in-mind")
+        opener = _CORRECTION_OPENER.match(raw)
+        if opener:
+            text = _strip_prefix(raw[opener.end() :]) or text
+        words = _words(text[:40])
+        if (
+            _GO_BACK.match(text)
+            or (opener and words and words[0] in _CORRECTION_VERBS and _CORRECTION_MARK.search(text))
+            or (words and words[0] in _ANSWER_VERBS and re.search(r"\bagain$", text))
+        ) and not _ONE_OFF.search(text):
+            return Match("instruction", "correction")
+    if _ONE_OFF.search(text):
         return None
     if condition is not None and not _STANDING_CONDITION.match(_strip_prefix(condition.strip().lower())):
         return None  # `If I were you, I'd rather ...`, `When I was young, I always preferred ...`
@@ -535,7 +624,8 @@ ask asking asked question questions request unless otherwise rest conversation c
 really generally usually typically normally personally actually honestly definitely much still mostly tend
 try trying aim aiming hoping working striving must let's let one thing things ok okay also stuff something
 didn't doesn't isn't aren't wouldn't shouldn't hate dislike enjoy favourite favorite stop go under over below
-within than less fewer least most instead actually feel free
+within than less fewer least most instead actually feel free again anymore back longer mind forget said
+ignore told mentioned
 """.split()
 )
 

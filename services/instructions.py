@@ -46,6 +46,21 @@ class Detector(Protocol):
         ...
 
 
+def between_people(messages: Sequence[Message]) -> bool:
+    """Whether messages are a chat between people: two or more human speakers (services/speakers.py) and no
+    assistant or machinery among them, by speaker or role (an imported chat between friends, as LoCoMo's). An
+    assistant that speaks under a persona's name without its role is taken for a person (services/speakers.py)."""
+    if any(m.role is not None and not is_human(m.role) for m in messages):
+        return False
+    return people_only([m.who for m in messages])
+
+
+def people_only(speakers: Collection[str]) -> bool:
+    """Whether speakers are two or more people and no assistant or machinery (see `between_people`)."""
+    humans = {s.strip().casefold() for s in speakers if is_human(s)}
+    return len(humans) >= 2 and all(is_human(s) for s in speakers)
+
+
 class PatternDetector:
     """Finds standing instructions and preferences with rules (services/instruction_rules.py); no model.
 
@@ -77,8 +92,16 @@ class PatternDetector:
       - I'm trying / I want / I need to keep or stay ... under / within / lightweight / minimal ...
       - I usually go with / stick to / opt for ...
 
-    Never (each checked by tests/services/test_instructions.py): messages of the assistant and the machinery
-    (services/speakers.NON_HUMAN_SPEAKERS); questions ("Should I always use TypeScript?"); hypotheticals and
+    corrections and revocations (instructions; the Superseder lets them replace what they correct)
+      - actually / no / on second thought ... + an imperative with again / instead / back to: "Actually, answer
+        in English again."; go / switch back to ...: "Go back to answering in English."
+      - forget / ignore what I said about X, never mind the X, I'm no longer X, I don't need X anymore: these
+        withdraw X and are no rule of their own (`rules.revocation_topic`)
+    facts the speaker asks to keep (preferences): "I'm vegetarian, keep that in mind.", "Please remember: I ..."
+
+    Never (each checked by tests/services/test_instructions.py): instructions in a chat between people (advice
+    one gives another: "And remember to stay patient ..."; `between_people`); messages of the assistant and the
+    machinery (services/speakers.NON_HUMAN_SPEAKERS); questions ("Should I always use TypeScript?"); hypotheticals and
     conditions about the past or others ("If I always used tabs, would it matter?", "What if I never ...", "Suppose
     I prefer ..."); text in code blocks, inline code, `>` quote lines or quotation marks, and reported speech ("My
     boss said always use tabs"); others' preferences ("My friend prefers Vue"); one-off requests ("Write me a poem",
@@ -93,10 +116,14 @@ class PatternDetector:
     calls_model = False
 
     def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
-        """The statements of the human speakers' messages, in message order, then sentence order."""
+        """The statements of the human speakers' messages, in message order, then sentence order. In a chat
+        between people (`between_people`) only preferences: what one person tells another to do is advice to
+        them, no rule for the assistant."""
         out: list[Detected] = []
+        people = between_people(messages)
         for message in messages:
-            out.extend(self.detect_message(message, conversation_id))
+            found = self.detect_message(message, conversation_id)
+            out.extend(d for d in found if not people or d.kind == "preference")
         return out
 
     def detect_message(self, message: Message, conversation_id: str | None = None) -> list[Detected]:
@@ -136,11 +163,19 @@ def _match_sentence(sentence: str) -> tuple[tuple[int, int], rules.Match] | None
     """The first clause of a masked sentence that states something: ((start, end) in the sentence, match)."""
     if rules.hypothetical_sentence(sentence):
         return None
+    if rules.fact_to_keep(sentence):
+        body = sentence.strip()
+        start = sentence.find(body)
+        return (start, start + len(body)), rules.Match("preference", "keep-in-mind")
     condition: str | None = None
     durable_lead = False
     lead_start: int | None = None  # where a condition or lead-in before the clause starts: part of the statement
+    reported = False
     for clause in rules.clauses(sentence):
         text = sentence[clause.start : clause.end]
+        if reported:
+            return None  # "The guide says: never use eval."
+        reported = rules.reports(text)
         if rules.is_condition(text):
             condition, durable_lead, lead_start = text, False, clause.start
             continue
@@ -347,6 +382,8 @@ SAME_TEXT_COSINE = 0.74
 """Two statements at least this close are on the same subject, whatever their subject keys."""
 SAME_KEY_COSINE = 0.55
 """Two statements with equal non-empty subject keys need only be this close."""
+CORRECTION_COSINE = 0.4
+"""... and this close when the later one says it corrects (`rules.corrects`: actually, again, instead, back to)."""
 
 
 class Superseder:
@@ -356,9 +393,13 @@ class Superseder:
     used on each instruction's statement (else its text). Two instructions are on the same subject when they
     have the same speaker (case-insensitive) and
       - their statements' cosine is at least `text_cosine`, or
-      - their subject keys are equal and non-empty and the cosine is at least `key_cosine`, or
+      - their subject keys are equal and non-empty and the cosine is at least `key_cosine` (CORRECTION_COSINE
+        when the later one says it corrects: "Actually, answer in English again."), or
       - both subjects were named by an LLM detector (`openai:*`) and are equal (those subjects are abstract:
         "css framework" for both Bootstrap and Tailwind, which MiniLM cannot tell apart from unrelated names).
+    A revocation (`rules.revocation_topic`: "Forget what I said about French.", "I'm no longer vegetarian.")
+    is on the subject of every earlier statement that holds all the stems of its topic, or at least
+    `key_cosine` close; it is itself no rule, so once settled it points at itself (out of force).
     Raises EmbeddingError when the embedder fails.
     """
 
@@ -381,11 +422,17 @@ class Superseder:
     def _same(self, a: Instruction, b: Instruction, cosine: float) -> bool:
         if a.speaker.strip().casefold() != b.speaker.strip().casefold():
             return False
+        topic = rules.revocation_topic(said(b))
+        if topic is not None:  # a revocation withdraws what is about its topic
+            stems = rules.topic_stems(topic)
+            return bool(stems) and stems <= rules.topic_stems(said(a)) or cosine >= self.key_cosine
         if cosine >= self.text_cosine:
             return True
         if a.subject and a.subject == b.subject:
             if a.detector.startswith("openai:") and b.detector.startswith("openai:"):
                 return True
+            if rules.corrects(said(b)):  # "Actually, answer in English again." says it changes an earlier rule
+                return cosine >= CORRECTION_COSINE
             return cosine >= self.key_cosine
         return False
 
@@ -417,7 +464,7 @@ class Superseder:
                     and self._same(items[i], items[j], float(cosines[i, j]))
                 ):
                     items[i].superseded_by = items[j].id
-        return items
+        return _revoked(items, {i.id for i in items[first_new:]})
 
     def settle(self, items: Sequence[Instruction], vectors: np.ndarray, fresh: Collection[str]) -> list[Instruction]:
         """`supersede([], items, vectors)` (items oldest first, all in force; vectors float32 (len(items), d),
@@ -445,7 +492,16 @@ class Superseder:
                 and self._same(items[i], items[j], float(cosine))
             ):
                 items[i].superseded_by = items[j].id
-        return items
+        return _revoked(items, set(fresh))
+
+
+def _revoked(items: list[Instruction], fresh: set[str]) -> list[Instruction]:
+    """items with each fresh revocation ("Forget what I said about French.") out of force: it superseded what it
+    withdraws and is no rule of its own, so it points at itself (`superseded_by` = its own id)."""
+    for i in items:
+        if i.id in fresh and i.superseded_by is None and rules.revocation_topic(said(i)) is not None:
+            i.superseded_by = i.id
+    return items
 
 
 def said(instruction: Instruction) -> str:

@@ -11,6 +11,7 @@ import logging
 import math
 import re
 from collections import Counter
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -19,14 +20,15 @@ from services import tokens as tok
 from services.chunking import CONTINUATION
 from services.openai_client import openai_client
 from services.speakers import is_human
+from services.text import sentences as text_sentences
 
 log = logging.getLogger(__name__)
 
 # a speaker line (services/chunking.render): a name never starts with whitespace, a message's later lines always do
 _LINE = re.compile(r"^(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]][^:\n\[\]]{0,127}): (?P<body>.*)$")
 _CUT_STAMP = re.compile(r"[^\[\]\n]{1,39}\] (?=\S)")  # the tail of `[YYYY-MM-DD HH:MM] ` (a window cut it)
-_SENTENCE_SPLIT = re.compile(r"(?<=[.!?])[\"')\]\u201d\u2019]*\s+")
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+_TOKEN = re.compile(r"[A-Za-z0-9][\w'\u2019.-]*")
 _STOP = frozenset(
     "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
     "these those i me my we our you your he him his she her they them their what which who whom do does did "
@@ -34,6 +36,83 @@ _STOP = frozenset(
     "where why how all any both each more most other some such only own same also up down out over again "
     "yeah yes oh really like got get im i'm it's that's".split()
 )
+# words that say nothing on their own: greetings, thanks, acknowledgements, praise, exclamations (see FILLER)
+_FILLER_WORDS = frozenset(
+    """
+hi hey hello hiya howdy yo bye goodbye cheers later soon thanks thank thx ty tysm appreciate appreciated
+ok okay k kk sure yep yup nope nah right true exactly indeed agreed agree totally definitely absolutely certainly
+course gotcha know see sounds sound looks look seems seem great good nice cool awesome amazing wonderful lovely
+fantastic fabulous incredible brilliant perfect sweet wow whoa omg haha hahaha hehe lol lmao hmm ah aw aww awww
+ooh yay woohoo congrats congratulations glad happy hear heard welcome luck care morning evening night afternoon
+talk chat catch same agree kind words thoughtful support supportive much lot means mean world cute beautiful fun
+exciting excited interesting impressive inspiring inspired stunning gorgeous proud love loved lovely hope hoping
+wait share sharing news plan idea makes sense bet worries problem deal let keep going awesome super neat wish
+enjoy enjoyed dear thing things stuff definitely sorry wonderful fascinating incredible cheering rooting best
+hugs hug xoxo take nice glad feel feeling felt tell telling told say saying said think thought guess suppose
+""".split()
+)
+# a question back that asks nothing of substance ("How about you?", "And you?", "How's it going?")
+_QUESTION_BACK = re.compile(
+    r"^(?:(?:and|so|but)\s+)?(?:(?:how|what)\s+about\s+you|you\?|and\s+you|what's\s+up|how's\s+(?:it\s+going|"
+    r"everything|life|things|your\s+\w+(?:\s+going)?)|how\s+(?:are|have)\s+you(?:\s+(?:been|doing|feeling))?|"
+    r"how\s+(?:was|is)\s+your\s+\w+|what's\s+new|anything\s+new|what\s+(?:have\s+you|are\s+you)\s+(?:been\s+)?"
+    r"(?:up\s+to|doing)|you\s+(?:too|as\s+well))\b(?:[\s,]+\w+)?[\s?!.]*$",
+    re.I,
+)
+_MONTHS = frozenset(
+    "january february march april may june july august september october november december monday tuesday "
+    "wednesday thursday friday saturday sunday yesterday tomorrow tonight weekend week month year ago last "
+    "next".split()
+)
+
+
+def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
+    """Whether a sentence says nothing (FILLER): a greeting, thanks, an acknowledgement, a bare exclamation or a
+    question back. `names`: the speakers' names (and their first names), never content words."""
+    text = sentence.strip().replace("\u2019", "'")
+    if _QUESTION_BACK.match(text):
+        return True
+    return not _content(text, names)
+
+
+def _content(sentence: str, names: Collection[str] = ()) -> list[str]:
+    """The content words of a sentence: not a stop word, a filler word or a name of `names` (lower case)."""
+    folded = {n.casefold() for n in names}
+    out = []
+    for i, token in enumerate(_TOKEN.findall(sentence)):
+        word = token.lower().rstrip(".'-").replace("\u2019", "'")
+        if word.endswith("'s"):
+            word = word[:-2]
+        if word in _STOP or word in _FILLER_WORDS or word.casefold() in folded or not word:
+            continue
+        if (
+            i > 0
+            and token[0].isupper()
+            and not any(ch.isdigit() for ch in token)
+            and len(_TOKEN.findall(sentence)) <= 4
+        ):
+            continue  # "Wow, Caroline!": a short sentence's only name is whom it addresses
+        out.append(word)
+    return out
+
+
+FILLER = """A summary line never says nothing. A sentence is filler when, after leaving out stop words, names of the
+speakers and, in a sentence of at most four words, any capitalised name (whom it addresses), every word left is
+one of greetings, thanks, acknowledgements, praise and exclamations (`_FILLER_WORDS`: "Thanks, Caroline!",
+"Wow, that's so cool!", "Sounds great!", "I'm so proud of you!", "Take care!"), or when it is a question back
+that asks nothing of substance (`_QUESTION_BACK`: "How about you?", "And you?", "How's it going?", "How was
+your weekend?"). A sentence with one content word left ("I love painting!" has "painting") is not filler."""
+
+
+def informativeness(sentence: str, names: Collection[str] = ()) -> float:
+    """What a sentence carries: its distinct content words, plus one for each name (a capitalised word not at its
+    start), number and date word (months, weekdays, `yesterday`, `last week`)."""
+    words = set(_content(sentence, names))
+    tokens = _TOKEN.findall(sentence)
+    names_in = {t for t in tokens[1:] if t[0].isupper() and t.casefold() not in {n.casefold() for n in names}}
+    numbers = {t for t in tokens if any(ch.isdigit() for ch in t)}
+    dates = {t.lower() for t in tokens if t.lower() in _MONTHS}
+    return len(words) + len(names_in) + len(numbers) + len(dates)
 
 
 class Summariser(Protocol):
@@ -50,45 +129,101 @@ class _Sentence:
     prefix: str
     text: str
     terms: frozenset[str]
-    lead: bool = False  # the first sentence of a person's message (or a person's line of a summary)
+    message: int  # the message (or, in a summary of summaries, the line) it is from; -1 for a document's text
+    person: bool = False  # said by a person (services/speakers.py), not the assistant or a document
+    info: float = 0.0
 
     @property
     def line(self) -> str:
         return f"{self.prefix}{self.text}"
 
 
-def _split(texts: list[str]) -> list[_Sentence]:
+_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "bot"})
+
+
+def _speaker_lines(texts: list[str]) -> set[str]:
+    """The speakers of the lines that surely start a message: every speaker line but a text's first."""
+    known: set[str] = set()
+    for text in texts:
+        lines = [ln for ln in text.splitlines() if ln.strip()]
+        for ln in lines[1:]:
+            if (m := _LINE.match(ln)) is not None:
+                known.add(m["speaker"])
+    return known
+
+
+def _whole_speaker(speaker: str, known: set[str]) -> str | None:
+    """The full name of a text's first speaker, which a chunk window may have cut ("anie" of "Melanie"): itself
+    when known, capitalised or a role (user, assistant), the one known name it ends, else None (not a speaker
+    line one can trust)."""
+    if speaker in known:
+        return speaker
+    longer = [k for k in known if k.endswith(speaker) and k != speaker]
+    if len(longer) == 1:
+        return longer[0]
+    trusted = speaker[:1].isupper() or speaker.casefold() in _ROLES
+    return speaker if trusted and not longer else None
+
+
+def _is_conversation(texts: list[str]) -> bool:
+    """Whether the texts are a chat's: at least half of their lines that are not a message's later lines (indented)
+    are speaker lines (a document's "Note: ..." line does not make it one)."""
+    heads = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.startswith(CONTINUATION)]
+    return bool(heads) and 2 * sum(_LINE.match(ln) is not None for ln in heads) >= len(heads)
+
+
+def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
     """Candidate sentences of the children, attributed `[stamp] speaker: `; overlap repeats removed.
 
     A message's later lines (indented, see services/chunking.render) are attributed to the speaker line above
     them, and so is a text's first line when it continues the message of the text before (a chunk that starts
     inside a message): its first sentence is dropped when it starts mid-sentence (the chunk overlap, which the
     chunk before holds whole; chunking cuts a long message at a sentence end), its other sentences are kept.
+    A text's first speaker line may start inside the speaker's name ("anie: Sounds great!"): it is given the
+    full name it ends, or dropped. In a conversation, a sentence whose speaker is unknown (the first text
+    starts inside a message) is dropped: every line is a whole sentence under its speaker's full name.
     """
     out: list[_Sentence] = []
     prefix = ""
+    known = _speaker_lines(texts + ([context] if context else []))
+    names = {part for k in known for part in (k, k.split()[0])}
+    conversation = _is_conversation(texts)
+    message = -1
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         if lines and (cut := _CUT_STAMP.match(lines[0])) and _LINE.match(lines[0][cut.end() :]):
             lines[0] = lines[0][cut.end() :]  # a window that starts inside a line's time stamp: the line is whole
-        parsed = [_LINE.match(ln) for ln in lines]
-        for i, (ln, m) in enumerate(zip(lines, parsed, strict=True)):
+        for i, ln in enumerate(lines):
+            m = _LINE.match(ln)
+            skip_first = False
             if m is not None:
-                prefix = f"{m['stamp'] or ''}{m['speaker']}: "
-            elif i > 0 and not ln.startswith(CONTINUATION):
-                prefix = ""  # an unattributed line (a document's)
-            body = m["body"] if m else ln
-            first = m is not None and is_human(m["speaker"])
-            pieces = _SENTENCE_SPLIT.split(body.strip())
-            if m is None and i == 0 and not _starts_sentence(ln):
+                speaker = m["speaker"] if i > 0 else _whole_speaker(m["speaker"], known)
+                if speaker is None:
+                    prefix, m = "", None
+                    body = ""
+                else:
+                    prefix = f"{m['stamp'] or ''}{speaker}: "
+                    body = m["body"]
+                message += 1
+            else:
+                if i > 0 and not ln.startswith(CONTINUATION):
+                    prefix = ""  # an unattributed line (a document's)
+                    message += 1
+                body = ln
+                skip_first = i == 0 and not _starts_sentence(ln)
+            if conversation and not prefix:
+                continue  # a sentence whose speaker this summary cannot name
+            person = bool(prefix) and is_human(prefix.split("] ")[-1][:-2])
+            pieces = text_sentences(body.strip())
+            if skip_first:
                 pieces = pieces[1:]  # the tail of a sentence that the text before holds whole
             for sent in pieces:
                 sent = sent.strip()
-                if len(sent) < 2:
+                if len(sent) < 2 or is_filler(sent, names):
                     continue
                 terms = frozenset(w for w in _WORD.findall(sent.lower()) if w not in _STOP)
-                out.append(_Sentence(len(out), prefix, sent, terms, lead=first))
-                first = False
+                info = informativeness(sent, names)
+                out.append(_Sentence(len(out), prefix, sent, terms, message, person, info))
     # drop exact repeats and fragments contained in a longer candidate (chunk overlap cuts lines in two)
     keep: list[_Sentence] = []
     seen: set[str] = set()
@@ -103,9 +238,13 @@ def _split(texts: list[str]) -> list[_Sentence]:
 
 def _starts_sentence(line: str) -> bool:
     """Whether a text's first line starts a sentence (a capital, a digit, a quote or a list mark), not inside one
-    (a chunk window starts at any token: "d in ledger 69. In 1970 ...")."""
+    (a chunk window starts at any token: "d in ledger 69. In 1970 ...", ", can't agree more!")."""
     head = line.lstrip()
-    return bool(head) and not line[0].isspace() and (head[0].isupper() or not head[0].isalpha())
+    return (
+        bool(head)
+        and not line[0].isspace()
+        and (head[0].isupper() or head[0].isdigit() or head[0] in "\"'\u201c\u2018([*-\u2022#>")
+    )
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -115,14 +254,15 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 class ExtractiveSummariser:
     """Picks real sentences of the children, never writes a word of its own.
 
-    First what each person brought up: the lead sentence of every message of a person (services/speakers.py;
-    in a summary of summaries, every line of a person), so a summary tells what the user raised in that span
-    (an L2 holds the lead of each user message under it; higher levels choose among them). Then the rest of the
-    budget with the other sentences. Within each group the score is the sentence's content terms weighted by how
-    often the children use them (a lexical centroid), length-normalised, and the selection is by maximal marginal
-    relevance against the sentences already picked and the previous summary (context), until `max_tokens` is
-    reached. The picked lines are returned in their original order, each attributed `[time] speaker: ` as in the
-    children. Deterministic; no model needed.
+    First what each person brought up: the most informative sentence of every message of a person
+    (services/speakers.py; in a summary of summaries, every line of a person), so a summary tells what the user
+    raised in that span. A sentence's worth is what it carries (`informativeness`: content words, names, numbers,
+    dates), plus half its lexical centrality (its content terms weighted by how often the children use them,
+    length-normalised). Then the rest of the budget with the other sentences. The selection is by maximal
+    marginal relevance against the sentences already picked and the previous summary (context), until
+    `max_tokens` is reached. Filler is never picked (FILLER): a summary says something or is empty. The picked
+    lines are returned in their original order, each a whole sentence of a message under its speaker's full
+    name, attributed `[time] speaker: ` as in the children. Deterministic; no model needed.
     """
 
     name = "extractive"
@@ -132,21 +272,27 @@ class ExtractiveSummariser:
 
     def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
         """(summary, "extractive"); summary is at most max_tokens tokens, made of the children's sentences."""
-        sents = _split(texts)
+        sents = _split(texts, context)
         if not sents:
             return "", self.name
         df = Counter(t for s in sents for t in s.terms)
         n = len(sents)
-        relevance = {
+        central = {
             s.index: sum(math.log1p(df[t]) * math.log(1 + n / df[t]) for t in s.terms) / math.sqrt(len(s.terms) + 1)
             for s in sents
         }
+        top_central = max(central.values()) or 1.0
+        relevance = {s.index: s.info + 0.5 * central[s.index] / top_central for s in sents}
         top = max(relevance.values()) or 1.0
         context_terms = [s.terms for s in _split([context])] if context else []
+        best_of: dict[int, _Sentence] = {}
+        for s in sents:  # each person's message: its most informative sentence (the earliest of equals)
+            if s.person and (s.message not in best_of or relevance[s.index] > relevance[best_of[s.message].index]):
+                best_of[s.message] = s
+        leads = {s.index for s in best_of.values()}
         picked: list[_Sentence] = []
         used = 0
-        # what each person's message brought up first (its lead sentence), then the rest by the same rule
-        for pool in ([s for s in sents if s.lead], [s for s in sents if not s.lead]):
+        for pool in ([s for s in sents if s.index in leads], [s for s in sents if s.index not in leads]):
             while pool:
 
                 def mmr(s: _Sentence) -> float:
@@ -160,8 +306,8 @@ class ExtractiveSummariser:
                 if used + cost <= max_tokens:
                     picked.append(best)
                     used += cost
-        if not picked:  # every sentence is longer than the budget: keep the head of the most central one
-            best = max(sents, key=lambda s: (s.lead, relevance[s.index]))
+        if not picked:  # every sentence is longer than the budget: keep the head of the most informative one
+            best = max(sents, key=lambda s: (s.index in leads, relevance[s.index]))
             return tok.truncate(best.line, max_tokens), self.name
         return "\n".join(s.line for s in sorted(picked, key=lambda s: s.index)), self.name
 

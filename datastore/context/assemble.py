@@ -8,7 +8,8 @@ things, `asks_overview`), and the timeline what relevant leaves.
 1. core: the core-memory entries of the namespace and the conversation (datastore/context/core.py), most
    important first.
 2. instructions: the standing instructions and preferences the user stated (datastore/lifetime/instructions.py),
-   the closest to the query first; a preference only where the query comes near it (PREFERENCE_FLOOR); one said
+   the closest to the query first; a preference only where the query comes near it (PREFERENCE_FLOOR, and
+   PREFERENCE_RATIO of the best preference's cosine); one said
    in a recent turn, or in a short turn a memory shows whole (a turn is never cut), is read there.
 3. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
    newest kept first, shown oldest first.
@@ -81,7 +82,12 @@ CANDIDATE_TOKENS = 30  # one retrieval candidate per this many tokens of budget 
 MIN_CANDIDATES, MAX_CANDIDATES = 10, 60
 WHOLE_HITS = 1  # the best hits shown whole (up to a chunk), whatever their turns
 HIT_TOKENS = 80  # the most tokens an excerpt of a later hit of long messages takes
-PREFERENCE_FLOOR = 0.1  # cosine to the query under which a stated preference is left out (instructions never are)
+# a stated preference is shown when its cosine to the query reaches PREFERENCE_FLOOR and PREFERENCE_RATIO times the
+# best preference's (instructions always are); measured on BEAM 100K chats 11-20 (bench/RESULTS.md, "Instruction
+# detection"): keeps 13 of the 14 tested preferences and a third of the chats' other ones; "My favorite recipe is
+# Chicken Pot Pie." scores 0.10-0.17 against questions about pets (MiniLM: unrelated texts score about 0 to 0.15)
+PREFERENCE_FLOOR = 0.25
+PREFERENCE_RATIO = 0.6
 MIN_ITEM = 16  # tokens: less room than this holds no useful line
 SESSION_FREE = 4  # hits of one session placed before its next one yields to other sessions
 SESSION_DECAY = 0.7  # a hit's score is multiplied by this per hit of its session placed past SESSION_FREE
@@ -322,7 +328,8 @@ class _Assembly:
     def _fill_instructions(self, sec: Section) -> None:
         """Every instruction in force while the share holds them, the closest to the query first (cosine of
         their embeddings), then the newest; a preference only where the query comes near its topic
-        (PREFERENCE_FLOOR): "I prefer Bootstrap" matters to a question about CSS, not to one about dinner."""
+        (PREFERENCE_FLOOR, PREFERENCE_RATIO): "I prefer Bootstrap" matters to a question about CSS, not to one
+        about dinner."""
         assert self.o.instructions is not None
         active = self.o.instructions.active(self.ns)
         if not self.req.all_conversations and self.req.conversation_id is not None:  # this conversation's only
@@ -332,9 +339,17 @@ class _Assembly:
             active.sort(key=lambda iv: (-float(iv[1] @ q), -_when(iv[0])))
         else:
             active.sort(key=lambda iv: -_when(iv[0]))
+        best = max(
+            (float(v @ self.vector) for i, v in active if i.kind == "preference" and self.vector is not None),
+            default=0.0,
+        )
         for ins, vec in active:
             score = float(vec @ self.vector) if self.vector is not None else None
-            if ins.kind == "preference" and score is not None and score < PREFERENCE_FLOOR:
+            if (
+                ins.kind == "preference"
+                and score is not None
+                and score < max(PREFERENCE_FLOOR, PREFERENCE_RATIO * best)
+            ):
                 continue  # a preference matters where its topic comes up; an instruction applies to every answer
             item = ContextItem(
                 id=ins.id,

@@ -52,7 +52,8 @@ from models.api import Message
 from models.instructions import Instruction
 from models.memory import SourceType, StoredMessage
 from services.embedding import Embedder
-from services.instructions import Detector, Superseder, after_removal, said, said_order
+from services.instructions import Detector, Superseder, after_removal, people_only, said, said_order
+from services.speakers import is_human
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +104,7 @@ class InstructionKeeper:
     """
 
     def __init__(self, storage: Storage, detector: Detector, embedder: Embedder, locks: SourceLocks) -> None:
+        self.storage = storage
         self.table: InstructionTable | None = storage.instructions
         self.detector = detector
         self.embedder = embedder
@@ -127,6 +129,9 @@ class InstructionKeeper:
     ) -> list[Instruction]:
         """The instructions stated in `messages` (in order; the caller passes those newly covered), with ids and
         `recorded_at` (now, a microsecond apart in the order said); [] for a document or without the capability.
+        In a chat between people (these messages' speakers and those of the stored nodes at the conversation's
+        frontier: two or more people, no assistant) only preferences: advice one person gives another is no rule
+        for the assistant.
         A detector that raises is logged and finds nothing: it never stops indexing."""
         if self.table is None or source_type != "conversation" or not messages:
             return []
@@ -141,6 +146,8 @@ class InstructionKeeper:
         except Exception:
             log.exception("instruction detection failed on %d messages of %r; none kept", len(spoken), source_id)
             return []
+        if any(d.kind == "instruction" for d in found) and self._between_people(ns, source_id, messages):
+            found = [d for d in found if d.kind != "instruction"]  # advice one person gives another
         now = datetime.now(UTC)
         out: list[Instruction] = []
         per_message: dict[str, int] = {}
@@ -152,6 +159,18 @@ class InstructionKeeper:
             instruction.recorded_at = now + timedelta(microseconds=len(out))
             out.append(instruction)
         return out
+
+    def _between_people(self, ns: str, source_id: str, messages: Sequence[StoredMessage]) -> bool:
+        """Whether the conversation is a chat between people (services/instructions.people_only): the speakers of
+        these messages and of the stored nodes at its frontier (the last node of each level covers the most)."""
+        speakers = {m.speaker for m in messages}
+        if any(not is_human(s) for s in speakers):
+            return False
+        try:
+            speakers |= {s for n in self.storage.frontier(ns, source_id) for s in n.speakers}
+        except Exception:  # a store that cannot answer: judge by these messages alone
+            log.exception("could not read the speakers of %r", source_id)
+        return people_only(speakers)
 
     def settle(self, ns: str, found: Sequence[Instruction], vectors: np.ndarray) -> list[Put]:
         """What a commit writes for newly `found` instructions (`vectors`: their statements' embeddings, float32,

@@ -175,6 +175,8 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
                     content="Always give me the travel times in hours.",
                     created_at=LONG_T0 + timedelta(days=4),
                 ),
+                # said to an assistant: in a chat between people only (Ann and Bo) it would be advice to Bo
+                Message(id="ok", speaker="assistant", content="Noted.", created_at=LONG_T0 + timedelta(days=4)),
             ],
         ),
     )
@@ -414,3 +416,50 @@ def test_core_entries_expire_and_are_scoped(store: Memory) -> None:
     store.core.put("other", CorePutRequest(key="x", value="y", conversation_id="c1"))
     assert [e.key for e in store.core.list_entries("other", "c1").entries] == ["x"]
     assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]
+
+
+def test_a_preference_is_shown_only_for_a_question_about_its_topic(store: Memory) -> None:
+    """Issue 25: "My favorite recipe is Chicken Pot Pie." opened a block about pets (cosine 0.10-0.17, over the old
+    floor of 0.1); a preference is shown only near its topic (PREFERENCE_FLOOR and PREFERENCE_RATIO)."""
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=[
+                Message(id="p1", speaker="Audrey", content="My favorite recipe is Chicken Pot Pie."),
+                Message(id="p2", speaker="Audrey", content="I prefer hiking trails with shade for the dogs."),
+                Message(id="a1", speaker="assistant", content="Noted, both sound lovely."),
+            ],
+        ),
+    )
+
+    def shown(query: str) -> list[str]:
+        only = {"recent": False, "relevant": False, "timeline": False}  # no memory shows the turn instead
+        res = store.context.assemble("ns", ContextRequest(conversation_id="c1", query=query, budget_tokens=800, **only))
+        return [i.text for s in res.sections for i in s.items if s.name == "instructions"]
+
+    assert "My favorite recipe is Chicken Pot Pie." not in shown("How are Audrey's dogs doing with their grooming?")
+    assert "My favorite recipe is Chicken Pot Pie." in shown("What should I cook for dinner tonight? A recipe idea?")
+
+
+def test_advice_in_a_chat_between_people_never_opens_a_block(store: Memory) -> None:
+    """Issue 25: after a chat between two people, every block opened with the advice one gave the other ("And
+    remember to stay patient ... grooming process."). Said one message per call, the conversation's earlier
+    speakers tell that it is a chat between people; a user's rule to an assistant is kept."""
+    said = [
+        ("Andrew", "Hi Audrey, how are the dogs?"),
+        ("Audrey", "They're great, I took them to the groomer on Monday."),
+        ("Andrew", "And remember to stay patient during the grooming process."),
+        ("Audrey", "My favorite recipe is Chicken Pot Pie."),
+    ]
+    for k, (speaker, content) in enumerate(said):
+        message = Message(id=f"m{k}", speaker=speaker, content=content)
+        store.writer.remember("ns", RememberRequest(conversation_id="pets", messages=[message]))
+    kept = {(i.speaker, i.kind) for i in store.instructions.list("ns").instructions}
+    assert kept == {("Audrey", "preference")}
+    rule = [
+        Message(id="u1", speaker="Audrey", content="Always keep your answers short."),
+        Message(id="a1", speaker="assistant", content="Sure."),
+    ]
+    store.writer.remember("ns", RememberRequest(conversation_id="help", messages=rule))
+    assert ("Audrey", "instruction") in {(i.speaker, i.kind) for i in store.instructions.list("ns").instructions}

@@ -643,3 +643,56 @@ def test_said_order_is_when_said_then_when_stored() -> None:
     )
     same_message = old.model_copy(update={"id": "y", "recorded_at": t.replace(year=2026, microsecond=1)})
     assert [i.id for i in sorted([same_message, untimed, old], key=said_order)] == ["z", "y", "a"]
+
+
+# --- the cases a new user hit (issue 25) -----------------------------------------------------------------------------
+
+
+def test_actually_answer_in_english_again_replaces_answer_in_french(superseder: Superseder) -> None:
+    """A correction is an instruction, and it replaces the rule it corrects."""
+    french = instruction("fr", "From now on, always answer in French.")
+    english = instruction("en", "Actually, answer in English again.")
+    tabs = instruction("tabs", "Always use tabs for indentation.")
+    out = superseder.supersede([french, tabs], [english])
+    assert [(i.id, i.superseded_by) for i in out] == [("fr", "en"), ("tabs", None), ("en", None)]
+
+
+@pytest.mark.parametrize(
+    "earlier,revocation",
+    [
+        ("From now on, always answer in French.", "Forget what I said about French."),
+        ("Always use bullet points in your answers.", "Never mind the bullet points."),
+        ("I'm vegetarian, keep that in mind.", "I'm no longer vegetarian."),
+        ("From now on, always answer in French.", "I don't need answers in French anymore."),
+    ],
+)
+def test_a_revocation_withdraws_the_rule_and_is_no_rule_itself(
+    superseder: Superseder, earlier: str, revocation: str
+) -> None:
+    other = instruction("other", "Always include version numbers.")
+    out = superseder.supersede([instruction("old", earlier), other], [instruction("rev", revocation)])
+    assert [(i.id, i.superseded_by) for i in out] == [("old", "rev"), ("other", None), ("rev", "rev")]
+
+
+def test_im_vegetarian_keep_that_in_mind_is_kept() -> None:
+    for text in (
+        "I'm vegetarian, keep that in mind.",
+        "Remember that I'm allergic to peanuts.",
+        "Please remember: I work night shifts.",
+    ):
+        found = detect(text)
+        assert len(found) == 1 and found[0].statement.rstrip(".") in text, text
+
+
+def test_advice_between_people_is_not_an_instruction() -> None:
+    """In a chat between people (no assistant), one person's advice to the other is no rule for the assistant;
+    what a person says of their own tastes still is a preference."""
+    chat = [
+        Message(id="1", speaker="Audrey", content="And remember to stay patient during the grooming process."),
+        Message(id="2", speaker="Andrew", content="Thanks! Always keep treats in your pocket at the park."),
+        Message(id="3", speaker="Audrey", content="My favorite recipe is Chicken Pot Pie."),
+    ]
+    found = PatternDetector().detect(chat)
+    assert [(d.message_id, d.kind) for d in found] == [("3", "preference")]
+    with_assistant = [*chat, Message(id="4", speaker="assistant", content="Noted.")]
+    assert {d.message_id for d in PatternDetector().detect(with_assistant)} >= {"1", "2"}

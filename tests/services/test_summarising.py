@@ -1,5 +1,5 @@
 from services import tokens
-from services.summarising import ExtractiveSummariser
+from services.summarising import ExtractiveSummariser, is_filler
 
 CHILDREN = [
     "[2023-05-08 13:56] Caroline: I went to a LGBTQ support group yesterday and it was so powerful.\n"
@@ -102,3 +102,75 @@ def test_what_each_person_brought_up_comes_first() -> None:
     assert all(f"user: How do I speed up topic {k}?" in lines for k in range(5))
     assert sum(ln.startswith("assistant: ") for ln in lines) < 3  # the rest of the room, not before them
     assert tokens.count_tokens(summary) <= 80
+
+
+FILLER_LINES = [
+    "Thanks, Caroline!",
+    "Cool, thanks Mel!",
+    "Wow, Caroline!",
+    "Sounds great!",
+    "That's so cool!",
+    "I totally agree, Melanie.",
+    "How about you?",
+    "And you?",
+    "How's it going?",
+    "Hey Melanie!",
+    "Take care!",
+    "I'm so proud of you!",
+    "Congrats!",
+]
+INFORMATIVE_LINES = [
+    "I love painting!",
+    "I applied to adoption agencies last week.",
+    "How about you adopt a dog?",
+    "Thanks for the book about Paris, I start it tomorrow.",
+    "My son turned 5 on 3 May.",
+]
+
+
+def test_the_filler_rule() -> None:
+    """FILLER (services/summarising.py): greetings, thanks, acknowledgements, bare exclamations and questions back
+    say nothing; a sentence with one content word, a name of a place or a date says something."""
+    names = {"Caroline", "Melanie", "Mel"}
+    assert [s for s in FILLER_LINES if not is_filler(s, names)] == []
+    assert [s for s in INFORMATIVE_LINES if is_filler(s, names)] == []
+
+
+def test_a_summary_never_keeps_filler_and_keeps_each_messages_most_informative_sentence() -> None:
+    children = [
+        "Caroline: Hey Mel! Thanks so much! I went to an LGBTQ support group on Tuesday and met 12 people.\n"
+        "Melanie: Wow, Caroline! That's so cool! How about you?\n",
+        "Caroline: Thanks, Melanie! Sounds great!\nMelanie: Cool! My kids and I painted a sunset at Lake Tahoe.\n",
+    ]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 200)
+    lines = summary.splitlines()
+    assert "Caroline: I went to an LGBTQ support group on Tuesday and met 12 people." in lines
+    assert "Melanie: My kids and I painted a sunset at Lake Tahoe." in lines
+    names = {"Caroline", "Melanie", "Mel"}
+    assert not any(is_filler(ln.split(": ", 1)[1], names) for ln in lines), lines
+
+
+def test_a_chunk_that_starts_inside_a_name_or_a_sentence_leaks_nothing() -> None:
+    """A chunk window starts at any token: inside a speaker's name ("anie: Sounds great!") or inside a sentence
+    (", can't agree more!"). Every summary line is a whole sentence under its speaker's full name."""
+    children = [
+        "Caroline: I signed the adoption papers on Friday with the agency in Boston.\n"
+        "Melanie: We drove to the Grand Canyon with the kids in June.\n",
+        "anie: The canyon trail took us 6 hours and the kids loved the mules.\n"
+        "Caroline: The agency says the home study takes three months.\n",
+        ", can't agree more! Adoption takes patience.\nCaroline: My sister Ana will visit in August.\n",
+    ]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 400)
+    lines = summary.splitlines()
+    assert "Melanie: The canyon trail took us 6 hours and the kids loved the mules." in lines
+    assert all(ln.startswith(("Caroline: ", "Melanie: ")) for ln in lines), lines
+    assert not any(ln.split(": ", 1)[1][0] in ",." or ln.split(": ", 1)[1][0].islower() for ln in lines), lines
+
+
+def test_a_documents_lines_are_kept_though_one_looks_like_a_speaker_line() -> None:
+    children = [
+        "The pump station was rebuilt in 1998 after the flood.\nIts two turbines deliver 40 litres a second.\n",
+        "Note: the old intake was sealed in 2001.\nMaintenance happens every March.\n",
+    ]
+    summary, _ = ExtractiveSummariser().summarise(children, None, 200)
+    assert "The pump station was rebuilt in 1998 after the flood." in summary.splitlines()
