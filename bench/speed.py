@@ -156,31 +156,19 @@ def search_child(db: str) -> dict:
     store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
     t = time.perf_counter()
-    store.storage.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the vector cache (and the IVF)
+    store.search.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the namespace's indexes (and IVF)
     load = time.perf_counter() - t
     ms, found = [], []
     for q in queries[1:]:
         t = time.perf_counter()
-        hits = store.storage.search_vector(DEFAULT_NAMESPACE, q, 5, None)
+        hits = store.search.search_vector(DEFAULT_NAMESPACE, q, 5, None)
         ms.append((time.perf_counter() - t) * 1000)
         found.append({n.id for n, _ in hits})
     extra = _text_figures(store, queries[1:])
-    if db.startswith("postgresql://"):
-        store.close()
-        return {
-            "cache_load_s": round(load, 2),
-            "latency_ms": percentiles(ms),
-            "peak_rss_mib": round(peak_rss_mib()),
-            "python_baseline_rss_mib": round(base_rss),
-            "ann": "HNSW",
-            "recall_at_5_vs_exact": "not measured",
-            **extra,
-        }
-    local = store.storage
-    cache = local.caches.get(local.db.reader, DEFAULT_NAMESPACE)  # type: ignore[attr-defined]
-    index = cache.index  # exact top 5, same rows
+    cache = store.search.indexes.get(DEFAULT_NAMESPACE)
+    index = cache.vectors  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
-    ids = dict(local.db.reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
+    ids = cache.node_ids
     recall = np.mean(
         [
             len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
@@ -189,6 +177,7 @@ def search_child(db: str) -> dict:
     )
     store.close()
     text_index = cache.text
+    extra["provider"] = store.name
     extra["text_index_mib"] = round(text_index.nbytes / 2**20, 1)
     extra["text_terms"] = len(text_index.vocab.terms)
     return {
@@ -212,10 +201,10 @@ def _text_figures(store: object, vectors: np.ndarray) -> dict:
     leaf = QueryFilter(level=1)
     for q, v in zip(questions[:SEARCHES], vectors, strict=False):
         t = time.perf_counter()
-        store.storage.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
+        store.search.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
         text_ms.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        ranking.hybrid(store.storage, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
+        ranking.hybrid(store.search, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
         hybrid_ms.append((time.perf_counter() - t) * 1000)
     return {"text_latency_ms": percentiles(text_ms), "hybrid_latency_ms": percentiles(hybrid_ms)}
 

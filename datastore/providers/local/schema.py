@@ -117,6 +117,12 @@ def _m008_messages_by_offset(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX messages_by_offset ON messages (namespace, source_id, tok_offset)")
 
 
+def _m009_source_stamps(db: sqlite3.Connection) -> None:
+    """Each source's stamp: the namespace version of its last commit (`Storage.source_stamps`), which the
+    in-memory search indexes compare to list again only the sources that changed."""
+    db.execute("ALTER TABLE sources ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -126,4 +132,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("006_visits_pins", _m006_visits_pins),
     ("007_instructions", _m007_instructions),
     ("008_messages_by_offset", _m008_messages_by_offset),
+    ("009_source_stamps", _m009_source_stamps),
 ]

@@ -8,7 +8,11 @@
   writer recomputes from the new state, so no children are ever summarised twice in the stored tree).
 - Search: HNSW (`vector_cosine_ops`); score = 1 - cosine distance. HNSW filters after its graph walk, so a
   selective filter can starve it: when it returns fewer than top_k rows the query is answered exactly.
-- Full text (the `text` capability): a generated `tsvector` column with a GIN index, ranked by `ts_rank`.
+- Search for the read path is above the store (datastore/indexes/search.py: the in-memory BM25 and vector
+  indexes, the same for every provider), fed by `index_entries`; `pyramind_namespaces` holds each namespace's
+  version, bumped last in every commit (its row lock orders a namespace's commits, so a version read names every
+  commit before it), and each source's `stamp` is the namespace version of its last commit. A generated
+  `tsvector` column with a GIN index stays for SQL tools.
 - Core memory (`core`), the marks of nodes (`marks`) and standing instructions (`instructions`, with a
   `vector(dimension)` column of their own; read whole per namespace, so no index on it) are tables of their own.
 `PostgresStorage` implements the Storage protocol (datastore/storage.py).
@@ -30,13 +34,12 @@ from psycopg_pool import ConnectionPool
 from datastore.storage import (
     CoreTable,
     Hits,
+    IndexEntry,
     InstructionTable,
     MarkTable,
     NodeMarks,
-    RowSearch,
     SourceFacts,
     SourceRow,
-    TextSearch,
     WriteBatch,
     instruction_order,
 )
@@ -47,7 +50,6 @@ from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from models.time import utc
 from services.errors import ConflictError, StoreError
-from services.terms import text_terms
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -138,6 +140,13 @@ def _m006_messages_by_offset(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("CREATE INDEX pyramind_messages_by_offset ON pyramind_messages (namespace, source_id, tok_offset)")
 
 
+def _m007_namespace_versions(conn: psycopg.Connection, dimension: int) -> None:
+    """Each namespace's version (bumped by every commit) and each source's stamp (the version of its last
+    commit): what the in-memory search indexes of every server process check before a search."""
+    conn.execute("CREATE TABLE pyramind_namespaces (namespace text PRIMARY KEY, version bigint NOT NULL)")
+    conn.execute("ALTER TABLE pyramind_sources ADD COLUMN stamp bigint NOT NULL DEFAULT 0")
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -145,6 +154,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("004_visits_pins", _m004_visits_pins),
     ("005_instructions", _m005_instructions),
     ("006_messages_by_offset", _m006_messages_by_offset),
+    ("007_namespace_versions", _m007_namespace_versions),
 ]
 
 
@@ -247,6 +257,18 @@ def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
     return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
 
 
+def _bump(conn: psycopg.Connection, ns: str) -> int:
+    """Bump the namespace's version in the caller's transaction (last: its row lock is held to the commit, so
+    a namespace's commits are ordered by it) and return the new version."""
+    row = conn.execute(
+        "INSERT INTO pyramind_namespaces AS v VALUES (%s, 1) ON CONFLICT (namespace) DO UPDATE "
+        "SET version = v.version + 1 RETURNING version",
+        (ns,),
+    ).fetchone()
+    assert row is not None
+    return int(row["version"])  # type: ignore[call-overload]  # the pool's rows are dicts
+
+
 class PostgresStorage:
     """PostgreSQL + pgvector provider. settings: `POSTGRES_URL` names the database, `PG_POOL_SIZE` caps
     connections, FAN_OUT and MAX_LEVEL (what `unrolled` counts). dimension: the embedder's (the vector column's,
@@ -261,8 +283,6 @@ class PostgresStorage:
     def __init__(self, settings: Settings, dimension: int) -> None:
         self.settings = settings
         self.dimension = dimension
-        self.text: TextSearch | None = PgText(self)
-        self.rows: RowSearch | None = None  # search by row id is the local store's; hybrid fuses nodes here
         self.core: CoreTable | None = PgCore(self)
         self.marks: MarkTable | None = PgMarks(self)
         self.instructions: InstructionTable | None = PgInstructions(self)
@@ -530,9 +550,11 @@ class PostgresStorage:
             _write_instructions(conn, ns, batch.instructions, batch.drop_instructions)
             if batch.delete_source:
                 conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s AND source_id = %s", key)
+                _bump(conn, ns)
                 return
             conn.execute(
-                """INSERT INTO pyramind_sources VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+                """INSERT INTO pyramind_sources (namespace, source_id, source_type, version, n_messages, n_tokens,
+                   max_seq, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
                    ON CONFLICT (namespace, source_id) DO UPDATE SET source_type = EXCLUDED.source_type,
                    version = EXCLUDED.version, n_messages = EXCLUDED.n_messages, n_tokens = EXCLUDED.n_tokens,
                    max_seq = EXCLUDED.max_seq, metadata = EXCLUDED.metadata""",
@@ -582,6 +604,10 @@ class PostgresStorage:
                     + ", ".join(f"{c} = EXCLUDED.{c}" for c in cols if c != "id"),
                     [(ns, *_node_row(n), np.asarray(v, dtype=np.float32)) for n, v in batch.nodes if v is not None],
                 )
+            version = _bump(conn, ns)
+            conn.execute(
+                "UPDATE pyramind_sources SET stamp = %s WHERE namespace = %s AND source_id = %s", (version, *key)
+            )
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
         """Remove everything of the namespace (core entries, marks and instructions too); returns (messages,
@@ -593,7 +619,47 @@ class PostgresStorage:
             conn.execute("DELETE FROM pyramind_core WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s", (ns,))
+            _bump(conn, ns)
         return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ what the search indexes are fed from
+    def namespace_version(self, ns: str) -> str:
+        """The namespace's row of `pyramind_namespaces` (bumped by every commit), "0" when never written."""
+        rows = self.all("SELECT version FROM pyramind_namespaces WHERE namespace = %s", (ns,))
+        return str(rows[0]["version"] if rows else 0)
+
+    def source_stamps(self, ns: str) -> dict[str, str]:
+        """{source id: the namespace version of its last commit}."""
+        rows = self.all("SELECT source_id, stamp FROM pyramind_sources WHERE namespace = %s", (ns,))
+        return {r["source_id"]: str(r["stamp"]) for r in rows}
+
+    def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
+        """The nodes of these sources (the namespace's when None), streamed by a server-side cursor in binary
+        (the vectors are not parsed from text)."""
+        where = "namespace = %s" + ("" if source_ids is None else " AND source_id = ANY(%s)")
+        args: tuple[Any, ...] = (ns,) if source_ids is None else (ns, list(source_ids))
+        with self.pool.connection() as conn, conn.transaction():
+            with conn.cursor(name="pyramind_index_entries", binary=True) as cur:
+                cur.itersize = 5_000
+                cur.execute(
+                    "SELECT id, source_type, source_id, level, extract(epoch FROM start_time)::float8 AS s, "
+                    "extract(epoch FROM end_time)::float8 AS e, speakers, session_ids, text, embedding "
+                    f"FROM pyramind_nodes WHERE {where}",
+                    args,
+                )
+                for r in cur:
+                    yield IndexEntry(
+                        r["id"],
+                        r["source_type"],
+                        r["source_id"],
+                        r["level"],
+                        r["s"] if r["s"] is not None else np.nan,
+                        r["e"] if r["e"] is not None else np.nan,
+                        list(r["speakers"]),
+                        list(r["session_ids"]),
+                        r["text"],
+                        np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+                    )
 
     # ------------------------------------------------------------------ search
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
@@ -629,28 +695,6 @@ class PostgresStorage:
         """Nodes per level over every namespace."""
         rows = self.all("SELECT level, COUNT(*) AS n FROM pyramind_nodes GROUP BY level ORDER BY level")
         return {f"L{r['level']}": r["n"] for r in rows}
-
-
-class PgText:
-    """TextSearch: the generated `tsvector` column (English stemming), ranked by `ts_rank`."""
-
-    def __init__(self, store: PostgresStorage) -> None:
-        self.store = store
-
-    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
-        """The top_k nodes matching `flt` that hold a word of `text` (services.terms.text_terms, OR-ed),
-        [(node, ts_rank)] best first; [] when the text has no word."""
-        terms = text_terms(text)
-        if not terms:
-            return []
-        where, args = _filter_sql(flt)
-        args.update(ns=ns, terms=" | ".join(terms), k=top_k)
-        rows = self.store.all(
-            f"SELECT {_NODE_COLS}, ts_rank(tsv, q) AS score FROM pyramind_nodes, to_tsquery('english', %(terms)s) q "
-            f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s",
-            args,
-        )
-        return [(_node(r), float(r["score"])) for r in rows]
 
 
 class PgCore:
