@@ -92,6 +92,7 @@ class IndexEntry(NamedTuple):
     source_type: str
     source_id: str
     level: int
+    position: int
     start: float
     end: float
     speakers: list[str]

@@ -33,7 +33,8 @@ from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
 from datastore.storage import IndexEntry, Storage
 
-LOAD_SLICE = 5_000  # entries added at a time when a namespace is loaded (caps the loading peak)
+LOAD_SLICE = 5_000  # entries added to the indexes at a time
+LOAD_SOURCES = 200  # sources listed at a time when a namespace is loaded (caps the loading peak)
 SWEEP_EVERY = 60.0  # seconds between sweeps for idle indexes
 
 
@@ -189,13 +190,13 @@ class NamespaceIndexes:
             gone = [sid for sid in index.by_source if sid not in stamps]
             index.drop_sources(changed + gone)
         if changed is None or changed:
-            batch: list[IndexEntry] = []
-            for entry in self.storage.index_entries(ns, changed):
-                batch.append(entry)
-                if len(batch) >= LOAD_SLICE:
-                    index.add(batch)
-                    batch = []
-            index.add(batch)
+            # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
+            sources = sorted(stamps) if changed is None else sorted(changed)
+            for part in range(0, len(sources), LOAD_SOURCES):
+                entries = list(self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES]))
+                entries.sort(key=lambda e: (e.source_id, e.level, e.position))
+                for i in range(0, len(entries), LOAD_SLICE):
+                    index.add(entries[i : i + LOAD_SLICE])
         index.stamps = stamps
         index.token = token
 

@@ -300,7 +300,9 @@ class LocalStorage:
 
     def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
         """The nodes of these sources (the namespace's when None), read a slice at a time."""
-        cols = "id, source_type, source_id, level, start_time, end_time, speakers, session_ids, text, embedding"
+        cols = (
+            "id, source_type, source_id, level, start_time, end_time, speakers, session_ids, text, embedding, position"
+        )
         parts: Iterator[list] = iter([[]]) if source_ids is None else _parts(source_ids)
         for part in parts:
             where = "namespace = ?" if source_ids is None else f"namespace = ? AND source_id IN ({_marks(len(part))})"
@@ -312,6 +314,7 @@ class LocalStorage:
                         r[1],
                         r[2],
                         r[3],
+                        r[10],
                         r[4] if r[4] is not None else np.nan,
                         r[5] if r[5] is not None else np.nan,
                         json.loads(r[6]),

@@ -508,6 +508,7 @@ class PineconeStorage:
                         m["source_type"],
                         m["source_id"],
                         int(m["level"]),
+                        int(m["position"]),
                         float(m["start_time"]) if m.get("start_time") is not None else np.nan,
                         float(m["end_time"]) if m.get("end_time") is not None else np.nan,
                         list(m.get("speakers", [])),

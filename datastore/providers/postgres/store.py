@@ -642,7 +642,7 @@ class PostgresStorage:
             with conn.cursor(name="pyramind_index_entries", binary=True) as cur:
                 cur.itersize = 5_000
                 cur.execute(
-                    "SELECT id, source_type, source_id, level, extract(epoch FROM start_time)::float8 AS s, "
+                    "SELECT id, source_type, source_id, level, position, extract(epoch FROM start_time)::float8 AS s, "
                     "extract(epoch FROM end_time)::float8 AS e, speakers, session_ids, text, embedding "
                     f"FROM pyramind_nodes WHERE {where}",
                     args,
@@ -653,6 +653,7 @@ class PostgresStorage:
                         r["source_type"],
                         r["source_id"],
                         r["level"],
+                        r["position"],
                         r["s"] if r["s"] is not None else np.nan,
                         r["e"] if r["e"] is not None else np.nan,
                         list(r["speakers"]),
