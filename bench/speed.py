@@ -54,6 +54,7 @@ TOKEN = "speed-bench-token"
 SEARCHES = 300
 REQUESTS = 300
 DENSE_REQUESTS = 100
+CONTEXT_REQUESTS = 100
 WARMUP = 20
 
 
@@ -233,8 +234,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def end_to_end(db: str | Path, questions: list[str]) -> dict:
-    """HTTP /query latency against a server child over `db` (default mode, then dense); server peak RSS."""
+def end_to_end(db: str | Path, questions: list[str], n: int = 0) -> dict:
+    """HTTP /query latency against a server child over `db` (default mode, then dense), the first query's time
+    (a cold namespace after a restart: its indexes are loaded from the store), /context latency (the default
+    request, one of the `n` nodes' synthetic conversations each); server peak RSS."""
     port = _free_port()
     proc = subprocess.Popen(
         _child_argv("--serve", str(db), str(port)), cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -253,8 +256,9 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
                     raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
                 time.sleep(0.2)
             # the first query loads the namespace's vectors (and trains the IVF index from 50k nodes): minutes at 1M
+            t = time.perf_counter()
             client.post("/query", json={"queries": [{"query": questions[0], "top_k": 5}]}, timeout=1200)
-            out: dict[str, Any] = {}
+            out: dict[str, Any] = {"first_query_s": round(time.perf_counter() - t, 2)}
             for mode, count in ((None, REQUESTS), ("dense", DENSE_REQUESTS)):
                 ms = []
                 for i in range(WARMUP + count):
@@ -269,6 +273,19 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
                     if i >= WARMUP:
                         ms.append(elapsed)
                 out[mode or "default"] = percentiles(ms)
+            sources = [f"synthetic-{k:05d}" for k in range(max(1, -(-n // synthetic.PER_SOURCE)))]
+            rng = random.Random(3)
+            ms = []
+            for i in range(WARMUP + CONTEXT_REQUESTS):
+                body = {"conversation_id": rng.choice(sources), "query": questions[i % len(questions)]}
+                t = time.perf_counter()
+                r = client.post("/context", json=body)
+                elapsed = (time.perf_counter() - t) * 1000
+                if r.status_code != 200:
+                    raise RuntimeError(f"/context answered {r.status_code}: {r.text[:300]}")
+                if i >= WARMUP:
+                    ms.append(elapsed)
+            out["context"] = percentiles(ms)
             out["server_peak_rss_mib"] = round(proc_peak_rss_mib(proc.pid) or 0.0)
             return out
     finally:
@@ -293,7 +310,7 @@ def scale_point(n: int, questions: list[str], db: str | None = None, keep: bool 
         if keep:
             figures.write_text(json.dumps(point["build"]))
     point["search"] = _child(["--search", str(db)], timeout=3600)
-    point["e2e"] = end_to_end(db, questions)
+    point["e2e"] = end_to_end(db, questions, n)
     if not db.startswith("postgresql://") and not keep:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)

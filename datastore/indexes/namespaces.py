@@ -22,7 +22,6 @@ dropped until they fit (the one being searched stays). A node costs about 2 KB w
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -220,8 +219,3 @@ class NamespaceIndexes:
         """Forget the namespace's index (it is loaded again by its next search)."""
         with self._guard:
             self._indexes.pop(ns, None)
-
-
-def seconds(value: float | None) -> float:
-    """POSIX seconds of an index entry's time (NaN for none)."""
-    return math.nan if value is None else float(value)

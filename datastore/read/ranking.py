@@ -13,7 +13,7 @@ Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
 
 `hybrid` and `tree` return L1 chunks unless the filter names levels: a summary costs context tokens but holds
 only a selection of what it covers, and every chunk names its summary in `parent_id`. On LoCoMo (bench/RESULTS.md)
-`hybrid` finds the most evidence per token. A view without the `text` capability degrades `text` and `hybrid` to
+`hybrid` finds the most evidence per token. A view without text search degrades `text` and `hybrid` to
 `dense` over the same levels. Every function returns `[(MemoryNode, score)]`, higher is better, on a scale that
 is the same from query to query within a mode (so a `min_score` floor means something):
 
