@@ -39,7 +39,7 @@ def ranked(store: Memory, ns: str) -> list[list[tuple[str, int, int, tuple[str, 
     out = []
     for mode in ("hybrid", "text", "dense", "tree"):
         for flt in FILTERS:
-            queries = [Query(query=q, top_k=6, mode=mode, filter=flt) for q in QUESTIONS]  # type: ignore[arg-type]
+            queries = [Query(query=q, top_k=6, mode=mode, filter=flt) for q in QUESTIONS]
             for res in store.reader.query(ns, queries, record_visits=False).results:
                 out.append(
                     [
