@@ -181,6 +181,7 @@ def main(argv: list[str] | None = None) -> None:
     command = ".venv/bin/python -m bench.parity" + "".join(
         f" {flag}"
         for flag, on in (
+            (f"--data {args.data}", args.data != dataset.DATA),
             (f"--providers {args.providers}", args.providers != ",".join(PROVIDERS)),
             (f"--limit {args.limit}", args.limit),
         )
