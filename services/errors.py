@@ -36,6 +36,14 @@ class StoreError(PyramindError):
     status = 500
 
 
+class StoreUnavailableError(StoreError):
+    """The store went away or does not answer (a database down, a network cut): nothing of the call was
+    written unless it said so; a retry once the store is back is safe."""
+
+    code = "store_unavailable"
+    status = 503
+
+
 class EmbeddingMismatchError(StoreError):
     """The store holds vectors of another embedding model or dimension than the configured embedder."""
 

@@ -72,7 +72,7 @@ from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from models.time import utc
-from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+from services.errors import ConflictError, EmbeddingMismatchError, StoreError, StoreUnavailableError
 
 META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record
 _META_ID = "meta#embedding"
@@ -190,7 +190,11 @@ class PineconeStorage:
 
     # ------------------------------------------------------------------ SDK calls (retried, batched)
     def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return _retry(fn)(*args, **kwargs)
+        """fn retried; a store that still does not answer is a StoreUnavailableError naming the index."""
+        try:
+            return _retry(fn)(*args, **kwargs)
+        except (PineconeConnectionError, PineconeTimeoutError) as exc:
+            raise StoreUnavailableError(f"the pinecone store ({self.location}) is unreachable: {exc}") from exc
 
     def _fetch(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
         """{record id: metadata} of the ids present (with `_values` when asked), parts joined."""
@@ -467,7 +471,8 @@ class PineconeStorage:
             try:  # best effort: leave no new message that a retry would skip as already remembered
                 self._delete(ns, created)
             finally:
-                raise StoreError(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
+                kind = StoreUnavailableError if isinstance(exc, StoreUnavailableError) else StoreError
+                raise kind(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
         """Delete every record of the Pinecone namespace (marks and instructions too); returns (messages, nodes)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -29,7 +30,7 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from datastore.storage import (
     CoreTable,
@@ -49,7 +50,7 @@ from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from models.time import utc
-from services.errors import ConflictError, StoreError
+from services.errors import ConflictError, StoreError, StoreUnavailableError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -257,6 +258,19 @@ def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
     return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
 
 
+class _Pool(ConnectionPool):
+    """The connection pool, saying when the database went away: a lost or refused connection inside a
+    `connection()` block (the transaction then rolled back) is a StoreUnavailableError naming POSTGRES_URL."""
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Any]:
+        try:
+            with super().connection(timeout) as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise StoreUnavailableError(f"the postgres store (POSTGRES_URL) is unreachable: {exc}") from exc
+
+
 def _bump(conn: psycopg.Connection, ns: str) -> int:
     """Bump the namespace's version in the caller's transaction (last: its row lock is held to the commit, so
     a namespace's commits are ordered by it) and return the new version."""
@@ -296,7 +310,7 @@ class PostgresStorage:
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=15) as conn:
                 self._migrate(conn)
-            self.pool: ConnectionPool[Any] = ConnectionPool(  # rows are dicts (row_factory below)
+            self.pool: ConnectionPool[Any] = _Pool(  # rows are dicts (row_factory below)
                 conninfo,
                 min_size=1,
                 max_size=self.settings.pg_pool_size,
