@@ -156,9 +156,10 @@ class NamespaceIndexes:
         with self._guard:
             return {ns: len(ix) for ns, ix in self._indexes.items()}
 
-    def get(self, ns: str) -> NamespaceIndex:
+    def get(self, ns: str, refresh: bool = True) -> NamespaceIndex:
         """The namespace's index, current as of the store's namespace version read now (loaded when missing,
-        refreshed by source when it moved). Raises what the store raises (StoreError...), dropping the index."""
+        refreshed by source when it moved); refresh=False skips the version read for an index already loaded
+        (the later steps of one search). Raises what the store raises (StoreError...), dropping the index."""
         now = time.monotonic()
         with self._guard:
             if now - self._swept > SWEEP_EVERY:
@@ -167,19 +168,28 @@ class NamespaceIndexes:
             if index is None:
                 index = self._indexes[ns] = NamespaceIndex(self.dimension, self.ann_min_rows)
             index.used = now
-        with index.lock:
-            try:
-                self._refresh(ns, index)
-            except BaseException:
-                self.drop(ns)
-                raise
+        if not refresh and index.token is not None:
+            return index
+        try:
+            token = self.storage.namespace_version(ns)  # outside the lock: searches of a current index never wait
+            if token != index.token:
+                with index.lock:
+                    try:
+                        self._refresh(ns, index, token)
+                    except BaseException:
+                        index.token = None  # half refreshed: never taken as current
+                        raise
+        except BaseException:
+            self.drop(ns)
+            raise
         self._bound(ns)
         return index
 
-    def _refresh(self, ns: str, index: NamespaceIndex) -> None:
-        token = self.storage.namespace_version(ns)
+    def _refresh(self, ns: str, index: NamespaceIndex, token: str) -> None:
+        """Bring `index` to the store as of `token` (read before this): the sources whose stamps changed are
+        listed again. Called under the index's lock."""
         if token == index.token:
-            return
+            return  # another search refreshed it meanwhile
         stamps = self.storage.source_stamps(ns)
         if index.token is None:
             changed: list[str] | None = None  # everything

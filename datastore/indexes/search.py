@@ -91,7 +91,7 @@ class IndexedSearch:
         """{row id: cosine to `vector`} of those rows still held."""
         if len(rowids) == 0:
             return {}
-        index = self.indexes.get(ns)
+        index = self.indexes.get(ns, refresh=False)  # rows of this search's pools, as of its version read
         with index.lock:
             found, scores = index.vectors.search(
                 np.asarray(vector, dtype=np.float32), len(rowids), np.asarray(rowids, dtype=np.int64)
@@ -103,7 +103,7 @@ class IndexedSearch:
         left out: the text served is always the store's)."""
         if len(rowids) == 0:
             return []
-        index = self.indexes.get(ns)
+        index = self.indexes.get(ns, refresh=False)
         with index.lock:
             ids = [index.node_ids.get(int(r)) for r in rowids]
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [i for i in ids if i is not None])}
