@@ -6,13 +6,13 @@
 - `commit` is one transaction: `pg_advisory_xact_lock` on a hash of (namespace, source_id) serialises writers
   of one source across processes, then the version check decides (a stale writer gets ConflictError and the
   writer recomputes from the new state, so no children are ever summarised twice in the stored tree).
-- Search: HNSW (`vector_cosine_ops`); score = 1 - cosine distance. HNSW filters after its graph walk, so a
-  selective filter can starve it: when it returns fewer than top_k rows the query is answered exactly.
+- `search_vector` (the provider's own vector search, for tools; the read path does not use it): an exact scan,
+  score = 1 - cosine distance. The HNSW and tsvector indexes of the first migration are dropped by the eighth.
 - Search for the read path is above the store (datastore/indexes/search.py: the in-memory BM25 and vector
   indexes, the same for every provider), fed by `index_entries`; `pyramind_namespaces` holds each namespace's
   version, bumped last in every commit (its row lock orders a namespace's commits, so a version read names every
-  commit before it), and each source's `stamp` is the namespace version of its last commit. A generated
-  `tsvector` column with a GIN index stays for SQL tools.
+  commit before it), and each source's `stamp` is the namespace version of its last commit. Every commit
+  NOTIFYs its new version, so a process knows the versions without a round trip per search (`namespace_version`).
 - Core memory (`core`), the marks of nodes (`marks`) and standing instructions (`instructions`, with a
   `vector(dimension)` column of their own; read whole per namespace, so no index on it) are tables of their own.
 `PostgresStorage` implements the Storage protocol (datastore/storage.py).
@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime
@@ -148,6 +149,14 @@ def _m007_namespace_versions(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("ALTER TABLE pyramind_sources ADD COLUMN stamp bigint NOT NULL DEFAULT 0")
 
 
+def _m008_no_search_indexes(conn: psycopg.Connection, dimension: int) -> None:
+    """Queries rank over the in-memory indexes above the providers: the HNSW index and the generated tsvector
+    column with its GIN index served no query any more and cost every write (HNSW inserts were ~3 ms a node)."""
+    conn.execute("DROP INDEX IF EXISTS pyramind_nodes_hnsw")
+    conn.execute("DROP INDEX IF EXISTS pyramind_nodes_tsv")
+    conn.execute("ALTER TABLE pyramind_nodes DROP COLUMN IF EXISTS tsv")
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -156,6 +165,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("005_instructions", _m005_instructions),
     ("006_messages_by_offset", _m006_messages_by_offset),
     ("007_namespace_versions", _m007_namespace_versions),
+    ("008_no_search_indexes", _m008_no_search_indexes),
 ]
 
 
@@ -271,13 +281,17 @@ class _Pool(ConnectionPool):
             raise StoreUnavailableError(f"the postgres store (POSTGRES_URL) is unreachable: {exc}") from exc
 
 
+_CHANNEL = "pyramind_versions"  # NOTIFY channel: [namespace, version] of every commit, at its commit
+
+
 def _bump(conn: psycopg.Connection, ns: str) -> int:
     """Bump the namespace's version in the caller's transaction (last: its row lock is held to the commit, so
-    a namespace's commits are ordered by it) and return the new version."""
+    a namespace's commits are ordered by it), notify it (delivered at the commit) and return the new version."""
     row = conn.execute(
-        "INSERT INTO pyramind_namespaces AS v VALUES (%s, 1) ON CONFLICT (namespace) DO UPDATE "
-        "SET version = v.version + 1 RETURNING version",
-        (ns,),
+        "WITH b AS (INSERT INTO pyramind_namespaces AS v VALUES (%s, 1) ON CONFLICT (namespace) DO UPDATE "
+        "SET version = v.version + 1 RETURNING version) "
+        f"SELECT version, pg_notify('{_CHANNEL}', json_build_array(%s::text, version)::text) FROM b",
+        (ns, ns),
     ).fetchone()
     assert row is not None
     return int(row["version"])  # type: ignore[call-overload]  # the pool's rows are dicts
@@ -300,7 +314,12 @@ class PostgresStorage:
         self.core: CoreTable | None = PgCore(self)
         self.marks: MarkTable | None = PgMarks(self)
         self.instructions: InstructionTable | None = PgInstructions(self)
+        self._versions: dict[str, int] = {}  # namespace -> version, while the listener is connected
+        self._listen_generation = 0  # bumped by every (re)connection of the listener; 0: not listening
+        self._versions_lock = threading.Lock()
+        self._closed = threading.Event()
         self._open()
+        threading.Thread(target=self._listen, name="pyramind-pg-versions", daemon=True).start()
 
     # ------------------------------------------------------------------ lifecycle
     def _open(self) -> None:
@@ -316,7 +335,7 @@ class PostgresStorage:
                 max_size=self.settings.pg_pool_size,
                 open=True,
                 timeout=30,
-                kwargs={"options": "-c timezone=UTC", "row_factory": dict_row},
+                kwargs={"options": "-c timezone=UTC", "row_factory": dict_row, "autocommit": True},
                 configure=self._configure,
             )
             self.pool.wait(timeout=30)
@@ -330,7 +349,10 @@ class PostgresStorage:
         conn.commit()  # the pool wants connections back idle
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool (the listener of namespace versions stops within a second)."""
+        closed = getattr(self, "_closed", None)
+        if closed is not None:
+            closed.set()
         pool = getattr(self, "pool", None)
         if pool is not None:
             pool.close()
@@ -371,7 +393,8 @@ class PostgresStorage:
         return "POSTGRES_URL"
 
     def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
-        """Every row of one statement, as dicts, on a pooled connection."""
+        """Every row of one statement, as dicts, on a pooled connection (autocommit: one round trip; writes of
+        several statements run in `conn.transaction()`)."""
         with self.pool.connection() as conn:
             return conn.execute(sql, args).fetchall()
 
@@ -545,6 +568,10 @@ class PostgresStorage:
     def commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
         """Apply `batch` in one transaction if the source's version is `expected_version` (else ConflictError,
         nothing changed); writers of one source are serialised by an advisory lock."""
+        self._saw(ns, self._commit(ns, batch, expected_version))  # this process's next search sees it at once
+
+    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> int:
+        """`commit`'s transaction; returns the namespace version it committed."""
         src = batch.source
         key = (ns, src.source_id)
         with self.pool.connection() as conn, conn.transaction():
@@ -564,8 +591,7 @@ class PostgresStorage:
             _write_instructions(conn, ns, batch.instructions, batch.drop_instructions)
             if batch.delete_source:
                 conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s AND source_id = %s", key)
-                _bump(conn, ns)
-                return
+                return _bump(conn, ns)
             conn.execute(
                 """INSERT INTO pyramind_sources (namespace, source_id, source_type, version, n_messages, n_tokens,
                    max_seq, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
@@ -622,6 +648,7 @@ class PostgresStorage:
             conn.execute(
                 "UPDATE pyramind_sources SET stamp = %s WHERE namespace = %s AND source_id = %s", (version, *key)
             )
+        return version
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
         """Remove everything of the namespace (core entries, marks and instructions too); returns (messages,
@@ -633,14 +660,57 @@ class PostgresStorage:
             conn.execute("DELETE FROM pyramind_core WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s", (ns,))
-            _bump(conn, ns)
+            version = _bump(conn, ns)
+        self._saw(ns, version)
         return n_msgs, n_nodes
 
     # ------------------------------------------------------------------ what the search indexes are fed from
     def namespace_version(self, ns: str) -> str:
-        """The namespace's row of `pyramind_namespaces` (bumped by every commit), "0" when never written."""
+        """The namespace's row of `pyramind_namespaces` (bumped by every commit), "0" when never written.
+
+        No round trip while the listener is connected: every commit notifies its new version (LISTEN/NOTIFY,
+        delivered at the commit, a few ms to another process), this process's own commits set it before they
+        return, and a namespace not yet seen is read once. Without the listener (reconnecting), it is read."""
+        with self._versions_lock:
+            generation = self._listen_generation
+            if generation and ns in self._versions:
+                return str(self._versions[ns])
         rows = self.all("SELECT version FROM pyramind_namespaces WHERE namespace = %s", (ns,))
-        return str(rows[0]["version"] if rows else 0)
+        version = int(rows[0]["version"]) if rows else 0
+        if generation:
+            self._saw(ns, version, generation)
+        return str(version)
+
+    def _saw(self, ns: str, version: int, generation: int | None = None) -> None:
+        """Keep a namespace version known to be committed (the highest seen), while the listener that was
+        connected when it was read (`generation`; None: any) still is."""
+        with self._versions_lock:
+            if self._listen_generation and generation in (None, self._listen_generation):
+                self._versions[ns] = max(version, self._versions.get(ns, 0))
+
+    def _listen(self) -> None:
+        """(thread) LISTEN for the versions other processes commit; reconnect after a failure (the versions are
+        then read until it is back)."""
+        conninfo = self.settings.postgres_url.get_secret_value() if self.settings.postgres_url else ""
+        generation = 0
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                    conn.execute(f"LISTEN {_CHANNEL}")
+                    generation += 1
+                    with self._versions_lock:
+                        self._versions.clear()
+                        self._listen_generation = generation
+                    while not self._closed.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            ns, version = json.loads(note.payload)
+                            self._saw(ns, int(version))
+            except Exception:  # the database went away: read versions until the listener is back
+                pass
+            with self._versions_lock:
+                self._versions.clear()
+                self._listen_generation = 0
+            self._closed.wait(1.0)
 
     def source_stamps(self, ns: str) -> dict[str, str]:
         """{source id: the namespace version of its last commit}."""
@@ -678,8 +748,8 @@ class PostgresStorage:
 
     # ------------------------------------------------------------------ search
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: HNSW, exact when HNSW starves
-        on a selective filter."""
+        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: an exact scan (an HNSW index,
+        where a database keeps one, is used by PostgreSQL's planner)."""
         where, args = _filter_sql(flt)
         args.update(ns=ns, q=np.asarray(vector, dtype=np.float32), k=top_k)
         sql = (
