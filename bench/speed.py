@@ -152,7 +152,10 @@ def build_child(db: str, n: int) -> dict:
 
 def search_child(db: str) -> dict:
     """(child) Search-only latency over the store at `db`, and this process's peak RSS; for the local store also
-    recall@5 of its search against an exact scan of the same rows."""
+    recall@5 of its search against an exact scan of the same rows. One BLAS thread, as the server runs."""
+    from server.main import one_blas_thread
+
+    one_blas_thread()  # OpenBLAS's threads on a shared machine made a 10k-row scan 40 ms instead of 1
     base_rss = peak_rss_mib()
     store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
