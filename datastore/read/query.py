@@ -128,8 +128,9 @@ class Reader:
             return [to_result(n, score) for n, score in hits]
         seen = {n.id for n, _ in hits}
         out: list[QueryResult] = []
+        around = _around_many(view, ns, [n for n, _ in hits if n.level == 1], k)
         for node, score in hits:
-            before, after = _around(view, ns, node, k) if node.level == 1 else ([], [])
+            before, after = around.get(node.id, ([], []))
             before = [n for n in before if n.id not in seen]
             after = [n for n in after if n.id not in seen]
             seen.update(n.id for n in before + after)
@@ -184,6 +185,40 @@ def _around(view: Searchable, ns: str, node: MemoryNode, k: int) -> tuple[list[M
         return [], []
     around = view.source_nodes(ns, node.source_id, node.level, max(0, node.position - k), node.position + k)
     return [n for n in around if n.position < node.position], [n for n in around if n.position > node.position]
+
+
+SPAN = 64  # positions one read of a source's chunks may span when neighbours of several hits are read at once
+
+
+def _around_many(
+    view: Searchable, ns: str, nodes: Sequence[MemoryNode], k: int
+) -> dict[str, tuple[list[MemoryNode], list[MemoryNode]]]:
+    """`_around` of each node, {node id: (before, after)}, reading the chunks of hits close together in one
+    source (positions within SPAN) at once: one store read per group instead of one per hit."""
+    out: dict[str, tuple[list[MemoryNode], list[MemoryNode]]] = {}
+    if k <= 0:
+        return out
+    groups: dict[tuple[str, int], list[MemoryNode]] = {}
+    for n in nodes:
+        groups.setdefault((n.source_id, n.level), []).append(n)
+    for (sid, level), members in groups.items():
+        members.sort(key=lambda n: n.position)
+        runs: list[list[MemoryNode]] = []
+        for n in members:
+            if runs and n.position - runs[-1][0].position <= SPAN:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+        for run in runs:
+            first, last = max(0, run[0].position - k), run[-1].position + k
+            read = view.source_nodes(ns, sid, level, first, last)
+            for n in run:
+                lo, hi = n.position - k, n.position + k
+                out[n.id] = (
+                    [m for m in read if lo <= m.position < n.position],
+                    [m for m in read if n.position < m.position <= hi],
+                )
+    return out
 
 
 def to_result(node: MemoryNode, score: float, context_of: str | None = None) -> QueryResult:
