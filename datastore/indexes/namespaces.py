@@ -204,6 +204,8 @@ class NamespaceIndexes:
             for part in range(0, len(sources), LOAD_SOURCES):
                 entries = list(self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES]))
                 entries.sort(key=lambda e: (e.source_id, e.level, e.position))
+                index.vectors.reserve(len(entries))  # grown once per batch, not copied slice after slice
+                index.text.reserve(len(entries))
                 for i in range(0, len(entries), LOAD_SLICE):
                     index.add(entries[i : i + LOAD_SLICE])
         index.stamps = stamps
