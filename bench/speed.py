@@ -54,6 +54,7 @@ TOKEN = "speed-bench-token"
 SEARCHES = 300
 REQUESTS = 300
 DENSE_REQUESTS = 100
+CONTEXT_REQUESTS = 100
 WARMUP = 20
 
 
@@ -151,36 +152,27 @@ def build_child(db: str, n: int) -> dict:
 
 def search_child(db: str) -> dict:
     """(child) Search-only latency over the store at `db`, and this process's peak RSS; for the local store also
-    recall@5 of its search against an exact scan of the same rows."""
+    recall@5 of its search against an exact scan of the same rows. One BLAS thread, as the server runs."""
+    from server.main import one_blas_thread
+
+    one_blas_thread()  # OpenBLAS's threads on a shared machine made a 10k-row scan 40 ms instead of 1
     base_rss = peak_rss_mib()
     store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
     t = time.perf_counter()
-    store.storage.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the vector cache (and the IVF)
+    store.search.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the namespace's indexes (and IVF)
     load = time.perf_counter() - t
     ms, found = [], []
     for q in queries[1:]:
         t = time.perf_counter()
-        hits = store.storage.search_vector(DEFAULT_NAMESPACE, q, 5, None)
+        hits = store.search.search_vector(DEFAULT_NAMESPACE, q, 5, None)
         ms.append((time.perf_counter() - t) * 1000)
         found.append({n.id for n, _ in hits})
     extra = _text_figures(store, queries[1:])
-    if db.startswith("postgresql://"):
-        store.close()
-        return {
-            "cache_load_s": round(load, 2),
-            "latency_ms": percentiles(ms),
-            "peak_rss_mib": round(peak_rss_mib()),
-            "python_baseline_rss_mib": round(base_rss),
-            "ann": "HNSW",
-            "recall_at_5_vs_exact": "not measured",
-            **extra,
-        }
-    local = store.storage
-    cache = local.caches.get(local.db.reader, DEFAULT_NAMESPACE)  # type: ignore[attr-defined]
-    index = cache.index  # exact top 5, same rows
+    cache = store.search.indexes.get(DEFAULT_NAMESPACE)
+    index = cache.vectors  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
-    ids = dict(local.db.reader.execute("SELECT rowid, id FROM nodes").fetchall())  # type: ignore[attr-defined]
+    ids = cache.node_ids
     recall = np.mean(
         [
             len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
@@ -189,6 +181,7 @@ def search_child(db: str) -> dict:
     )
     store.close()
     text_index = cache.text
+    extra["provider"] = store.name
     extra["text_index_mib"] = round(text_index.nbytes / 2**20, 1)
     extra["text_terms"] = len(text_index.vocab.terms)
     return {
@@ -212,10 +205,10 @@ def _text_figures(store: object, vectors: np.ndarray) -> dict:
     leaf = QueryFilter(level=1)
     for q, v in zip(questions[:SEARCHES], vectors, strict=False):
         t = time.perf_counter()
-        store.storage.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
+        store.search.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
         text_ms.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        ranking.hybrid(store.storage, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
+        ranking.hybrid(store.search, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
         hybrid_ms.append((time.perf_counter() - t) * 1000)
     return {"text_latency_ms": percentiles(text_ms), "hybrid_latency_ms": percentiles(hybrid_ms)}
 
@@ -244,8 +237,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def end_to_end(db: str | Path, questions: list[str]) -> dict:
-    """HTTP /query latency against a server child over `db` (default mode, then dense); server peak RSS."""
+def end_to_end(db: str | Path, questions: list[str], n: int = 0) -> dict:
+    """HTTP /query latency against a server child over `db` (default mode, then dense), the first query's time
+    (a cold namespace after a restart: its indexes are loaded from the store), /context latency (the default
+    request, one of the `n` nodes' synthetic conversations each); server peak RSS."""
     port = _free_port()
     proc = subprocess.Popen(
         _child_argv("--serve", str(db), str(port)), cwd=common.ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
@@ -264,8 +259,9 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
                     raise RuntimeError(f"server did not start: {proc.stderr.read().decode()[-2000:]}")  # type: ignore[union-attr]
                 time.sleep(0.2)
             # the first query loads the namespace's vectors (and trains the IVF index from 50k nodes): minutes at 1M
+            t = time.perf_counter()
             client.post("/query", json={"queries": [{"query": questions[0], "top_k": 5}]}, timeout=1200)
-            out: dict[str, Any] = {}
+            out: dict[str, Any] = {"first_query_s": round(time.perf_counter() - t, 2)}
             for mode, count in ((None, REQUESTS), ("dense", DENSE_REQUESTS)):
                 ms = []
                 for i in range(WARMUP + count):
@@ -280,6 +276,19 @@ def end_to_end(db: str | Path, questions: list[str]) -> dict:
                     if i >= WARMUP:
                         ms.append(elapsed)
                 out[mode or "default"] = percentiles(ms)
+            sources = [f"synthetic-{k:05d}" for k in range(max(1, -(-n // synthetic.PER_SOURCE)))]
+            rng = random.Random(3)
+            ms = []
+            for i in range(WARMUP + CONTEXT_REQUESTS):
+                body = {"conversation_id": rng.choice(sources), "query": questions[i % len(questions)]}
+                t = time.perf_counter()
+                r = client.post("/context", json=body)
+                elapsed = (time.perf_counter() - t) * 1000
+                if r.status_code != 200:
+                    raise RuntimeError(f"/context answered {r.status_code}: {r.text[:300]}")
+                if i >= WARMUP:
+                    ms.append(elapsed)
+            out["context"] = percentiles(ms)
             out["server_peak_rss_mib"] = round(proc_peak_rss_mib(proc.pid) or 0.0)
             return out
     finally:
@@ -304,7 +313,7 @@ def scale_point(n: int, questions: list[str], db: str | None = None, keep: bool 
         if keep:
             figures.write_text(json.dumps(point["build"]))
     point["search"] = _child(["--search", str(db)], timeout=3600)
-    point["e2e"] = end_to_end(db, questions)
+    point["e2e"] = end_to_end(db, questions, n)
     if not db.startswith("postgresql://") and not keep:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)

@@ -4,7 +4,8 @@ Where each operation goes (one path each; a fork, a grant or an option is a para
 
     remember, accept, upsert   -> writer      (datastore/write/remember.py: chunk -> embed -> roll up -> commit)
     forget (/delete)           -> deleter     (datastore/write/delete.py: remove messages, rebuild the tree)
-    query, expand, a node      -> reader      (datastore/read/query.py: validate -> rank -> neighbours -> visits)
+    query, expand, a node      -> reader      (datastore/read/query.py: validate -> rank -> neighbours -> visits,
+                                               ranked over `search`: datastore/indexes/search.py)
     find                       -> finder      (datastore/read/find.py: exact/regex search of the messages)
     conversations, messages    -> listing     (datastore/read/listing.py)
     stats of a namespace       -> describer   (datastore/read/stats.py)
@@ -28,6 +29,7 @@ from __future__ import annotations
 
 from datastore.context.assemble import ContextAssembler
 from datastore.context.core import CoreMemory
+from datastore.indexes.search import IndexedSearch
 from datastore.indexing.steps import IndexSteps
 from datastore.lifetime.forks import Forks
 from datastore.lifetime.instructions import Instructions
@@ -93,7 +95,8 @@ class Memory:
         self.visits = Visits(storage)
         self.deleter = Deleter(settings, storage, builder, locks, keeper)
         self.writer = Writer(settings, storage, builder, locks, keeper, self.deleter.refresh_forks)
-        self.reader = Reader(settings, storage, embedder, self.visits)
+        self.search = IndexedSearch(settings, storage, dimension)  # one ranking above every provider
+        self.reader = Reader(settings, storage, self.search, embedder, self.visits)
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)
         self.describer = Describer(storage)

@@ -4,14 +4,19 @@ The pipeline (datastore/write, read, context, lifetime, portability, indexing) h
 calls only the methods below. Every method is synchronous and takes the namespace first: a provider scopes every
 read, write, search and id lookup to it, so one namespace never sees another's memories.
 
-Six capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
+Search is not a provider's: every provider persists and lists, and the ranking of every query (the exact
+vector index, the BM25 index, the candidate pools and the hybrid fusion) is one code path above them,
+`datastore/indexes/search.py` over the in-memory indexes of `datastore/indexes/namespaces.py`. Those are fed by
+three listing methods every provider implements (`namespace_version`, `source_stamps`, `index_entries`): a
+namespace's version token is read before each search (one small read), and when it moved (a commit of this or of
+another process) the sources whose stamps changed are listed again, so several server processes over one store
+search one memory. `search_vector` stays a provider method (a provider's own vector index, for tools that want
+it without the in-memory index); the read path does not use it.
+
+Four capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
 reads them once when it is composed (datastore/memory.py), and a service that needs one says so in its
 constructor:
 
-- `text: TextSearch`  BM25 full-text search over node texts (`text` and `hybrid` ranking; without it they
-  rank by cosine alone);
-- `rows: RowSearch`   search answered by row id from in-memory indexes, the vector index being exact or an ANN
-  (hybrid fuses row ids and reads only the top_k rows it returns);
 - `core: CoreTable`   core memory entries per scope (without it, /core answers 501);
 - `marks: MarkTable`  visits and pins of nodes (without it, nothing is counted and nothing can be pinned);
 - `instructions: InstructionTable`  standing instructions and preferences with their embeddings (without it,
@@ -28,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import numpy as np
 
@@ -79,6 +84,23 @@ class WriteBatch:
     delete_source: bool = False
     instructions: list[tuple[Instruction, np.ndarray | None]] = field(default_factory=list)
     drop_instructions: list[str] = field(default_factory=list)
+
+
+class IndexEntry(NamedTuple):
+    """One node as the in-memory search indexes hold it (`Storage.index_entries`): what ranking and its filters
+    need, never the tree fields. start, end: POSIX seconds (NaN when the node has no time)."""
+
+    id: str
+    source_type: str
+    source_id: str
+    level: int
+    position: int
+    start: float
+    end: float
+    speakers: list[str]
+    session_ids: list[str]
+    text: str
+    vector: np.ndarray
 
 
 @dataclass
@@ -177,38 +199,6 @@ def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:
 
 
 # ---------------------------------------------------------------------- capabilities
-class TextSearch(Protocol):
-    """BM25 full-text search over a namespace's nodes."""
-
-    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
-        """The top_k nodes matching `flt` (levels included) that hold a word of `text` (services.terms.text_terms,
-        OR-ed, stemmed), [(node, bm25)] best first; [] when the text has no word."""
-        ...
-
-
-class RowSearch(Protocol):
-    """Both searches answered as (row ids, scores) from in-memory indexes without reading a row, so `hybrid`
-    fuses two pools and reads only the top_k rows it returns (`hits`). Row ids are the provider's own."""
-
-    def vector_rows(
-        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
-        ...
-
-    def text_rows(self, ns: str, text: str, top_k: int, flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
-        ...
-
-    def row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
-        """{row id: cosine to `vector`} of those rows still live."""
-        ...
-
-    def hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits:
-        """[(node, score)] for the row ids, in their order (rows deleted meanwhile are left out)."""
-        ...
-
-
 class CoreTable(Protocol):
     """Core memory entries, per namespace and scope (a conversation id, or "" for the whole namespace)."""
 
@@ -305,8 +295,6 @@ class Storage(Protocol):
     """
 
     name: str  # "local", "postgres", "pinecone"
-    text: TextSearch | None
-    rows: RowSearch | None
     core: CoreTable | None
     marks: MarkTable | None
     instructions: InstructionTable | None
@@ -390,7 +378,24 @@ class Storage(Protocol):
         ...
 
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` (float32, (dimension,)) that match `flt`, [(node, cosine)]."""
+        """The top_k nodes closest to `vector` (float32, (dimension,)) that match `flt`, [(node, cosine)], by the
+        provider's own vector search (the read path ranks with the in-memory indexes instead)."""
+        ...
+
+    # what the in-memory search indexes are fed from (datastore/indexes/namespaces.py)
+    def namespace_version(self, ns: str) -> str:
+        """A token kept in the store that changes with every commit to the namespace and with its deletion ("" or
+        "0" for a namespace never written): one small read, made before every search."""
+        ...
+
+    def source_stamps(self, ns: str) -> dict[str, str]:
+        """{source id: stamp} of every source of the namespace; a source's stamp changes with every commit of it
+        and never repeats (a source deleted and made again gets a new one)."""
+        ...
+
+    def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
+        """The nodes of these sources (of the whole namespace when None) as IndexEntry, streamed in slices (a
+        whole namespace is never held twice)."""
         ...
 
     # writes

@@ -91,8 +91,19 @@ class Settings(BaseSettings):
     ann_min_rows: int = Field(
         default=50_000,
         ge=0,
-        description="Nodes in a namespace from which the local store searches an IVF index (the ann extra: faiss); "
-        "0 = always exact.",
+        description="Nodes in a namespace from which its in-memory vector search uses an IVF index (the ann extra: "
+        "faiss); 0 = always exact.",
+    )
+    index_max_nodes: int = Field(
+        default=1_000_000,
+        ge=1_000,
+        description="Most nodes the in-memory search indexes hold over every namespace (~2 KB each at 384 "
+        "dimensions); past it the least recently searched namespaces are dropped.",
+    )
+    index_idle_seconds: float = Field(
+        default=900.0,
+        gt=0,
+        description="Seconds after which a namespace's in-memory search index unused since is dropped.",
     )
 
     # Embeddings

@@ -37,6 +37,14 @@ class StoreError(PyramindError):
     code = "store_error"
 
 
+class StoreUnavailableError(StoreError):
+    """The store went away or does not answer (a database down, a network cut): nothing of the call was
+    written unless it said so; a retry once the store is back is safe."""
+
+    code = "store_unavailable"
+    status = 503
+
+
 class EmbeddingMismatchError(StoreError):
     """The store holds vectors of another embedding model or dimension than the configured embedder."""
 

@@ -1,1 +1,2 @@
-"""In-memory indexes of the local store: exact vectors (with an optional IVF index) and BM25, by row id."""
+"""Search above the providers: each namespace's in-memory indexes (exact vectors with an optional IVF index, BM25)
+fed from any Storage, and the Searchable queries rank over."""

@@ -16,7 +16,7 @@ it, and a chunk of the parent that straddles the fork point is replaced by the f
 A fork made before bases existed (a record without `tok_at`) holds nothing of its parent: it inherits the
 parent's chunks ending at or before the fork point, and a chunk straddling it stays unseen.
 
-`view_for(storage, ns, flt)` is how the read path applies this: the `Searchable` a query with that filter
+`view_for(storage, search, ns, flt)` is how the read path applies this: the `Searchable` a query with that filter
 searches (the storage itself, or a `LineageView` when the filter names a fork). `stream_messages` reads a
 source's token stream through its base (what the chunker reads).
 """
@@ -30,7 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from datastore.storage import Hits, RowSearch, Storage, TextSearch
+from datastore.read.ranking import RowSearch, Searchable, TextSearch
+from datastore.storage import Hits, Storage
 from models.api import QueryFilter
 from models.memory import MemoryNode, StoredMessage
 
@@ -157,11 +158,12 @@ def _visible(storage: Storage, ns: str, source_id: str, tok_end: int) -> set[str
     return visible
 
 
-def view_for(storage: Storage, ns: str, flt: QueryFilter | None) -> Storage | LineageView:
-    """What a search with `flt` reads: a LineageView when `flt.conversation_id` names a fork, else the storage."""
+def view_for(storage: Storage, search: Searchable, ns: str, flt: QueryFilter | None) -> Searchable:
+    """What a search with `flt` reads: a LineageView over `search` when `flt.conversation_id` names a fork, else
+    `search` (the in-memory search over `storage`, datastore/indexes/search.py)."""
     if flt is None or flt.conversation_id is None or fork_info(storage, ns, flt.conversation_id) is None:
-        return storage
-    return LineageView(storage, ns, lineage(storage, ns, flt.conversation_id))
+        return search
+    return LineageView(search, ns, lineage(storage, ns, flt.conversation_id))
 
 
 class LineageView:
@@ -170,7 +172,7 @@ class LineageView:
 
     rows: RowSearch | None = None  # row ids cannot say which ancestor's rows are visible: fuse nodes instead
 
-    def __init__(self, storage: Storage, ns: str, lineage: Lineage) -> None:
+    def __init__(self, storage: Searchable, ns: str, lineage: Lineage) -> None:
         self.storage, self.ns, self.lineage = storage, ns, lineage
         self.visible = {i for _, ids in lineage if ids is not None for i in ids}
         self.own = lineage[0][0]

@@ -3,8 +3,9 @@
 CLI and read-only grants through `Reader.query`, the context block through `search` and `neighbours`.
 
 Where a query goes: `ranking.rank` orders the nodes (modes in datastore/read/ranking.py) of the view that
-`lineage.view_for` picks (the storage, or a fork's lineage); `neighbours` adds the chunks around each hit; the
-returned node ids are counted as visits (`Visits.record`, buffered) in the caller's own namespace only.
+`lineage.view_for` picks (the in-memory search over the storage, datastore/indexes/search.py, or a fork's
+lineage over it); `neighbours` adds the chunks around each hit; the returned node ids are counted as visits
+(`Visits.record`, buffered) in the caller's own namespace only.
 """
 
 from __future__ import annotations
@@ -44,13 +45,18 @@ def check_query_chars(settings: Settings, text: str | None, field: str) -> None:
 class Reader:
     """query, search, neighbours, and reading the tree by id (get_node, expand, subtree).
 
-    settings: MAX_QUERIES, MAX_TOP_K, MAX_QUERY_CHARS and RETRIEVAL_MODE. embedder: query embeddings (one batch
-    per call; raises EmbeddingError). visits: where returned nodes are counted.
+    settings: MAX_QUERIES, MAX_TOP_K, MAX_QUERY_CHARS and RETRIEVAL_MODE. storage: the provider (sources, the
+    tree by id). search: what queries rank over (datastore/indexes/search.py: the in-memory indexes fed from
+    the storage, one ranking for every provider). embedder: query embeddings (one batch per call; raises
+    EmbeddingError). visits: where returned nodes are counted.
     """
 
-    def __init__(self, settings: Settings, storage: Storage, embedder: Embedder, visits: Visits) -> None:
+    def __init__(
+        self, settings: Settings, storage: Storage, search: Searchable, embedder: Embedder, visits: Visits
+    ) -> None:
         self.settings = settings
         self.storage = storage
+        self.search_view = search
         self.embedder = embedder
         self.visits = visits
 
@@ -90,7 +96,7 @@ class Reader:
                 out.append(QueryResults(query=q.query, results=results))
                 continue
             for name in namespaces if namespaces is not None else [ns]:
-                view = view_for(self.storage, name, q.filter)
+                view = view_for(self.storage, self.search_view, name, q.filter)
                 hits = rank(view, name, q.query, vector, q.top_k, q.filter, q.mode or s.retrieval_mode)
                 found = self._with_neighbours(view, name, hits, q.neighbours)
                 if name == ns:
@@ -113,7 +119,7 @@ class Reader:
         """The top_k nodes for one query (its text and embedding), ranked by `mode` (default RETRIEVAL_MODE)
         over what `flt` selects (a fork's lineage when it names a fork). No validation, no visits: for callers
         that validated their own request (the context block)."""
-        view = view_for(self.storage, ns, flt)
+        view = view_for(self.storage, self.search_view, ns, flt)
         return rank(view, ns, query, vector, top_k, flt, mode or self.settings.retrieval_mode)
 
     def neighbours(
@@ -122,7 +128,7 @@ class Reader:
         """The up to `k` nodes before and the up to `k` after `node` among its source's nodes of the same level
         (for an L1 chunk: the chunks around it in the conversation), each list in position order, within what
         `flt` sees (a fork sees only its lineage); the node itself is in neither. k <= 0 gives ([], [])."""
-        return _around(view_for(self.storage, ns, flt), ns, node, k)
+        return _around(view_for(self.storage, self.search_view, ns, flt), ns, node, k)
 
     def _with_neighbours(self, view: Searchable, ns: str, hits: Hits, k: int) -> list[QueryResult]:
         """The hits as results, each L1 hit preceded and followed by up to `k` chunks of its source, marked
@@ -131,8 +137,9 @@ class Reader:
             return [to_result(n, score) for n, score in hits]
         seen = {n.id for n, _ in hits}
         out: list[QueryResult] = []
+        around = _around_many(view, ns, [n for n, _ in hits if n.level == 1], k)
         for node, score in hits:
-            before, after = _around(view, ns, node, k) if node.level == 1 else ([], [])
+            before, after = around.get(node.id, ([], []))
             before = [n for n in before if n.id not in seen]
             after = [n for n in after if n.id not in seen]
             seen.update(n.id for n in before + after)
@@ -159,7 +166,7 @@ class Reader:
         by_id = {c.id: c for c in storage.get_nodes(ns, node.children)} if node.children else {}
         view = node_view(node)
         if node.level == 1:  # the sequence links: the chunks before and after it in its conversation
-            before, after = _around(storage, ns, node, 1)
+            before, after = _around(self.search_view, ns, node, 1)
             view.pre_id = before[-1].id if before else None
             view.next_id = after[0].id if after else None
         res = ExpandResponse(
@@ -187,6 +194,40 @@ def _around(view: Searchable, ns: str, node: MemoryNode, k: int) -> tuple[list[M
         return [], []
     around = view.source_nodes(ns, node.source_id, node.level, max(0, node.position - k), node.position + k)
     return [n for n in around if n.position < node.position], [n for n in around if n.position > node.position]
+
+
+SPAN = 64  # positions one read of a source's chunks may span when neighbours of several hits are read at once
+
+
+def _around_many(
+    view: Searchable, ns: str, nodes: Sequence[MemoryNode], k: int
+) -> dict[str, tuple[list[MemoryNode], list[MemoryNode]]]:
+    """`_around` of each node, {node id: (before, after)}, reading the chunks of hits close together in one
+    source (positions within SPAN) at once: one store read per group instead of one per hit."""
+    out: dict[str, tuple[list[MemoryNode], list[MemoryNode]]] = {}
+    if k <= 0:
+        return out
+    groups: dict[tuple[str, int], list[MemoryNode]] = {}
+    for n in nodes:
+        groups.setdefault((n.source_id, n.level), []).append(n)
+    for (sid, level), members in groups.items():
+        members.sort(key=lambda n: n.position)
+        runs: list[list[MemoryNode]] = []
+        for n in members:
+            if runs and n.position - runs[-1][0].position <= SPAN:
+                runs[-1].append(n)
+            else:
+                runs.append([n])
+        for run in runs:
+            first, last = max(0, run[0].position - k), run[-1].position + k
+            read = view.source_nodes(ns, sid, level, first, last)
+            for n in run:
+                lo, hi = n.position - k, n.position + k
+                out[n.id] = (
+                    [m for m in read if lo <= m.position < n.position],
+                    [m for m in read if n.position < m.position <= hi],
+                )
+    return out
 
 
 def to_result(node: MemoryNode, score: float, context_of: str | None = None) -> QueryResult:

@@ -1,10 +1,11 @@
-"""Ranking: which nodes a query returns, best first, by mode, over anything `Searchable` (a Storage, or the
-view of a fork's lineage, datastore/read/lineage.py).
+"""Ranking: which nodes a query returns, best first, by mode, over anything `Searchable` (the in-memory search
+over a Storage, datastore/indexes/search.py, the same for every provider; or the view of a fork's lineage,
+datastore/read/lineage.py).
 
 Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
 
 - `dense`: cosine similarity of the query's embedding over every level the filter allows (chunks and summaries).
-- `text`: BM25 over the node texts, every level the filter allows (the provider's optional `text` capability).
+- `text`: BM25 over the node texts, every level the filter allows.
 - `hybrid` (the default): L1 chunks ranked by a fusion of both: each list's scores are min-max normalised over
   the pooled candidates and mixed `TEXT_WEIGHT * bm25 + (1 - TEXT_WEIGHT) * cosine`.
 - `tree`: tree-guided: the best-matching summaries are descended to their closest chunks, and a chunk's cosine
@@ -12,7 +13,7 @@ Modes (`Query.mode`, default the `RETRIEVAL_MODE` setting):
 
 `hybrid` and `tree` return L1 chunks unless the filter names levels: a summary costs context tokens but holds
 only a selection of what it covers, and every chunk names its summary in `parent_id`. On LoCoMo (bench/RESULTS.md)
-`hybrid` finds the most evidence per token. A view without the `text` capability degrades `text` and `hybrid` to
+`hybrid` finds the most evidence per token. A view without text search degrades `text` and `hybrid` to
 `dense` over the same levels. Every function returns `[(MemoryNode, score)]`, higher is better, on a scale that
 is the same from query to query within a mode (so a `min_score` floor means something):
 
@@ -31,7 +32,7 @@ from typing import Protocol, TypeVar, get_args
 
 import numpy as np
 
-from datastore.storage import Hits, RowSearch, TextSearch, node_matches
+from datastore.storage import Hits, node_matches
 from models.api import QueryFilter, RetrievalMode
 from models.memory import MemoryNode
 
@@ -45,8 +46,41 @@ SUMMARY_BEAM = 5  # summaries `tree` descends from
 ANCESTOR_WEIGHT = 0.25  # weight of the best ancestor's cosine in `tree`
 
 
+class TextSearch(Protocol):
+    """BM25 full-text search over a namespace's nodes."""
+
+    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
+        """The top_k nodes matching `flt` (levels included) that hold a word of `text` (services.terms.text_terms,
+        OR-ed, stemmed), [(node, bm25)] best first; [] when the text has no word."""
+        ...
+
+
+class RowSearch(Protocol):
+    """Both searches answered as (row ids, scores) from in-memory indexes without reading a node, so `hybrid`
+    fuses two pools and reads only the top_k nodes it returns (`hits`). Row ids are the index's own."""
+
+    def vector_rows(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
+        ...
+
+    def text_rows(self, ns: str, text: str, top_k: int, flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
+        ...
+
+    def row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
+        """{row id: cosine to `vector`} of those rows still live."""
+        ...
+
+    def hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits:
+        """[(node, score)] for the row ids, in their order (nodes deleted meanwhile are left out)."""
+        ...
+
+
 class Searchable(Protocol):
-    """What ranking reads: a Storage satisfies it, and so does a fork's lineage view."""
+    """What ranking reads: the in-memory search over a Storage (datastore/indexes/search.py), or a fork's
+    lineage view over it."""
 
     text: TextSearch | None
     rows: RowSearch | None
@@ -116,7 +150,7 @@ def hybrid(
     """L1 chunks (unless `flt` names levels) ranked by `weight * bm25 + (1 - weight) * cosine`, each min-max
     normalised over the pool (the top max(POOL, top_k) of each list; a text-only candidate gets its exact
     cosine, a dense-only one a BM25 of 0), scored as `fuse` says. `dense` over the same levels without a text
-    search. A view with the `rows` capability fuses row ids and reads only the rows returned."""
+    search. A view with row search fuses row ids and reads only the nodes returned."""
     leaf = with_levels(flt, level=1)
     pool = max(POOL, top_k)
     if view.rows is not None:

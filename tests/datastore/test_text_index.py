@@ -16,7 +16,7 @@ from datastore.indexes import text as text_index
 from datastore.indexes.text import TextIndex
 from datastore.memory import Memory
 from datastore.read import ranking
-from datastore.storage import RowSearch
+from datastore.read.ranking import RowSearch
 from models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
@@ -198,27 +198,27 @@ def test_the_local_store_keeps_its_text_index_in_step_with_its_own_and_other_pro
 
 
 class _NodesOnly:
-    """The same local store seen through the generic provider methods only (no RowSearch): hybrid then reads
-    both pools' rows and the text-only candidates' vectors from SQLite, as on PostgreSQL."""
+    """The same store's search seen through node searches only (no RowSearch, as a fork's lineage view): hybrid
+    then reads both pools' nodes and the text-only candidates' vectors from the store."""
 
     rows: RowSearch | None = None
 
     def __init__(self, store: Memory) -> None:
-        storage = store.storage
-        self.text = storage.text
-        self.search_vector, self.get_vectors = storage.search_vector, storage.get_vectors
-        self.get_nodes, self.source_nodes = storage.get_nodes, storage.source_nodes
+        search = store.search
+        self.text = search.text
+        self.search_vector, self.get_vectors = search.search_vector, search.get_vectors
+        self.get_nodes, self.source_nodes = search.get_nodes, search.source_nodes
 
 
 def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
     tmp_path: Path, embedder: LocalEmbedder, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The local store's hybrid fuses row ids from its in-memory indexes and reads only the top_k rows; the
-    generic path fuses nodes. Same hits, same order, same scores, with and without filters."""
+    """Hybrid fuses row ids from the in-memory indexes and reads only the top_k nodes; the path of a fork's view
+    fuses nodes. Same hits, same order, same scores, with and without filters."""
     monkeypatch.setattr(ranking, "POOL", 6)  # pools smaller than the namespace: text-only candidates exist
     store = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
     looked_up: list[int] = []
-    row_search = local_storage(store).row_search
+    row_search = store.search
     row_cosines = row_search.row_cosines
 
     def counting(ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
@@ -229,7 +229,7 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
     try:
         for i, pair in enumerate((("Ann", "Ben"), ("Cy", "Dee"), ("Eve", "Fay"))):
             store.writer.remember("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
-        assert store.storage.rows is not None and _NodesOnly(store).rows is None
+        assert store.search.rows is not None and _NodesOnly(store).rows is None
         questions = [
             "where did they go hiking",
             "the lake cabin trip",
@@ -240,7 +240,7 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
         vectors = embedder.embed(questions)
         for flt in (None, QueryFilter(conversation_id="c1"), QueryFilter(speaker="Eve")):
             for q, v in zip(questions, vectors, strict=True):
-                rows = ranking.hybrid(store.storage, "ns", q, v, 4, flt)
+                rows = ranking.hybrid(store.search, "ns", q, v, 4, flt)
                 nodes = ranking.hybrid(_NodesOnly(store), "ns", q, v, 4, flt)
                 assert [n.id for n, _ in rows] == [n.id for n, _ in nodes] and rows, (q, flt)
                 assert np.allclose([s for _, s in rows], [s for _, s in nodes], atol=1e-6)

@@ -9,7 +9,8 @@ import pytest
 
 from datastore.memory import Memory
 from datastore.providers.local import LocalStorage
-from datastore.storage import MarkTable, TextSearch
+from datastore.read.ranking import TextSearch
+from datastore.storage import MarkTable
 from models.settings import Settings
 from services.clock import Clock
 
@@ -31,9 +32,9 @@ def local_storage(memory: Memory) -> LocalStorage:
 
 
 def text_search(memory: Memory) -> TextSearch:
-    """The storage's full-text search (every provider of these tests but Pinecone offers one)."""
-    assert memory.storage.text is not None, f"the {memory.storage.name} store has no text search"
-    return memory.storage.text
+    """The full-text search queries rank with (above the providers: the same on every provider)."""
+    assert memory.search.text is not None
+    return memory.search.text
 
 
 def mark_table(memory: Memory) -> MarkTable:

@@ -117,13 +117,19 @@ def _m008_messages_by_offset(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX messages_by_offset ON messages (namespace, source_id, tok_offset)")
 
 
-def _m009_idempotency(db: sqlite3.Connection) -> None:
+def _m010_idempotency(db: sqlite3.Connection) -> None:
     """The answers of writes sent with an Idempotency-Key, per namespace and key (kept 24 hours)."""
     db.execute(
         "CREATE TABLE idempotency (namespace TEXT NOT NULL, key TEXT NOT NULL, operation TEXT NOT NULL, "
         "fingerprint TEXT NOT NULL, status INTEGER NOT NULL, response TEXT NOT NULL, created_at REAL NOT NULL, "
         "PRIMARY KEY (namespace, key))"
     )
+
+
+def _m009_source_stamps(db: sqlite3.Connection) -> None:
+    """Each source's stamp: the namespace version of its last commit (`Storage.source_stamps`), which the
+    in-memory search indexes compare to list again only the sources that changed."""
+    db.execute("ALTER TABLE sources ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0")
 
 
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
@@ -135,5 +141,6 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("006_visits_pins", _m006_visits_pins),
     ("007_instructions", _m007_instructions),
     ("008_messages_by_offset", _m008_messages_by_offset),
-    ("009_idempotency", _m009_idempotency),
+    ("009_source_stamps", _m009_source_stamps),
+    ("010_idempotency", _m010_idempotency),
 ]

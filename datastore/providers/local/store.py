@@ -1,14 +1,13 @@
 """The embedded default store: one SQLite file (WAL) holding messages, nodes, tree links, text and vectors.
 
 `LocalStorage` implements the Storage protocol (datastore/storage.py) and offers every optional capability:
-`text` (BM25 from the in-memory `TextIndex`), `rows` (search answered by row id, for hybrid fusion), `core`
-(the core_memory table), `marks` (the node_marks table) and `instructions` (the instructions table,
-instructions.py). Its rooms:
+`core` (the core_memory table), `marks` (the node_marks table) and `instructions` (the instructions table,
+instructions.py). Search is above it (datastore/indexes/search.py), fed by `namespace_version` (the
+`namespaces` table, bumped by every commit), `source_stamps` (each source's `stamp`: the namespace version of its
+last commit) and `index_entries`. Its rooms:
 
 - schema.py: named, idempotent migrations; connections.py: one writer inside `BEGIN IMMEDIATE`, a reader per
-  thread; codecs.py: rows <-> nodes and messages;
-- caches.py: each namespace's vectors and BM25 index in memory, kept current by this process's commits and
-  reloaded when another process has written (its namespace version row moved), dropped when idle.
+  thread; codecs.py: rows <-> nodes and messages.
 """
 
 from __future__ import annotations
@@ -22,7 +21,6 @@ from typing import TypeVar
 
 import numpy as np
 
-from datastore.providers.local.caches import NamespaceCaches, namespace_version
 from datastore.providers.local.codecs import MSG_COLS, NODE_COLS, dt, message_of, node_of, ts
 from datastore.providers.local.connections import Connections
 from datastore.providers.local.idempotency import LocalIdempotency
@@ -31,13 +29,12 @@ from datastore.storage import (
     CoreTable,
     Hits,
     IdempotencyTable,
+    IndexEntry,
     InstructionTable,
     MarkTable,
     NodeMarks,
-    RowSearch,
     SourceFacts,
     SourceRow,
-    TextSearch,
     WriteBatch,
 )
 from models.api import DeleteFilter, QueryFilter
@@ -46,7 +43,6 @@ from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from models.time import utc
 from services.errors import ConflictError
-from services.terms import text_terms
 
 _PART = 500  # ids per `IN (...)`: far below SQLite's limit on variables per statement
 
@@ -75,10 +71,6 @@ class LocalStorage:
         self.dimension = dimension
         self.path = Path(settings.local_db_path)
         self.db = Connections(self.path)
-        self.caches = NamespaceCaches(dimension, settings.ann_min_rows)
-        self.row_search = LocalRows(self)
-        self.text: TextSearch | None = LocalText(self)
-        self.rows: RowSearch | None = self.row_search
         self.core: CoreTable | None = LocalCore(self.db)
         self.marks: MarkTable | None = LocalMarks(self.db)
         self.instructions: InstructionTable | None = LocalInstructions(self.db)
@@ -273,37 +265,91 @@ class LocalStorage:
         return out
 
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)], from the namespace's cache."""
-        return self.row_search.hits(ns, *self.row_search.vector_rows(ns, vector, top_k, flt))
+        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: an exact scan of the stored
+        vectors (the read path ranks with the in-memory indexes instead)."""
+        where: list[str] = ["namespace = ?"]
+        args: list[object] = [ns]
+        if flt is not None:
+            more, more_args = _filter_sql(flt)
+            where += more
+            args += more_args
+            lo = flt.level if flt.level is not None else flt.min_level
+            hi = flt.level if flt.level is not None else flt.max_level
+            for sql, value in (
+                ("level >= ?", lo),
+                ("level <= ?", hi),
+                ("end_time >= ?", ts(utc(flt.start_date))),
+                ("start_time <= ?", ts(utc(flt.end_date))),
+            ):
+                if value is not None:
+                    where.append(sql)
+                    args.append(value)
+        rows = self.db.reader.execute(
+            f"SELECT {NODE_COLS}, embedding FROM nodes WHERE {' AND '.join(where)}", args
+        ).fetchall()
+        if not rows:
+            return []
+        q = np.asarray(vector, dtype=np.float32)
+        scores = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1) @ q
+        best = np.argsort(-scores, kind="stable")[:top_k]
+        return [(node_of(rows[i]), float(scores[i])) for i in best]
+
+    # ------------------------------------------------------------------ what the search indexes are fed from
+    def namespace_version(self, ns: str) -> str:
+        """The namespace's row of the `namespaces` table (bumped by every commit), "0" when never written."""
+        row = self.db.reader.execute("SELECT version FROM namespaces WHERE namespace = ?", (ns,)).fetchone()
+        return str(row[0] if row else 0)
+
+    def source_stamps(self, ns: str) -> dict[str, str]:
+        """{source id: the namespace version of its last commit}."""
+        rows = self.db.reader.execute("SELECT source_id, stamp FROM sources WHERE namespace = ?", (ns,))
+        return {r[0]: str(r[1]) for r in rows}
+
+    def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
+        """The nodes of these sources (the namespace's when None), read a slice at a time."""
+        cols = (
+            "id, source_type, source_id, level, start_time, end_time, speakers, session_ids, text, embedding, position"
+        )
+        parts: Iterator[list[str]] = iter([[]]) if source_ids is None else _parts(source_ids)
+        for part in parts:
+            where = "namespace = ?" if source_ids is None else f"namespace = ? AND source_id IN ({_marks(len(part))})"
+            cur = self.db.reader.execute(f"SELECT {cols} FROM nodes WHERE {where} ORDER BY rowid", (ns, *part))
+            while rows := cur.fetchmany(5_000):
+                for r in rows:
+                    yield IndexEntry(
+                        r[0],
+                        r[1],
+                        r[2],
+                        r[3],
+                        r[10],
+                        r[4] if r[4] is not None else np.nan,
+                        r[5] if r[5] is not None else np.nan,
+                        json.loads(r[6]),
+                        json.loads(r[7]),
+                        r[8],
+                        np.frombuffer(r[9], dtype=np.float32),
+                    )
 
     # ------------------------------------------------------------------ writes
     def commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
         """Apply `batch` in one transaction if the source's version is `expected_version` (else ConflictError,
-        nothing changed), bump the namespace's version and bring this process's cache along."""
+        nothing changed), bump the namespace's version and stamp the source with it."""
         src = batch.source
-        removed: list[int] = []
-        added: list[int] = []
         with self.db.transaction() as db:
             row = db.execute(
                 "SELECT version FROM sources WHERE namespace = ? AND source_id = ?", (ns, src.source_id)
             ).fetchone()
             if (row[0] if row else 0) != expected_version:
                 raise ConflictError(f"{src.source_id!r} changed meanwhile")
-            ns_version = namespace_version(db, ns)
             if batch.replace or batch.delete_source:
-                removed += [
-                    r[0]
-                    for r in db.execute(
-                        "SELECT rowid FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id)
-                    )
-                ]
                 db.execute("DELETE FROM nodes WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
                 db.execute("DELETE FROM messages WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
             if batch.delete_source:
                 db.execute("DELETE FROM sources WHERE namespace = ? AND source_id = ?", (ns, src.source_id))
             else:
                 db.execute(
-                    "INSERT OR REPLACE INTO sources VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    "INSERT OR REPLACE INTO sources (namespace, source_id, source_type, version, n_messages, "
+                    "n_tokens, max_seq, metadata) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     (
                         ns,
                         src.source_id,
@@ -336,13 +382,16 @@ class LocalStorage:
                     ],
                 )
                 for node, vector in batch.nodes:
-                    _write_node(db, ns, node, vector, removed, added)
+                    _write_node(db, ns, node, vector)
             dropped = write_instructions(db, ns, batch.instructions, batch.drop_instructions)
-            db.execute(
-                "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
+            version = db.execute(
+                "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1 "
+                "RETURNING version",
                 (ns,),
+            ).fetchone()[0]
+            db.execute(
+                "UPDATE sources SET stamp = ? WHERE namespace = ? AND source_id = ?", (version, ns, src.source_id)
             )
-            self.caches.apply(db, ns, ns_version, removed, added)
         if batch.replace or batch.delete_source or dropped:
             self.db.scrub()
 
@@ -358,7 +407,6 @@ class LocalStorage:
                 "INSERT INTO namespaces VALUES (?, 1) ON CONFLICT (namespace) DO UPDATE SET version = version + 1",
                 (ns,),
             )
-        self.caches.drop(ns)
         self.db.scrub()
         return n_msgs, n_nodes
 
@@ -401,9 +449,7 @@ class LocalStorage:
         return {f"L{lvl}": n for lvl, n in rows}
 
 
-def _write_node(
-    db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarray | None, removed: list[int], added: list[int]
-) -> None:
+def _write_node(db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarray | None) -> None:
     """Write one node of a batch: a metadata update when `vector` is None, else a new row (replacing the old)."""
     meta = (n.position, json.dumps(n.children), n.parent_id, n.sealed, n.summariser)
     if vector is None:  # a metadata update of a stored node: its vector and text stay
@@ -413,11 +459,8 @@ def _write_node(
             (*meta, ns, n.id),
         )
         return
-    old = db.execute("SELECT rowid FROM nodes WHERE namespace = ? AND id = ?", (ns, n.id)).fetchone()
-    if old is not None:  # a new vector: a new row, so the row ids of the vector cache keep increasing
-        removed.append(old[0])
-        db.execute("DELETE FROM nodes WHERE rowid = ?", (old[0],))
-    cur = db.execute(
+    db.execute("DELETE FROM nodes WHERE namespace = ? AND id = ?", (ns, n.id))  # a new vector: a new row
+    db.execute(
         f"INSERT INTO nodes ({NODE_COLS}, namespace, embedding) VALUES "
         "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
@@ -443,7 +486,6 @@ def _write_node(
             np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
         ),
     )
-    added.append(int(cur.lastrowid or 0))
 
 
 def _message_where(flt: DeleteFilter | None, where: list[str], args: list[object]) -> None:
@@ -487,89 +529,6 @@ def _filter_sql(flt: QueryFilter) -> tuple[list[str], list[object]]:
         where.append("EXISTS (SELECT 1 FROM json_each(nodes.session_ids) WHERE value = ?)")
         args.append(flt.session_id)
     return where, args
-
-
-Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level, max_level, start, end)
-
-
-class LocalRows:
-    """RowSearch: both searches answered as (row ids, scores) from the namespace's cache, rows read last."""
-
-    def __init__(self, store: LocalStorage) -> None:
-        self.store = store
-
-    def _candidates(self, ns: str, flt: QueryFilter | None) -> tuple[np.ndarray | None, Bounds]:
-        """The filter as (candidate row ids from SQL for its source, speaker and session fields, or None;
-        (min_level, max_level, start, end) for the in-memory indexes)."""
-        if flt is None:
-            return None, (None, None, None, None)
-        bounds = (
-            flt.level if flt.level is not None else flt.min_level,
-            flt.level if flt.level is not None else flt.max_level,
-            ts(utc(flt.start_date)),
-            ts(utc(flt.end_date)),
-        )
-        where, args = _filter_sql(flt)
-        if not where:
-            return None, bounds
-        rows = self.store.db.reader.execute(
-            f"SELECT rowid FROM nodes WHERE namespace = ? AND {' AND '.join(where)}", (ns, *args)
-        )
-        return np.array([r[0] for r in rows], dtype=np.int64), bounds
-
-    def vector_rows(
-        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
-        cache = self.store.caches.get(self.store.db.reader, ns)
-        candidates, bounds = self._candidates(ns, flt)
-        with cache.lock:
-            return cache.index.search(vector, top_k, candidates, *bounds)
-
-    def text_rows(self, ns: str, text: str, top_k: int, flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
-        """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
-        terms = text_terms(text)
-        if not terms:
-            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        cache = self.store.caches.get(self.store.db.reader, ns)
-        candidates, bounds = self._candidates(ns, flt)
-        with cache.lock:
-            return cache.text.search(terms, top_k, candidates, *bounds)
-
-    def row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
-        """{row id: cosine to `vector`} of those rows still live (from the in-memory vectors)."""
-        if len(rowids) == 0:
-            return {}
-        cache = self.store.caches.get(self.store.db.reader, ns)
-        with cache.lock:
-            found, scores = cache.index.search(vector, len(rowids), np.asarray(rowids, dtype=np.int64))
-        return dict(zip(found.tolist(), scores.tolist(), strict=True))
-
-    def hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits:
-        """[(node, score)] for the row ids, in their order (rows deleted meanwhile are left out)."""
-        if len(rowids) == 0:
-            return []
-        rows = self.store.db.reader.execute(
-            # `+namespace`: look the rows up by rowid; an index on namespace would scan the whole namespace
-            f"SELECT rowid AS r, {NODE_COLS} FROM nodes WHERE rowid IN ({_marks(len(rowids))}) AND +namespace = ?",
-            (*rowids.tolist(), ns),
-        ).fetchall()
-        by_rowid = {r["r"]: node_of(r) for r in rows}
-        return [(by_rowid[int(r)], float(s)) for r, s in zip(rowids, scores, strict=True) if int(r) in by_rowid]
-
-
-class LocalText:
-    """TextSearch: BM25 over the namespace's in-memory `TextIndex` (FTS5's `porter unicode61` tokens and
-    `bm25()` scores)."""
-
-    def __init__(self, store: LocalStorage) -> None:
-        self.store = store
-
-    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
-        """The top_k nodes matching `flt` that hold a word of `text` (OR-ed, stemmed), [(node, bm25)] best first;
-        [] when the text has no word."""
-        rows = self.store.row_search
-        return rows.hits(ns, *rows.text_rows(ns, text, top_k, flt))
 
 
 class LocalCore:

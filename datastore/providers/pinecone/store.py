@@ -8,6 +8,7 @@ source's records are listed by id prefix (Pinecone ids must be ASCII; the hash m
     msg#<h(source_id)>#<h(message_id)>      one StoredMessage (content, seq, token offsets, time as epoch float)
     node#<h(source_id)>#<node id>           one MemoryNode with its embedding (text and tree fields in metadata)
     instr#<instruction id>                  one standing Instruction with its statement's embedding
+    ver#namespace                           the namespace's version token (a fresh random one per commit)
     <record id>#p<i>                        part i of a text too large for Pinecone's 40 KB metadata limit
 
 (The ids, metadata codecs and the split live in `records.py`.)
@@ -28,13 +29,19 @@ Pinecone serverless is eventually consistent: a read straight after a write may 
 
 `PineconeStorage` implements the Storage protocol (datastore/storage.py) with the `marks` capability (`mark#<node
 id>` records) and `instructions` (`instr#` records: a commit writes them with its messages and nodes, removals
-first, so a failure never leaves a forgotten message's instruction behind); it has no full-text search (hybrid
-ranks by cosine), no row search and no core memory.
+first, so a failure never leaves a forgotten message's instruction behind); it has no core memory.
+
+Search for the read path is above the store (datastore/indexes/search.py: the in-memory BM25 and vector indexes,
+the same for every provider; Pinecone's sparse vectors are not used), fed by `index_entries` (a source's node
+records listed by id prefix and fetched with their values). Every commit writes a fresh random `stamp` on
+`src#` and then a fresh token on `ver#namespace` (no counter: Pinecone has no atomic increment; a random token
+never repeats), which the indexes of every server process read before a search.
 """
 
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any, TypeVar
@@ -50,13 +57,12 @@ from datastore.storage import (
     CoreTable,
     Hits,
     IdempotencyTable,
+    IndexEntry,
     InstructionTable,
     MarkTable,
     NodeMarks,
-    RowSearch,
     SourceFacts,
     SourceRow,
-    TextSearch,
     WriteBatch,
     facts_of,
     instruction_order,
@@ -68,10 +74,11 @@ from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from models.time import utc
-from services.errors import ConflictError, EmbeddingMismatchError, StoreError
+from services.errors import ConflictError, EmbeddingMismatchError, StoreError, StoreUnavailableError
 
 META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record
 _META_ID = "meta#embedding"
+_VERSION_ID = "ver#namespace"  # the namespace's version token
 _BATCH = 100  # records per upsert, ids per fetch, ids per `$in` filter
 _DELETE_BATCH = 1000  # ids per delete call (Pinecone's cap)
 _QUERY_CAP = 1000  # Pinecone's top_k cap when metadata or values are returned
@@ -109,8 +116,6 @@ class PineconeStorage:
     """
 
     name = "pinecone"
-    text: TextSearch | None = None  # no full-text search: `text` and `hybrid` rank by cosine
-    rows: RowSearch | None = None
     core: CoreTable | None = None  # no core memory (/core answers 501)
 
     def __init__(self, settings: Settings, dimension: int) -> None:
@@ -188,7 +193,11 @@ class PineconeStorage:
 
     # ------------------------------------------------------------------ SDK calls (retried, batched)
     def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        return _retry(fn)(*args, **kwargs)
+        """fn retried; a store that still does not answer is a StoreUnavailableError naming the index."""
+        try:
+            return _retry(fn)(*args, **kwargs)
+        except (PineconeConnectionError, PineconeTimeoutError) as exc:
+            raise StoreUnavailableError(f"the pinecone store ({self.location}) is unreachable: {exc}") from exc
 
     def _fetch(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
         """{record id: metadata} of the ids present (with `_values` when asked), parts joined."""
@@ -405,6 +414,7 @@ class PineconeStorage:
         if batch.delete_source:  # the instructions first: a failure never leaves a forgotten one behind
             instructions.write(ns, batch.instructions, batch.drop_instructions)
             self._delete(ns, old + [f"src#{h}"])
+            self._bump(ns)
             return
         fresh = batch.replace or stored is None
         last = {} if fresh else json.loads(stored.get("frontier") or "{}")  # type: ignore[union-attr]
@@ -449,6 +459,7 @@ class PineconeStorage:
             "source_meta": json.dumps(src.metadata),
             "frontier": json.dumps(last),
             "chunked_to": chunked_to,
+            "stamp": uuid.uuid4().hex,
         }
         try:
             self._delete(ns, [f"instr#{i}" for i in batch.drop_instructions])
@@ -457,12 +468,14 @@ class PineconeStorage:
                 self._call(self._index.update, id=rid, namespace=ns, set_metadata=meta)
             self._delete(ns, [rid for rid in old if rid not in written])
             self._upsert(ns, [(f"src#{h}", self.dummy, source_meta)])
+            self._bump(ns)
         except Exception as exc:
             created = [rid for rid in written if rid not in existing and rec.base(rid) not in existing]
             try:  # best effort: leave no new message that a retry would skip as already remembered
                 self._delete(ns, created)
             finally:
-                raise StoreError(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
+                kind = StoreUnavailableError if isinstance(exc, StoreUnavailableError) else StoreError
+                raise kind(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
         """Delete every record of the Pinecone namespace (marks and instructions too); returns (messages, nodes)
@@ -473,6 +486,44 @@ class PineconeStorage:
         if ids:
             self._call(self._index.delete, delete_all=True, namespace=ns)
         return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ what the search indexes are fed from
+    def _bump(self, ns: str) -> None:
+        """A fresh version token for the namespace, written after the records of a commit."""
+        self._upsert(ns, [(_VERSION_ID, self.dummy, {"kind": "ver", "token": uuid.uuid4().hex})])
+
+    def namespace_version(self, ns: str) -> str:
+        """The token of `ver#namespace` (one fetch), "" when the namespace holds none."""
+        found = self._fetch(ns, [_VERSION_ID]).get(_VERSION_ID)
+        return str(found["token"]) if found else ""
+
+    def source_stamps(self, ns: str) -> dict[str, str]:
+        """{source id: its `src#` stamp} (the `src#` prefix listed and fetched; a source written before stamps
+        existed: its version)."""
+        recs = self._fetch(ns, self._list(ns, "src#")).values()
+        return {m["source_id"]: str(m.get("stamp") or f"v{int(m['version'])}") for m in recs}
+
+    def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
+        """The node records of these sources (the namespace's when None), listed by id prefix and fetched with
+        their values, a page at a time."""
+        prefixes = ["node#"] if source_ids is None else [f"node#{rec.h(sid)}#" for sid in source_ids]
+        for prefix in prefixes:
+            ids = rec.main_ids(self._list(ns, prefix))
+            for part in _chunks(ids, _BATCH):
+                for m in self._fetch(ns, part, values=True).values():
+                    yield IndexEntry(
+                        m["node_id"],
+                        m["source_type"],
+                        m["source_id"],
+                        int(m["level"]),
+                        int(m["position"]),
+                        float(m["start_time"]) if m.get("start_time") is not None else np.nan,
+                        float(m["end_time"]) if m.get("end_time") is not None else np.nan,
+                        list(m.get("speakers", [])),
+                        list(m.get("session_ids", [])),
+                        m["text"],
+                        np.asarray(m["_values"], dtype=np.float32),
+                    )
 
     # ------------------------------------------------------------------ search
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:

@@ -6,9 +6,13 @@
 - `commit` is one transaction: `pg_advisory_xact_lock` on a hash of (namespace, source_id) serialises writers
   of one source across processes, then the version check decides (a stale writer gets ConflictError and the
   writer recomputes from the new state, so no children are ever summarised twice in the stored tree).
-- Search: HNSW (`vector_cosine_ops`); score = 1 - cosine distance. HNSW filters after its graph walk, so a
-  selective filter can starve it: when it returns fewer than top_k rows the query is answered exactly.
-- Full text (the `text` capability): a generated `tsvector` column with a GIN index, ranked by `ts_rank`.
+- `search_vector` (the provider's own vector search, for tools; the read path does not use it): an exact scan,
+  score = 1 - cosine distance. The HNSW and tsvector indexes of the first migration are dropped by the eighth.
+- Search for the read path is above the store (datastore/indexes/search.py: the in-memory BM25 and vector
+  indexes, the same for every provider), fed by `index_entries`; `pyramind_namespaces` holds each namespace's
+  version, bumped last in every commit (its row lock orders a namespace's commits, so a version read names every
+  commit before it), and each source's `stamp` is the namespace version of its last commit. Every commit
+  NOTIFYs its new version, so a process knows the versions without a round trip per search (`namespace_version`).
 - Core memory (`core`), the marks of nodes (`marks`) and standing instructions (`instructions`, with a
   `vector(dimension)` column of their own; read whole per namespace, so no index on it) are tables of their own.
 `PostgresStorage` implements the Storage protocol (datastore/storage.py).
@@ -17,7 +21,9 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Any
 
@@ -25,20 +31,19 @@ import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from datastore.storage import (
     CoreTable,
     Hits,
     IdempotencyRecord,
     IdempotencyTable,
+    IndexEntry,
     InstructionTable,
     MarkTable,
     NodeMarks,
-    RowSearch,
     SourceFacts,
     SourceRow,
-    TextSearch,
     WriteBatch,
     instruction_order,
 )
@@ -48,8 +53,7 @@ from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from models.time import utc
-from services.errors import ConflictError, StoreError
-from services.terms import text_terms
+from services.errors import ConflictError, StoreError, StoreUnavailableError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
@@ -140,13 +144,28 @@ def _m006_messages_by_offset(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("CREATE INDEX pyramind_messages_by_offset ON pyramind_messages (namespace, source_id, tok_offset)")
 
 
-def _m007_idempotency(conn: psycopg.Connection, dimension: int) -> None:
+def _m009_idempotency(conn: psycopg.Connection, dimension: int) -> None:
     """The answers of writes sent with an Idempotency-Key, per namespace and key (kept 24 hours)."""
     conn.execute(
         """CREATE TABLE pyramind_idempotency (namespace text NOT NULL, key text NOT NULL, operation text NOT NULL,
             fingerprint text NOT NULL, status integer NOT NULL, response text NOT NULL,
             created_at timestamptz NOT NULL, PRIMARY KEY (namespace, key))"""
     )
+
+
+def _m007_namespace_versions(conn: psycopg.Connection, dimension: int) -> None:
+    """Each namespace's version (bumped by every commit) and each source's stamp (the version of its last
+    commit): what the in-memory search indexes of every server process check before a search."""
+    conn.execute("CREATE TABLE pyramind_namespaces (namespace text PRIMARY KEY, version bigint NOT NULL)")
+    conn.execute("ALTER TABLE pyramind_sources ADD COLUMN stamp bigint NOT NULL DEFAULT 0")
+
+
+def _m008_no_search_indexes(conn: psycopg.Connection, dimension: int) -> None:
+    """Queries rank over the in-memory indexes above the providers: the HNSW index and the generated tsvector
+    column with its GIN index served no query any more and cost every write (HNSW inserts were ~3 ms a node)."""
+    conn.execute("DROP INDEX IF EXISTS pyramind_nodes_hnsw")
+    conn.execute("DROP INDEX IF EXISTS pyramind_nodes_tsv")
+    conn.execute("ALTER TABLE pyramind_nodes DROP COLUMN IF EXISTS tsv")
 
 
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
@@ -156,7 +175,9 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("004_visits_pins", _m004_visits_pins),
     ("005_instructions", _m005_instructions),
     ("006_messages_by_offset", _m006_messages_by_offset),
-    ("007_idempotency", _m007_idempotency),
+    ("007_namespace_versions", _m007_namespace_versions),
+    ("008_no_search_indexes", _m008_no_search_indexes),
+    ("009_idempotency", _m009_idempotency),
 ]
 
 
@@ -259,6 +280,35 @@ def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
     return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
 
 
+class _Pool(ConnectionPool):
+    """The connection pool, saying when the database went away: a lost or refused connection inside a
+    `connection()` block (the transaction then rolled back) is a StoreUnavailableError naming POSTGRES_URL."""
+
+    @contextmanager
+    def connection(self, timeout: float | None = None) -> Iterator[Any]:
+        try:
+            with super().connection(timeout) as conn:
+                yield conn
+        except (psycopg.OperationalError, psycopg.InterfaceError, PoolTimeout) as exc:
+            raise StoreUnavailableError(f"the postgres store (POSTGRES_URL) is unreachable: {exc}") from exc
+
+
+_CHANNEL = "pyramind_versions"  # NOTIFY channel: [namespace, version] of every commit, at its commit
+
+
+def _bump(conn: psycopg.Connection, ns: str) -> int:
+    """Bump the namespace's version in the caller's transaction (last: its row lock is held to the commit, so
+    a namespace's commits are ordered by it), notify it (delivered at the commit) and return the new version."""
+    row = conn.execute(
+        "WITH b AS (INSERT INTO pyramind_namespaces AS v VALUES (%s, 1) ON CONFLICT (namespace) DO UPDATE "
+        "SET version = v.version + 1 RETURNING version) "
+        f"SELECT version, pg_notify('{_CHANNEL}', json_build_array(%s::text, version)::text) FROM b",
+        (ns, ns),
+    ).fetchone()
+    assert row is not None
+    return int(row["version"])  # type: ignore[call-overload]  # the pool's rows are dicts
+
+
 class PostgresStorage:
     """PostgreSQL + pgvector provider. settings: `POSTGRES_URL` names the database, `PG_POOL_SIZE` caps
     connections, FAN_OUT and MAX_LEVEL (what `unrolled` counts). dimension: the embedder's (the vector column's,
@@ -273,13 +323,16 @@ class PostgresStorage:
     def __init__(self, settings: Settings, dimension: int) -> None:
         self.settings = settings
         self.dimension = dimension
-        self.text: TextSearch | None = PgText(self)
-        self.rows: RowSearch | None = None  # search by row id is the local store's; hybrid fuses nodes here
         self.core: CoreTable | None = PgCore(self)
         self.marks: MarkTable | None = PgMarks(self)
         self.instructions: InstructionTable | None = PgInstructions(self)
         self.idempotency: IdempotencyTable | None = PgIdempotency(self)
+        self._versions: dict[str, int] = {}  # namespace -> version, while the listener is connected
+        self._listen_generation = 0  # bumped by every (re)connection of the listener; 0: not listening
+        self._versions_lock = threading.Lock()
+        self._closed = threading.Event()
         self._open()
+        threading.Thread(target=self._listen, name="pyramind-pg-versions", daemon=True).start()
 
     # ------------------------------------------------------------------ lifecycle
     def _open(self) -> None:
@@ -289,13 +342,13 @@ class PostgresStorage:
         try:
             with psycopg.connect(conninfo, autocommit=True, connect_timeout=15) as conn:
                 self._migrate(conn)
-            self.pool: ConnectionPool[Any] = ConnectionPool(  # rows are dicts (row_factory below)
+            self.pool: ConnectionPool[Any] = _Pool(  # rows are dicts (row_factory below)
                 conninfo,
                 min_size=1,
                 max_size=self.settings.pg_pool_size,
                 open=True,
                 timeout=30,
-                kwargs={"options": "-c timezone=UTC", "row_factory": dict_row},
+                kwargs={"options": "-c timezone=UTC", "row_factory": dict_row, "autocommit": True},
                 configure=self._configure,
             )
             self.pool.wait(timeout=30)
@@ -309,7 +362,10 @@ class PostgresStorage:
         conn.commit()  # the pool wants connections back idle
 
     def close(self) -> None:
-        """Close the connection pool."""
+        """Close the connection pool (the listener of namespace versions stops within a second)."""
+        closed = getattr(self, "_closed", None)
+        if closed is not None:
+            closed.set()
         pool = getattr(self, "pool", None)
         if pool is not None:
             pool.close()
@@ -350,7 +406,8 @@ class PostgresStorage:
         return "POSTGRES_URL"
 
     def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
-        """Every row of one statement, as dicts, on a pooled connection."""
+        """Every row of one statement, as dicts, on a pooled connection (autocommit: one round trip; writes of
+        several statements run in `conn.transaction()`)."""
         with self.pool.connection() as conn:
             rows: list[dict[str, Any]] = conn.execute(sql, args).fetchall()
             return rows
@@ -525,6 +582,10 @@ class PostgresStorage:
     def commit(self, ns: str, batch: WriteBatch, expected_version: int) -> None:
         """Apply `batch` in one transaction if the source's version is `expected_version` (else ConflictError,
         nothing changed); writers of one source are serialised by an advisory lock."""
+        self._saw(ns, self._commit(ns, batch, expected_version))  # this process's next search sees it at once
+
+    def _commit(self, ns: str, batch: WriteBatch, expected_version: int) -> int:
+        """`commit`'s transaction; returns the namespace version it committed."""
         src = batch.source
         key = (ns, src.source_id)
         with self.pool.connection() as conn, conn.transaction():
@@ -544,9 +605,10 @@ class PostgresStorage:
             _write_instructions(conn, ns, batch.instructions, batch.drop_instructions)
             if batch.delete_source:
                 conn.execute("DELETE FROM pyramind_sources WHERE namespace = %s AND source_id = %s", key)
-                return
+                return _bump(conn, ns)
             conn.execute(
-                """INSERT INTO pyramind_sources VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
+                """INSERT INTO pyramind_sources (namespace, source_id, source_type, version, n_messages, n_tokens,
+                   max_seq, metadata) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)
                    ON CONFLICT (namespace, source_id) DO UPDATE SET source_type = EXCLUDED.source_type,
                    version = EXCLUDED.version, n_messages = EXCLUDED.n_messages, n_tokens = EXCLUDED.n_tokens,
                    max_seq = EXCLUDED.max_seq, metadata = EXCLUDED.metadata""",
@@ -596,6 +658,11 @@ class PostgresStorage:
                     + ", ".join(f"{c} = EXCLUDED.{c}" for c in cols if c != "id"),
                     [(ns, *_node_row(n), np.asarray(v, dtype=np.float32)) for n, v in batch.nodes if v is not None],
                 )
+            version = _bump(conn, ns)
+            conn.execute(
+                "UPDATE pyramind_sources SET stamp = %s WHERE namespace = %s AND source_id = %s", (version, *key)
+            )
+        return version
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
         """Remove everything of the namespace (core entries, marks and instructions too); returns (messages,
@@ -608,12 +675,96 @@ class PostgresStorage:
             conn.execute("DELETE FROM pyramind_node_marks WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_instructions WHERE namespace = %s", (ns,))
             conn.execute("DELETE FROM pyramind_idempotency WHERE namespace = %s", (ns,))
+            version = _bump(conn, ns)
+        self._saw(ns, version)
         return n_msgs, n_nodes
+
+    # ------------------------------------------------------------------ what the search indexes are fed from
+    def namespace_version(self, ns: str) -> str:
+        """The namespace's row of `pyramind_namespaces` (bumped by every commit), "0" when never written.
+
+        No round trip while the listener is connected: every commit notifies its new version (LISTEN/NOTIFY,
+        delivered at the commit, a few ms to another process), this process's own commits set it before they
+        return, and a namespace not yet seen is read once. Without the listener (reconnecting), it is read."""
+        with self._versions_lock:
+            generation = self._listen_generation
+            if generation and ns in self._versions:
+                return str(self._versions[ns])
+        rows = self.all("SELECT version FROM pyramind_namespaces WHERE namespace = %s", (ns,))
+        version = int(rows[0]["version"]) if rows else 0
+        if generation:
+            self._saw(ns, version, generation)
+        return str(version)
+
+    def _saw(self, ns: str, version: int, generation: int | None = None) -> None:
+        """Keep a namespace version known to be committed (the highest seen), while the listener that was
+        connected when it was read (`generation`; None: any) still is."""
+        with self._versions_lock:
+            if self._listen_generation and generation in (None, self._listen_generation):
+                self._versions[ns] = max(version, self._versions.get(ns, 0))
+
+    def _listen(self) -> None:
+        """(thread) LISTEN for the versions other processes commit; reconnect after a failure (the versions are
+        then read until it is back)."""
+        conninfo = self.settings.postgres_url.get_secret_value() if self.settings.postgres_url else ""
+        generation = 0
+        while not self._closed.is_set():
+            try:
+                with psycopg.connect(conninfo, autocommit=True, connect_timeout=10) as conn:
+                    conn.execute(f"LISTEN {_CHANNEL}")
+                    generation += 1
+                    with self._versions_lock:
+                        self._versions.clear()
+                        self._listen_generation = generation
+                    while not self._closed.is_set():
+                        for note in conn.notifies(timeout=0.5):
+                            ns, version = json.loads(note.payload)
+                            self._saw(ns, int(version))
+            except Exception:  # the database went away: read versions until the listener is back
+                pass
+            with self._versions_lock:
+                self._versions.clear()
+                self._listen_generation = 0
+            self._closed.wait(1.0)
+
+    def source_stamps(self, ns: str) -> dict[str, str]:
+        """{source id: the namespace version of its last commit}."""
+        rows = self.all("SELECT source_id, stamp FROM pyramind_sources WHERE namespace = %s", (ns,))
+        return {r["source_id"]: str(r["stamp"]) for r in rows}
+
+    def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
+        """The nodes of these sources (the namespace's when None), streamed by a server-side cursor in binary
+        (the vectors are not parsed from text)."""
+        where = "namespace = %s" + ("" if source_ids is None else " AND source_id = ANY(%s)")
+        args: tuple[Any, ...] = (ns,) if source_ids is None else (ns, list(source_ids))
+        with self.pool.connection() as conn, conn.transaction():
+            with conn.cursor(name="pyramind_index_entries", binary=True) as cur:
+                cur.itersize = 5_000
+                cur.execute(
+                    "SELECT id, source_type, source_id, level, position, extract(epoch FROM start_time)::float8 AS s, "
+                    "extract(epoch FROM end_time)::float8 AS e, speakers, session_ids, text, embedding "
+                    f"FROM pyramind_nodes WHERE {where}",
+                    args,
+                )
+                for r in cur:
+                    yield IndexEntry(
+                        r["id"],
+                        r["source_type"],
+                        r["source_id"],
+                        r["level"],
+                        r["position"],
+                        r["s"] if r["s"] is not None else np.nan,
+                        r["e"] if r["e"] is not None else np.nan,
+                        list(r["speakers"]),
+                        list(r["session_ids"]),
+                        r["text"],
+                        np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+                    )
 
     # ------------------------------------------------------------------ search
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: HNSW, exact when HNSW starves
-        on a selective filter."""
+        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: an exact scan (an HNSW index,
+        where a database keeps one, is used by PostgreSQL's planner)."""
         where, args = _filter_sql(flt)
         args.update(ns=ns, q=np.asarray(vector, dtype=np.float32), k=top_k)
         sql = (
@@ -644,28 +795,6 @@ class PostgresStorage:
         """Nodes per level over every namespace."""
         rows = self.all("SELECT level, COUNT(*) AS n FROM pyramind_nodes GROUP BY level ORDER BY level")
         return {f"L{r['level']}": r["n"] for r in rows}
-
-
-class PgText:
-    """TextSearch: the generated `tsvector` column (English stemming), ranked by `ts_rank`."""
-
-    def __init__(self, store: PostgresStorage) -> None:
-        self.store = store
-
-    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
-        """The top_k nodes matching `flt` that hold a word of `text` (services.terms.text_terms, OR-ed),
-        [(node, ts_rank)] best first; [] when the text has no word."""
-        terms = text_terms(text)
-        if not terms:
-            return []
-        where, args = _filter_sql(flt)
-        args.update(ns=ns, terms=" | ".join(terms), k=top_k)
-        rows = self.store.all(
-            f"SELECT {_NODE_COLS}, ts_rank(tsv, q) AS score FROM pyramind_nodes, to_tsquery('english', %(terms)s) q "
-            f"WHERE namespace = %(ns)s AND tsv @@ q{where} ORDER BY score DESC, id LIMIT %(k)s",
-            args,
-        )
-        return [(_node(r), float(r["score"])) for r in rows]
 
 
 class PgIdempotency:

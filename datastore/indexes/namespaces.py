@@ -1,0 +1,233 @@
+"""Each namespace's in-memory search indexes (exact vectors + optional IVF, BM25), above the providers: fed from
+any Storage by its listing methods, kept current with the store's per-namespace version, dropped when idle.
+
+A `NamespaceIndex` holds the namespace's nodes under row ids of its own (increasing, so `RowTable` keeps them
+sorted), with what the filters need (source, speakers, sessions; levels and times are in the `RowTable`). It is
+as of the store's namespace version token it was last refreshed at (`Storage.namespace_version`), and of each
+source's stamp (`Storage.source_stamps`).
+
+Before every search `NamespaceIndexes.get` reads the token (one small read). When it moved (a commit made by this
+process or by another one, a deletion), the source stamps are read and only the sources whose stamp changed, or
+that appeared or went away, are dropped from the index and listed again (`Storage.index_entries`): several
+server processes over one store search the same memory, and a forgotten text is gone from the index before the
+next search of any process answers. The token is read before the stamps and the stamps before the nodes, so a
+commit landing in between is caught by the next search. A refresh that fails (the store went away) drops the
+namespace's index, so nothing stale is served afterwards: the next search loads it again.
+
+Memory is bounded two ways: an index unused for `idle_seconds` is dropped (checked at most every SWEEP_EVERY
+seconds), and when the indexes together hold more than `max_nodes` nodes the least recently used ones are
+dropped until they fit (the one being searched stays). A node costs about 2 KB with MiniLM's 384 dimensions
+(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from datastore.indexes.text import TextIndex
+from datastore.indexes.vectors import VectorIndex
+from datastore.storage import IndexEntry, Storage
+
+LOAD_SLICE = 5_000  # entries added to the indexes at a time
+LOAD_SOURCES = 200  # sources listed at a time when a namespace is loaded (caps the loading peak)
+SWEEP_EVERY = 60.0  # seconds between sweeps for idle indexes
+
+
+class NamespaceIndex:
+    """One namespace's vectors and BM25 index, with the per-row facts its filters use; `lock` guards all of it.
+    Row ids are this object's own (1, 2, ...), never a provider's."""
+
+    def __init__(self, dimension: int, ann_min_rows: int) -> None:
+        self.vectors = VectorIndex(dimension, ann_min_rows)
+        self.text = TextIndex()
+        self.token: str | None = None  # the store's namespace version this index is as of (None: never loaded)
+        self.stamps: dict[str, str] = {}  # source id -> stamp, as of `token`
+        self.lock = threading.Lock()
+        self.used = time.monotonic()
+        self.dimension = dimension
+        self._next = 1
+        self.node_ids: dict[int, str] = {}  # row id -> node id
+        self.row_of: dict[str, int] = {}  # node id -> row id
+        self.by_source: dict[str, list[int]] = {}  # source id -> its rows
+        self.source_type_of: dict[str, str] = {}  # source id -> "conversation" | "document"
+        self._facts: dict[int, tuple[str, list[str], list[str]]] = {}  # row -> (source id, speakers, sessions)
+        self.speakers: dict[str, set[int]] = {}
+        self.sessions: dict[str, set[int]] = {}
+
+    def __len__(self) -> int:
+        return len(self.node_ids)
+
+    def add(self, entries: Sequence[IndexEntry]) -> None:
+        """Add nodes (of sources not held, or just dropped) to both indexes."""
+        if not entries:
+            return
+        rows = np.arange(self._next, self._next + len(entries), dtype=np.int64)
+        self._next += len(entries)
+        levels = np.array([e.level for e in entries], dtype=np.int16)
+        starts = np.array([e.start for e in entries], dtype=np.float64)
+        ends = np.array([e.end for e in entries], dtype=np.float64)
+        vectors = np.stack([np.asarray(e.vector, dtype=np.float32) for e in entries])
+        self.vectors.add(rows, vectors, levels, starts, ends)
+        self.text.add(rows, [e.text for e in entries], levels, starts, ends)
+        for row, e in zip(rows.tolist(), entries, strict=True):
+            old = self.row_of.get(e.id)
+            if old is not None:  # the node moved to another source meanwhile: its old row goes
+                self._forget([old])
+            self.node_ids[row] = e.id
+            self.row_of[e.id] = row
+            self.by_source.setdefault(e.source_id, []).append(row)
+            self.source_type_of[e.source_id] = e.source_type
+            self._facts[row] = (e.source_id, e.speakers, e.session_ids)
+            for s in e.speakers:
+                self.speakers.setdefault(s, set()).add(row)
+            for s in e.session_ids:
+                self.sessions.setdefault(s, set()).add(row)
+
+    def drop_sources(self, source_ids: Iterable[str]) -> None:
+        """Remove every node of these sources."""
+        rows = [r for sid in source_ids for r in self.by_source.pop(sid, [])]
+        self._forget(rows)
+
+    def _forget(self, rows: Sequence[int]) -> None:
+        if not rows:
+            return
+        arr = np.array(sorted(rows), dtype=np.int64)
+        self.vectors.remove(arr)
+        self.text.remove(arr)
+        for row in rows:
+            node_id = self.node_ids.pop(row, None)
+            if node_id is not None and self.row_of.get(node_id) == row:
+                del self.row_of[node_id]
+            facts = self._facts.pop(row, None)
+            if facts is None:
+                continue
+            sid, speakers, sessions = facts
+            held = self.by_source.get(sid)
+            if held is not None and row in held:
+                held.remove(row)
+            for table, keys in ((self.speakers, speakers), (self.sessions, sessions)):
+                for k in keys:
+                    found = table.get(k)
+                    if found is not None:
+                        found.discard(row)
+                        if not found:
+                            del table[k]
+
+    def rows_of_source(self, source_type: str | None, source_id: str) -> set[int]:
+        """The rows of one source (of that type, when given)."""
+        if source_type is not None and self.source_type_of.get(source_id) != source_type:
+            return set()
+        return set(self.by_source.get(source_id, []))
+
+    def rows_of_type(self, source_type: str) -> set[int]:
+        """The rows of every source of this type."""
+        return {r for sid, t in self.source_type_of.items() if t == source_type for r in self.by_source.get(sid, [])}
+
+
+class NamespaceIndexes:
+    """The indexes of every namespace searched recently, over one Storage.
+
+    storage: what they are fed from (its `namespace_version`, `source_stamps` and `index_entries`). dimension: the
+    embedder's. ann_min_rows: the ANN_MIN_ROWS setting. idle_seconds: INDEX_IDLE_SECONDS (an index unused this
+    long is dropped). max_nodes: INDEX_MAX_NODES (the most nodes held over every namespace).
+    """
+
+    def __init__(
+        self, storage: Storage, dimension: int, ann_min_rows: int, idle_seconds: float, max_nodes: int
+    ) -> None:
+        self.storage = storage
+        self.dimension = dimension
+        self.ann_min_rows = ann_min_rows
+        self.idle_seconds = idle_seconds
+        self.max_nodes = max_nodes
+        self._indexes: dict[str, NamespaceIndex] = {}
+        self._guard = threading.Lock()
+        self._swept = time.monotonic()
+
+    def __len__(self) -> int:
+        return len(self._indexes)
+
+    def held(self) -> dict[str, int]:
+        """{namespace: nodes held} of every index in memory."""
+        with self._guard:
+            return {ns: len(ix) for ns, ix in self._indexes.items()}
+
+    def get(self, ns: str, refresh: bool = True) -> NamespaceIndex:
+        """The namespace's index, current as of the store's namespace version read now (loaded when missing,
+        refreshed by source when it moved); refresh=False skips the version read for an index already loaded
+        (the later steps of one search). Raises what the store raises (StoreError...), dropping the index."""
+        now = time.monotonic()
+        with self._guard:
+            if now - self._swept > SWEEP_EVERY:
+                self._sweep(now)
+            index = self._indexes.get(ns)
+            if index is None:
+                index = self._indexes[ns] = NamespaceIndex(self.dimension, self.ann_min_rows)
+            index.used = now
+        if not refresh and index.token is not None:
+            return index
+        try:
+            token = self.storage.namespace_version(ns)  # outside the lock: searches of a current index never wait
+            if token != index.token:
+                with index.lock:
+                    try:
+                        self._refresh(ns, index, token)
+                    except BaseException:
+                        index.token = None  # half refreshed: never taken as current
+                        raise
+        except BaseException:
+            self.drop(ns)
+            raise
+        self._bound(ns)
+        return index
+
+    def _refresh(self, ns: str, index: NamespaceIndex, token: str) -> None:
+        """Bring `index` to the store as of `token` (read before this): the sources whose stamps changed are
+        listed again. Called under the index's lock."""
+        if token == index.token:
+            return  # another search refreshed it meanwhile
+        stamps = self.storage.source_stamps(ns)
+        if index.token is None:
+            changed: list[str] | None = None  # everything
+            index.drop_sources(list(index.by_source))
+        else:
+            changed = [sid for sid, stamp in stamps.items() if index.stamps.get(sid) != stamp]
+            gone = [sid for sid in index.by_source if sid not in stamps]
+            index.drop_sources(changed + gone)
+        if changed is None or changed:
+            # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
+            sources = sorted(stamps) if changed is None else sorted(changed)
+            for part in range(0, len(sources), LOAD_SOURCES):
+                entries = list(self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES]))
+                entries.sort(key=lambda e: (e.source_id, e.level, e.position))
+                index.vectors.reserve(len(entries))  # grown once per batch, not copied slice after slice
+                index.text.reserve(len(entries))
+                for i in range(0, len(entries), LOAD_SLICE):
+                    index.add(entries[i : i + LOAD_SLICE])
+        index.stamps = stamps
+        index.token = token
+
+    def _sweep(self, now: float) -> None:
+        """Drop the indexes unused for idle_seconds (called under the guard)."""
+        self._swept = now
+        for ns in [ns for ns, ix in self._indexes.items() if now - ix.used > self.idle_seconds]:
+            del self._indexes[ns]
+
+    def _bound(self, keep: str) -> None:
+        """Drop the least recently used indexes (never `keep`) while all of them hold more than max_nodes."""
+        with self._guard:
+            total = sum(len(ix) for ix in self._indexes.values())
+            for ns in sorted(self._indexes, key=lambda n: self._indexes[n].used):
+                if total <= self.max_nodes:
+                    return
+                if ns != keep:
+                    total -= len(self._indexes.pop(ns))
+
+    def drop(self, ns: str) -> None:
+        """Forget the namespace's index (it is loaded again by its next search)."""
+        with self._guard:
+            self._indexes.pop(ns, None)

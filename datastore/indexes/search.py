@@ -1,0 +1,142 @@
+"""Search for every provider: the `Searchable` the read path ranks over (datastore/read/ranking.py), answered
+from the namespace's in-memory indexes (datastore/indexes/namespaces.py) and the store's rows.
+
+`IndexedSearch` offers both of ranking's searches: `text` (BM25) and `rows` (vector and BM25 pools as row ids, so
+hybrid fuses row ids and reads only the top_k rows it returns, `Storage.get_nodes`). Dense search is the exact
+vector index (an IVF index from ANN_MIN_ROWS nodes, the `ann` extra). A filter's level and time bounds are
+applied by the indexes; its source, speaker and session fields by the per-row facts the index keeps; so a query
+reads the store twice: the namespace's version token, then the rows returned. The same code ranks on local,
+postgres and pinecone: same candidate pools, same fusion, same scores.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from datastore.indexes.namespaces import NamespaceIndex, NamespaceIndexes
+from datastore.read.ranking import RowSearch, TextSearch
+from datastore.storage import Hits, Storage
+from models.api import QueryFilter
+from models.memory import MemoryNode
+from models.settings import Settings
+from models.time import utc
+from services.terms import text_terms
+
+Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level, max_level, start, end)
+
+
+class IndexedSearch:
+    """The Searchable over one Storage: settings: ANN_MIN_ROWS, INDEX_IDLE_SECONDS, INDEX_MAX_NODES. storage:
+    the provider (listing, rows by id). dimension: the embedder's."""
+
+    def __init__(self, settings: Settings, storage: Storage, dimension: int) -> None:
+        self.storage = storage
+        self.indexes = NamespaceIndexes(
+            storage, dimension, settings.ann_min_rows, settings.index_idle_seconds, settings.index_max_nodes
+        )
+        self.text: TextSearch | None = IndexedText(self)
+        self.rows: RowSearch | None = self
+
+    # ------------------------------------------------------------------ row search (datastore/read/ranking.py)
+    def _candidates(self, index: NamespaceIndex, flt: QueryFilter | None) -> tuple[np.ndarray | None, Bounds]:
+        """The filter as (candidate row ids for its source, speaker and session fields, or None for all;
+        (min_level, max_level, start, end) for the indexes). Same semantics as `storage.node_matches`."""
+        if flt is None:
+            return None, (None, None, None, None)
+        start, end = utc(flt.start_date), utc(flt.end_date)
+        bounds = (
+            flt.level if flt.level is not None else flt.min_level,
+            flt.level if flt.level is not None else flt.max_level,
+            start.timestamp() if start is not None else None,
+            end.timestamp() if end is not None else None,
+        )
+        sets: list[set[int]] = []
+        if flt.conversation_id is not None:
+            sets.append(index.rows_of_source("conversation", flt.conversation_id))
+        if flt.document_id is not None:
+            sets.append(index.rows_of_source("document", flt.document_id))
+        if flt.source_type is not None:
+            sets.append(index.rows_of_type(flt.source_type))
+        if flt.speaker is not None:
+            sets.append(index.speakers.get(flt.speaker, set()))
+        if flt.session_id is not None:
+            sets.append(index.sessions.get(flt.session_id, set()))
+        if not sets:
+            return None, bounds
+        rows = set.intersection(*sorted(sets, key=len))
+        return np.array(sorted(rows), dtype=np.int64), bounds
+
+    def vector_rows(
+        self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids int64, cosines float32) of the top_k nodes matching `flt`, best first."""
+        index = self.indexes.get(ns)
+        with index.lock:
+            candidates, bounds = self._candidates(index, flt)
+            return index.vectors.search(np.asarray(vector, dtype=np.float32), top_k, candidates, *bounds)
+
+    def text_rows(self, ns: str, text: str, top_k: int, flt: QueryFilter | None) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids int64, BM25 scores float32) of the top_k nodes matching `flt` holding a word of `text`."""
+        terms = text_terms(text)
+        if not terms:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        index = self.indexes.get(ns)
+        with index.lock:
+            candidates, bounds = self._candidates(index, flt)
+            return index.text.search(terms, top_k, candidates, *bounds)
+
+    def row_cosines(self, ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
+        """{row id: cosine to `vector`} of those rows still held."""
+        if len(rowids) == 0:
+            return {}
+        index = self.indexes.get(ns, refresh=False)  # rows of this search's pools, as of its version read
+        with index.lock:
+            found, scores = index.vectors.search(
+                np.asarray(vector, dtype=np.float32), len(rowids), np.asarray(rowids, dtype=np.int64)
+            )
+        return dict(zip(found.tolist(), scores.tolist(), strict=True))
+
+    def hits(self, ns: str, rowids: np.ndarray, scores: np.ndarray) -> Hits:
+        """[(node, score)] for the row ids, in their order, read from the store (nodes deleted meanwhile are
+        left out: the text served is always the store's)."""
+        if len(rowids) == 0:
+            return []
+        index = self.indexes.get(ns, refresh=False)
+        with index.lock:
+            ids = [index.node_ids.get(int(r)) for r in rowids]
+        by_id = {n.id: n for n in self.storage.get_nodes(ns, [i for i in ids if i is not None])}
+        return [(by_id[i], float(s)) for i, s in zip(ids, scores, strict=True) if i is not None and i in by_id]
+
+    # ------------------------------------------------------------------ the rest of Searchable
+    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
+        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)], from the in-memory index."""
+        return self.hits(ns, *self.vector_rows(ns, vector, top_k, flt))
+
+    def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{node id: embedding} of the ids found (the store's)."""
+        return self.storage.get_vectors(ns, ids)
+
+    def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        """The nodes with these ids (the store's)."""
+        return self.storage.get_nodes(ns, ids)
+
+    def source_nodes(
+        self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
+    ) -> list[MemoryNode]:
+        """The source's nodes (the store's `source_nodes`)."""
+        return self.storage.source_nodes(ns, source_id, level, first, last)
+
+
+class IndexedText:
+    """TextSearch: BM25 over the namespace's in-memory `TextIndex` (FTS5's `porter unicode61` tokens and
+    `bm25()` scores), the nodes read from the store."""
+
+    def __init__(self, search: IndexedSearch) -> None:
+        self.search_ = search
+
+    def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
+        """The top_k nodes matching `flt` that hold a word of `text` (OR-ed, stemmed), [(node, bm25)] best first;
+        [] when the text has no word."""
+        return self.search_.hits(ns, *self.search_.text_rows(ns, text, top_k, flt))
