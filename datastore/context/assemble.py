@@ -192,6 +192,7 @@ class _Assembly:
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
         self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
         self.memory_units: set[str] = set()  # the fingerprints of every unit the memory sections show
+        self.source_names: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
@@ -212,7 +213,7 @@ class _Assembly:
         fill = {"core": self._fill_core, "instructions": self._fill_instructions, "recent": self._fill_recent}
         sections: list[Section] = []
         for name in ("core", "instructions", "recent"):  # each takes what it needs, up to its share
-            sec = Section(name, int(room * SHARES[name]), self.now, req.memory_template, req.max_memory_chars)
+            sec = self._section(name, int(room * SHARES[name]))
             if enabled[name]:
                 fill[name](sec)
             sections.append(sec)
@@ -224,11 +225,11 @@ class _Assembly:
         else:  # a chat with an assistant: the user's lines are rare in it, and the timeline holds them
             fraction = RELEVANT_SHARE if self.people_share >= PEOPLE_CHAT else ASSISTANT_CHAT_SHARE
         share = memory if not enabled["timeline"] else int(memory * fraction)
-        relevant = Section("relevant", share, self.now, req.memory_template, req.max_memory_chars)
+        relevant = self._section("relevant", share)
         if enabled["relevant"]:
             self._fill_relevant(relevant, memory)
         sections.append(relevant)
-        timeline = Section("timeline", memory - relevant.used, self.now, req.memory_template, req.max_memory_chars)
+        timeline = self._section("timeline", memory - relevant.used)
         if enabled["timeline"]:
             self._fill_timeline(timeline)
         sections.append(timeline)
@@ -253,6 +254,25 @@ class _Assembly:
             ],
             left_out=[lo for x in sections for lo in x.left_out][:MAX_LEFT_OUT],
         )
+
+    def _section(self, name: SectionName, budget: int) -> Section:
+        req = self.req
+        return Section(
+            name, budget, self.now, req.memory_template, req.max_memory_chars, req.conversation_id, self._source_name
+        )
+
+    def _source_name(self, source_id: str) -> str:
+        """How a date line names a memory's source other than the block's conversation: its title in quotes,
+        else `conversation <id>` (`document <id>`)."""
+        name = self.source_names.get(source_id)
+        if name is None:
+            src = self.storage.get_source(self.ns, source_id)
+            title = (src.metadata.get("title") if src is not None else None) or ""
+            kind = src.source_type if src is not None else "conversation"
+            name = self.source_names[source_id] = (
+                f"“{' '.join(str(title).split())}”" if title else f"{kind} {source_id}"
+            )
+        return name
 
     def _block(self, sections: list[Section]) -> str:
         parts: dict[str, str] = {x.name: x.text() for x in sections}
@@ -336,7 +356,7 @@ class _Assembly:
                 continue  # a preference matters where its topic comes up; an instruction applies to every answer
             item = ContextItem(
                 id=ins.id,
-                kind="instruction",
+                kind=ins.kind,
                 level=0,
                 text=ins.text,
                 speaker=ins.speaker,
@@ -408,7 +428,19 @@ class _Assembly:
             ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
         if ex is None:
             return False
-        if not sec.admit(self._node_item(n, ex.text, why, score), _when(n)):  # clipped to max_memory_chars
+        item = self._node_item(n, ex.text, why, score)
+        parts = self.texts.dated(n, ex.text)  # a node said over several days: each line under its own date
+        for _ in range(3):
+            over = sec.used + sec.cost(item, parts) - sec.budget
+            if parts is None or over <= 0 or limit <= MIN_ITEM:
+                break
+            limit = max(MIN_ITEM, limit - over - 1)  # the date lines cost more than the span's one: cut more
+            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
+            if ex is None:
+                return False
+            item = self._node_item(n, ex.text, why, score)
+            parts = self.texts.dated(n, ex.text)
+        if not sec.admit(item, _when(n), parts):  # clipped to max_memory_chars
             return False
         self.shown.fingerprints |= ex.fingerprints()
         self.memory_units |= ex.fingerprints()

@@ -15,7 +15,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -85,7 +85,8 @@ class Writer:
         index=False (what `accept` does): store the messages in one transaction and build nothing; they are all
         `pending_message_ids` until the background indexer chunks and embeds them.
 
-        `req.title` is kept as the conversation's title (source metadata `title`) when it has none yet. A
+        A message without `created_at` takes the time the call came in. `req.title` is kept as the
+        conversation's title (source metadata `title`) when it has none yet. A
         message older than the conversation's latest is inserted by `created_at` (datastore/write/order.py) and
         the tree rebuilt from there, the conversation's forks too.
 
@@ -106,6 +107,7 @@ class Writer:
                     f"messages[{i}].content",
                 )
         conversation_id = req.conversation_id or uuid.uuid4().hex
+        received = datetime.now(UTC)  # a message sent without created_at was said when it came in
         incoming: list[Incoming] = []
         seen: set[str] = set()
         repeated: list[str] = []
@@ -116,7 +118,7 @@ class Writer:
                 repeated.append(mid)  # a repeat within the call is skipped, and said so
                 continue
             seen.add(mid)
-            incoming.append((mid, m.who, m.content, utc(m.created_at)))
+            incoming.append((mid, m.who, m.content, utc(m.created_at) or received))
             session = m.session_id or req.session_id
             if session:
                 sessions[mid] = session
