@@ -145,12 +145,11 @@ class Texts:
         if not when:
             return None
         for k in range(len(lines) - 2, -1, -1):  # a line without a unit (a header) goes with the next one
-            if turn_of[k] is None:
-                turn_of[k] = turn_of[k + 1]
+            turn_of[k] = turn_of[k] if turn_of[k] is not None else turn_of[k + 1]
         times: list[datetime | None] = []
         last: datetime | None = next(iter(when.values()))
-        for turn in turn_of:
-            t = when.get(turn) if turn is not None else None
+        for of in turn_of:
+            t = when.get(of) if of is not None else None
             last = t or last
             times.append(last)
         parts: list[tuple[datetime | None, str]] = []

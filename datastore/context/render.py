@@ -217,12 +217,10 @@ class Section:
 
     def _groups(self) -> list[tuple[ContextItem, float, list[Part] | None]]:
         """The admitted items in order of admission, with their parts (None: shown whole)."""
-        out: list[tuple[ContextItem, float, list[Part] | None]] = []
+        out: list[tuple[ContextItem, float, list[Part]]] = []
         for e in sorted(self.entries, key=lambda e: (e.order[4], e.order[5])):
             if out and out[-1][0] is e.item:
-                parts = out[-1][2]
-                assert parts is not None
-                parts.append((e.at, e.text))
+                out[-1][2].append((e.at, e.text))
             else:
                 out.append((e.item, e.when, [(e.at, e.text)]))
         return [(i, w, p if p[0][0] is not None or len(p) > 1 else None) for i, w, p in out]
