@@ -1,7 +1,7 @@
 """The MCP front door: Pyramind's memory tools over the Model Context Protocol (the official `mcp` SDK).
 
 Another door beside the REST routes, with no logic of its own: each tool is a few lines over the Memory
-service its route calls (remember, query, expand, find, describe, delete, context, core memory, standing
+service its route calls (remember, query, expand, find, describe, outline, delete, context, core memory, standing
 instructions), with the
 namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a static-token or stdio
 caller may name one). Inputs and outputs are pydantic types, so every call answers structured content with a
@@ -49,6 +49,7 @@ from models.core import (
 )
 from models.find import MAX_PATTERN_CHARS, FindRequest, FindResponse, StatsResponse
 from models.instructions import InstructionDeleteResponse, InstructionList
+from models.outline import DEFAULT_OUTLINE_BUDGET, MAX_OUTLINE_BUDGET, MAX_OUTLINE_QUERY_CHARS, OutlineResponse
 from models.settings import Settings
 from server.auth import Principal, namespace_for
 from server.common import off_loop
@@ -64,8 +65,8 @@ INSTRUCTIONS = (
     "returns verbatim chunks (level 1) by default; `expand` one to reach the summary above it (level 2+), or a "
     "summary to read what it covers. `context` gives one block for the next answer (core memory first); keep "
     "lasting facts with `core_set`. Use `find` for exact words, names or numbers, `stats` for an overview, "
-    "`forget` only when the user asks. The user's standing rules and preferences, stated once in chat, are kept "
-    "for you: `instructions_list` shows them."
+    "`outline` for what was said in a conversation, in order, `forget` only when the user asks. The user's "
+    "standing rules and preferences, stated once in chat, are kept for you: `instructions_list` shows them."
 )
 
 Namespace = Annotated[
@@ -323,6 +324,34 @@ def build_mcp(
         """Overview of what is remembered: conversations, messages, memory nodes per level, the first and last
         message time, and who spoke how often."""
         return await _call(lambda: off_loop(get_memory().describer.describe, ns(ctx, namespace), conversation_id))
+
+    @mcp.tool(annotations=read)
+    @_one_line
+    async def outline(
+        ctx: Context,
+        conversation_id: Annotated[
+            str, Field(min_length=1, max_length=256, description="The conversation to outline.")
+        ],
+        query: Annotated[
+            str | None,
+            Field(
+                default=None,
+                min_length=1,
+                max_length=MAX_OUTLINE_QUERY_CHARS,
+                description="Only the lines closest to this (still oldest first); omit for every line.",
+            ),
+        ] = None,
+        budget_tokens: Annotated[
+            int,
+            Field(ge=20, le=MAX_OUTLINE_BUDGET, strict=True, description="Most tokens of the outline's text."),
+        ] = DEFAULT_OUTLINE_BUDGET,
+        namespace: Namespace = None,
+    ) -> Annotated[CallToolResult, OutlineResponse]:
+        """What was said in a conversation, line by line: each message's lead with its speaker, under its date,
+        oldest first. Give `query` for the lines about it across the whole conversation (how things went)."""
+        return await _call(
+            lambda: off_loop(get_memory().outline.outline, ns(ctx, namespace), conversation_id, query, budget_tokens)
+        )
 
     @mcp.tool(
         annotations=ToolAnnotations(

@@ -1,6 +1,7 @@
 """Remembering: new messages and documents become L1 chunks and roll up into summaries.
 
-validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> one atomic write. Everything a call
+validate -> render lines -> chunk -> lines (each message's lead) -> embed -> roll up (summarise, embed) -> one
+atomic write. Everything a call
 computes is computed before anything is written (`TreeBuilder`), and written in one `Storage.commit`: an
 embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later). The
 standing instructions of the messages the new chunks cover are found, embedded with the chunks and committed in
@@ -283,8 +284,9 @@ class Writer:
                 chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
                 summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
                 covered = newly_covered(prior + stored, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
+                lines = builder.lines(frontier, covered, chunks, source_id, prior)
                 found = keeper.detect(ns, source_type, source_id, covered)
-                nodes, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
+                nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
                 nodes += [(n, None) for n in reparented]
             except (EmbeddingError, SummaryError) as exc:
                 if not stored:
@@ -403,8 +405,12 @@ class Writer:
             summaries, _ = builder.summaries(frontier, [c for c in chunks if c.sealed])
             covered_now = {mid for c in chunks for mid in c.message_ids}
             newly = [m for m in merged if m.id in covered_now and m.id not in covered_before]  # read once each
+            lined = {mid for n in kept if n.level == 0 for mid in n.message_ids}  # lines `surviving` kept
+            end = chunks[-1].tok_end if chunks else 0
+            unlined = [m for m in prior if m.id not in lined and m.tok_offset + m.n_tokens <= end]
+            lines = builder.lines(frontier, unlined, chunks, source_id, prior)
             found = keeper.detect(ns, source_type, source_id, newly)
-            made, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
+            made, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
         except (EmbeddingError, SummaryError) as exc:
             log.warning("%s; keeping %d messages of %r to index later", exc.message, len(fresh), source_id)
             storage.commit(ns, backlog, version)

@@ -122,10 +122,10 @@ class NamespaceCaches:
         time: a full load holds one slice of fetched rows besides the indexes, never the whole namespace twice."""
         cols = "rowid, level, start_time, end_time, text, embedding"
         if rowids is None:
-            count = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ?", (ns,)).fetchone()[0]
+            count = db.execute("SELECT COUNT(*) FROM nodes WHERE namespace = ? AND level >= 1", (ns,)).fetchone()[0]
             cache.index.reserve(count)
             cache.text.reserve(count)
-            cur = db.execute(f"SELECT {cols} FROM nodes WHERE namespace = ? ORDER BY rowid", (ns,))
+            cur = db.execute(f"SELECT {cols} FROM nodes WHERE namespace = ? AND level >= 1 ORDER BY rowid", (ns,))
             while rows := cur.fetchmany(LOAD_SLICE):
                 self._add_rows(cache, rows)
             return
@@ -137,6 +137,7 @@ class NamespaceCaches:
             )
 
     def _add_rows(self, cache: NamespaceCache, rows: list[sqlite3.Row]) -> None:
+        rows = [r for r in rows if r[1] >= 1]  # lines (level 0) are never search results: kept out of the indexes
         if not rows:
             return
         ids = np.array([r[0] for r in rows], dtype=np.int64)

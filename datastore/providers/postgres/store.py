@@ -138,6 +138,18 @@ def _m006_messages_by_offset(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("CREATE INDEX pyramind_messages_by_offset ON pyramind_messages (namespace, source_id, tok_offset)")
 
 
+def _m007_lines(conn: psycopg.Connection, dimension: int) -> None:
+    """Lines (level-0 nodes, one per message) are never searched by vector: the HNSW graph holds chunks and
+    summaries only (a partial index on `level >= 1`, the clause `_filter_sql` always writes), so lines neither
+    crowd a search's candidates nor slow it."""
+    if dimension <= _HNSW_MAX_DIMENSION:
+        conn.execute("DROP INDEX IF EXISTS pyramind_nodes_hnsw")
+        conn.execute(
+            "CREATE INDEX pyramind_nodes_hnsw ON pyramind_nodes USING hnsw (embedding vector_cosine_ops) "
+            "WHERE level >= 1"
+        )
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -145,6 +157,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("004_visits_pins", _m004_visits_pins),
     ("005_instructions", _m005_instructions),
     ("006_messages_by_offset", _m006_messages_by_offset),
+    ("007_lines", _m007_lines),
 ]
 
 
@@ -227,9 +240,10 @@ def _message_where(flt: DeleteFilter | None, where: list[str], args: list[Any]) 
 
 
 def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
-    """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store."""
+    """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store. Always
+    `level >= 1` (a literal, so the partial HNSW index applies): lines (level 0) are never search results."""
     if flt is None:
-        return "", {}
+        return " AND level >= 1", {}
     lo = flt.level if flt.level is not None else flt.min_level
     hi = flt.level if flt.level is not None else flt.max_level
     parts = {
@@ -244,7 +258,8 @@ def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
         "end": ("start_time <= %(end)s", utc(flt.end_date)),
     }
     given = {k: (sql, v) for k, (sql, v) in parts.items() if v is not None}
-    return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
+    where = " AND level >= 1" + "".join(f" AND {sql}" for sql, _ in given.values())
+    return where, {k: v for k, (_, v) in given.items()}
 
 
 class PostgresStorage:
