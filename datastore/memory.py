@@ -100,6 +100,7 @@ class Memory:
             self.core,
             self.visits,
             self.instructions if storage.instructions is not None else None,
+            self.outline,
         )
         self.forks = Forks(storage, self.deleter)
         self.sessions = Sessions(storage)
