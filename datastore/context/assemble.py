@@ -615,10 +615,16 @@ class _Assembly:
         for ln in ranked:
             if sec.used - start >= room or sec.room < MIN_ITEM or fails >= 8:
                 break
-            said = f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text
-            prints = excerpts.fingerprints(said)
-            if ln.message_id in self.shown.messages or prints <= self.shown.fingerprints:
+            if ln.message_id in self.shown.messages:
                 continue
+            said = f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text
+            units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
+            fresh = [u for u in units if excerpts.fingerprint(u) not in self.shown.fingerprints]
+            if not fresh:
+                continue
+            if len(fresh) < len(units):  # a sentence of it is shown already: the rest of the line only
+                said = f"{ln.speaker}: " * bool(ln.speaker) + f" {excerpts.ELISION} ".join(u.text for u in fresh)
+            prints = {excerpts.fingerprint(u) for u in fresh}
             item = ContextItem(
                 id=ln.id,
                 kind="line",

@@ -477,7 +477,7 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
     )
     assert overview.sections[4].budget_tokens > plain.sections[4].budget_tokens
     timeline = overview.sections[4].items
-    assert len(timeline) >= 2 and all(i.kind in ("summary", "chunk") for i in timeline)
+    assert len(timeline) >= 2 and all(i.kind in ("line", "summary", "chunk") for i in timeline)
     starts = [i.start_time.timestamp() for i in timeline if i.start_time is not None]
     assert len(starts) == len(timeline) and starts == sorted(starts)  # dated, oldest first
     assert "## Timeline\n[" in overview.context  # dated

@@ -241,3 +241,28 @@ def test_a_preference_is_shown_as_a_preference(store: Memory) -> None:
         "I prefer Bootstrap over Foundation.": "preference",
         "From now on, always answer in French.": "instruction",
     }
+
+
+def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(store: Memory) -> None:
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            query="In what order did I bring up my trips to Oslo across our conversations?",
+            now=LONG_NOW,
+            recent=False,
+            budget_tokens=600,
+        ),
+    )
+    timeline = res.sections[4]
+    lines = [i for i in timeline.items if i.kind == "line"]
+    assert len(lines) >= 4
+    times = [i.start_time for i in lines]
+    assert times == sorted(t for t in times if t is not None)  # oldest first
+    assert all(i.speaker == "Ann" for i in lines)  # what the user brought up: the people's lines
+    oslo = [i for s in res.sections for i in s.items if "Oslo" in i.text]
+    assert len(oslo) >= 3  # days 2, 12 and 22
+    for day, line in _dated_lines(res.context.split("## Timeline")[1]):
+        match = next(i for i in lines if i.text == line)
+        assert match.start_time is not None and day == f"{match.start_time:%Y-%m-%d}"
