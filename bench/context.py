@@ -158,6 +158,9 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
     return out
 
 
+WITH_LINES = True  # the latency stores hold a line per message (bench/synthetic.py)
+
+
 def latency(n: int, questions: list[str], requests: int) -> dict:
     """POST /context latency over a synthetic store of n L1 nodes (see the module doc)."""
     from server.app import create_app
@@ -167,7 +170,7 @@ def latency(n: int, questions: list[str], requests: int) -> dict:
     settings = common.bench_settings(db, bearer_token="bench", pending_retry_seconds=0)
     t = time.perf_counter()
     store = common.open_store(settings, embedder)
-    synthetic.fill(store, DEFAULT_NAMESPACE, n, with_lines=True)
+    synthetic.fill(store, DEFAULT_NAMESPACE, n, with_lines=WITH_LINES)
     build = time.perf_counter() - t
     sources = store.storage.list_sources(DEFAULT_NAMESPACE)
     rng = random.Random(7)
