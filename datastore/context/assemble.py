@@ -303,14 +303,17 @@ class _Assembly:
         # an instruction said in a recent turn is read there, verbatim: its line is not repeated
         sections[1].discard({i for i, m in self.instruction_messages.items() if m in self.shown.messages})
         memory = room - sum(x.used for x in sections)  # what the memories share
-        if self.overview:
-            fraction = OVERVIEW_SHARE if self.o.lines is None or self.cid is None else LIST_SHARE
+        listed = self.overview and enabled["timeline"] and self.o.lines is not None and self.cid is not None
+        if listed:  # the dated list of lines leads; the relevant memories keep to their share
+            fraction = LIST_SHARE
+        elif self.overview:
+            fraction = OVERVIEW_SHARE
         else:  # a chat with an assistant: the user's lines are rare in it, and the timeline holds them
             fraction = RELEVANT_SHARE if self.people_share >= PEOPLE_CHAT else ASSISTANT_CHAT_SHARE
         share = memory if not enabled["timeline"] else int(memory * fraction)
         relevant = self._section("relevant", share)
-        if enabled["relevant"]:
-            self._fill_relevant(relevant, memory)
+        if enabled["relevant"] and share >= MIN_ITEM:
+            self._fill_relevant(relevant, share if listed else memory)
         sections.append(relevant)
         timeline = self._section("timeline", memory - relevant.used)
         if enabled["timeline"]:
