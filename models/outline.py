@@ -54,13 +54,13 @@ class OutlineDay(BaseModel):
     """The lines said on one date (UTC), oldest first."""
 
     date: str = Field(description="YYYY-MM-DD (UTC), or 'undated' for untimed messages.")
-    lines: list[OutlineLine]
+    lines: list[OutlineLine] = Field(description="The lines said on that date, oldest first.")
 
 
 class OutlineResponse(BaseModel):
     """A conversation's outline: its dated lines, oldest first, grouped under their dates, cut at a budget."""
 
-    conversation_id: str
+    conversation_id: str = Field(description="The conversation outlined.")
     title: str | None = Field(default=None, description="The conversation's title when it has one.")
     query: str | None = Field(default=None, description="The focus query, if any.")
     total_lines: int = Field(description="Lines the conversation holds (messages that say something).")

@@ -11,17 +11,20 @@ the words of FILLER_WORDS (greetings, thanks, acknowledgements, bare exclamation
 Caroline!", "Sure!", "Great question.", "Sounds great!", "How about you?") and the names of the conversation's
 speakers (and short forms of them: "Mel" for "Melanie"), no word is left, or a single one that is not specific
 (shorter than SPECIFIC_CHARS, without a digit, not a capitalised name): "Thanks for the tip!" says nothing, "I'm
-vegetarian." informs.
+vegetarian." informs. A short sentence (PRAISE_WORDS words at most) that opens with praise (PRAISE: "That sounds
+like a solid plan.") says nothing either.
 
 **Lead** (`lead_lines`). The first sentence that is not filler, cut to MAX_LINE_TOKENS (at a word, with "…").
 A message of only filler has no line. A long message (more than LONG_MESSAGE_TOKENS tokens, typically an
 assistant's answer) adds its point: among its later sentences, the one that shares the most content words with
-the rest of the message (its centre), counted double when it opens with a conclusion marker ("In short",
+the rest of the message (its centre; per square root of its own content words, so a long list item does not win
+by length), counted double when it opens with a conclusion marker ("In short",
 "Overall", "I recommend", "The key ..."; POINT_MARKERS); none when no later sentence shares a word.
 """
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter
 from collections.abc import Collection
@@ -32,7 +35,7 @@ from services.tokens import count_tokens, decode, encode
 
 MAX_LINE_TOKENS = 60
 """A lead or point sentence longer than this (cl100k tokens) is cut at a word and ends with "…"."""
-LONG_MESSAGE_TOKENS = 120
+LONG_MESSAGE_TOKENS = 80
 """A message longer than this (cl100k tokens) adds the sentence that states its point to its lead."""
 SEPARATOR = " … "
 """Between the lead and the point of a long message in a line's text."""
@@ -50,7 +53,8 @@ FILLER_WORDS = frozenset(
     words news tip tips gorgeous stunning cute adorable impressive inspiring inspired lucky blessed sorry hear
     heard looks look looking seems seem wish luck enjoy enjoyed enjoying blast stoked thrilled joy wonderful
     appreciated makes made glad totally honestly gonna wanna kinda sorta like ya yay woohoo hooray whoo day
-    helped help helps meant means long time talk chat talking chatting catch""".split()
+    helped help helps meant means long time talk chat talking chatting catch breakdown breaking explanation
+    explaining advice info information insight insights suggestion suggestions detailed solid""".split()
 )
 SPECIFIC_CHARS = 6
 """A sentence with a single content word informs only when that word is specific: this long or longer, holding
@@ -63,17 +67,28 @@ POINT_MARKERS = re.compile(
     re.IGNORECASE,
 )
 
+PRAISE = re.compile(
+    r"^(that|this|it|what)('s| is| sounds| looks| seems)( like)?( such)? (a |an )?(really |very |truly )?"
+    r"(great|good|solid|thoughtful|excellent|wonderful|fantastic|smart|sensible|reasonable|well[- ]\w+|"
+    r"interesting|important|valid|fair|brilliant|lovely|nice|perfect)\b",
+    re.IGNORECASE,
+)
+"""An opener of praise ("That sounds like a solid plan."): with at most PRAISE_WORDS words, the sentence is filler."""
+PRAISE_WORDS = 10
+
 _WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
+_MARKUP = re.compile(r"\*\*|__|`|^#{1,6}\s+|^(?:[-*+•]|\d{1,3}[.)])\s+")
 _PROSE = ("sentence", "item")
 
 
 def sentences(text: str) -> list[str]:
-    """The prose sentences and list items of a message's content, in order, whitespace folded (the project's
-    splitter, see the module docstring); [] for a text without one."""
+    """The prose sentences and list items of a message's content, in order, whitespace folded and markdown marks
+    dropped (`**`, `__`, backticks, a heading's `#`, a list item's bullet or number) (the project's splitter, see
+    the module docstring); [] for a text without one."""
     out = []
     for u in segment(text, speakers=()):
         if u.kind in _PROSE:
-            s = " ".join(u.text.split())
+            s = " ".join(_MARKUP.sub("", " ".join(u.text.split())).split())
             if s:
                 out.append(s)
     return out
@@ -110,6 +125,8 @@ def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
     """Whether `sentence` says nothing (module docstring): no content word once stop words, FILLER_WORDS and
     the speakers' names (`names`, and short forms of them) are dropped, or a single one that is not specific
     (shorter than SPECIFIC_CHARS, no digit, not a capitalised word inside the sentence)."""
+    if PRAISE.match(sentence) and len(_WORD.findall(sentence)) <= PRAISE_WORDS:
+        return True
     words = content_words(sentence, names)
     if len(words) != 1:
         return not words
@@ -148,7 +165,7 @@ def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
     best, best_score = None, 0.0
     for i, s in enumerate(later, start=first + 1):
         shared = sum(1 for w in words[i] if counts[w] > 1)
-        score = shared * (2.0 if POINT_MARKERS.match(s) else 1.0)
+        score = shared / math.sqrt(len(words[i]) or 1) * (2.0 if POINT_MARKERS.match(s) else 1.0)
         if score > best_score:
             best, best_score = s, score
     if best is not None:

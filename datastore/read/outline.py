@@ -38,7 +38,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 
 import numpy as np
@@ -104,80 +104,63 @@ def render_line(line: Line) -> str:
     return spoken(line.speaker, line.text)
 
 
-CACHED_LINES = 50_000
-"""Lines (of the most recently ranked conversations) `Outline` keeps ready to rank: about 80 MB of vectors."""
+@dataclass
+class _Loaded:
+    """A conversation's lines as of `versions` (its lineage's source versions), with what ranking them needs,
+    made on first use: their vectors (rows of `matrix`, for the lines at `with_vector`) and a BM25 index."""
 
-
-@dataclass(frozen=True)
-class _Prepared:
-    """A conversation's line nodes (oldest first), the indexes of those with a vector, those vectors as one
-    float32 matrix (row k: nodes[have[k]]), and a BM25 index over their `speaker: text` (row id: node index)."""
-
+    versions: tuple[tuple[str, int], ...]
     nodes: list[MemoryNode]
-    have: list[int]
-    matrix: np.ndarray
-    index: TextIndex
+    matrix: np.ndarray | None = None
+    with_vector: list[int] | None = None
+    text: TextIndex | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)  # a TextIndex is not thread-safe
 
 
 class Outline:
     """The lines of a conversation, ranked or not, and its outline for people.
 
     storage: reads the conversation's lines (`source_nodes(level=0)`), their vectors (`get_vectors`) and its
-    source row. embedder: the query's embedding (`outline` with a query).
+    source row. embedder: the query's embedding (`outline` with a query). A conversation's lines, vectors and
+    BM25 index are kept for the last CACHED conversations read, each as of its sources' versions (bumped by
+    every commit, so a write of any process is seen at the next read: one source-row read per call).
     """
+
+    CACHED = 16
 
     def __init__(self, storage: Storage, embedder: Embedder) -> None:
         self.storage = storage
         self.embedder = embedder
-        # (ns, conversation) -> the versions of its lineage's sources and its lines ready to rank (`_prepared`)
-        self._cache: OrderedDict[tuple[str, str], tuple[tuple[tuple[str, int], ...], _Prepared]] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def _prepared(self, ns: str, conversation_id: str) -> _Prepared:
-        """The conversation's line nodes with their vectors as one matrix and their BM25 index, kept while no
-        source of its lineage changed (a source's version moves with every commit), for the CACHED_LINES most
-        recently ranked lines."""
-        key = (ns, conversation_id)
-        with self._lock:
-            held = self._cache.get(key)
-        if held is not None:
-            versions, prep = held
-            if all((src := self.storage.get_source(ns, sid)) is not None and src.version == v for sid, v in versions):
-                with self._lock:
-                    self._cache.move_to_end(key)
-                return prep
-        sids = [sid for sid, _ in lineage(self.storage, ns, conversation_id)]
-        versions = tuple((sid, src.version) for sid in sids if (src := self.storage.get_source(ns, sid)) is not None)
-        nodes = self.nodes(ns, conversation_id)
-        vectors = self.storage.get_vectors(ns, [n.id for n in nodes])
-        have = [i for i, n in enumerate(nodes) if n.id in vectors]
-        matrix = (
-            np.stack([vectors[nodes[i].id] for i in have]).astype(np.float32)
-            if have
-            else np.zeros((0, 0), dtype=np.float32)
-        )
-        index = TextIndex()
-        if nodes:
-            nan = np.full(len(nodes), np.nan)
-            rows = np.arange(len(nodes), dtype=np.int64)
-            index.add(rows, [embedded_text(n) for n in nodes], np.zeros(len(nodes), dtype=np.int16), nan, nan)
-        prep = _Prepared(nodes, have, matrix, index)
-        with self._lock:
-            self._cache[key] = (versions, prep)
-            self._cache.move_to_end(key)
-            while sum(len(p.nodes) for _, p in self._cache.values()) > CACHED_LINES and len(self._cache) > 1:
-                self._cache.popitem(last=False)
-        return prep
+        self._cache: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
+        self._guard = threading.Lock()
 
     def nodes(self, ns: str, conversation_id: str) -> list[MemoryNode]:
         """Every line node the conversation sees, oldest first (a fork's inherited lines before its own); [] for
         an unknown conversation."""
+        return list(self._load(ns, conversation_id).nodes)
+
+    def _load(self, ns: str, conversation_id: str) -> _Loaded:
+        """The conversation's lines as stored now (from the cache when its sources' versions are unchanged)."""
+        seen = lineage(self.storage, ns, conversation_id)
+        versions = tuple((sid, src.version if (src := self.storage.get_source(ns, sid)) else -1) for sid, _ in seen)
+        key = (ns, conversation_id)
+        with self._guard:
+            hit = self._cache.get(key)
+            if hit is not None and hit.versions == versions:
+                self._cache.move_to_end(key)
+                return hit
         out: list[MemoryNode] = []
-        for sid, visible in reversed(lineage(self.storage, ns, conversation_id)):
+        for sid, visible in reversed(seen):
             for n in self.storage.source_nodes(ns, sid, level=0):
                 if visible is None or n.parent_id in visible:
                     out.append(n)
-        return out
+        loaded = _Loaded(versions, out)
+        with self._guard:
+            self._cache[key] = loaded
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.CACHED:
+                self._cache.popitem(last=False)
+        return loaded
 
     def lines(
         self,
@@ -196,30 +179,48 @@ class Outline:
         and cosine, datastore/read/ranking.py `fuse`, in [0, 1]); without it, the cosine. Without a
         query_vector: every line (the first `top_k` when given), score None. Ties keep message order.
         What h5b's /context block calls for the course of a conversation (overview questions, the timeline)."""
+        loaded = self._load(ns, conversation_id)
+        nodes = loaded.nodes
         if query_vector is None:
-            nodes = self.nodes(ns, conversation_id)
             return [Line.of(n) for n in (nodes if top_k is None else nodes[: max(0, top_k)])]
-        prep = self._prepared(ns, conversation_id)
-        nodes = prep.nodes
         k = len(nodes) if top_k is None else max(0, min(top_k, len(nodes)))
         if not nodes or k == 0:
             return []
-        scores = self._scores(prep, np.asarray(query_vector, dtype=np.float32), query_text, k)
+        with loaded.lock:
+            scores = self._scores(ns, loaded, np.asarray(query_vector, dtype=np.float32), query_text, k)
         best = sorted(scores, key=lambda i: -scores[i])[:k]
         return [Line.of(nodes[i], scores[i]) for i in sorted(best)]
 
-    def _scores(self, prep: _Prepared, q: np.ndarray, text: str | None, top_k: int) -> dict[int, float]:
-        """{index in `prep.nodes`: score} of at least the top_k lines: cosine, or the hybrid fusion with `text`."""
-        if not prep.have:
+    def _scores(self, ns: str, loaded: _Loaded, q: np.ndarray, text: str | None, top_k: int) -> dict[int, float]:
+        """{index in `loaded.nodes`: score} of at least the top_k lines: cosine, or the hybrid fusion with `text`."""
+        nodes = loaded.nodes
+        if loaded.matrix is None or loaded.with_vector is None:
+            vectors = self.storage.get_vectors(ns, [n.id for n in nodes])
+            have = [i for i, n in enumerate(nodes) if n.id in vectors]
+            dim = len(q)
+            rows = [vectors[nodes[i].id] for i in have]
+            loaded.matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
+            loaded.with_vector = have
+        if not loaded.with_vector:
             return {}
-        cosines = prep.matrix @ q
-        cosine = {i: float(c) for i, c in zip(prep.have, cosines.tolist(), strict=True)}
+        cosines = loaded.matrix @ q
+        cosine = {i: float(c) for i, c in zip(loaded.with_vector, cosines.tolist(), strict=True)}
         terms = text_terms(text) if text else []
         if not terms:
             return cosine
+        if loaded.text is None:
+            index = TextIndex()
+            nan = np.full(len(nodes), np.nan)
+            index.add(
+                np.arange(len(nodes), dtype=np.int64),
+                [embedded_text(n) for n in nodes],
+                np.zeros(len(nodes), dtype=np.int16),
+                nan,
+                nan,
+            )
+            loaded.text = index
         pool = max(POOL, top_k)
-        with self._lock:  # a TextIndex is not thread-safe
-            text_rows, bm25s = prep.index.search(terms, pool)
+        text_rows, bm25s = loaded.text.search(terms, pool)
         dense_pool = sorted(cosine, key=lambda i: -cosine[i])[:pool]
         pooled = {i: cosine[i] for i in dense_pool}
         pooled.update((int(r), cosine[int(r)]) for r in text_rows.tolist() if int(r) in cosine)

@@ -124,9 +124,13 @@ def test_a_line_is_forgotten_with_its_message_and_the_others_are_kept(ds: Memory
     ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
     before = {n.message_ids[0]: n for n in lines_of(ds, ns, "c")}
     vectors = ds.storage.get_vectors(ns, [n.id for n in before.values()])
+    vector = ds.embedder.embed(["a trip to Oslo"])[0]
+    assert "d2a" in {ln.message_id for ln in ds.outline.lines(ns, "c", vector, 3)}  # read (and kept) once
     ds.deleter.delete(ns, DeleteRequest(ids=["d2a", "d4c"], conversation_id="c"))
     after = {n.message_ids[0]: n for n in lines_of(ds, ns, "c")}
     assert set(after) == set(before) - {"d2a", "d4c"}
+    assert {ln.message_id for ln in ds.outline.lines(ns, "c")} == set(after)  # what the service read is renewed
+    assert "d2a" not in {ln.message_id for ln in ds.outline.lines(ns, "c", vector, 3)}
     assert all(after[m].id == before[m].id for m in after)  # kept lines keep their ids and vectors
     kept = ds.storage.get_vectors(ns, [n.id for n in after.values()])
     assert all(np.allclose(kept[n.id], vectors[n.id]) for n in after.values())
