@@ -17,10 +17,13 @@ things, `asks_overview`), and the timeline what relevant leaves.
    `_above_floor`), drawn from several sessions (`diversified`); a chunk of short turns whole, a chunk of long
    messages cut to its sentences closest to the query (datastore/context/evidence.py), the best hit whole; each
    with its `neighbours` chunks when asked.
-5. timeline: what happened when, oldest first and dated: the periods the query points at (the conversation's
-   L2 summaries closest to it; chunks where it has none yet), each cut to its people's lines (a summary holds
-   the lead sentence of each of their messages, services/summarising.py), then its sentences closest to the
-   query. A budget with no room for a useful line of it has none.
+5. timeline: what happened when, oldest first and dated: the conversation's lines closest to the query
+   (`lines`, datastore/read/outline.py: each message's lead, ranked hybrid over the whole conversation; LINE_SHARE
+   of the room), then the periods the query points at (the conversation's L2 summaries closest to it; chunks
+   where it has none yet), each cut to its people's lines (a summary holds the lead sentence of each of their
+   messages, services/summarising.py), then its sentences closest to the query. For a question about the course
+   of things it is a dated list of lines closest to the question's topic (`overview_topic`), taking all the
+   room the relevant memories leave them (LIST_SHARE). A budget with no room for a useful line of it has none.
 
 No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
 overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
@@ -63,6 +66,7 @@ from models.time import utc
 from services import excerpts
 from services.embedding import Embedder
 from services.errors import InvalidRequestError
+from services.lines import SEPARATOR
 from services.speakers import is_human
 from services.tokens import count_tokens
 
@@ -94,7 +98,7 @@ _COURSE_WORDS = re.compile(
     r"\bdifferent\b|\bhow many\b|\bwe('ve| have)? (discussed|talked about|covered)\b",
     re.I,
 )
-LIST_SHARE = 0.25  # with lines: the relevant memories' share for such a question (the dated list leads)
+LIST_SHARE = 0.0  # with lines: the relevant memories' share for such a question (the dated list takes the rest)
 LINE_SHARE = 0.5  # of the timeline's room, what the lines closest to the query take before the periods
 LINE_TOKENS = 20  # lines asked for: one per this many tokens of room (within MIN_LINES, MAX_LINES)
 MIN_LINES, MAX_LINES = 10, 120
@@ -603,7 +607,8 @@ class _Assembly:
         """The conversation's lines closest to the query (for a question about the course of things: to its
         topic, `overview_topic`; only people's lines when it asks what the user said, `asks_what_user_said`),
         best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
-        was brought up. A line whose message or sentences the block already shows is left out."""
+        was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). A line
+        whose message or sentences the block already shows is left out."""
         assert self.o.lines is not None and self.cid is not None
         if room < MIN_ITEM:
             return
@@ -614,13 +619,21 @@ class _Assembly:
             people = [ln for ln in ranked if is_human(ln.speaker)]
             ranked = people if len(people) >= MIN_LINES or len(people) == len(ranked) else ranked
         ranked.sort(key=lambda ln: -(ln.score or 0.0))
+        topic = set(excerpts.terms(self.topic or ""))
+        weights = excerpts.term_weights(ln.text for ln in ranked)
         start, fails = sec.used, 0
         for ln in ranked:
             if sec.used - start >= room or sec.room < MIN_ITEM or fails >= 8:
                 break
             if ln.message_id in self.shown.messages:
                 continue
-            said = f"{ln.speaker}: {ln.text}" if ln.speaker else ln.text
+            text = ln.text
+            if self.overview and SEPARATOR in text:  # a long answer's lead and point: the one nearer the topic
+                parts = text.split(SEPARATOR)
+                near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
+                best = max(range(len(parts)), key=lambda k: (near[k], -k))
+                text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
+            said = f"{ln.speaker}: {text}" if ln.speaker else text
             units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
             fresh = [u for u in units if excerpts.fingerprint(u) not in self.shown.fingerprints]
             if not fresh:
