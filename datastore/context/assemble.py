@@ -72,7 +72,7 @@ from services.tokens import count_tokens
 
 SHARES: dict[SectionName, float] = {"core": 0.15, "instructions": 0.2, "recent": 0.35}
 RELEVANT_SHARE = 1.0  # of what core, instructions and recent turns leave: the rest is the timeline's
-ASSISTANT_CHAT_SHARE = 0.6  # the same where people said under PEOPLE_CHAT of the candidates' text (an assistant
+ASSISTANT_CHAT_SHARE = 0.4  # the same where people said under PEOPLE_CHAT of the candidates' text (an assistant
 PEOPLE_CHAT = 0.5  # said the rest): their summaries' lines of what the user brought up earn the timeline more
 OVERVIEW_SHARE = 0.35  # the same for a question about the course of things (asks_overview): the timeline leads
 _OVERVIEW = re.compile(
@@ -99,7 +99,8 @@ _COURSE_WORDS = re.compile(
     re.I,
 )
 LIST_SHARE = 0.0  # with lines: the relevant memories' share for such a question (the dated list takes the rest)
-LINE_SHARE = 0.5  # of the timeline's room, what the lines closest to the query take before the periods
+LIST_INSTRUCTIONS_SHARE = 0.1  # the instructions' share (closest first) in a block led by the dated list
+LINE_SHARE = 1.0  # of the timeline's room, what the lines closest to the query take before the periods
 LINE_TOKENS = 20  # lines asked for: one per this many tokens of room (within MIN_LINES, MAX_LINES)
 MIN_LINES, MAX_LINES = 10, 120
 DEFAULT_BUDGET = 2000
@@ -300,7 +301,10 @@ class _Assembly:
         fill = {"core": self._fill_core, "instructions": self._fill_instructions, "recent": self._fill_recent}
         sections: list[Section] = []
         for name in ("core", "instructions", "recent"):  # each takes what it needs, up to its share
-            sec = self._section(name, int(room * SHARES[name]))
+            share = SHARES[name]
+            if name == "instructions" and self.overview and req.timeline and self.o.lines and self.cid:
+                share = LIST_INSTRUCTIONS_SHARE  # the dated list needs the room; the closest instructions stay
+            sec = self._section(name, int(room * share))
             if enabled[name]:
                 fill[name](sec)
             sections.append(sec)
