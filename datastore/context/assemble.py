@@ -534,6 +534,9 @@ class _Assembly:
                 return False
             item = self._node_item(n, ex.text, why, score)
             parts = self.texts.dated(n, ex.text)
+        times = [t for t, _ in parts or [] if t is not None]
+        if times:  # what the item shows was said from its first part to its last
+            item.start_time, item.end_time = min(times), max(times)
         if not sec.admit(item, _when(n), parts):  # clipped to max_memory_chars
             return False
         self.shown.fingerprints |= ex.fingerprints()

@@ -210,7 +210,8 @@ class Section:
         self.used += cost
         for k, (day, text, t) in enumerate(self._parts(item, parts)):
             undated = day is not None and day.startswith(UNDATED[:-1])
-            key = (1 if undated else 0, _day_key(t) if day is not None else 0.0, day or "", when, self.admitted, k)
+            at = t.timestamp() if parts and t is not None else when  # a part sorts by its own time
+            key = (1 if undated else 0, _day_key(t) if day is not None else 0.0, day or "", at, self.admitted, k)
             self.entries.append(Entry(item, day, text, key, when, t if parts else None))
         self.admitted += 1
         return True
