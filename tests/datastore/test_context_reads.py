@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from datetime import UTC, datetime, timedelta
 
+from datastore.context.assemble import asks_overview, asks_what_user_said, overview_topic
 from datastore.memory import Memory
 from models.api import Document, DocumentMetadata, Message, RememberRequest
 from models.context import ContextRequest
@@ -260,9 +261,24 @@ def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(store:
     assert len(lines) >= 4
     times = [i.start_time for i in lines]
     assert times == sorted(t for t in times if t is not None)  # oldest first
-    assert all(i.speaker == "Ann" for i in lines)  # what the user brought up: the people's lines
+    assert all(i.speaker in ("Ann", "Bo") and i.text.startswith(f"{i.speaker}: ") for i in lines)
     oslo = [i for s in res.sections for i in s.items if "Oslo" in i.text]
     assert len(oslo) >= 3  # days 2, 12 and 22
     for day, line in _dated_lines(res.context.split("## Timeline")[1]):
         match = next(i for i in lines if i.text == line)
         assert match.start_time is not None and day == f"{match.start_time:%Y-%m-%d}"
+
+
+def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None:
+    q = (
+        "Can you walk me through the order in which I brought up different aspects of using AI in our hiring "
+        "process across our conversations, in order? Mention ONLY and ONLY six items."
+    )
+    assert asks_overview(q) and asks_what_user_said(q)
+    topic = overview_topic(q)
+    assert "aspects of using AI in our hiring process" in topic
+    assert not any(w in topic.lower() for w in ("order", "walk me", "conversations", "mention", "only"))
+    assert asks_overview("How many different book series have I mentioned?")
+    assert asks_overview("What did we decide across our conversations about the budget?")
+    assert not asks_what_user_said("Summarise how the ledgers went") and not asks_overview("Where is Miso?")
+    assert overview_topic("Give me a summary") == "Give me a summary"  # nothing left: the question itself
