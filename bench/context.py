@@ -15,10 +15,10 @@ the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
    An evidence turn counts as found when its text (whitespace folded) is inside the block, or inside the
    concatenated cut results: a summary holding the sentence verbatim counts, a paraphrase or a cut turn does not.
 2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, rolled
-   up into summaries as remember does, and a line per message, 5,000 per conversation), `POST /context` through the app's in-process test client (request
-   validation, the store and
-   response serialisation; no network), one LoCoMo question and a random conversation per request, the default
-   request (budget 2000, every section), sequential, after a warm-up. Reported p50 / p95 / p99.
+   up into summaries as remember does, and a line per message, 5,000 per conversation), `POST /context` through
+   the app's in-process test client (request validation, the store and response serialisation; no network),
+   one LoCoMo question and a random conversation per request, the default request (budget 2000, every
+   section), sequential, after a warm-up. Reported p50 / p95 / p99.
 Results: the `context` section of bench/RESULTS.md; every number in bench/out/context.json.
 """
 
