@@ -13,7 +13,11 @@ embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes 
 - `--chats 11-20`: which chats, e.g. `11-20`, `1,3,5-7` (default 11-20, the development set).
 - `--budgets 250,500,1000,2000`: token budgets (cl100k) of the block and of the cut /query results.
 - `--out PATH`: the JSON of every number (default bench/out/beam.json).
-A run on the default chats and budgets also writes the `beam` section of bench/RESULTS.md; other runs leave it.
+- `--types event_ordering,summarization`: only these question types (a quicker development loop).
+- `--reuse`: ask the stores an earlier run left under bench/out/beam (no ingest) when they hold the chat; for
+  a loop over changes to how the block is assembled, not to what is stored.
+A run on the default chats and budgets (all types, no `--reuse`) also writes the `beam` section of
+bench/RESULTS.md; other runs leave it.
 
 1. Ingest. Each chat goes into a fresh local store (tree store, default settings, MiniLM through the on-disk
    embedding cache, as bench/context.py) as one conversation, `beam-<n>`. chat.json is a list of 5 batches,
@@ -62,10 +66,12 @@ from pathlib import Path
 from bench import common
 from bench.cache import CachingEmbedder
 from bench.meters import CountingEmbedder
+from datastore.factory import open_memory
 from datastore.memory import Memory
 from models.api import Message, Query, QueryFilter, RememberRequest
 from models.context import ContextRequest, ContextResponse
 from services.embedding import Embedder, LocalEmbedder
+from services.summarising import ExtractiveSummariser
 from services.tokens import count_tokens
 
 BUDGETS = (250, 500, 1000, 2000)
@@ -278,10 +284,14 @@ def cut_texts(results: Sequence[tuple[str, int]], budget: int) -> list[str]:
 # ---------------------------------------------------------------- the store calls (all of them are here)
 
 
-def open_chat_store(number: int, embedder: Embedder, folder: Path = DIR) -> Memory:
-    """A fresh tree store (default settings) at `folder`/chat-<n>.db (by default under bench/out/beam)."""
+def open_chat_store(number: int, embedder: Embedder, folder: Path = DIR, reuse: bool = False) -> Memory:
+    """A fresh tree store (default settings) at `folder`/chat-<n>.db (by default under bench/out/beam); with
+    `reuse`, the store a run left there (when there is one)."""
     folder.mkdir(parents=True, exist_ok=True)
-    return common.open_store(common.bench_settings(folder / f"chat-{number}.db"), embedder)
+    settings = common.bench_settings(folder / f"chat-{number}.db")
+    if reuse and settings.local_db_path.exists():
+        return open_memory(settings, embedder, ExtractiveSummariser())
+    return common.open_store(settings, embedder)
 
 
 def remember(store: Memory, chat: Chat) -> dict[str, int]:
@@ -326,10 +336,17 @@ class _Counting(CountingEmbedder):
 
 
 def run_chat(
-    chat: Chat, embedder: Embedder, counter: CountingEmbedder, budgets: Sequence[int], folder: Path = DIR
+    chat: Chat,
+    embedder: Embedder,
+    counter: CountingEmbedder,
+    budgets: Sequence[int],
+    folder: Path = DIR,
+    reuse: bool = False,
 ) -> dict:
     """Ingest one chat into a fresh store in `folder` and score its questions. `embedder` embeds (through the
-    cache in a run); `counter` is the CountingEmbedder under it, read for the embedding work.
+    cache in a run); `counter` is the CountingEmbedder under it, read for the embedding work. `reuse`: ask the
+    store an earlier run left in `folder` when it holds the chat's messages (no ingest; a quicker loop while
+    changing how the block is assembled, never for reported numbers after a change to what is stored).
 
     Returns {"ingest": {messages, sessions, tokens, ingest_s, embedded_texts, embed_s, store, ...},
     "questions": [one dict per question: chat, type, n_evidence, scores {variant: {budget: share}},
@@ -340,10 +357,11 @@ def run_chat(
     roles = {str(m.id): m.speaker or "" for m in chat.messages}
     unique = unique_sentences(contents)
     sigs = {i: s or (fold(contents[i]),) for i, s in unique.items()}  # as signatures(), without a second pass
-    store = open_chat_store(chat.number, embedder, folder)
+    store = open_chat_store(chat.number, embedder, folder, reuse)
     embedded, embed_s = counter.texts, counter.seconds
     t0 = time.perf_counter()
-    counts = remember(store, chat)
+    held = store.storage.counts(NS).get("messages", 0) if reuse else 0
+    counts = store.storage.counts(NS) if held == len(contents) else remember(store, chat)
     ingest = {
         "messages": len(contents),
         "sessions": len(chat.sessions),
@@ -535,7 +553,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chats", default=DEFAULT_CHATS, help="chat numbers, e.g. 11-20 or 1,3,5-7")
     parser.add_argument("--budgets", default=",".join(map(str, BUDGETS)), help="token budgets, comma-separated")
     parser.add_argument("--out", type=Path, default=OUT_JSON, help="where the JSON of every number goes")
+    parser.add_argument("--types", default="", help="only these question types, comma-separated (a quick loop)")
+    parser.add_argument(
+        "--reuse", action="store_true", help="ask the stores an earlier run left in bench/out/beam (no ingest)"
+    )
     args = parser.parse_args(argv)
+    types = {t for t in args.types.split(",") if t}
     folder = chats_folder(args.data)
     budgets = sorted({int(b) for b in args.budgets.split(",")})
     counter = _Counting(LocalEmbedder(threads=2))
@@ -545,7 +568,9 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     for number in parse_chats(args.chats):
         chat = load_chat(folder, number)
-        done = run_chat(chat, embedder, counter, budgets)
+        if types:
+            chat = Chat(chat.number, chat.sessions, [q for q in chat.questions if q.type in types])
+        done = run_chat(chat, embedder, counter, budgets, reuse=args.reuse)
         results["chats"][number] = done["ingest"]
         questions += done["questions"]
         print(f"chat {number}: {done['ingest']}", flush=True)
@@ -559,7 +584,7 @@ def main(argv: list[str] | None = None) -> None:
     command = f".venv/bin/python -m bench.beam --data {args.data}"
     md = markdown(results, command)
     print(md, flush=True)
-    if args.chats == DEFAULT_CHATS and budgets == list(BUDGETS):
+    if args.chats == DEFAULT_CHATS and budgets == list(BUDGETS) and not types and not args.reuse:
         common.write_section("beam", md)
         print(f"wrote {common.RESULTS}")
 

@@ -15,10 +15,10 @@ the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
    An evidence turn counts as found when its text (whitespace folded) is inside the block, or inside the
    concatenated cut results: a summary holding the sentence verbatim counts, a paraphrase or a cut turn does not.
 2. Latency: synthetic stores of 10k and 100k L1 nodes (bench/synthetic.py: 1,000 nodes per conversation, rolled
-   up into summaries as remember does), `POST /context` through the app's in-process test client (request
-   validation, the store and
-   response serialisation; no network), one LoCoMo question and a random conversation per request, the default
-   request (budget 2000, every section), sequential, after a warm-up. Reported p50 / p95 / p99.
+   up into summaries as remember does, and a line per message, 5,000 per conversation), `POST /context` through
+   the app's in-process test client (request validation, the store and response serialisation; no network),
+   one LoCoMo question and a random conversation per request, the default request (budget 2000, every
+   section), sequential, after a warm-up. Reported p50 / p95 / p99.
 Results: the `context` section of bench/RESULTS.md; every number in bench/out/context.json.
 """
 
@@ -158,6 +158,9 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
     return out
 
 
+WITH_LINES = True  # the latency stores hold a line per message (bench/synthetic.py)
+
+
 def latency(n: int, questions: list[str], requests: int) -> dict:
     """POST /context latency over a synthetic store of n L1 nodes (see the module doc)."""
     from server.app import create_app
@@ -167,7 +170,7 @@ def latency(n: int, questions: list[str], requests: int) -> dict:
     settings = common.bench_settings(db, bearer_token="bench", pending_retry_seconds=0)
     t = time.perf_counter()
     store = common.open_store(settings, embedder)
-    synthetic.fill(store, DEFAULT_NAMESPACE, n)
+    synthetic.fill(store, DEFAULT_NAMESPACE, n, with_lines=WITH_LINES)
     build = time.perf_counter() - t
     sources = store.storage.list_sources(DEFAULT_NAMESPACE)
     rng = random.Random(7)

@@ -80,8 +80,13 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
     return words, freq / freq.sum()
 
 
-def fill(store: Memory, ns: str, n: int, seed: int = 0) -> None:
-    """Add n sealed L1 nodes (with their messages) and their summaries to namespace `ns` of an empty store."""
+LINE_WORDS = 16  # words of a message a synthetic line keeps (a lead sentence is about this long)
+
+
+def fill(store: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = False) -> None:
+    """Add n sealed L1 nodes (with their messages) and their summaries to namespace `ns` of an empty store.
+    with_lines: also a line (a level-0 node, datastore/read/outline.py) per message: its first LINE_WORDS words,
+    its vector near its chunk's (5,000 lines per conversation: more than a real one of 1,000 chunks holds)."""
     rng = np.random.default_rng(seed)
     words, p = vocabulary()
     words_arr = np.array(words, dtype=object)
@@ -139,4 +144,36 @@ def fill(store: Memory, ns: str, n: int, seed: int = 0) -> None:
         src = SourceRow(
             sid, "conversation", 1, n_messages=len(messages), n_tokens=count * 200, max_seq=len(messages) - 1
         )
-        store.storage.commit(ns, WriteBatch(source=src, messages=messages, nodes=with_summaries(nodes)), 0)
+        rolled = with_summaries(nodes)
+        if with_lines:
+            rolled += line_nodes(rng, messages, [c for c, _ in nodes], vecs)
+        store.storage.commit(ns, WriteBatch(source=src, messages=messages, nodes=rolled), 0)
+
+
+def line_nodes(
+    rng: np.random.Generator, messages: list[StoredMessage], chunks: list[MemoryNode], vecs: np.ndarray
+) -> list[tuple[MemoryNode, np.ndarray | None]]:
+    """One level-0 line per message (LINES messages per chunk, in order): its first LINE_WORDS words, its
+    chunk as parent, its vector its chunk's plus noise."""
+    noise = rng.standard_normal((len(messages), vecs.shape[1])).astype(np.float32) * 0.05
+    out: list[tuple[MemoryNode, np.ndarray | None]] = []
+    for k, m in enumerate(messages):
+        chunk = chunks[k // LINES]
+        v = vecs[k // LINES] + noise[k]
+        node = MemoryNode(
+            id=f"l0_{chunk.source_id}_{k}",
+            source_id=chunk.source_id,
+            level=0,
+            position=k,
+            text=" ".join(m.content.split()[:LINE_WORDS]),
+            token_count=20,
+            parent_id=chunk.id,
+            message_ids=[m.id],
+            speakers=[m.speaker],
+            start_time=m.created_at,
+            end_time=m.created_at,
+            tok_start=m.tok_offset,
+            tok_end=m.tok_offset + m.n_tokens,
+        )
+        out.append((node, (v / np.linalg.norm(v)).astype(np.float32)))
+    return out

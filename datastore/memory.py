@@ -9,6 +9,8 @@ Where each operation goes (one path each; a fork, a grant or an option is a para
     find                       -> finder      (datastore/read/find.py: exact/regex search of the messages)
     conversations, messages    -> listing     (datastore/read/listing.py)
     stats of a namespace       -> describer   (datastore/read/stats.py)
+    lines, outline             -> outline     (datastore/read/outline.py: each message's lead, level-0 nodes
+                                               written with the chunks; `outline.lines` for /context)
     /context                   -> context     (datastore/context/assemble.py, through reader and core)
     core memory                -> core        (datastore/context/core.py)
     standing instructions      -> instructions (datastore/lifetime/instructions.py; found and dropped with the
@@ -39,6 +41,7 @@ from datastore.lifetime.visits import Visits
 from datastore.locks import SourceLocks
 from datastore.read.find import Finder
 from datastore.read.listing import Listing
+from datastore.read.outline import Outline
 from datastore.read.query import Reader
 from datastore.read.stats import Describer
 from datastore.storage import Storage
@@ -100,6 +103,7 @@ class Memory:
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)
         self.describer = Describer(storage)
+        self.outline = Outline(storage, embedder)
         self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks, clock)
         self.instructions = Instructions(storage, keeper)
         self.context = ContextAssembler(
@@ -110,6 +114,7 @@ class Memory:
             self.core,
             self.visits,
             self.instructions if storage.instructions is not None else None,
+            self.outline,
         )
         self.forks = Forks(storage, self.deleter)
         self.sessions = Sessions(storage)

@@ -1,5 +1,5 @@
-"""The `pyramind` command: serve, mcp, import, query, show, stats, conversations, openapi. Thin callers of the app
-and the store."""
+"""The `pyramind` command: serve, mcp, import, query, show, stats, outline, conversations, openapi. Thin callers of
+the app and the store."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
@@ -249,6 +250,43 @@ def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
         console.print_json(json.dumps(store.storage.counts(namespace)))
     finally:
         store.close()
+
+
+@app.command()
+def outline(
+    conversation_id: Annotated[str, typer.Argument(help="The conversation to outline.")],
+    query: Annotated[
+        str | None, typer.Option("--query", "-q", help="Only the lines closest to this (still oldest first).")
+    ] = None,
+    budget_tokens: Annotated[
+        int, typer.Option("--budget-tokens", "-b", min=20, max=100_000, help="Most tokens of the outline.")
+    ] = 2000,
+    namespace: Namespace = DEFAULT_NAMESPACE,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the API's JSON (GET /conversations/{id}/outline).")
+    ] = False,
+    db: Db = None,
+) -> None:
+    """Print what was said in a conversation, line by line: each message's lead under its date, oldest first."""
+    from services.errors import NotFoundError
+
+    store = _store(_settings(db))
+    try:
+        res = store.outline.outline(namespace, conversation_id, query, budget_tokens)
+    except NotFoundError as exc:
+        status.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        store.close()
+    if as_json:
+        console.print_json(res.model_dump_json())
+        return
+    for day in res.days:
+        console.print(f"[bold]\\[{day.date}][/bold]")
+        for line in day.lines:
+            console.print(f"[cyan]{escape(line.speaker)}[/cyan]: {escape(line.text)}", soft_wrap=True)
+    if res.omitted:
+        status.print(f"{res.omitted} of {res.total_lines} lines left out (--budget-tokens {budget_tokens})")
 
 
 @app.command()

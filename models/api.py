@@ -103,7 +103,9 @@ class Message(BaseModel):
         default=None, min_length=1, max_length=64, description="Chat role, used when speaker is absent."
     )
     content: str = Field(min_length=1, description="The message text.")
-    created_at: IsoDateTime | None = Field(default=None, description="ISO 8601 time the message was sent.")
+    created_at: IsoDateTime | None = Field(
+        default=None, description="ISO 8601 time the message was sent; default: the time it is received."
+    )
     session_id: str | None = Field(
         default=None,
         min_length=1,

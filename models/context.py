@@ -101,12 +101,13 @@ class ContextRequest(BaseModel):
 class ContextItem(BaseModel):
     """One memory in the block."""
 
-    id: str = Field(description="Node id (chunk/summary), message id (recent turn), instruction id or core key.")
-    kind: Literal["core", "instruction", "message", "chunk", "summary"] = Field(
-        description="core: a core-memory entry; instruction: a standing instruction or preference; message: a "
-        "recent turn verbatim; chunk: an L1 chunk (or its excerpt); summary: L2+."
+    id: str = Field(description="Node id (chunk/summary/line), message id (recent turn), instruction id or core key.")
+    kind: Literal["core", "instruction", "preference", "message", "line", "chunk", "summary"] = Field(
+        description="core: a core-memory entry; instruction / preference: a standing instruction or a stated "
+        "preference; message: a recent turn verbatim; line: a message's lead line; chunk: an L1 chunk (or its "
+        "excerpt); summary: L2+."
     )
-    level: int = Field(description="0 core, instruction or message, 1 chunk, >=2 summary.")
+    level: int = Field(description="0 core, instruction, preference, message or line, 1 chunk, >=2 summary.")
     text: str = Field(
         description="Its text as shown: `key: value` (core), the statement (instruction), `speaker: content` "
         "(message), the node's text or its sentences closest to the query, `…` where text was left out."

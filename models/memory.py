@@ -35,13 +35,15 @@ class MemoryNode(BaseModel):
     """A node of the memory tree.
 
     level 1 is a chunk of at most CHUNK_SIZE tokens covering `message_ids`; level n >= 2 summarises exactly
-    FAN_OUT contiguous nodes of level n-1 (`children`, in order). Times are the covered messages' range.
+    FAN_OUT contiguous nodes of level n-1 (`children`, in order). Times are the covered messages' range. Level 0
+    is a line: one message's informative lead (services/lines.py), `message_ids` that message, `parent_id` the
+    chunk holding it (datastore/read/outline.py); searches, listings and the roll-up leave lines out.
     """
 
     id: str
     source_type: SourceType = "conversation"
     source_id: str
-    level: int = Field(ge=1)
+    level: int = Field(ge=0)
     position: int = Field(ge=0, description="Index of the node among its source's nodes of the same level.")
     text: str
     token_count: int = 0

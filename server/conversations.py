@@ -1,4 +1,5 @@
-"""The listing routes: the namespace's conversations and documents, one source with its tree's roots, its messages.
+"""The listing routes: the namespace's conversations and documents, one source with its tree's roots, its messages,
+its outline (datastore/read/outline.py).
 
 Read-only; the logic lives in `datastore/read/listing.py`, the shapes in `models/listing.py`. Namespace-scoped like
 every route: another namespace's id is a 404.
@@ -10,6 +11,7 @@ from quart import Blueprint
 from quart_schema import operation_id, tag, validate_querystring, validate_response
 
 from models.listing import ListQuery, MessageList, MessagesQuery, NamespaceQuery, SourceDetail, SourceList
+from models.outline import OutlineQuery, OutlineResponse
 from server.auth import resolve_namespace
 from server.common import app_memory, errors, off_loop
 
@@ -64,3 +66,20 @@ async def list_messages(conversation_id: str, query_args: MessagesQuery) -> Mess
     return await off_loop(
         app_memory().listing.messages, ns, conversation_id, query_args.limit, query_args.cursor, query_args.node_id
     )
+
+
+@conversations.get("/conversations/<string:conversation_id>/outline")
+@tag(["browse"])
+@operation_id("get_outline")
+@validate_querystring(OutlineQuery)
+@validate_response(OutlineResponse, 200)
+@errors(400, 401, 403, 404, 422, 429)
+async def get_outline(conversation_id: str, query_args: OutlineQuery) -> OutlineResponse:
+    """Outline a conversation: what was said, line by line.
+
+    Each message's lead (filler left out) with its speaker, under its date (UTC), oldest first, cut at
+    `budget_tokens` (default 2000). With `query`: the lines closest to it (hybrid), still oldest first. 404 for
+    an unknown conversation.
+    """
+    ns = resolve_namespace(query_args.namespace)
+    return await off_loop(app_memory().outline.outline, ns, conversation_id, query_args.query, query_args.budget_tokens)

@@ -1,7 +1,7 @@
 """The MCP front door: Pyramind's memory tools over the Model Context Protocol (the official `mcp` SDK).
 
 Another door beside the REST routes, with no logic of its own: each tool is a few lines over the Memory
-service its route calls (remember, query, expand, find, describe, delete, context, core memory, standing
+service its route calls (remember, query, expand, find, describe, outline, delete, context, core memory, standing
 instructions), with the namespace resolved exactly as for REST (`server.auth.namespace_for`: a JWT fixes it; a
 static-token or stdio caller may name one).
 
@@ -46,6 +46,7 @@ from models.context import ContextRequest, ContextResponse
 from models.core import CoreDeleteResponse, CoreKey, CoreListResponse, CorePutRequest, CorePutResponse, CoreQuery
 from models.find import FindRequest, FindResponse, StatsQuery, StatsResponse
 from models.instructions import InstructionDeleteResponse, InstructionList, InstructionRef, InstructionsQuery
+from models.outline import OutlineArguments, OutlineResponse
 from models.settings import Settings
 from server.auth import Principal, namespace_for
 from server.common import off_loop
@@ -63,8 +64,8 @@ INSTRUCTIONS = (
     "returns verbatim chunks (level 1) by default; `expand` one to reach the summary above it (level 2+), or a "
     "summary to read what it covers. `context` gives one block for the next answer (core memory first); keep "
     "lasting facts with `core_set`. Use `find` for exact words, names or numbers, `stats` for an overview, "
-    "`forget` only when the user asks. The user's standing rules and preferences, stated once in chat, are kept "
-    "for you: `instructions_list` shows them."
+    "`outline` for what was said in a conversation, in order, `forget` only when the user asks. The user's "
+    "standing rules and preferences, stated once in chat, are kept for you: `instructions_list` shows them."
 )
 
 
@@ -248,6 +249,12 @@ def build_mcp(  # noqa: C901 (one short closure per tool: mccabe counts their br
         message time, and who spoke how often."""
         return await off_loop(get_memory().describer.describe, ns(ctx, args.namespace), args.conversation_id)
 
+    async def outline(ctx: Context, args: OutlineArguments) -> OutlineResponse:
+        """What was said in a conversation, line by line: each message's lead with its speaker, under its date,
+        oldest first. Give `query` for the lines about it across the whole conversation (how things went)."""
+        space = ns(ctx, args.namespace)
+        return await off_loop(get_memory().outline.outline, space, args.conversation_id, args.query, args.budget_tokens)
+
     async def forget(ctx: Context, args: DeleteRequest) -> DeleteResponse:
         """Permanently forget memories: give exactly one of ids, filter or delete_all. Every summary built
         from a forgotten message is rebuilt without it. Only when the user asks."""
@@ -290,6 +297,7 @@ def build_mcp(  # noqa: C901 (one short closure per tool: mccabe counts their br
         "expand": ModelTool(MemoryRef, ExpandResponse, expand, READ),
         "find": ModelTool(FindRequest, FindResponse, find, READ),
         "stats": ModelTool(StatsQuery, StatsResponse, stats, READ),
+        "outline": ModelTool(OutlineArguments, OutlineResponse, outline, READ),
         "forget": ModelTool(DeleteRequest, DeleteResponse, forget, FORGET),
         "context": ModelTool(ContextRequest, ContextResponse, context, READ),
         "core_get": ModelTool(CoreQuery, CoreListResponse, core_get, READ),

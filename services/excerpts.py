@@ -787,6 +787,19 @@ def excerpt(  # noqa: PLR0913
             kept -= set(fences.get(blk, []))
 
 
+def inline_elisions(text: str) -> str:
+    """`text` with no line that is only ELISION (whole lines left out): such a line is written at the end of the
+    line before it (` …`, once), or dropped at the head of the text."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if line.strip() == ELISION:
+            if out and not out[-1].rstrip().endswith(ELISION):
+                out[-1] = out[-1].rstrip() + " " + ELISION
+            continue
+        out.append(line)
+    return "\n".join(out)
+
+
 # ------------------------------------------------------------------------------------------------------ dedup
 
 

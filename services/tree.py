@@ -1,4 +1,5 @@
-"""The memory tree: L1 chunks from token windows, and the roll-up of every FAN_OUT sealed nodes into a summary.
+"""The memory tree: L1 chunks from token windows, the roll-up of every FAN_OUT sealed nodes into a summary, and
+the level-0 lines below the chunks (one per message that says something, services/lines.py).
 
 Pure logic over in-memory nodes; the datastore loads the frontier, calls these, and writes what they return.
 
@@ -10,21 +11,23 @@ summarised at most once; positions at each level run 0, 1, 2, ... without gaps.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from models.memory import MemoryNode, SourceType
+from models.memory import MemoryNode, SourceType, StoredMessage
 from services import tokens as tok
 from services.chunking import TokenStream, Window, window_meta
+from services.lines import line_text, spoken
 from services.sessions import sessions_of
 
 SummariseFn = Callable[[list[str], str | None], tuple[str, str]]
 
 
 def new_node_id(level: int) -> str:
-    """A fresh node id: `c1_<16 hex>` for chunks, `s<level>_<16 hex>` for summaries (64 random bits)."""
-    return f"{'c' if level == 1 else 's'}{level}_{uuid.uuid4().hex[:16]}"
+    """A fresh node id: `l0_<16 hex>` for lines, `c1_<16 hex>` for chunks, `s<level>_<16 hex>` for summaries
+    (64 random bits)."""
+    return f"{'lcs'[min(level, 2)]}{level}_{uuid.uuid4().hex[:16]}"
 
 
 def chunk_nodes(
@@ -64,6 +67,59 @@ def chunk_nodes(
     return nodes
 
 
+def embedded_text(node: MemoryNode) -> str:
+    """What a node's embedding is of: its text; for a line (level 0), `speaker: text` (services/lines.spoken)."""
+    return spoken(node.speakers[0] if node.speakers else None, node.text) if node.level == 0 else node.text
+
+
+def line_nodes(
+    messages: Sequence[StoredMessage],
+    chunks: Sequence[MemoryNode],
+    source_id: str,
+    first_position: int,
+    names: Collection[str] = (),
+) -> list[MemoryNode]:
+    """Level-0 line nodes (services/lines.py) of `messages` (the conversation messages of `source_id` only, in
+    order: a fork's inherited messages are its parent's, a document has no lines), positions from
+    `first_position`. Each line's parent is the first of `chunks` that holds its message (a message no chunk
+    holds gets no line), `message_ids` its message, its times the message's, `tok_start`/`tok_end` the
+    message's span in the token stream. A message of only filler gets none. `names`: the conversation's
+    speakers (never a line's content). No embedding yet."""
+    holder: dict[str, MemoryNode] = {}
+    for c in chunks:
+        for mid in c.message_ids:
+            holder.setdefault(mid, c)
+    out: list[MemoryNode] = []
+    for m in messages:
+        chunk = holder.get(m.id)
+        if m.source_id != source_id or m.source_type != "conversation" or chunk is None:
+            continue
+        text = line_text(m.content, names)
+        if text is None:
+            continue
+        out.append(
+            MemoryNode(
+                id=new_node_id(0),
+                source_type=m.source_type,
+                source_id=source_id,
+                level=0,
+                position=first_position + len(out),
+                text=text,
+                token_count=tok.count_tokens(text),
+                parent_id=chunk.id,
+                message_ids=[m.id],
+                speakers=[m.speaker],
+                start_time=m.created_at,
+                end_time=m.created_at,
+                sealed=True,
+                tok_start=m.tok_offset,
+                tok_end=m.tok_offset + m.n_tokens,
+                session_ids=[m.session_id] if m.session_id else [],
+            )
+        )
+    return out
+
+
 @dataclass
 class Frontier:
     """What the roll-up needs of a stored source, per level: the sealed nodes not yet summarised (in order),
@@ -92,7 +148,7 @@ class Frontier:
         f = cls(base=base)
         unique = {n.id: n for n in nodes}.values()
         for n in sorted(unique, key=lambda n: (n.level, n.position)):
-            if n.parent_id is None and n.sealed:
+            if n.parent_id is None and n.sealed and n.level >= 1:  # a line (level 0) is never rolled up
                 f.pending.setdefault(n.level, []).append(n)
             if n.level not in f.last or n.position > f.last[n.level].position:
                 f.last[n.level] = n

@@ -18,10 +18,13 @@ things, `asks_overview`), and the timeline what relevant leaves.
    `_above_floor`), drawn from several sessions (`diversified`); a chunk of short turns whole, a chunk of long
    messages cut to its sentences closest to the query (datastore/context/evidence.py), the best hit whole; each
    with its `neighbours` chunks when asked.
-5. timeline: what happened when, oldest first and dated: the periods the query points at (the conversation's
-   L2 summaries closest to it; chunks where it has none yet), each cut to its people's lines (a summary holds
-   the lead sentence of each of their messages, services/summarising.py), then its sentences closest to the
-   query. A budget with no room for a useful line of it has none.
+5. timeline: what happened when, oldest first and dated: the conversation's lines closest to the query
+   (`lines`, datastore/read/outline.py: each message's lead, ranked hybrid over the whole conversation; LINE_SHARE
+   of the room), then the periods the query points at (the conversation's L2 summaries closest to it; chunks
+   where it has none yet), each cut to its people's lines (a summary holds the lead sentence of each of their
+   messages, services/summarising.py), then its sentences closest to the query. For a question about the course
+   of things it is a dated list of lines closest to the question's topic (`overview_topic`), taking all the
+   room the relevant memories leave them (LIST_SHARE). A budget with no room for a useful line of it has none.
 
 No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
 overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
@@ -33,6 +36,7 @@ block includes counts one visit.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -63,19 +67,43 @@ from models.time import utc
 from services import excerpts
 from services.embedding import Embedder
 from services.errors import InvalidRequestError
+from services.lines import SEPARATOR
 from services.speakers import is_human
 from services.tokens import count_tokens
 
 SHARES: dict[SectionName, float] = {"core": 0.15, "instructions": 0.2, "recent": 0.35}
 RELEVANT_SHARE = 1.0  # of what core, instructions and recent turns leave: the rest is the timeline's
-ASSISTANT_CHAT_SHARE = 0.6  # the same where people said under PEOPLE_CHAT of the candidates' text (an assistant
+ASSISTANT_CHAT_SHARE = 0.4  # the same where people said under PEOPLE_CHAT of the candidates' text (an assistant
 PEOPLE_CHAT = 0.5  # said the rest): their summaries' lines of what the user brought up earn the timeline more
 OVERVIEW_SHARE = 0.35  # the same for a question about the course of things (asks_overview): the timeline leads
 _OVERVIEW = re.compile(
     r"\b(order|sequence|chronolog\w*|timeline|summar\w*|overview|recap|progress\w*|evolv\w*|over time|so far|"
-    r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went))\b",
+    r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went)|"
+    r"how many (different|distinct|unique|separate|kinds|types)|brought up|"
+    r"across (all )?(of )?(our|my|the|these) (conversations|sessions|chats|discussions|messages|talks))\b",
     re.I,
 )
+_ASKED_BY_USER = re.compile(
+    r"\bI(\s+have|'ve|\s+had|'d)?\s+(first\s+|ever\s+|originally\s+)?(brought up|bring up|mentioned|mention|raised|"
+    r"asked|ask|said|say|told|talked about|shared|noted|described|discussed|wanted|planned)\b",
+    re.I,
+)
+# the words of a question about the course of things that name no topic: left out of the query the lines are
+# ranked for ("walk me through the order in which I brought up X across our conversations" ranks them for X)
+_COURSE_WORDS = re.compile(
+    r"\b(can|could|would|will) you\b|\bplease\b|\bwalk me through\b|\bgive me\b|\btell me\b|"
+    r"\b(comprehensive|complete|brief|detailed|short|full|quick)\b|\b(summary|summari[sz]e|overview|recap)( of)?\b|"
+    r"\b(in )?(the |what |which )?(order|sequence)( in which)?\b|\bin order\b|"
+    r"\bacross (all )?(of )?(our|my|the|these) (conversations|sessions|chats|discussions|messages|talks)\b|"
+    r"\bbrought up\b|\bmentioned\b|\bso far\b|\bover time\b|\bmention only and only \w+ items?\b|\bonly\b|"
+    r"\bdifferent\b|\bhow many\b|\bwe('ve| have)? (discussed|talked about|covered)\b",
+    re.I,
+)
+LIST_SHARE = 0.0  # with lines: the relevant memories' share for such a question (the dated list takes the rest)
+LIST_INSTRUCTIONS_SHARE = 0.1  # the instructions' share (closest first) in a block led by the dated list
+LINE_SHARE = 1.0  # of the timeline's room, what the lines closest to the query take before the periods
+LINE_TOKENS = 20  # lines asked for: one per this many tokens of room (within MIN_LINES, MAX_LINES)
+MIN_LINES, MAX_LINES = 10, 120
 DEFAULT_BUDGET = 2000
 MAX_LEFT_OUT = 50
 CANDIDATE_TOKENS = 30  # one retrieval candidate per this many tokens of budget (within MIN/MAX_CANDIDATES)
@@ -99,11 +127,61 @@ MAX_PERIODS = 40
 TIMELINE_LEVEL = 2  # the timeline's periods: summaries of this level
 
 
+def overview_topic(query: str) -> str:
+    """The topic of a question about the course of things: the question without the words that ask for an
+    order, a summary or a count (_COURSE_WORDS); the question itself when little is left."""
+    topic = " ".join(_COURSE_WORDS.sub(" ", query).split()).strip(" ,.?!")
+    return topic if len(topic) >= 12 else query
+
+
+def asks_what_user_said(query: str) -> bool:
+    """Whether a question asks what the user (the asker) said, brought up or mentioned ("in what order did I
+    bring up...", "how many ... have I mentioned"): the people's lines answer it, not the assistant's."""
+    return _ASKED_BY_USER.search(query) is not None
+
+
 def asks_overview(query: str) -> bool:
     """Whether a question asks about the course of things rather than a fact: the order things came up in, a
-    summary, the progress or history of something ("in what order did I...", "summarise how my project went").
-    English cue words; a question without them gets the relevant memories first."""
+    summary, the progress or history of something ("in what order did I...", "summarise how my project went"), a
+    count over the conversation ("how many different...", "across our conversations"). English cue words; a
+    question without them gets the relevant memories first."""
     return _OVERVIEW.search(query) is not None
+
+
+class SaidLine(Protocol):
+    """One line of a conversation: a message's informative lead (datastore/read/outline.py `Line`)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def message_id(self) -> str: ...
+    @property
+    def conversation_id(self) -> str: ...
+    @property
+    def speaker(self) -> str: ...
+    @property
+    def created_at(self) -> datetime | None: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def position(self) -> int: ...
+    @property
+    def score(self) -> float | None: ...
+
+
+class Lines(Protocol):
+    """Where a conversation's lines come from, ranked for a query (datastore/read/outline.py `Outline`)."""
+
+    def lines(
+        self,
+        ns: str,
+        conversation_id: str,
+        query_vector: np.ndarray | None = None,
+        top_k: int | None = None,
+        query_text: str | None = None,
+    ) -> Sequence[SaidLine]:
+        """The `top_k` lines closest to the query over the whole conversation, oldest first, with scores."""
+        ...
 
 
 class ActiveInstructions(Protocol):
@@ -129,7 +207,8 @@ class ContextAssembler:
     settings: CONTEXT_MAX_TOKENS, CONTEXT_MIN_SCORE, MAX_TOP_K, RETRIEVAL_MODE. embedder: the query's
     embedding (one call per block). reader: the relevant memories (the read path). core: the core section.
     visits: counts each chunk and summary the block includes. instructions: the standing instructions (None:
-    no such section).
+    no such section). lines: the conversation's lines ranked for the query (None: the timeline holds periods
+    only).
     """
 
     def __init__(
@@ -141,8 +220,10 @@ class ContextAssembler:
         core: CoreMemory,
         visits: Visits,
         instructions: ActiveInstructions | None = None,
+        lines: Lines | None = None,
     ) -> None:
         self.settings = settings
+        self.lines = lines
         self.storage = storage
         self.embedder = embedder
         self.reader = reader
@@ -188,7 +269,14 @@ class _Assembly:
         self.tail = owner.storage.messages(ns, self.cid, max(0, src.n_tokens - budget)) if self.cid and src else []
         self.query = req.query or (self.tail[-1].content if self.tail else None)
         wants_vector = req.relevant or req.timeline or req.instructions
-        self.vector = owner.embedder.embed([self.query])[0] if self.query and wants_vector else None
+        self.overview = asks_overview(self.query or "")
+        # a question about the course of things ranks the lines for its topic (one embedding call for both)
+        self.topic = overview_topic(self.query) if self.query and self.overview else self.query
+        with_lines = req.timeline and owner.lines is not None and self.cid is not None
+        texts = [self.query] + ([self.topic] if with_lines and self.topic != self.query else [])
+        vectors = owner.embedder.embed(texts) if self.query and wants_vector else None  # type: ignore[arg-type]
+        self.vector = vectors[0] if vectors is not None else None
+        self.topic_vector = vectors[-1] if vectors is not None else None
         self.query_terms = set(excerpts.terms(self.query or ""))
         self.candidates: list[tuple[MemoryNode, float]] = []
         self.weights: dict[str, float] = {}
@@ -200,6 +288,7 @@ class _Assembly:
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
         self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
         self.memory_units: set[str] = set()  # the fingerprints of every unit the memory sections show
+        self.source_names: dict[str, str] = {}
 
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
@@ -220,23 +309,29 @@ class _Assembly:
         fill = {"core": self._fill_core, "instructions": self._fill_instructions, "recent": self._fill_recent}
         sections: list[Section] = []
         for name in ("core", "instructions", "recent"):  # each takes what it needs, up to its share
-            sec = Section(name, int(room * SHARES[name]), self.now, req.memory_template, req.max_memory_chars)
+            share = SHARES[name]
+            if name == "instructions" and self.overview and req.timeline and self.o.lines and self.cid:
+                share = LIST_INSTRUCTIONS_SHARE  # the dated list needs the room; the closest instructions stay
+            sec = self._section(name, int(room * share))
             if enabled[name]:
                 fill[name](sec)
             sections.append(sec)
         # an instruction said in a recent turn is read there, verbatim: its line is not repeated
         sections[1].discard({i for i, m in self.instruction_messages.items() if m in self.shown.messages})
         memory = room - sum(x.used for x in sections)  # what the memories share
-        if asks_overview(self.query or ""):
+        listed = self.overview and enabled["timeline"] and self.o.lines is not None and self.cid is not None
+        if listed:  # the dated list of lines leads; the relevant memories keep to their share
+            fraction = LIST_SHARE
+        elif self.overview:
             fraction = OVERVIEW_SHARE
         else:  # a chat with an assistant: the user's lines are rare in it, and the timeline holds them
             fraction = RELEVANT_SHARE if self.people_share >= PEOPLE_CHAT else ASSISTANT_CHAT_SHARE
         share = memory if not enabled["timeline"] else int(memory * fraction)
-        relevant = Section("relevant", share, self.now, req.memory_template, req.max_memory_chars)
-        if enabled["relevant"]:
-            self._fill_relevant(relevant, memory)
+        relevant = self._section("relevant", share)
+        if enabled["relevant"] and share >= MIN_ITEM:
+            self._fill_relevant(relevant, share if listed else memory)
         sections.append(relevant)
-        timeline = Section("timeline", memory - relevant.used, self.now, req.memory_template, req.max_memory_chars)
+        timeline = self._section("timeline", memory - relevant.used)
         if enabled["timeline"]:
             self._fill_timeline(timeline)
         sections.append(timeline)
@@ -261,6 +356,25 @@ class _Assembly:
             ],
             left_out=[lo for x in sections for lo in x.left_out][:MAX_LEFT_OUT],
         )
+
+    def _section(self, name: SectionName, budget: int) -> Section:
+        req = self.req
+        return Section(
+            name, budget, self.now, req.memory_template, req.max_memory_chars, req.conversation_id, self._source_name
+        )
+
+    def _source_name(self, source_id: str) -> str:
+        """How a date line names a memory's source other than the block's conversation: its title in quotes,
+        else `conversation <id>` (`document <id>`)."""
+        name = self.source_names.get(source_id)
+        if name is None:
+            src = self.storage.get_source(self.ns, source_id)
+            title = (src.metadata.get("title") if src is not None else None) or ""
+            kind = src.source_type if src is not None else "conversation"
+            name = self.source_names[source_id] = (
+                f"“{' '.join(str(title).split())}”" if title else f"{kind} {source_id}"
+            )
+        return name
 
     def _block(self, sections: list[Section]) -> str:
         parts: dict[str, str] = {x.name: x.text() for x in sections}
@@ -353,7 +467,7 @@ class _Assembly:
                 continue  # a preference matters where its topic comes up; an instruction applies to every answer
             item = ContextItem(
                 id=ins.id,
-                kind="instruction",
+                kind=ins.kind,
                 level=0,
                 text=ins.text,
                 speaker=ins.speaker,
@@ -425,7 +539,22 @@ class _Assembly:
             ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
         if ex is None:
             return False
-        if not sec.admit(self._node_item(n, ex.text, why, score), _when(n)):  # clipped to max_memory_chars
+        item = self._node_item(n, ex.text, why, score)
+        parts = self.texts.dated(n, ex.text)  # a node said over several days: each line under its own date
+        for _ in range(3):
+            over = sec.used + sec.cost(item, parts) - sec.budget
+            if parts is None or over <= 0 or limit <= MIN_ITEM:
+                break
+            limit = max(MIN_ITEM, limit - over - 1)  # the date lines cost more than the span's one: cut more
+            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
+            if ex is None:
+                return False
+            item = self._node_item(n, ex.text, why, score)
+            parts = self.texts.dated(n, ex.text)
+        times = [t for t, _ in parts or [] if t is not None]
+        if times:  # what the item shows was said from its first part to its last
+            item.start_time, item.end_time = min(times), max(times)
+        if not sec.admit(item, _when(n), parts):  # clipped to max_memory_chars
             return False
         self.shown.fingerprints |= ex.fingerprints()
         self.memory_units |= ex.fingerprints()
@@ -479,9 +608,13 @@ class _Assembly:
         return all(count_tokens(" ".join(t)) <= evidence.LONG_TURN for t in turns.values())
 
     def _fill_timeline(self, sec: Section) -> None:
-        """What happened when: the periods the query points at (their summaries closest to it, TIMELINE_LEVEL),
-        oldest first, each with its people's lines (what the user brought up) and then its sentences closest to
-        the query; namespace-wide, the summaries of every conversation."""
+        """What happened when: the conversation's lines closest to the query (`_fill_lines`: all the room for a
+        question about the course of things, LINE_SHARE of it otherwise), then the periods the query points at
+        (their summaries closest to it, TIMELINE_LEVEL), oldest first, each with its people's lines (what the
+        user brought up) and then its sentences closest to the query; namespace-wide, the summaries of every
+        conversation."""
+        if self.o.lines is not None and self.cid is not None and self.vector is not None:
+            self._fill_lines(sec, sec.room if self.overview else int(sec.room * LINE_SHARE))
         periods = self._periods(sec, PERIOD_TOKENS)
         if not periods:
             return
@@ -493,6 +626,63 @@ class _Assembly:
                 continue
             what = "summarises a period the query points at" if p.level > 1 else "a part of the conversation"
             self._show(sec, p, per, what, score, people_first=True)
+
+    def _fill_lines(self, sec: Section, room: int) -> None:
+        """The conversation's lines closest to the query (for a question about the course of things: to its
+        topic, `overview_topic`; only people's lines when it asks what the user said, `asks_what_user_said`),
+        best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
+        was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). A line
+        whose message or sentences the block already shows is left out."""
+        assert self.o.lines is not None and self.cid is not None
+        if room < MIN_ITEM:
+            return
+        want = max(MIN_LINES, min(MAX_LINES, room // LINE_TOKENS))
+        vector = self.topic_vector if self.overview else self.vector
+        ranked = list(self.o.lines.lines(self.ns, self.cid, vector, want, self.topic if self.overview else self.query))
+        if self.overview and asks_what_user_said(self.query or ""):
+            people = [ln for ln in ranked if is_human(ln.speaker)]
+            ranked = people if len(people) >= MIN_LINES or len(people) == len(ranked) else ranked
+        ranked.sort(key=lambda ln: -(ln.score or 0.0))
+        topic = set(excerpts.terms(self.topic or ""))
+        weights = excerpts.term_weights(ln.text for ln in ranked)
+        start, fails = sec.used, 0
+        for ln in ranked:
+            if sec.used - start >= room or sec.room < MIN_ITEM or fails >= 8:
+                break
+            if ln.message_id in self.shown.messages:
+                continue
+            text = ln.text
+            if self.overview and SEPARATOR in text:  # a long answer's lead and point: the one nearer the topic
+                parts = text.split(SEPARATOR)
+                near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
+                best = max(range(len(parts)), key=lambda k: (near[k], -k))
+                text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
+            said = f"{ln.speaker}: {text}" if ln.speaker else text
+            units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
+            fresh = [u for u in units if excerpts.fingerprint(u) not in self.shown.fingerprints]
+            if not fresh:
+                continue
+            if len(fresh) < len(units):  # a sentence of it is shown already: the rest of the line only
+                said = f"{ln.speaker}: " * bool(ln.speaker) + f" {excerpts.ELISION} ".join(u.text for u in fresh)
+            prints = {excerpts.fingerprint(u) for u in fresh}
+            item = ContextItem(
+                id=ln.id,
+                kind="line",
+                level=0,
+                text=said,
+                speaker=ln.speaker or None,
+                source_id=ln.conversation_id,
+                start_time=ln.created_at,
+                end_time=ln.created_at,
+                score=None if ln.score is None else round(float(ln.score), 6),
+                why=f"a line of message {ln.message_id}, close to the query",
+                tokens=0,
+            )
+            if sec.used - start + sec.cost(item) > room or not sec.admit(item, _when_line(ln)):
+                fails += 1
+                continue
+            self.shown.fingerprints |= prints
+            self.memory_units |= prints
 
     def _periods(self, sec: Section, each: int) -> list[tuple[MemoryNode, float]]:
         """The periods to show, best first: the summaries of TIMELINE_LEVEL (L2: about 1,000 tokens each) closest
@@ -508,6 +698,10 @@ class _Assembly:
             if hits:
                 return hits
         return []
+
+
+def _when_line(line: SaidLine) -> float:
+    return line.created_at.timestamp() + line.position * 1e-6 if line.created_at is not None else 0.0
 
 
 def diversified(hits: Hits) -> Hits:

@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from datetime import datetime
 
 from datastore.storage import Storage
 from models.memory import MemoryNode
@@ -77,6 +78,7 @@ class Texts:
         self._done: dict[str, str] = {}
         self._inside: dict[str, tuple[bool, bool]] = {}  # node id -> (starts, ends) inside a long message
         self._pieces: dict[str, Piece] = {}
+        self._said: dict[str, list[tuple[str, datetime | None]]] = {}  # node id -> its messages, folded, timed
 
     def of(self, node: MemoryNode) -> str:
         """A chunk's text made whole at both ends (a summary's as it is), stamps removed: its first line
@@ -105,6 +107,58 @@ class Texts:
             text = self._done[node.id] = strip_stamps(text).strip("\n")
             self._inside[node.id] = (starts_inside, ends_inside)
         return text
+
+    def dated(self, node: MemoryNode, text: str) -> list[tuple[datetime | None, str]] | None:
+        """`text` (an excerpt of the node) cut where the day changes: (time, lines) per run of lines said on one
+        day, the time of each line's message (read from the store, once per node); None when the node lies within
+        one day or is no conversation's, or when no line is found in its messages (it is shown whole then, under
+        its span). A header line (`Ann: …`) goes with the lines after it."""
+        start, end = node.start_time, node.end_time
+        if node.source_type != "conversation" or start is None or end is None or start.date() == end.date():
+            return None
+        said = self._said.get(node.id)
+        if said is None:
+            lo, hi = node.tok_start, node.tok_end
+            below = [node]
+            while below and below[0].level > 1:  # a summary: the token range of the chunks under it
+                below = self.storage.get_nodes(self.ns, [c for b in below for c in b.children])
+                if below and below[0].level == 1:
+                    lo, hi = min(b.tok_start for b in below), max(b.tok_end for b in below)
+            messages = self.storage.messages(self.ns, node.source_id, lo, hi) if hi > lo else []
+            said = self._said[node.id] = [(_fold(m.content), m.created_at) for m in messages]
+        units = excerpts.segment(text, speakers=node.speakers)
+        lines = text.split("\n")
+        turn_of: list[int | None] = [None] * len(lines)
+        by_turn: dict[int, list[str]] = {}
+        for u in units:
+            by_turn.setdefault(u.turn, []).append(_fold(u.text))
+            for ln in range(u.line, min(u.end_line, len(lines) - 1) + 1):
+                turn_of[ln] = u.turn
+        when: dict[int, datetime | None] = {}
+        at = 0
+        for turn, texts in sorted(by_turn.items()):
+            probe = max(texts, key=len)  # its longest sentence: a short one ("Yes.") is said in many messages
+            for k in range(at, len(said)):
+                if probe and probe in said[k][0]:
+                    when[turn], at = said[k][1], k
+                    break
+        if not when:
+            return None
+        for k in range(len(lines) - 2, -1, -1):  # a line without a unit (a header) goes with the next one
+            turn_of[k] = turn_of[k] if turn_of[k] is not None else turn_of[k + 1]
+        times: list[datetime | None] = []
+        last: datetime | None = next(iter(when.values()))
+        for of in turn_of:
+            t = when.get(of) if of is not None else None
+            last = t or last
+            times.append(last)
+        parts: list[tuple[datetime | None, str]] = []
+        for line, t in zip(lines, times, strict=True):
+            if parts and (t is None or (parts[-1][0] is not None and parts[-1][0].date() == t.date())):
+                parts[-1] = (parts[-1][0], parts[-1][1] + "\n" + line)
+            else:
+                parts.append((t, line))
+        return parts
 
     def piece(self, node: MemoryNode) -> Piece:
         """The node's text (`of`), its units and its short turns (see Piece)."""
@@ -139,6 +193,10 @@ class Texts:
         ends = list(_SENTENCE_END.finditer(tail))
         kept = tail[: ends[-1].end()] if ends else ""
         return (f"{head}\n{kept}" if head and kept else (head or kept)), bool(kept)
+
+
+def _fold(text: str) -> str:
+    return " ".join(text.split())
 
 
 def closeness(piece: Piece, query_terms: set[str], weights: Mapping[str, float]) -> list[float]:
@@ -182,14 +240,22 @@ def cut(
     node = piece.node
     speakers = node.speakers if node.source_type == "conversation" else ()
     ex = excerpts.excerpt(piece.text, query, budget, scores=scores, seen=seen_in(piece, shown), speakers=speakers)
-    return ex if ex.kept and ex.text.strip() else None
+    if not ex.kept:
+        return None
+    text = excerpts.inline_elisions(ex.text)
+    if not any(ch.isalnum() for ch in text):
+        return None
+    return ex if text == ex.text else replace(ex, text=text, tokens=count_tokens(text))
 
 
 def seen_in(piece: Piece, shown: Shown) -> set[str]:
     """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn not
     shown whole (a turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn); in a longer
-    turn, a unit of DISTINCT_CHARS or more ("Thanks!" is said in many turns)."""
+    turn, a unit of DISTINCT_CHARS or more ("Thanks!" is said in many turns); in a summary, every unit shown
+    (its lines are the lead sentences of messages: one shown already is the same message's)."""
     out: set[str] = set()
+    if piece.node.level > 1:  # a summary's line stands for a message's: shown once, however short
+        return {p for p in map(excerpts.fingerprint, piece.units) if p in shown.fingerprints}
     for members in _turns(piece).values():
         units = [piece.units[i] for i in members]
         prints = [excerpts.fingerprint(u) for u in units]

@@ -1,9 +1,12 @@
 """How the context block is written: sections of items, compact by default, never over the budget.
 
 Default rendering (no `memory_template`): a dated section (recent turns, relevant memories, timeline) lists its
-memories in time order under one date line per day (`[2024-03-15, 8 months ago]`, or `[2024-03-15 to 2024-04-02,
-7 months ago]` for a span), each memory as its own lines (`speaker: text`, `…` where text was left out); core
-memory and the standing instructions are bullets (`- text`, later lines indented by two spaces), undated. With a
+memories in time order under one date line per day (`[2024-03-15, 8 months ago]`; a memory whose lines were said
+on several days is admitted with `parts`, each under its own day; one the caller could not cut keeps its span,
+`[2024-03-15 to 2024-04-02, 7 months ago]`), each memory as its own lines (`speaker: text`, `…` where text was
+left out); a memory of another source than the block's conversation names it on its date line (`[2024-03-15, 8
+months ago, from “Trip”]`); memories with no time stand under UNDATED, after the dated ones. Core memory and the
+standing instructions are bullets (`- text`, later lines indented by two spaces), undated. With a
 `memory_template`, every memory is rendered by it on its own (`{date}`, `{time_ago}`, ...), as before. Costs are
 cl100k tokens, counted line by line as items are admitted; the assembler counts the whole block at the end and
 drops the last items while a merge at a join makes it a token or two long.
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import string
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -36,7 +40,7 @@ _JOINERS = (
     | {chr(c) for c in range(0x1F3FB, 0x1F400)}
     | {chr(c) for c in range(0x1F1E6, 0x1F200)}
 )  # ZWJ, variation selectors, skin tones, regional indicators
-UNDATED = "[undated]"  # the date line of an untimed memory that follows dated ones (at the top: none)
+UNDATED = "[undated]"  # the date line of memories with no time (after the dated ones)
 
 
 @cache
@@ -88,35 +92,53 @@ def bullet(text: str) -> str:
     return "- " + text.replace("\n", "\n  ")
 
 
+Part = tuple[datetime | None, str]
+"""A piece of an item's text said at one time (its lines under that day's date line): (time, lines)."""
+
+
 @dataclass
 class Entry:
-    """An admitted item: its ContextItem and where it sorts (its time, then its order of admission)."""
+    """What an admitted item shows under one date line: the item, the date line it goes under (None: none), its
+    lines, and where it sorts (undated last, then by day, source, time, order of admission)."""
 
     item: ContextItem
-    day: str | None  # the date line it goes under (None: no date line)
-    order: tuple[float, int]
+    day: str | None
+    text: str
+    order: tuple[int, float, str, float, int, int]
+    when: float  # the caller's time of the item (kept to admit it again)
+    at: datetime | None  # the time of its part (None: the item shown whole)
+
+
+def _day_key(t: datetime | None) -> float:
+    return datetime(t.year, t.month, t.day, tzinfo=t.tzinfo).timestamp() if t is not None else 0.0
 
 
 @dataclass
 class Section:
-    """The items of one section, admitted against its budget (heading and date lines included)."""
+    """The items of one section, admitted against its budget (heading and date lines included).
+
+    home: the conversation the block is for: a memory of another source names it on its date line
+    (`names(source_id)`, e.g. `“Trip to Lisbon”` or `conversation c2`); None: no source is named."""
 
     name: SectionName
     budget: int
     now: datetime
     memory_template: str | None = None
     max_chars: int | None = None  # a memory's text is clipped to this many characters (`max_memory_chars`)
+    home: str | None = None
+    names: Callable[[str], str] | None = None
     entries: list[Entry] = field(default_factory=list)
     left_out: list[LeftOut] = field(default_factory=list)
     used: int = 0
+    admitted: int = 0
 
     @property
     def room(self) -> int:
         """Tokens still free (the heading counted once the first item is in)."""
         return self.budget - self.used - (0 if self.entries else heading_tokens(self.name))
 
-    def line(self, item: ContextItem) -> str:
-        """The item's own line(s) as rendered (without its date line)."""
+    def line(self, item: ContextItem, text: str | None = None) -> str:
+        """The item's own line(s) as rendered (without its date line); `text`: one day's part of it."""
         if self.memory_template is not None:
             values = {
                 "time_ago": time_ago(item.end_time, self.now),
@@ -127,40 +149,56 @@ class Section:
             }
             return self.memory_template.format_map(values)
         if self.name in DATED:
-            return item.text  # under its date line: the lines as said (`speaker: text`), no bullet to pay for
+            # under its date line: the lines as said (`speaker: text`), no bullet to pay for
+            return item.text if text is None else text
         return bullet(item.text)
 
-    def day_of(self, item: ContextItem) -> str | None:
-        """The date line the item goes under, or None (core, instructions, a custom template, no time)."""
+    def day_of(self, item: ContextItem, start: datetime | None = None, end: datetime | None = None) -> str | None:
+        """The date line the item (or its part said from `start` to `end`) goes under, or None (core,
+        instructions, a custom template). A memory with no time stands under UNDATED; one of another source than
+        `home` names it: `[2024-03-15, 3 days ago, from “Trip”]`."""
         if self.memory_template is not None or self.name not in DATED:
             return None
-        if item.start_time is None and item.end_time is None:
-            return None
-        return DATE_LINE.format(
-            date=date_label(item.start_time, item.end_time), time_ago=time_ago(item.end_time, self.now)
+        if start is None and end is None:
+            start, end = item.start_time, item.end_time
+        source = ""
+        if self.home is not None and item.source_id is not None and item.source_id != self.home:
+            source = f", from {self.names(item.source_id) if self.names else item.source_id}"
+        if start is None and end is None:
+            return UNDATED[:-1] + source + "]"
+        return DATE_LINE.format(date=date_label(start, end), time_ago=time_ago(end or start, self.now))[:-1] + (
+            source + "]"
         )
 
-    def cost(self, item: ContextItem) -> int:
-        """Tokens admitting `item` adds: its line(s), a date line when its day is new here, the heading if first."""
-        text = self.line(item)
-        tokens = count_tokens(text) + 1
-        day = self.day_of(item)
-        if day is not None and all(e.day != day for e in self.entries):
-            tokens += count_tokens(day) + 1  # a new date line
-        elif day is None and self.name in DATED and any(e.day is not None for e in self.entries):
-            tokens += count_tokens(UNDATED) + 1  # an untimed memory after dated ones
+    def _parts(self, item: ContextItem, parts: list[Part] | None) -> list[tuple[str | None, str, datetime | None]]:
+        """(date line, lines, time) per part of the item: one per day it was said on (`parts`), else the whole."""
+        if parts and self.memory_template is None and self.name in DATED:
+            return [(self.day_of(item, t, t), text, t) for t, text in parts]
+        return [(self.day_of(item), self.line(item), item.start_time or item.end_time)]
+
+    def cost(self, item: ContextItem, parts: list[Part] | None = None) -> int:
+        """Tokens admitting `item` adds: its line(s), a date line for each day new here, the heading if first."""
+        days = {e.day for e in self.entries}
+        tokens = 0
+        for day, text, _ in self._parts(item, parts):
+            tokens += count_tokens(text) + 1
+            if day is not None and day not in days:
+                tokens += count_tokens(day) + 1  # a new date line
+                days.add(day)
         return tokens + (0 if self.entries else heading_tokens(self.name))
 
     def room_for(self, item: ContextItem) -> int:
         """Tokens left for `item`'s own lines once its date line (when new here) and the heading are paid."""
         return self.budget - self.used - self.cost(item.model_copy(update={"text": ""})) + 1
 
-    def admit(self, item: ContextItem, when: float = 0.0) -> bool:
+    def admit(self, item: ContextItem, when: float = 0.0, parts: list[Part] | None = None) -> bool:
         """Add `item` when it fits (its text clipped to `max_chars`, its cost recorded in `item.tokens`); else
-        record it as left out."""
-        if self.max_chars is not None:
+        record it as left out. `parts`: its text cut by the day each line was said (joined, they are its
+        text): each part goes under its own date line."""
+        if self.max_chars is not None and len(item.text) > self.max_chars:
             item.text = clip(item.text, self.max_chars)
-        cost = self.cost(item)
+            parts = None
+        cost = self.cost(item, parts)
         if self.used + cost > self.budget:
             self.left_out.append(
                 LeftOut(
@@ -170,48 +208,65 @@ class Section:
             return False
         item.tokens = cost - (0 if self.entries else heading_tokens(self.name))
         self.used += cost
-        self.entries.append(Entry(item, self.day_of(item), (when, len(self.entries))))
+        for k, (day, text, t) in enumerate(self._parts(item, parts)):
+            undated = day is not None and day.startswith(UNDATED[:-1])
+            at = t.timestamp() if parts and t is not None else when  # a part sorts by its own time
+            key = (1 if undated else 0, _day_key(t) if day is not None else 0.0, day or "", at, self.admitted, k)
+            self.entries.append(Entry(item, day, text, key, when, t if parts else None))
+        self.admitted += 1
         return True
+
+    def _groups(self) -> list[tuple[ContextItem, float, list[Part] | None]]:
+        """The admitted items in order of admission, with their parts (None: shown whole)."""
+        out: list[tuple[ContextItem, float, list[Part]]] = []
+        for e in sorted(self.entries, key=lambda e: (e.order[4], e.order[5])):
+            if out and out[-1][0] is e.item:
+                out[-1][2].append((e.at, e.text))
+            else:
+                out.append((e.item, e.when, [(e.at, e.text)]))
+        return [(i, w, p if p[0][0] is not None or len(p) > 1 else None) for i, w, p in out]
 
     def discard(self, ids: set[str]) -> None:
         """Take out the items with these ids (shown elsewhere in the block); the others are admitted again, in
         their order, so their costs (date lines, heading) stay exact."""
-        kept = [e for e in self.entries if e.item.id not in ids]
-        if len(kept) == len(self.entries):
+        if not any(e.item.id in ids for e in self.entries):
             return
-        self.entries, self.used = [], 0
-        for e in kept:
-            self.admit(e.item, e.order[0])
+        kept = [g for g in self._groups() if g[0].id not in ids]
+        self.entries, self.used, self.admitted = [], 0, 0
+        for item, when, parts in kept:
+            self.admit(item, when, parts)
 
     def drop_last(self) -> None:
         """Take out the last admitted item (the block ran a token or two over at a join)."""
-        gone = self.entries.pop()
-        self.used -= gone.item.tokens + (0 if self.entries else heading_tokens(self.name))
-        self.left_out.append(
-            LeftOut(id=gone.item.id, section=self.name, tokens=gone.item.tokens, reason="no room in the budget")
-        )
+        last = max(e.order[4] for e in self.entries)
+        gone = next(e.item for e in self.entries if e.order[4] == last)
+        self.entries = [e for e in self.entries if e.order[4] != last]
+        self.used -= gone.tokens + (0 if self.entries else heading_tokens(self.name))
+        self.left_out.append(LeftOut(id=gone.id, section=self.name, tokens=gone.tokens, reason="no room in the budget"))
 
     def ordered(self) -> list[Entry]:
-        """The entries in the order they are shown: in time order for a dated section, else as admitted."""
+        """The entries in the order they are shown: by day, source and time for a dated section, else as
+        admitted."""
         if self.name in DATED:
             return sorted(self.entries, key=lambda e: e.order)
-        return list(self.entries)
+        return sorted(self.entries, key=lambda e: (e.order[4], e.order[5]))
 
     def text(self) -> str:
         """The section's body (without its heading): date lines and items."""
         out: list[str] = []
         day: str | None = None
-        for k, e in enumerate(self.ordered()):
-            if e.day != day and (e.day is not None or k > 0):
-                out.append(e.day if e.day is not None else UNDATED)
+        for e in self.ordered():
+            if e.day is not None and e.day != day:
+                out.append(e.day)
             day = e.day
-            lines = self.line(e.item)
-            if out and out[-1] == ELISION and lines.startswith(ELISION + "\n"):
-                lines = lines[len(ELISION) + 1 :]  # one elision line between two excerpts, not two
-            out.append(lines)
+            out.append(e.text)
         return "\n".join(out)
 
     @property
     def items(self) -> list[ContextItem]:
-        """The items in the order they appear in the block."""
-        return [e.item for e in self.ordered()]
+        """The items in the order they appear in the block (an item shown under several days: once, first)."""
+        out: list[ContextItem] = []
+        for e in self.ordered():
+            if all(i is not e.item for i in out):
+                out.append(e.item)
+        return out

@@ -202,7 +202,9 @@ class NamespaceIndexes:
             # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
             sources = sorted(stamps) if changed is None else sorted(changed)
             for part in range(0, len(sources), LOAD_SOURCES):
-                entries = list(self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES]))
+                # lines (level 0, datastore/read/outline.py) are never search results: kept out of the indexes
+                listed = self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES])
+                entries = [e for e in listed if e.level >= 1]
                 entries.sort(key=lambda e: (e.source_id, e.level, e.position))
                 index.vectors.reserve(len(entries))  # grown once per batch, not copied slice after slice
                 index.text.reserve(len(entries))

@@ -12,9 +12,10 @@ conversation must not wait for them) and commits under it, after checking that w
 messages appended meanwhile are fine (they stay backlog for the next step); anything else (a delete, a replace,
 another writer's chunks or summaries) makes the step recompute.
 
-A chunk step also finds the standing instructions of the messages it newly covers (datastore/write/
-instructions.py: each message once), embeds their statements in the chunks' embedding call, and commits
-them, settled against the namespace's stored ones, in the same WriteBatch as the chunks. With a detector that
+A chunk step makes the lines (level 0: each newly covered message's lead, datastore/write/build.py) and embeds
+and commits them with its chunks. It also finds the standing instructions of the messages it newly covers
+(datastore/write/instructions.py: each message once), embeds their statements in the chunks' embedding call, and
+commits them, settled against the namespace's stored ones, in the same WriteBatch as the chunks. With a detector that
 calls a model, the chunk step commits its chunks with an `unread_from` mark instead, and `IndexSteps.detect`
 (the summary lane's) reads those messages after: chunks are searchable without waiting on the model, and the
 chunk lane, one step at a time, is not held up by it.
@@ -134,7 +135,8 @@ class IndexSteps:
             covered = newly_covered(messages, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
             unread = keeper.deferred and src.source_type == "conversation" and bool(covered)
             found = [] if keeper.deferred else keeper.detect(ns, src.source_type, source_id, covered)
-            nodes, said_vectors = builder.embed_with(chunks, [said(i) for i in found])
+            lines = builder.lines(frontier, covered, chunks, source_id, messages)
+            nodes, said_vectors = builder.embed_with(chunks + lines, [said(i) for i in found])
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)
                 if now is None or now.source_type != src.source_type:

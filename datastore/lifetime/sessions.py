@@ -28,7 +28,7 @@ class Sessions:
         if src is None or src.source_type != "conversation":
             raise NotFoundError(f"no conversation {conversation_id!r}", "conversation_id")
         messages = self.storage.messages(ns, conversation_id)
-        nodes = self.storage.source_nodes(ns, conversation_id)
+        nodes = [n for n in self.storage.source_nodes(ns, conversation_id) if n.level >= 1]  # lines: no summary
         by_id = {n.id: n for n in nodes}
         groups: dict[str, list[Any]] = {}
         for m in messages:

@@ -46,6 +46,7 @@ from models.memory import MemoryNode, SourceType, StoredMessage
 from services.embedding import Embedder
 from services.errors import InvalidRequestError, StoreError
 from services.instructions import said
+from services.tree import embedded_text
 
 FORMAT = "pyramind-dump"
 VERSION = 1
@@ -318,15 +319,15 @@ class Dump:
         return [x.model_copy() for x in self.nodes[(ns, source_id)]]
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The dump's vectors of these nodes, or (a dump without them, or of another model) their texts
-        embedded with `embedder`. Raises EmbeddingError."""
+        """The dump's vectors of these nodes, or (a dump without them, or of another model) their texts (a
+        line's with its speaker, services/tree.embedded_text) embedded with `embedder`. Raises EmbeddingError."""
         if self.vectors:
             return {i: self.vectors[(ns, i)] for i in ids}
         if not ids:
             return {}
         assert self.embedder is not None, "set Dump.embedder to re-embed"
         by_id = {x.id: x for (n, _), nodes in self.nodes.items() if n == ns for x in nodes}
-        return dict(zip(ids, self.embedder.embed([by_id[i].text for i in ids], bulk=True), strict=True))
+        return dict(zip(ids, self.embedder.embed([embedded_text(by_id[i]) for i in ids], bulk=True), strict=True))
 
 
 class _DumpMarks:

@@ -195,7 +195,7 @@ class LineageView:
             if ids is None:
                 hits += search(top_k, sub)
             elif ids:
-                n_hidden = len(self.storage.source_nodes(self.ns, sid)) - len(ids)
+                n_hidden = sum(1 for n in self.storage.source_nodes(self.ns, sid) if n.level >= 1) - len(ids)
                 k = min(SEARCH_CAP, top_k + n_hidden)
                 hits += [(self._fix(n), s) for n, s in search(k, sub) if n.id in ids][:top_k]
         hits.sort(key=lambda h: -h[1])

@@ -61,7 +61,9 @@ class Listing:
                     start_time=f.start_time,
                     end_time=f.end_time,
                     message_count=row.n_messages,
-                    node_counts={str(lvl): n for lvl, n in sorted(f.level_counts.items())},
+                    node_counts={
+                        str(lvl): n for lvl, n in sorted(f.level_counts.items()) if lvl >= 1
+                    },  # lines left out
                     metadata=meta,
                 )
             )

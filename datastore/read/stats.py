@@ -63,7 +63,7 @@ class Describer:
             conversation_id=conversation_id,
             sources=len(sources),
             messages=n_messages,
-            levels=[LevelCount(level=lv, nodes=n) for lv, n in sorted(levels.items())],
+            levels=[LevelCount(level=lv, nodes=n) for lv, n in sorted(levels.items()) if lv >= 1],  # lines: no level
             start_time=min(times, default=None),
             end_time=max(times, default=None),
             speakers=[SpeakerCount(speaker=s, messages=n) for s, n in speakers.most_common(MAX_SPEAKERS)],

@@ -1,8 +1,12 @@
-"""chunk -> embed -> roll up: the one place new nodes of the tree are computed.
+"""chunk -> lines -> embed -> roll up: the one place new nodes of the tree are computed.
 
 Remembering inline (`Writer`), the background indexer's steps (`IndexSteps`) and the rebuild after a delete
 (`Deleter`) all compute their chunks and summaries here, from the stored frontier of a source and its messages;
 they differ only in how much they take at once and in how they commit. Nothing here reads or writes storage.
+
+Lines (level 0, services/lines.py) are made for the messages a write newly covers with chunks (the same messages
+whose standing instructions it reads: datastore/write/instructions.py `newly_covered`), embedded in the chunks'
+embedding call, and committed in the chunks' WriteBatch; see datastore/read/outline.py for why lines are nodes.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from models.settings import Settings
 from services.chunking import TokenStream, plan_windows
 from services.embedding import Embedder
 from services.summarising import Summariser
-from services.tree import Frontier, chunk_nodes, roll_up
+from services.tree import Frontier, chunk_nodes, embedded_text, line_nodes, roll_up
 
 Reuse = Callable[[list[MemoryNode], MemoryNode | None], MemoryNode | None]
 
@@ -63,6 +67,21 @@ class TreeBuilder:
         )
         return nodes, more
 
+    def lines(
+        self,
+        frontier: Frontier,
+        covered: Sequence[StoredMessage],
+        chunks: Sequence[MemoryNode],
+        source_id: str,
+        window: Sequence[StoredMessage] = (),
+    ) -> list[MemoryNode]:
+        """The level-0 lines of `covered` (the messages these `chunks` cover for the first time, in order; a
+        fork's inherited ones are skipped), positions after the frontier's last line, each under the first of
+        `chunks` holding its message. `window`: messages whose speakers' names are never a line's content (the
+        speakers of `covered` count too). No embedding yet."""
+        names = {m.speaker for m in (*window, *covered)} | {s for c in chunks for s in c.speakers}
+        return line_nodes(covered, chunks, source_id, frontier.counts.get(0, 0), names)
+
     def summaries(
         self, frontier: Frontier, new_sealed: list[MemoryNode], reuse: Reuse | None = None
     ) -> tuple[list[MemoryNode], list[MemoryNode]]:
@@ -80,10 +99,11 @@ class TreeBuilder:
         return made, reparented
 
     def embed(self, nodes: Sequence[MemoryNode]) -> list[tuple[MemoryNode, np.ndarray | None]]:
-        """[(node, its embedding)] in order, one bulk embedding call. Raises EmbeddingError."""
+        """[(node, its embedding)] in order, one bulk embedding call (a line's text is embedded with its
+        speaker, `embedded_text`). Raises EmbeddingError."""
         if not nodes:
             return []
-        vectors = self.embedder.embed([n.text for n in nodes], bulk=True)
+        vectors = self.embedder.embed([embedded_text(n) for n in nodes], bulk=True)
         return [(n, vectors[i]) for i, n in enumerate(nodes)]
 
     def embed_with(
@@ -93,7 +113,7 @@ class TreeBuilder:
         standing instructions found in the same messages) in the same bulk embedding call. Raises EmbeddingError."""
         if not texts:
             return self.embed(nodes), np.zeros((0, self.embedder.dimension), dtype=np.float32)
-        vectors = self.embedder.embed([n.text for n in nodes] + list(texts), bulk=True)
+        vectors = self.embedder.embed([embedded_text(n) for n in nodes] + list(texts), bulk=True)
         return [(n, vectors[i]) for i, n in enumerate(nodes)], np.asarray(vectors[len(nodes) :], dtype=np.float32)
 
     def rollable(self, frontier: Frontier) -> bool:

@@ -1,7 +1,8 @@
 """Forgetting: delete messages, nodes, sources or a namespace, then rebuild what was derived from them.
 
-Every chunk and summary derived from a forgotten message is rebuilt from what remains (reusing every node whose
-content, and for a summary its context, is unchanged), so a forgotten text comes back from no level. The standing
+Every chunk, line and summary derived from a forgotten message is rebuilt from what remains (reusing every node
+whose content, and for a summary its context, is unchanged), so a forgotten text comes back from no level; a
+forgotten message's line (level 0) goes with it. The standing
 instructions a forgotten message stated go in the same commit (datastore/write/instructions.py: what they had
 superseded comes back into force).
 """
@@ -261,7 +262,13 @@ class Deleter:
             if match is not None:
                 c.id = match.id
         summaries, _ = self.builder.summaries(Frontier(), [c for c in chunks if c.sealed], _SummaryReuse(old))
-        nodes = chunks + summaries
+        lines = self.builder.lines(Frontier(), keep, chunks, src.source_id, base.messages)
+        old_lines = {(n.message_ids[0], n.text): n for n in old if n.level == 0 and n.message_ids}
+        for line in lines:  # the same line of the same message keeps its id and vector
+            match = old_lines.get((line.message_ids[0], line.text))
+            if match is not None:
+                line.id = match.id
+        nodes = chunks + lines + summaries
         old_ids = {o.id for o in old}
         vectors: dict[str, np.ndarray | None] = {
             n.id: v for n, v in self.builder.embed([n for n in nodes if n.id not in old_ids])

@@ -1,6 +1,7 @@
 """Remembering: new messages and documents become L1 chunks and roll up into summaries.
 
-validate -> render lines -> chunk -> embed -> roll up (summarise, embed) -> one atomic write. Everything a call
+validate -> render lines -> chunk -> lines (each message's lead) -> embed -> roll up (summarise, embed) -> one
+atomic write. Everything a call
 computes is computed before anything is written (`TreeBuilder`), and written in one `Storage.commit`: an
 embedder or summariser failure leaves the tree as it was (the messages are kept as backlog, indexed later). The
 standing instructions of the messages the new chunks cover are found, embedded with the chunks and committed in
@@ -15,7 +16,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -85,7 +86,8 @@ class Writer:
         index=False (what `accept` does): store the messages in one transaction and build nothing; they are all
         `pending_message_ids` until the background indexer chunks and embeds them.
 
-        `req.title` is kept as the conversation's title (source metadata `title`) when it has none yet. A
+        A message without `created_at` takes the time the call came in. `req.title` is kept as the
+        conversation's title (source metadata `title`) when it has none yet. A
         message older than the conversation's latest is inserted by `created_at` (datastore/write/order.py) and
         the tree rebuilt from there, the conversation's forks too.
 
@@ -106,6 +108,7 @@ class Writer:
                     f"messages[{i}].content",
                 )
         conversation_id = req.conversation_id or uuid.uuid4().hex
+        received = datetime.now(UTC)  # a message sent without created_at was said when it came in
         incoming: list[Incoming] = []
         seen: set[str] = set()
         repeated: list[str] = []
@@ -116,7 +119,7 @@ class Writer:
                 repeated.append(mid)  # a repeat within the call is skipped, and said so
                 continue
             seen.add(mid)
-            incoming.append((mid, m.who, m.content, utc(m.created_at)))
+            incoming.append((mid, m.who, m.content, utc(m.created_at) or received))
             session = m.session_id or req.session_id
             if session:
                 sessions[mid] = session
@@ -281,8 +284,9 @@ class Writer:
                 chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
                 summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
                 covered = newly_covered(prior + stored, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
+                lines = builder.lines(frontier, covered, chunks, source_id, prior)
                 found = keeper.detect(ns, source_type, source_id, covered)
-                nodes, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
+                nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
                 nodes += [(n, None) for n in reparented]
             except (EmbeddingError, SummaryError) as exc:
                 if not stored:
@@ -401,8 +405,12 @@ class Writer:
             summaries, _ = builder.summaries(frontier, [c for c in chunks if c.sealed])
             covered_now = {mid for c in chunks for mid in c.message_ids}
             newly = [m for m in merged if m.id in covered_now and m.id not in covered_before]  # read once each
+            lined = {mid for n in kept if n.level == 0 for mid in n.message_ids}  # lines `surviving` kept
+            end = chunks[-1].tok_end if chunks else 0
+            unlined = [m for m in prior if m.id not in lined and m.tok_offset + m.n_tokens <= end]
+            lines = builder.lines(frontier, unlined, chunks, source_id, prior)
             found = keeper.detect(ns, source_type, source_id, newly)
-            made, said_vectors = builder.embed_with(chunks + summaries, [said(i) for i in found])
+            made, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
         except (EmbeddingError, SummaryError) as exc:
             log.warning("%s; keeping %d messages of %r to index later", exc.message, len(fresh), source_id)
             storage.commit(ns, backlog, version)

@@ -76,11 +76,11 @@ export async function api(method, path, { query = {}, body, token, namespace } =
 
 /**
  * Which optional endpoints this server has, from its public OpenAPI document: context assembly, core memory, pins,
- * standing instructions.
+ * standing instructions, a conversation's outline.
  * A missing document (or a path absent from it) hides the feature; a later 404 from the route hides it too.
  */
 export async function detectFeatures() {
-  const features = { context: false, core: false, pin: false, instructions: false };
+  const features = { context: false, core: false, pin: false, instructions: false, outline: false };
   try {
     const resp = await fetch(new URL("openapi.json", BASE), { cache: "no-store" });
     if (!resp.ok) return features;
@@ -89,6 +89,7 @@ export async function detectFeatures() {
     features.core = paths.includes("/core");
     features.pin = paths.some((p) => p.startsWith("/memories/") && p.endsWith("/pin"));
     features.instructions = paths.includes("/instructions");
+    features.outline = paths.some((p) => p.startsWith("/conversations/") && p.endsWith("/outline"));
   } catch {
     // no document: the optional panels stay hidden
   }

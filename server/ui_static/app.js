@@ -1,14 +1,14 @@
 // Pyramind's memory browser: sign in with a token, list conversations and documents, walk a tree from its roots
 // down to the chunks and messages, search, delete with a confirmation, and (when the server has them) assemble a
-// context block, edit core memory, pin memories and review standing instructions. Plain DOM, no framework, no build
-// step; text from the server is only ever set as textContent.
+// context block, edit core memory, pin memories, review standing instructions and read a conversation's outline.
+// Plain DOM, no framework, no build step; text from the server is only ever set as textContent.
 
 import { api, ApiError, detectFeatures, session } from "./api.js";
 
 const $ = (sel, root = document) => root.querySelector(sel);
 const enc = encodeURIComponent;
-const state = { features: { context: false, core: false, pin: false, instructions: false }, search: null, context: null,
-  superseded: false };
+const state = { features: { context: false, core: false, pin: false, instructions: false, outline: false }, search: null,
+  context: null, superseded: false };
 
 /** Make an element: attrs (class, data-*, on<event>, any attribute) and children (nodes, strings, arrays). */
 function h(tag, attrs = {}, ...children) {
@@ -235,6 +235,8 @@ async function renderConversation(id, revealId, open = new Set()) {
     h("p", { class: "actions" },
       h("a", { href: `#/search?${s.source_type === "document" ? "document_id" : "conversation_id"}=${enc(s.id)}` },
         "Search in it"), " ",
+      state.features.outline && s.source_type === "conversation"
+        ? [h("a", { href: `#/c/${enc(s.id)}/outline`, id: "outline-link" }, "Outline"), " "] : null,
       h("button", { type: "button", class: "danger", id: "delete-source", onclick: () => deleteSource(s) },
         `Delete this ${s.source_type}`)),
     h("p", { class: "muted" }, "The roots of the tree, oldest first; expand a summary into what it covers, down to ",
@@ -379,6 +381,44 @@ async function deleteMessage(m, chunk, path, ctx) {
     notify(`Forgot message ${m.id}: ${res.deleted_messages} message removed, ${res.deleted_nodes} memories removed or ` +
       "rebuilt. Nodes that were rebuilt have new ids: expand again from the roots.");
   });
+}
+
+// ---------------------------------------------------------------- a conversation's outline (GET .../outline)
+async function renderOutline(id, params) {
+  setNav("sources");
+  const q = h("input", { id: "outline-query", type: "search", size: 50, value: params.query || "",
+    placeholder: "Focus on… (optional)" });
+  const budget = h("input", { id: "outline-budget", type: "number", min: 20, max: 100000,
+    value: params.budget_tokens || 2000 });
+  const body = h("div", { id: "outline", class: "outline" });
+  const form = h("form", { id: "outline-form", class: "card" },
+    h("div", { class: "row" }, q, h("label", {}, "budget_tokens ", budget),
+      h("button", { type: "submit", id: "outline-submit" }, "Show")));
+  form.addEventListener("submit", (e) => {
+    e.preventDefault();
+    const qs = new URLSearchParams();
+    if (q.value.trim()) qs.set("query", q.value.trim());
+    if (budget.value) qs.set("budget_tokens", budget.value);
+    location.hash = `#/c/${enc(id)}/outline${qs.toString() ? `?${qs}` : ""}`;
+  });
+  const res = await api("GET", `/conversations/${enc(id)}/outline`,
+    { query: { query: params.query, budget_tokens: params.budget_tokens } });
+  page(
+    h("p", {}, h("a", { href: `#/c/${enc(id)}` }, "← the conversation's tree")),
+    h("h2", { id: "outline-title" }, `Outline: ${res.title || res.conversation_id}`),
+    h("p", { class: "muted" }, "What was said, line by line: each message's lead (greetings and thanks left out) ",
+      "under its date (UTC), oldest first", res.query ? `; only the lines closest to “${res.query}”.` : "."),
+    form, body);
+  if (!res.days.length) body.append(h("p", { class: "muted" }, "No lines yet (messages not indexed)."));
+  for (const day of res.days) {
+    body.append(h("h3", { class: "outline-date" }, day.date),
+      h("ul", { class: "outline-lines" }, day.lines.map((ln) => h("li", { "data-message-id": ln.message_id },
+        h("span", { class: "speaker" }, ln.speaker), ": ", h("span", { class: "line-text" }, ln.text),
+        ln.score !== null && ln.score !== undefined ? h("span", { class: "score muted small" }, ` ${ln.score.toFixed(3)}`) : null))));
+  }
+  body.append(h("p", { class: "muted small", id: "outline-meta" },
+    `${res.total_lines - res.omitted} of ${res.total_lines} lines, ${res.tokens} tokens` +
+    (res.omitted ? ` (${res.omitted} left out: raise budget_tokens to see more)` : "")));
 }
 
 // ---------------------------------------------------------------- search
@@ -624,6 +664,7 @@ async function route() {
   const parts = path.split("/").filter(Boolean).map(decodeURIComponent);
   await guard(async () => {
     if (parts.length === 0) return renderSources();
+    if (parts[0] === "c" && parts[1] && parts[2] === "outline") return renderOutline(parts[1], params);
     if (parts[0] === "c" && parts[1]) return renderConversation(parts[1], parts[2] === "n" ? parts[3] : null);
     if (parts[0] === "search") return renderSearch(params);
     if (parts[0] === "context" && state.features.context) return renderContext();

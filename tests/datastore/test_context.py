@@ -12,7 +12,7 @@ import pytest
 from datastore.context.core import core_document_id
 from datastore.factory import open_memory
 from datastore.memory import Memory
-from models.api import Message, Query, QueryFilter, RememberRequest
+from models.api import Document, Message, Query, QueryFilter, RememberRequest
 from models.context import ContextRequest
 from models.core import CorePutRequest
 from services.errors import InvalidRequestError, NotFoundError
@@ -109,20 +109,23 @@ def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(store: Memo
                     speaker="Ann",
                     content="We land in Lisbon on 3 June.",
                     created_at=LONG_NOW - timedelta(days=2),
-                ),
-                Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
+                )
             ],
         ),
     )
-    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=LONG_NOW, budget_tokens=300)).context
+    store.writer.upsert("ns", [Document(id="tram", text="The tram tour starts at the cathedral on the 4th.")])
+    req = ContextRequest(
+        conversation_id="c", query="When do we land, and where does the tram tour start?", now=LONG_NOW
+    )
+    block = store.context.assemble("ns", req.model_copy(update={"budget_tokens": 300})).context
     assert block.endswith(
-        "## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n"
-        "[undated]\nBob: Book the tram tour for the 4th, please."
+        "## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n\n"
+        "## Relevant memories\n[undated, from document tram]\nThe tram tour starts at the cathedral on the 4th."
     )
     custom = store.context.assemble(
-        "ns", ContextRequest(conversation_id="c", now=LONG_NOW, budget_tokens=300, memory_template="* {date}: {text}")
+        "ns", req.model_copy(update={"budget_tokens": 300, "memory_template": "* {date}: {text}"})
     ).context
-    assert "* undated: Bob: Book the tram tour" in custom  # a caller's own template is used as written
+    assert "* undated: The tram tour starts" in custom  # a caller's own template is used as written
     assert "* 2024-05-30: Ann: We land in Lisbon" in custom and "[2024-05-30" not in custom
 
 

@@ -369,7 +369,7 @@ def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
     assert "## Standing instructions and preferences\n- Actually I prefer Tailwind" in res.context
     assert all("Foundation" not in i.text for i in section.items)  # superseded by the newer preference
     first = section.items[0]
-    assert first.kind == "instruction" and first.source_id == "c1" and first.speaker == "user"
+    assert first.kind == "preference" and first.source_id == "c1" and first.speaker == "user"
     assert "message c-20" in first.why and first.start_time == LONG_T0 + timedelta(minutes=20)  # provenance
     # a preference is shown where its topic comes up; an instruction applies to every answer
     res = ruled.context.assemble(
@@ -477,7 +477,7 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
     )
     assert overview.sections[4].budget_tokens > plain.sections[4].budget_tokens
     timeline = overview.sections[4].items
-    assert len(timeline) >= 2 and all(i.kind in ("summary", "chunk") for i in timeline)
+    assert len(timeline) >= 2 and all(i.kind in ("line", "summary", "chunk") for i in timeline)
     starts = [i.start_time.timestamp() for i in timeline if i.start_time is not None]
     assert len(starts) == len(timeline) and starts == sorted(starts)  # dated, oldest first
     assert "## Timeline\n[" in overview.context  # dated

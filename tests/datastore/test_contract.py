@@ -110,6 +110,7 @@ def _expected(nodes: list[MemoryNode], f: QueryFilter) -> set[str]:
                 f.conversation_id is None or (n.source_type == "conversation" and n.source_id == f.conversation_id),
                 f.document_id is None or (n.source_type == "document" and n.source_id == f.document_id),
                 f.source_type is None or n.source_type == f.source_type,
+                n.level >= 1,  # lines (level 0) are never search results
                 lo is None or n.level >= lo,
                 hi is None or n.level <= hi,
                 f.speaker is None or f.speaker in n.speakers,
@@ -380,7 +381,8 @@ def test_listing_pages_sources_with_counts_and_time_ranges(ds: Memory, ns: str) 
     nodes = ds.storage.source_nodes(ns, "c-a")
     per_level: dict[str, int] = {}
     for n in nodes:
-        per_level[str(n.level)] = per_level.get(str(n.level), 0) + 1
+        if n.level >= 1:  # lines (level 0) are not listed
+            per_level[str(n.level)] = per_level.get(str(n.level), 0) + 1
     assert a.source_type == "conversation" and a.message_count == 60 and b.message_count == 3
     assert a.node_counts == per_level and per_level.get("2", 0) >= 1
     assert a.start_time == start and a.end_time == msgs[-1].created_at

@@ -40,6 +40,7 @@ TOOLS = {
     "expand",
     "find",
     "stats",
+    "outline",
     "forget",
     "context",
     "core_get",

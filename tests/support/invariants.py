@@ -16,9 +16,12 @@ def check_tree(
 
     Each L(n+1) has exactly `fan_out` children, contiguous nodes of level n in order, each pointing back; only
     sealed nodes have parents; no node has two parents; positions run 0.. per level; L1 chunks have at most
-    `chunk_size` tokens and consecutive chunks share exactly `overlap` tokens of the stream.
+    `chunk_size` tokens and consecutive chunks share exactly `overlap` tokens of the stream. The lines (level 0)
+    are checked by `check_lines` and not counted.
     """
+    check_lines(nodes)
     by_id = {n.id: n for n in nodes}
+    nodes = [n for n in nodes if n.level >= 1]
     levels: dict[int, list[MemoryNode]] = defaultdict(list)
     for n in nodes:
         levels[n.level].append(n)
@@ -56,3 +59,21 @@ def check_tree(
             f"L{lvl} not rolled up"
         )
     return {lvl: len(ns) for lvl, ns in levels.items()}
+
+
+def check_lines(nodes: list[MemoryNode]) -> list[MemoryNode]:
+    """Assert the lines' invariants among a source's nodes (level 0: one message's lead each), and return them in
+    position order: positions run 0..; each has one message, no children, and a parent chunk (level 1, among
+    `nodes`) holding its message; at most one line per message; lines follow the messages' order."""
+    by_id = {n.id: n for n in nodes}
+    lines = sorted((n for n in nodes if n.level == 0), key=lambda n: n.position)
+    assert [n.position for n in lines] == list(range(len(lines))), "line positions have gaps"
+    for line in lines:
+        assert len(line.message_ids) == 1 and not line.children and line.text.strip(), line
+        parent = by_id.get(line.parent_id or "")
+        assert parent is not None and parent.level == 1, f"{line.id} has no chunk above it"
+        assert line.message_ids[0] in parent.message_ids, f"{line.id}'s chunk does not hold its message"
+    messages = [line.message_ids[0] for line in lines]
+    assert len(set(messages)) == len(messages), "a message has two lines"
+    assert [n.tok_start for n in lines] == sorted(n.tok_start for n in lines), "lines out of message order"
+    return lines

@@ -341,3 +341,24 @@ def test_a_server_without_auth_needs_no_token(browser, tmp_path: Path, embedder)
         tab.context.close()
     finally:
         server.stop()
+
+
+def test_a_conversations_outline_shows_its_lines_under_dates_and_focuses_on_a_query(tab: Page) -> None:
+    """Issue 25, item 1: the outline view (GET /conversations/{id}/outline) from the conversation's page."""
+    page = open_long_conversation(tab)
+    page.click("#outline-link")
+    page.wait_for_selector(".outline-lines li")
+    assert page.locator(".outline-date").all_inner_texts() == ["2024-01-01"]
+    first = page.locator(".outline-lines li").first
+    assert first.get_attribute("data-message-id") == "m-0" and first.inner_text().startswith("Ann: About garden")
+    meta = page.locator("#outline-meta").inner_text()
+    assert "of 180 lines" in meta and "left out" in meta  # 180 lines do not fit the default 2000 tokens
+    page.fill("#outline-query", "the cello string snapped")
+    page.fill("#outline-budget", "80")
+    page.click("#outline-submit")
+    page.wait_for_function("() => location.hash.includes('query=')")
+    page.wait_for_selector(".outline-lines li .score")
+    texts = page.locator(".outline-lines li").all_inner_texts()
+    assert 0 < len(texts) < 10 and any("cello string snapped" in t for t in texts)
+    ids = page.locator(".outline-lines li").evaluate_all("rows => rows.map(r => Number(r.dataset.messageId.slice(2)))")
+    assert ids == sorted(ids)  # still oldest first

@@ -528,7 +528,7 @@ class PineconeStorage:
     # ------------------------------------------------------------------ search
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
         """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)] (a filtered query)."""
-        conds: list[dict[str, Any]] = [{"kind": "node"}]
+        conds: list[dict[str, Any]] = [{"kind": "node"}, {"level": {"$gte": 1}}]  # lines (level 0) never
         if flt is not None:
             lo = flt.level if flt.level is not None else flt.min_level
             hi = flt.level if flt.level is not None else flt.max_level

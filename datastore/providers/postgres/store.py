@@ -260,9 +260,10 @@ def _message_where(flt: DeleteFilter | None, where: list[str], args: list[Any]) 
 
 
 def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
-    """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store."""
+    """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store. Always
+    `level >= 1` (a literal, so the partial HNSW index applies): lines (level 0) are never search results."""
     if flt is None:
-        return "", {}
+        return " AND level >= 1", {}
     lo = flt.level if flt.level is not None else flt.min_level
     hi = flt.level if flt.level is not None else flt.max_level
     parts = {
@@ -277,7 +278,8 @@ def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
         "end": ("start_time <= %(end)s", utc(flt.end_date)),
     }
     given = {k: (sql, v) for k, (sql, v) in parts.items() if v is not None}
-    return "".join(f" AND {sql}" for sql, _ in given.values()), {k: v for k, (_, v) in given.items()}
+    where = " AND level >= 1" + "".join(f" AND {sql}" for sql, _ in given.values())
+    return where, {k: v for k, (_, v) in given.items()}
 
 
 class _Pool(ConnectionPool):

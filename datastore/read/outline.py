@@ -1,0 +1,320 @@
+"""Lines and the outline of a conversation: what was said, message by message, in its own words, under its dates.
+
+**A line** is one message's informative lead (services/lines.py: its first sentence that is not filler, and for a
+long message the sentence that states its point), with its own embedding, speaker, time, message id and
+conversation. Lines are made by the `TreeBuilder` (datastore/write/build.py) for the messages a write newly
+covers with chunks, embedded in the chunks' embedding call and committed in the chunks' WriteBatch, by every
+writer: the inline remember and the late-message insertion (datastore/write/remember.py), the background chunk
+step (datastore/indexing/steps.py) and the rebuild after a delete (datastore/write/delete.py), which reuses the
+line (id and vector) of a kept message whose lead is unchanged.
+
+**Why lines are nodes** (the design choice, weighed against a record kind of their own with a table and a
+capability on every provider): a line is stored as a `MemoryNode` of **level 0**, below the chunks: `parent_id`
+the first chunk holding its message, `message_ids` that message, `start_time`/`end_time` its time,
+`tok_start`/`tok_end` its span in the token stream, position 0, 1, 2... in message order. So every provider's
+node storage, vectors, transactional `commit`, `replace`/`delete_source`/`delete_namespace`, export and import
+(datastore/portability/dump.py) and migrate (migrate.py) carry lines with no code of their own: one path for
+nodes, lines included, and the least provider code. What a record kind would have cost: a table (SQLite,
+PostgreSQL) or a record family (Pinecone) per provider, in their commit, deletes, counts, export, import and
+migrate, three times. What level 0 costs instead, all of it a rule in one place each:
+- searches never return lines: the local store keeps level 0 out of its in-memory indexes (caches.py), the
+  PostgreSQL store always filters `level >= 1` (with its HNSW index partial on it, migration 007) and the
+  Pinecone store `level >= 1`; `QueryFilter.level` stays >= 1 for callers;
+- the roll-up never groups lines (`Frontier.from_nodes` leaves level 0 out of `pending`; a line always has a
+  parent, so it is never a root nor part of `Storage.unrolled`);
+- listings and stats count levels 1 and up; `Storage.counts` and `/health` show `L0` (the lines) as they are;
+- the forgetting policy, visits, pins, sessions and the context block read level 1 and up, as before.
+
+**Reading lines** needs no search capability: a conversation's lines are read with `Storage.source_nodes(level=0)`
+and their vectors with `Storage.get_vectors`, and ranked here, over that one conversation (a few thousand lines at
+most: one matrix product), the same way on every provider. A query ranks them `hybrid` as /query does
+(datastore/read/ranking.py `fuse`: BM25 over the lines' `speaker: text`, from the local store's own `TextIndex`,
+fused with their cosines, TEXT_WEIGHT), or by cosine alone when only a vector is given. A fork's outline holds its
+own lines and those under its ancestors' chunks that it sees (datastore/read/lineage.py).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+import numpy as np
+
+from datastore.indexes.text import TextIndex
+from datastore.read.lineage import lineage
+from datastore.read.ranking import POOL, TEXT_WEIGHT, fuse
+from datastore.storage import Storage
+from models.memory import MemoryNode
+from models.outline import UNDATED, OutlineDay, OutlineLine, OutlineResponse
+from models.time import utc
+from services.embedding import Embedder
+from services.errors import NotFoundError
+from services.lines import spoken
+from services.terms import text_terms
+from services.tokens import count_tokens
+from services.tree import embedded_text
+
+
+@dataclass(frozen=True)
+class Line:
+    """One line of a conversation (see the module docstring).
+
+    id: the level-0 node's id. conversation_id: the source holding its message (an ancestor's, for a fork's
+    inherited line). position: its index among that source's lines (message order). created_at: the message's
+    time (None: untimed). text: the lead (and point). score: closeness to the query (`lines`: hybrid fusion in
+    [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. tokens: cl100k tokens of
+    `text`."""
+
+    id: str
+    message_id: str
+    conversation_id: str
+    speaker: str
+    created_at: datetime | None
+    text: str
+    position: int
+    tokens: int
+    score: float | None = None
+
+    @classmethod
+    def of(cls, node: MemoryNode, score: float | None = None) -> Line:
+        """The Line of a level-0 node."""
+        return cls(
+            id=node.id,
+            message_id=node.message_ids[0] if node.message_ids else "",
+            conversation_id=node.source_id,
+            speaker=node.speakers[0] if node.speakers else "",
+            created_at=utc(node.start_time),
+            text=node.text,
+            position=node.position,
+            tokens=node.token_count or count_tokens(node.text),
+            score=score,
+        )
+
+
+def day_of(line: Line) -> str:
+    """The date a line is grouped under: YYYY-MM-DD (UTC) of its message, or UNDATED."""
+    return line.created_at.date().isoformat() if line.created_at is not None else UNDATED
+
+
+def render_line(line: Line) -> str:
+    """`speaker: text`, as the outline shows a line (services/lines.spoken)."""
+    return spoken(line.speaker, line.text)
+
+
+@dataclass
+class _Loaded:
+    """A conversation's lines as of `versions` (its lineage's source versions), with what ranking them needs,
+    made on first use: their vectors (rows of `matrix`, for the lines at `with_vector`) and a BM25 index."""
+
+    versions: tuple[tuple[str, int], ...]
+    nodes: list[MemoryNode]
+    matrix: np.ndarray | None = None
+    with_vector: list[int] | None = None
+    text: TextIndex | None = None
+    lock: threading.Lock = field(default_factory=threading.Lock)  # a TextIndex is not thread-safe
+
+
+class Outline:
+    """The lines of a conversation, ranked or not, and its outline for people.
+
+    storage: reads the conversation's lines (`source_nodes(level=0)`), their vectors (`get_vectors`) and its
+    source row. embedder: the query's embedding (`outline` with a query). A conversation's lines, vectors and
+    BM25 index are kept for the last CACHED conversations read, each as of its sources' versions (bumped by
+    every commit, so a write of any process is seen at the next read: one source-row read per call).
+    """
+
+    CACHED = 16
+
+    def __init__(self, storage: Storage, embedder: Embedder) -> None:
+        self.storage = storage
+        self.embedder = embedder
+        self._cache: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
+        self._guard = threading.Lock()
+
+    def nodes(self, ns: str, conversation_id: str) -> list[MemoryNode]:
+        """Every line node the conversation sees, oldest first (a fork's inherited lines before its own); [] for
+        an unknown conversation."""
+        return list(self._load(ns, conversation_id).nodes)
+
+    def _load(self, ns: str, conversation_id: str) -> _Loaded:
+        """The conversation's lines as stored now (from the cache when its sources' versions are unchanged)."""
+        seen = lineage(self.storage, ns, conversation_id)
+        versions = tuple((sid, src.version if (src := self.storage.get_source(ns, sid)) else -1) for sid, _ in seen)
+        key = (ns, conversation_id)
+        with self._guard:
+            hit = self._cache.get(key)
+            if hit is not None and hit.versions == versions:
+                self._cache.move_to_end(key)
+                return hit
+        out: list[MemoryNode] = []
+        for sid, visible in reversed(seen):
+            for n in self.storage.source_nodes(ns, sid, level=0):
+                if visible is None or n.parent_id in visible:
+                    out.append(n)
+        loaded = _Loaded(versions, out)
+        with self._guard:
+            self._cache[key] = loaded
+            self._cache.move_to_end(key)
+            while len(self._cache) > self.CACHED:
+                self._cache.popitem(last=False)
+        return loaded
+
+    def lines(
+        self,
+        ns: str,
+        conversation_id: str,
+        query_vector: np.ndarray | None = None,
+        top_k: int | None = None,
+        query_text: str | None = None,
+    ) -> list[Line]:
+        """The conversation's lines, oldest first (message order), each with its speaker, created_at, text,
+        message_id and score; [] for an unknown conversation or one without lines (never raises for it).
+
+        query_vector (float32, (dimension,), L2-normalised: `embedder.embed([query])[0]`): only the `top_k`
+        lines closest to it over the whole conversation (all lines when top_k is None), still returned oldest
+        first, each with its `score`: with `query_text` too, the hybrid fusion of /query (BM25 over the lines
+        and cosine, datastore/read/ranking.py `fuse`, in [0, 1]); without it, the cosine. Without a
+        query_vector: every line (the first `top_k` when given), score None. Ties keep message order.
+        What h5b's /context block calls for the course of a conversation (overview questions, the timeline)."""
+        loaded = self._load(ns, conversation_id)
+        nodes = loaded.nodes
+        if query_vector is None:
+            return [Line.of(n) for n in (nodes if top_k is None else nodes[: max(0, top_k)])]
+        k = len(nodes) if top_k is None else max(0, min(top_k, len(nodes)))
+        if not nodes or k == 0:
+            return []
+        with loaded.lock:
+            scores = self._scores(ns, loaded, np.asarray(query_vector, dtype=np.float32), query_text, k)
+        best = sorted(scores, key=lambda i: -scores[i])[:k]
+        return [Line.of(nodes[i], scores[i]) for i in sorted(best)]
+
+    def _scores(self, ns: str, loaded: _Loaded, q: np.ndarray, text: str | None, top_k: int) -> dict[int, float]:
+        """{index in `loaded.nodes`: score} of at least the top_k lines: cosine, or the hybrid fusion with `text`."""
+        nodes = loaded.nodes
+        if loaded.matrix is None or loaded.with_vector is None:
+            vectors = self.storage.get_vectors(ns, [n.id for n in nodes])
+            have = [i for i, n in enumerate(nodes) if n.id in vectors]
+            dim = len(q)
+            rows = [vectors[nodes[i].id] for i in have]
+            loaded.matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
+            loaded.with_vector = have
+        if not loaded.with_vector:
+            return {}
+        cosines = loaded.matrix @ q
+        cosine = {i: float(c) for i, c in zip(loaded.with_vector, cosines.tolist(), strict=True)}
+        terms = text_terms(text) if text else []
+        if not terms:
+            return cosine
+        if loaded.text is None:
+            index = TextIndex()
+            nan = np.full(len(nodes), np.nan)
+            index.add(
+                np.arange(len(nodes), dtype=np.int64),
+                [embedded_text(n) for n in nodes],
+                np.zeros(len(nodes), dtype=np.int16),
+                nan,
+                nan,
+            )
+            loaded.text = index
+        pool = max(POOL, top_k)
+        text_rows, bm25s = loaded.text.search(terms, pool)
+        dense_pool = sorted(cosine, key=lambda i: -cosine[i])[:pool]
+        pooled = {i: cosine[i] for i in dense_pool}
+        pooled.update((int(r), cosine[int(r)]) for r in text_rows.tolist() if int(r) in cosine)
+        bm25 = {int(r): float(s) for r, s in zip(text_rows.tolist(), bm25s.tolist(), strict=True) if int(r) in cosine}
+        fused = dict(fuse(pooled, bm25, TEXT_WEIGHT, top_k))
+        rest = {i: 0.0 for i in cosine if i not in fused}  # outside both pools: after every pooled line
+        return fused | rest
+
+    def outline(
+        self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
+    ) -> OutlineResponse:
+        """The conversation's outline: its lines grouped under their dates (UTC; untimed ones under
+        'undated'), oldest first, rendered `[date]` then `speaker: line` per line, at most `budget_tokens`
+        tokens (cl100k) of `text`. Without `query`: the lines from the oldest while they fit. With `query`:
+        the lines closest to it (hybrid), best first while they fit, then shown oldest first. Raises
+        NotFoundError (field `conversation_id`) for a conversation the namespace does not hold (a document
+        is not a conversation)."""
+        src = self.storage.get_source(ns, conversation_id)
+        if src is None or src.source_type != "conversation":
+            raise NotFoundError(f"no conversation with id {conversation_id!r}", "conversation_id")
+        title = src.metadata.get("title")
+        every = self.lines(ns, conversation_id)
+        order = {line.id: i for i, line in enumerate(every)}
+        if query is None:
+            shown = _fit(every, budget_tokens, order, stop=True)
+        else:
+            vector = self.embedder.embed([query])[0]
+            scored = self.lines(ns, conversation_id, vector, None, query)
+            ranked = sorted(scored, key=lambda line: (-(line.score or 0.0), order[line.id]))
+            shown = _fit(ranked, budget_tokens, order, stop=False)
+        text = render(shown)
+        return OutlineResponse(
+            conversation_id=conversation_id,
+            title=title if isinstance(title, str) else None,
+            query=query,
+            total_lines=len(every),
+            omitted=len(every) - len(shown),
+            tokens=count_tokens(text) if text else 0,
+            days=_days(shown),
+            text=text,
+        )
+
+
+def _days(lines: Sequence[Line]) -> list[OutlineDay]:
+    """The lines grouped under their dates, in the lines' order (a date seen again opens a new group)."""
+    days: list[OutlineDay] = []
+    for line in lines:
+        day = day_of(line)
+        if not days or days[-1].date != day:
+            days.append(OutlineDay(date=day, lines=[]))
+        days[-1].lines.append(
+            OutlineLine(
+                id=line.id,
+                message_id=line.message_id,
+                speaker=line.speaker,
+                created_at=line.created_at,
+                text=line.text,
+                score=line.score,
+            )
+        )
+    return days
+
+
+def render(lines: Sequence[Line]) -> str:
+    """`[YYYY-MM-DD]` (or `[undated]`) before each run of lines of one date, then `speaker: text` per line."""
+    out: list[str] = []
+    day = None
+    for line in lines:
+        if day_of(line) != day:
+            day = day_of(line)
+            out.append(f"[{day}]")
+        out.append(render_line(line))
+    return "\n".join(out)
+
+
+def _fit(ranked: Sequence[Line], budget_tokens: int, order: dict[str, int], stop: bool) -> list[Line]:
+    """The lines of `ranked`, in its order, taken while the outline rendered in message order (`order`: a line's
+    index there) fits `budget_tokens`, returned in message order. `stop`: the first line that does not fit ends
+    it (a chronology without gaps); else it is skipped and a shorter later one may still fit. Counted per line
+    with its date line, then checked exactly on the rendered text."""
+    chosen: list[Line] = []
+    days: set[str] = set()
+    used = 0
+    for line in ranked:
+        cost = count_tokens(render_line(line)) + 1
+        day = day_of(line)
+        extra = 0 if day in days else count_tokens(f"[{day}]") + 1
+        if used + cost + extra > budget_tokens:
+            if stop:
+                break
+            continue
+        chosen.append(line)
+        days.add(day)
+        used += cost + extra
+    while chosen and count_tokens(render(sorted(chosen, key=lambda line: order[line.id]))) > budget_tokens:
+        chosen.pop()
+    return sorted(chosen, key=lambda line: order[line.id])

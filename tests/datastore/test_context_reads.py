@@ -1,0 +1,284 @@
+"""A context block that reads right (issue 25, item 4), on the real SQLite store, MiniLM embedder and extractive
+summariser: each line under the day it was said, another conversation named on its date line, no line that is
+only an elision mark, `[undated]` above memories with no time, a message without a time dated when it came in,
+no line in two sections, and a preference said to be one."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime, timedelta
+
+from datastore.context.assemble import asks_overview, asks_what_user_said, overview_topic
+from datastore.memory import Memory
+from models.api import Document, DocumentMetadata, Message, RememberRequest
+from models.context import ContextRequest
+from services.excerpts import ELISION
+from tests.support.synthetic import LONG_NOW, LONG_T0, long_conversation
+
+DATE_LINE = re.compile(r"^\[(\d{4}-\d{2}-\d{2})[^\]]*\]$")
+
+
+def _dated_lines(block: str) -> list[tuple[str | None, str]]:
+    """(the date of the date line above it, line) for every line of the block's memory sections."""
+    out: list[tuple[str | None, str]] = []
+    day: str | None = None
+    for line in block.split("\n"):
+        if line.startswith("## "):
+            day = None
+            continue
+        m = DATE_LINE.match(line)
+        if m:
+            day = m.group(1)
+        elif line.strip():
+            out.append((day, line))
+    return out
+
+
+def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(store: Memory) -> None:
+    # three days a chunk: a chunk of this conversation spans days (one span date line before)
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    said = {m.content: m.created_at for m in long_conversation()}
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            query="Which cousin joined the trip to Oslo, and the kayaking?",
+            now=LONG_NOW,
+            recent=False,
+            budget_tokens=800,
+        ),
+    )
+    assert not [ln for ln in res.context.split("\n") if DATE_LINE.match(ln) and " to " in ln]
+    checked = 0
+    for day, line in _dated_lines(res.context):
+        content = line.split(": ", 1)[-1]
+        if content in said:
+            when = said[content]
+            assert when is not None and day == f"{when:%Y-%m-%d}", (day, line)
+            checked += 1
+    assert checked >= 3
+    spans = [i for s in res.sections for i in s.items if i.kind == "chunk"]
+    assert any(i.start_time and i.end_time and i.start_time.date() != i.end_time.date() for i in spans)
+
+
+def test_a_memory_from_another_conversation_names_it_on_its_date_line(store: Memory) -> None:
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="trip",
+            title="Trip to Lisbon",
+            messages=[
+                Message(id="t1", speaker="Ann", content="We land in Lisbon on 3 June.", created_at=LONG_T0),
+                Message(id="t2", speaker="Bo", content="I booked the tram tour for you.", created_at=LONG_T0),
+            ],
+        ),
+    )
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="pets",
+            messages=[Message(id="p1", speaker="Ann", content="My cat Miso hates the vacuum.", created_at=LONG_T0)],
+        ),
+    )
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="today",
+            messages=[Message(id="n1", speaker="Ann", content="Hello again!", created_at=LONG_NOW)],
+        ),
+    )
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="today", query="When do we land in Lisbon, and what about Miso the cat?", now=LONG_NOW
+        ),
+    )
+    lines = res.context.split("\n")
+    lisbon = lines.index("Ann: We land in Lisbon on 3 June.")
+    assert lines[lisbon - 1] == "[2024-03-01, 3 months ago, from “Trip to Lisbon”]"
+    miso = lines.index("Ann: My cat Miso hates the vacuum.")
+    assert lines[miso - 1] == "[2024-03-01, 3 months ago, from conversation pets]"
+    # the block's own conversation is not named
+    assert "[2024-06-01, just now]" in lines
+
+
+def test_no_line_is_only_an_elision_mark(store: Memory) -> None:
+    answer = "\n".join(
+        [
+            "The harbour crane was repaired by Ines in 1901 for twelve florins.",
+            "The copper kettle was painted by Tomasz in 1902, a detail noted in the ledger of the guild.",
+            "The night market was measured by Keiko in 1903 with a rope of forty metres.",
+            "An old lighthouse was photographed by Baraka in 1904 from the northern pier.",
+            "The glass atrium was sold by Lucia in 1905 to a merchant from the coast.",
+            "A rope bridge was inspected by Anders in 1906 after the spring floods.",
+            "The spice warehouse was moved by Mei in 1907 to the eastern quay.",
+        ]
+    )
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c",
+            messages=[
+                Message(id="q", speaker="Ann", content="Tell me the history of the harbour.", created_at=LONG_T0),
+                Message(id="a", speaker="assistant", content=answer, created_at=LONG_T0 + timedelta(minutes=1)),
+            ],
+        ),
+    )
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c",
+            query="Who repaired the harbour crane, and who moved the spice warehouse?",
+            now=LONG_NOW,
+            recent=False,
+            budget_tokens=120,
+        ),
+    )
+    shown = [i.text for s in res.sections for i in s.items]
+    assert any("Ines" in t and "Mei" in t for t in shown)  # two lines far apart in one excerpt
+    assert ELISION in res.context  # text was left out between them ...
+    assert not [ln for ln in res.context.split("\n") if ln.strip() == ELISION]  # ... and no line says only that
+
+
+def test_undated_memories_stand_under_undated(store: Memory) -> None:
+    store.writer.upsert("ns", [Document(id="guide", text="The ferry to Cacilhas leaves every twenty minutes.")])
+    store.writer.upsert(
+        "ns",
+        [
+            Document(
+                id="menu",
+                text="The ferry café serves grilled sardines on Fridays.",
+                metadata=DocumentMetadata(created_at=LONG_T0),
+            )
+        ],
+    )
+    res = store.context.assemble(
+        "ns", ContextRequest(query="How often does the ferry to Cacilhas leave, and what does its café serve?")
+    )
+    lines = res.context.split("\n")
+    ferry = next(k for k, ln in enumerate(lines) if "every twenty minutes" in ln)
+    assert lines[ferry - 1] == "[undated]"  # at the top of its section too
+    assert any(DATE_LINE.match(ln) for ln in lines)  # the dated document under its date
+
+
+def test_a_message_sent_without_a_time_takes_the_time_it_was_received(store: Memory) -> None:
+    before = datetime.now(UTC)
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c", messages=[Message(id="m1", speaker="Ann", content="Book the tram tour, please.")]
+        ),
+    )
+    after = datetime.now(UTC)
+    (stored,) = store.storage.messages("ns", "c")
+    assert stored.created_at is not None and before <= stored.created_at <= after
+    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=after + timedelta(hours=2))).context
+    assert f"[{stored.created_at:%Y-%m-%d}, 2 hours ago]\nAnn: Book the tram tour, please." in block
+    assert "[undated]" not in block
+
+
+def test_a_line_is_never_in_two_sections(store: Memory) -> None:
+    # short lines (under 30 characters) are what a summary keeps of short turns and a chunk shows whole
+    msgs: list[Message] = []
+    for d in range(24):
+        when = LONG_T0 + timedelta(days=d)
+        msgs += [
+            Message(id=f"{d}a", speaker="Ann", content=f"I visited pier {d}.", created_at=when),
+            Message(
+                id=f"{d}b",
+                speaker="Bo",
+                content=f"Lovely, was pier {d} busy with boats and gulls and fishermen?",
+                created_at=when + timedelta(minutes=1),
+            ),
+            Message(id=f"{d}c", speaker="Ann", content=f"Quiet at pier {d}.", created_at=when + timedelta(minutes=2)),
+        ]
+    store.writer.remember("ns", RememberRequest(conversation_id="c", messages=msgs))
+    for budget in (600, 1200, 2000):
+        res = store.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="c",
+                query="Which piers did I visit, in order?",
+                now=LONG_NOW,
+                recent=False,
+                budget_tokens=budget,
+            ),
+        )
+        where: dict[str, set[str]] = {}
+        for s in res.sections:
+            for item in s.items:
+                for line in item.text.split("\n"):
+                    if line.strip(ELISION + " ").strip():
+                        where.setdefault(line.strip(), set()).add(s.name)
+        twice = {ln: names for ln, names in where.items() if len(names) > 1}
+        assert not twice, (budget, twice)
+        assert len(where) > 10
+
+
+def test_a_preference_is_shown_as_a_preference(store: Memory) -> None:
+    store.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c",
+            messages=[
+                Message(id="m1", speaker="Ann", content="I prefer Bootstrap over Foundation.", created_at=LONG_T0),
+                Message(
+                    id="m2",
+                    speaker="Ann",
+                    content="From now on, always answer in French.",
+                    created_at=LONG_T0 + timedelta(minutes=1),
+                ),
+            ],
+        ),
+    )
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c", query="Which CSS framework should I use for the page?", now=LONG_NOW, recent=False
+        ),
+    )
+    kinds = {i.text: i.kind for i in res.sections[1].items}
+    assert kinds == {
+        "I prefer Bootstrap over Foundation.": "preference",
+        "From now on, always answer in French.": "instruction",
+    }
+
+
+def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(store: Memory) -> None:
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    res = store.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c1",
+            query="In what order did I bring up my trips to Oslo across our conversations?",
+            now=LONG_NOW,
+            recent=False,
+            budget_tokens=600,
+        ),
+    )
+    timeline = res.sections[4]
+    lines = [i for i in timeline.items if i.kind == "line"]
+    assert len(lines) >= 4
+    times = [i.start_time for i in lines]
+    assert times == sorted(t for t in times if t is not None)  # oldest first
+    assert all(i.speaker in ("Ann", "Bo") and i.text.startswith(f"{i.speaker}: ") for i in lines)
+    oslo = [i for s in res.sections for i in s.items if "Oslo" in i.text]
+    assert len(oslo) >= 3  # days 2, 12 and 22
+    for day, line in _dated_lines(res.context.split("## Timeline")[1]):
+        match = next(i for i in lines if i.text == line)
+        assert match.start_time is not None and day == f"{match.start_time:%Y-%m-%d}"
+
+
+def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None:
+    q = (
+        "Can you walk me through the order in which I brought up different aspects of using AI in our hiring "
+        "process across our conversations, in order? Mention ONLY and ONLY six items."
+    )
+    assert asks_overview(q) and asks_what_user_said(q)
+    topic = overview_topic(q)
+    assert "aspects of using AI in our hiring process" in topic
+    assert not any(w in topic.lower() for w in ("order", "walk me", "conversations", "mention", "only"))
+    assert asks_overview("How many different book series have I mentioned?")
+    assert asks_overview("What did we decide across our conversations about the budget?")
+    assert not asks_what_user_said("Summarise how the ledgers went") and not asks_overview("Where is Miso?")
+    assert overview_topic("Give me a summary") == "Give me a summary"  # nothing left: the question itself

@@ -1,0 +1,74 @@
+"""A conversation's outline (issue 25, item 1): GET /conversations/{id}/outline and the MCP tool `outline` (through
+the real MCP SDK client), on the real app, store and embedder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from datastore.memory import Memory
+from models.api import RememberRequest
+from tests.server.test_api import is_error
+from tests.server.test_mcp import data, error_text, mcp_client, serving
+from tests.support.settings import AUTH, TOKEN, make_settings
+from tests.support.synthetic import long_conversation
+
+
+def seed(store: Memory, ns: str = "default") -> None:
+    store.writer.remember(ns, RememberRequest(conversation_id="trips", messages=long_conversation(8), title="Trips"))
+
+
+async def test_the_outline_lists_dated_lines_oldest_first_cut_at_the_budget(client, store) -> None:
+    seed(store)
+    r = await client.get("/conversations/trips/outline?budget_tokens=100000", headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and body["title"] == "Trips" and body["omitted"] == 0
+    days = body["days"]
+    assert [d["date"] for d in days] == sorted(d["date"] for d in days) and days[0]["date"] == "2024-03-01"
+    first = days[0]["lines"]
+    assert [ln["message_id"] for ln in first] == ["d0a", "d0b", "d0c"] and first[0]["speaker"] == "Ann"
+    assert body["text"].startswith("[2024-03-01]\nAnn: On day 0 I planned a trip to Lisbon")
+    times = [ln["created_at"] for d in days for ln in d["lines"]]
+    assert times == sorted(times) and all(ln["score"] is None for d in days for ln in d["lines"])
+
+    r = await client.get("/conversations/trips/outline?budget_tokens=80", headers=AUTH)
+    cut = await r.get_json()
+    assert cut["tokens"] <= 80 and cut["omitted"] > 0 and body["text"].startswith(cut["text"])
+
+    r = await client.get("/conversations/trips/outline?query=the%20trip%20to%20Oslo&budget_tokens=80", headers=AUTH)
+    focused = await r.get_json()
+    shown = [ln for d in focused["days"] for ln in d["lines"]]
+    assert focused["query"] == "the trip to Oslo" and focused["tokens"] <= 80
+    assert "d2a" in {ln["message_id"] for ln in shown}  # day 2: "a trip to Oslo"
+    assert [ln["created_at"] for ln in shown] == sorted(ln["created_at"] for ln in shown)
+    assert all(ln["score"] is not None for ln in shown)
+
+
+async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_checked(client, store) -> None:
+    seed(store, "team-a")
+    r = await client.get("/conversations/trips/outline", headers=AUTH)  # another namespace's: not found
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found")
+    r = await client.get("/conversations/nope/outline?namespace=team-a", headers=AUTH)
+    assert r.status_code == 404 and is_error(await r.get_json(), "not_found")
+    r = await client.get("/conversations/trips/outline?namespace=team-a&budget_tokens=5", headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "budget_tokens")
+    r = await client.get("/conversations/trips/outline?namespace=team-a&colour=red", headers=AUTH)
+    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "colour")
+    r = await client.get("/conversations/trips/outline?namespace=team-a", headers=AUTH)
+    assert r.status_code == 200 and (await r.get_json())["total_lines"] == 24
+
+
+async def test_the_outline_tool_over_mcp(tmp_path: Path, store: Memory) -> None:
+    seed(store)
+    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+        tools = {t.name: t for t in (await client.list_tools()).tools}
+        assert tools["outline"].output_schema and tools["outline"].annotations.read_only_hint  # type: ignore[union-attr]
+        got = data(await client.call_tool("outline", {"conversation_id": "trips", "budget_tokens": 100000}))
+        assert got["total_lines"] == 24 and got["days"][0]["lines"][0]["message_id"] == "d0a"
+        focused = data(
+            await client.call_tool("outline", {"conversation_id": "trips", "query": "Oslo", "budget_tokens": 60})
+        )
+        assert focused["tokens"] <= 60 and "Oslo" in focused["text"]
+        assert "conversation_id" in error_text(await client.call_tool("outline", {"conversation_id": "nope"}))
+        assert "budget_tokens" in error_text(
+            await client.call_tool("outline", {"conversation_id": "trips", "budget_tokens": 1})
+        )

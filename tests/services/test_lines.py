@@ -1,0 +1,89 @@
+"""services/lines.py: a message's informative lead (and a long message's point), filler left out."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.lines import MAX_LINE_TOKENS, SEPARATOR, is_filler, lead_lines, line_text, sentences
+from services.tokens import count_tokens
+
+NAMES = {"Caroline", "Melanie"}
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "Thanks, Caroline!",
+        "Cool, thanks Mel!",  # a short form of a speaker's name
+        "Thanks, Mell!",
+        "Wow, Caroline!",
+        "Sure!",
+        "Great question.",
+        "Sounds great!",
+        "How about you?",
+        "That's awesome, I'm so happy for you!",
+        "Hey Mel!",
+        "Take care of yourself.",
+        "Thanks for the tip, Caroline.",  # one content word, short and common: says nothing
+        "Long time no see!",
+    ],
+)
+def test_filler_says_nothing(sentence: str) -> None:
+    assert is_filler(sentence, NAMES)
+
+
+@pytest.mark.parametrize(
+    "sentence",
+    [
+        "I'm vegetarian, keep that in mind.",  # one content word, specific
+        "I went to a LGBTQ support group yesterday.",
+        "My flight lands at 9.",  # a number
+        "We met Oscar.",  # a name inside the sentence
+        "Researching adoption agencies.",
+    ],
+)
+def test_a_sentence_that_informs_is_not_filler(sentence: str) -> None:
+    assert not is_filler(sentence, NAMES)
+
+
+def test_the_lead_is_the_first_sentence_that_is_not_filler() -> None:
+    assert line_text("Hey Mel! Thanks! I went to a support group yesterday. It was great.", NAMES) == (
+        "I went to a support group yesterday."
+    )
+    assert line_text("Sure! Here is how you set up a virtual environment in Python.") == (
+        "Here is how you set up a virtual environment in Python."
+    )
+    assert line_text("Thanks, Caroline! Sounds great.", NAMES) is None  # nothing but filler: no line
+    assert line_text("```\nprint(1)\n```") is None  # code is no one's lead
+
+
+def test_a_long_message_adds_the_sentence_that_states_its_point() -> None:
+    answer = (
+        "Sure! Let's look at your options for the database. "
+        "PostgreSQL offers mature replication, rich indexing and strong consistency for relational data. "
+        "SQLite is a single file, needs no server and suits small embedded apps with one writer. "
+        "MongoDB stores documents and scales out, but joins across collections are awkward. "
+        "Cassandra handles huge write volumes across data centres at the cost of flexible queries. "
+        "In short, PostgreSQL suits your relational data best, with replication for the read load. "
+        "Let me know if you want a migration plan."
+    )
+    lines = lead_lines(answer)
+    assert lines == [
+        "Let's look at your options for the database.",
+        "In short, PostgreSQL suits your relational data best, with replication for the read load.",
+    ]
+    assert line_text(answer) == SEPARATOR.join(lines)
+    assert lead_lines("Short one. With two sentences. And a third one here.") == ["Short one."]
+
+
+def test_a_long_sentence_is_cut_at_a_word() -> None:
+    long = "I planted " + ", ".join(f"a row of tomatoes number {i}" for i in range(60)) + "."
+    (line,) = lead_lines(long)
+    assert line.endswith("…") and count_tokens(line) <= MAX_LINE_TOKENS + 1
+    assert long.startswith(line[:-1].rstrip())
+
+
+def test_sentences_are_the_prose_sentences_and_list_items() -> None:
+    text = "First point here. Second one?\n- an **item**\n2. `another` one\n```\ncode()\n```"
+    assert sentences(text) == ["First point here.", "Second one?", "an item", "another one"]  # markdown dropped
+    assert is_filler("That sounds like a solid plan.") and not is_filler("That sounds like a plan to visit Kyoto.")
