@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -99,7 +100,7 @@ def compare(name: str, sessions: list[list[Message]], embedder: LocalEmbedder, r
 
     out: dict = {"messages": sum(len(s) for s in sessions)}
     for key in ("ingest_s", "embed_s", "texts", "tokens", "lines", "chunks"):
-        out[key] = (median(False, key), median(True, key))
+        out[key] = (round(median(False, key), 1), round(median(True, key), 1))
     return out
 
 
@@ -159,7 +160,7 @@ def main(argv: list[str] | None = None) -> None:
             rows[name] = compare(name, load(), embedder, args.rounds)
     finally:
         embedder.close()
-    text = markdown(rows, "python -m bench.lines_cost " + " ".join(argv or []))
+    text = markdown(rows, "python -m bench.lines_cost " + " ".join(sys.argv[1:] if argv is None else argv))
     print(text)
     if args.write_results:
         common.write_section(SECTION, text)

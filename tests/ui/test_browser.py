@@ -7,6 +7,7 @@ fixture fails a test on any uncaught page error or any request leaving the serve
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import httpx
@@ -352,7 +353,8 @@ def test_a_conversations_outline_shows_its_lines_under_dates_and_focuses_on_a_qu
     first = page.locator(".outline-lines li").first
     assert first.get_attribute("data-message-id") == "m-0" and first.inner_text().startswith("Ann: About garden")
     meta = page.locator("#outline-meta").inner_text()
-    assert "of 180 lines" in meta and "left out" in meta  # 180 lines do not fit the default 2000 tokens
+    shown, total = map(int, re.findall(r"(\d+) of (\d+) lines", meta)[0])
+    assert 0 < shown < total and "left out" in meta  # ~180 lines (a test may delete one) overrun 2000 tokens
     page.fill("#outline-query", "the cello string snapped")
     page.fill("#outline-budget", "80")
     page.click("#outline-submit")
