@@ -17,9 +17,9 @@ node storage, vectors, transactional `commit`, `replace`/`delete_source`/`delete
 nodes, lines included, and the least provider code. What a record kind would have cost: a table (SQLite,
 PostgreSQL) or a record family (Pinecone) per provider, in their commit, deletes, counts, export, import and
 migrate, three times. What level 0 costs instead, all of it a rule in one place each:
-- searches never return lines: the local store keeps level 0 out of its in-memory indexes (caches.py), the
-  PostgreSQL store always filters `level >= 1` (with its HNSW index partial on it, migration 007) and the
-  Pinecone store `level >= 1`; `QueryFilter.level` stays >= 1 for callers;
+- searches never return lines: the search indexes above the providers leave level 0 out when they load
+  (datastore/indexes/namespaces.py), and a provider's own `search_vector` filters `level >= 1`;
+  `QueryFilter.level` stays >= 1 for callers;
 - the roll-up never groups lines (`Frontier.from_nodes` leaves level 0 out of `pending`; a line always has a
   parent, so it is never a root nor part of `Storage.unrolled`);
 - listings and stats count levels 1 and up; `Storage.counts` and `/health` show `L0` (the lines) as they are;
