@@ -28,9 +28,9 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[Memory]:
-    ds = open_memory(settings, embedder, ExtractiveSummariser())
-    yield ds
-    ds.close()
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    yield memory
+    memory.close()
 
 
 @pytest.fixture

@@ -74,17 +74,17 @@ def open_store(provider_settings: Settings, embedder: LocalEmbedder) -> Iterator
 
     def _open(embedder_: object | None = None, **overrides: object) -> Memory:
         settings = provider_settings.model_copy(update=overrides)
-        ds = open_memory(settings, embedder_ or embedder, ExtractiveSummariser())  # type: ignore[arg-type]
-        opened.append(ds)
-        return ds
+        memory = open_memory(settings, embedder_ or embedder, ExtractiveSummariser())  # type: ignore[arg-type]
+        opened.append(memory)
+        return memory
 
     yield _open
-    for ds in opened:
-        ds.close()
+    for memory in opened:
+        memory.close()
 
 
 @pytest.fixture
-def ds(open_store: Callable[..., Memory]) -> Memory:
+def memory(open_store: Callable[..., Memory]) -> Memory:
     """An opened store of the parametrised provider with the real MiniLM embedder and extractive summariser."""
     return open_store()
 

@@ -358,31 +358,35 @@ def test_hybrid_scores_mean_the_same_from_query_to_query(filled: Memory) -> None
 # ---------------------------------------------------------------------------------------------- core memory
 @pytest.fixture
 def small_core(tmp_path: Path, embedder) -> Iterator[Memory]:
-    ds = open_memory(make_settings(tmp_path, core_max_tokens=20), embedder, ExtractiveSummariser())
-    yield ds
-    ds.close()
+    memory = open_memory(make_settings(tmp_path, core_max_tokens=20), embedder, ExtractiveSummariser())
+    yield memory
+    memory.close()
 
 
 def test_core_overflow_moves_the_least_important_oldest_entries_to_long_term(small_core: Memory) -> None:
-    ds = small_core
-    ds.core.put("ns", CorePutRequest(key="pet", value="a grey cat called Miso", importance=20))
-    ds.core.put("ns", CorePutRequest(key="car", value="an old red Volvo", importance=20))
-    ds.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
-    res = ds.core.put("ns", CorePutRequest(key="job", value="nurse in Porto", importance=50))
+    memory = small_core
+    memory.core.put("ns", CorePutRequest(key="pet", value="a grey cat called Miso", importance=20))
+    memory.core.put("ns", CorePutRequest(key="car", value="an old red Volvo", importance=20))
+    memory.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
+    res = memory.core.put("ns", CorePutRequest(key="job", value="nurse in Porto", importance=50))
     assert [e.key for e in res.moved_out] == ["pet"]  # least important, and the older of the two
-    assert res.tokens_used <= 20 and [e.key for e in ds.core.list_entries("ns").entries] == ["name", "job", "car"]
+    assert res.tokens_used <= 20 and [e.key for e in memory.core.list_entries("ns").entries] == ["name", "job", "car"]
     # moved out, still recallable: a document in long-term memory
-    hits = ds.reader.query("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])
+    hits = memory.reader.query(
+        "ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))]
+    )
     assert hits.results[0].results[0].document_id == core_document_id("pet")
     assert "pet: a grey cat called Miso" in hits.results[0].results[0].text
-    ctx = ds.context.assemble("ns", ContextRequest(query="what pet does Ann have?", min_score=0.0))
+    ctx = memory.context.assemble("ns", ContextRequest(query="what pet does Ann have?", min_score=0.0))
     assert "Miso" in ctx.sections[3].items[0].text and "pet" not in {i.id for i in ctx.sections[0].items}
     # deleting the key removes it everywhere, the moved-out copy included
-    assert ds.core.delete("ns", "pet").deleted_documents == 1
-    hits = ds.reader.query("ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))])
+    assert memory.core.delete("ns", "pet").deleted_documents == 1
+    hits = memory.reader.query(
+        "ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))]
+    )
     assert all("Miso" not in r.text for r in hits.results[0].results)
     with pytest.raises(NotFoundError):
-        ds.core.delete("ns", "pet")
+        memory.core.delete("ns", "pet")
 
 
 def test_core_value_over_the_budget_alone_is_refused_and_changes_nothing(small_core: Memory) -> None:

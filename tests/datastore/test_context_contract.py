@@ -14,15 +14,15 @@ from services.errors import UnsupportedError
 from tests.support.synthetic import long_conversation
 
 
-def test_neighbours_roots_and_context_on_every_provider(ds: Memory, ns: str) -> None:
-    ds.writer.remember(ns, RememberRequest(conversation_id="c1", messages=long_conversation(12)))
-    chunks = sorted((n for n in ds.storage.source_nodes(ns, "c1") if n.level == 1), key=lambda n: n.position)
-    before, after = ds.reader.neighbours(ns, chunks[2], 1)
+def test_neighbours_roots_and_context_on_every_provider(memory: Memory, ns: str) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c1", messages=long_conversation(12)))
+    chunks = sorted((n for n in memory.storage.source_nodes(ns, "c1") if n.level == 1), key=lambda n: n.position)
+    before, after = memory.reader.neighbours(ns, chunks[2], 1)
     assert [n.id for n in before + after] == [chunks[1].id, chunks[3].id]
-    roots = ds.storage.roots(ns, "c1", 10)
+    roots = memory.storage.roots(ns, "c1", 10)
     assert roots and all(n.parent_id is None for n in roots)
     assert [(n.level, n.position) for n in roots] == sorted(((n.level, n.position) for n in roots), reverse=True)
-    res = ds.context.assemble(
+    res = memory.context.assemble(
         ns,
         ContextRequest(
             conversation_id="c1", query="pottery in Kyoto", budget_tokens=900, now=datetime(2024, 6, 1, tzinfo=UTC)
@@ -31,17 +31,20 @@ def test_neighbours_roots_and_context_on_every_provider(ds: Memory, ns: str) -> 
     assert res.tokens_used <= 900 and res.sections[2].items and res.sections[3].items  # recent, relevant
 
 
-def test_core_memory_where_the_provider_stores_it(ds: Memory, ns: str) -> None:
-    if ds.name == "pinecone":  # no table to keep core entries in: a clear refusal, the context still works
+def test_core_memory_where_the_provider_stores_it(memory: Memory, ns: str) -> None:
+    if memory.name == "pinecone":  # no table to keep core entries in: a clear refusal, the context still works
         with pytest.raises(UnsupportedError):
-            ds.core.put(ns, CorePutRequest(key="name", value="Ann"))
-        assert ds.core.entries(ns) == []
+            memory.core.put(ns, CorePutRequest(key="name", value="Ann"))
+        assert memory.core.entries(ns) == []
         return
-    ds.core.put(ns, CorePutRequest(key="name", value="Ann", importance=90))
-    ds.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=90))  # replaces
-    ds.core.put(ns, CorePutRequest(key="diet", value="vegetarian", ttl_seconds=3600))
-    assert [(e.key, e.value) for e in ds.core.list_entries(ns).entries] == [("name", "Ann Lee"), ("diet", "vegetarian")]
-    assert ds.core.list_entries(ns).entries[1].expires_at is not None
-    assert ds.core.list_entries(ns + "-other").entries == []
-    assert ds.core.delete(ns, "diet").deleted
-    assert [e.key for e in ds.core.list_entries(ns).entries] == ["name"]
+    memory.core.put(ns, CorePutRequest(key="name", value="Ann", importance=90))
+    memory.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=90))  # replaces
+    memory.core.put(ns, CorePutRequest(key="diet", value="vegetarian", ttl_seconds=3600))
+    assert [(e.key, e.value) for e in memory.core.list_entries(ns).entries] == [
+        ("name", "Ann Lee"),
+        ("diet", "vegetarian"),
+    ]
+    assert memory.core.list_entries(ns).entries[1].expires_at is not None
+    assert memory.core.list_entries(ns + "-other").entries == []
+    assert memory.core.delete(ns, "diet").deleted
+    assert [e.key for e in memory.core.list_entries(ns).entries] == ["name"]

@@ -15,8 +15,8 @@ from datastore.write.idempotency import IDEMPOTENCY_TTL, Idempotency
 from services.errors import InvalidRequestError
 
 
-def test_records_are_kept_per_namespace_and_replaced_by_key(ds: Memory, ns: str) -> None:
-    table = ds.storage.idempotency
+def test_records_are_kept_per_namespace_and_replaced_by_key(memory: Memory, ns: str) -> None:
+    table = memory.storage.idempotency
     assert table is not None
     now = datetime.now(UTC).replace(microsecond=0)
     first = IdempotencyRecord("k-1", "remember", "f1", 202, '{"conversation_id": "c"}', now)
@@ -30,13 +30,13 @@ def test_records_are_kept_per_namespace_and_replaced_by_key(ds: Memory, ns: str)
 
 
 def test_the_service_replays_refuses_and_forgets_after_the_ttl(open_store: Callable[..., Memory], ns: str) -> None:
-    ds = open_store()
+    memory = open_store()
     clock = [datetime(2026, 1, 1, tzinfo=UTC)]
-    service = Idempotency(ds.storage.idempotency, clock=lambda: clock[0])
+    service = Idempotency(memory.storage.idempotency, clock=lambda: clock[0])
     body = {"messages": [{"content": "hello"}]}
     assert service.replay(ns, "key", "remember", body) is None
     service.keep(ns, "key", "remember", body, 202, '{"conversation_id": "c"}')
-    ds.close()
+    memory.close()
     again = Idempotency(open_store().storage.idempotency, clock=lambda: clock[0])  # a new process, same store
     kept = again.replay(ns, "key", "remember", body)
     assert kept is not None and (kept.status, kept.response) == (202, '{"conversation_id": "c"}')

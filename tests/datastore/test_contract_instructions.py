@@ -51,8 +51,8 @@ def chat(n: int = 40, *, prefix: str = "m", start: datetime = T0, rules: dict[in
     return out
 
 
-def listed(ds: Memory, ns: str, **kw: object) -> list[Instruction]:
-    return ds.instructions.list(ns, include_superseded=True, **kw).instructions  # type: ignore[arg-type]
+def listed(memory: Memory, ns: str, **kw: object) -> list[Instruction]:
+    return memory.instructions.list(ns, include_superseded=True, **kw).instructions  # type: ignore[arg-type]
 
 
 def said(items: list[Instruction]) -> list[tuple[str | None, str | None]]:
@@ -66,21 +66,21 @@ def shape(items: list[Instruction]) -> list[tuple]:
     return [(i.statement, i.kind, i.message_id, i.speaker, i.created_at, at.get(i.superseded_by or "")) for i in items]
 
 
-def index_in_steps(ds: Memory, ns: str, cid: str) -> int:
+def index_in_steps(memory: Memory, ns: str, cid: str) -> int:
     """Index the conversation's backlog one chunk per step; returns the steps taken."""
     steps = 0
     while True:
-        step = ds.steps.chunks(ns, cid, max_chunks=1)
+        step = memory.steps.chunks(ns, cid, max_chunks=1)
         steps += 1
         if not step.more:
             return steps
 
 
-def test_found_once_per_message_inline_and_in_background_steps(ds: Memory, ns: str) -> None:
+def test_found_once_per_message_inline_and_in_background_steps(memory: Memory, ns: str) -> None:
     messages = chat()
     for i in range(0, 40, 15):  # inline, in three calls
-        ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages[i : i + 15]))
-    inline = listed(ds, ns)
+        memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages[i : i + 15]))
+    inline = listed(memory, ns)
     assert [i.statement for i in inline] == STATEMENTS  # oldest first; none from the assistant
     by_id = {i.id: i for i in inline}
     french, english = inline[0], inline[3]
@@ -93,52 +93,56 @@ def test_found_once_per_message_inline_and_in_background_steps(ds: Memory, ns: s
     assert len(by_id) == 5 and third.detector == "pattern"
 
     other = ns + "-steps"  # the same messages stored now and indexed later, one chunk per step
-    ds.writer.accept(other, RememberRequest(conversation_id="c", messages=messages[:20]))
-    first = index_in_steps(ds, other, "c")
-    ds.writer.accept(other, RememberRequest(conversation_id="c", messages=messages[20:]))
-    assert first + index_in_steps(ds, other, "c") >= 6
-    stepped = listed(ds, other)
+    memory.writer.accept(other, RememberRequest(conversation_id="c", messages=messages[:20]))
+    first = index_in_steps(memory, other, "c")
+    memory.writer.accept(other, RememberRequest(conversation_id="c", messages=messages[20:]))
+    assert first + index_in_steps(memory, other, "c") >= 6
+    stepped = listed(memory, other)
     assert shape(stepped) == shape(inline)
-    assert ds.instructions.list(other).active == 4 and len(ds.instructions.list(other).instructions) == 4
-    assert listed(ds, other, conversation_id="c") == stepped
-    unknown = ds.instructions.list(other, conversation_id="no-such-conversation")  # empty, with a warning
+    assert memory.instructions.list(other).active == 4 and len(memory.instructions.list(other).instructions) == 4
+    assert listed(memory, other, conversation_id="c") == stepped
+    unknown = memory.instructions.list(other, conversation_id="no-such-conversation")  # empty, with a warning
     assert unknown.instructions == [] and [w.field for w in unknown.warnings] == ["conversation_id"]
 
 
-def test_active_instructions_come_with_their_statements_vectors(ds: Memory, ns: str, embedder: LocalEmbedder) -> None:
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
-    active = ds.instructions.active(ns)
+def test_active_instructions_come_with_their_statements_vectors(
+    memory: Memory, ns: str, embedder: LocalEmbedder
+) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
+    active = memory.instructions.active(ns)
     assert [i.statement for i, _ in active] == STATEMENTS[1:]
     expected = embedder.embed([i.statement or i.text for i, _ in active])
     for (_, vector), want in zip(active, expected, strict=True):
         assert vector.dtype == np.float32 and vector.shape == (embedder.dimension,)
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4 and float(vector @ want) > 0.999
-    assert ds.instructions.active(ns + "-empty") == []
+    assert memory.instructions.active(ns + "-empty") == []
 
 
-def test_the_newest_said_wins_across_conversations_whatever_the_indexing_order(ds: Memory, ns: str) -> None:
+def test_the_newest_said_wins_across_conversations_whatever_the_indexing_order(memory: Memory, ns: str) -> None:
     later = [Message(id="e", speaker="user", content=ENGLISH, created_at=T0 + timedelta(days=2))]
-    ds.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=later))
+    memory.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=later))
     earlier = [Message(id="f", speaker="user", content=FRENCH, created_at=T0)]  # an old chat, imported later
-    ds.writer.remember(ns, RememberRequest(conversation_id="old-chat", messages=earlier))
-    items = listed(ds, ns)
+    memory.writer.remember(ns, RememberRequest(conversation_id="old-chat", messages=earlier))
+    items = listed(memory, ns)
     assert said(items) == [(FRENCH, items[1].id), (ENGLISH, None)]
     newer = [
         Message(id="g", speaker="user", content="From now on answer in German.", created_at=T0 + timedelta(days=3))
     ]
-    ds.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=newer))
-    items = listed(ds, ns)
+    memory.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=newer))
+    items = listed(memory, ns)
     assert said(items) == [(FRENCH, items[1].id), (ENGLISH, items[2].id), ("From now on answer in German.", None)]
     someone = [
         Message(id="h", speaker="Bob", content="From now on answer in Spanish.", created_at=T0 + timedelta(days=4))
     ]
-    ds.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=someone))
-    assert listed(ds, ns)[2].superseded_by is None  # another speaker's rule replaces nobody else's
+    memory.writer.remember(ns, RememberRequest(conversation_id="new-chat", messages=someone))
+    assert listed(memory, ns)[2].superseded_by is None  # another speaker's rule replaces nobody else's
 
 
-def test_forgetting_messages_removes_their_instructions_and_brings_back_what_they_replaced(ds: Memory, ns: str) -> None:
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
-    ds.writer.remember(
+def test_forgetting_messages_removes_their_instructions_and_brings_back_what_they_replaced(
+    memory: Memory, ns: str
+) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
+    memory.writer.remember(
         ns,
         RememberRequest(
             conversation_id="d",
@@ -150,90 +154,92 @@ def test_forgetting_messages_removes_their_instructions_and_brings_back_what_the
             ),
         ),
     )
-    german = listed(ds, ns)[-2]
-    assert said(listed(ds, ns, conversation_id="c"))[3] == (ENGLISH, german.id)  # c's English, then d's German
+    german = listed(memory, ns)[-2]
+    assert said(listed(memory, ns, conversation_id="c"))[3] == (ENGLISH, german.id)  # c's English, then d's German
 
-    ds.deleter.delete(ns, DeleteRequest(ids=["d-2"], conversation_id="d"))  # forget the German message
-    items = listed(ds, ns)
+    memory.deleter.delete(ns, DeleteRequest(ids=["d-2"], conversation_id="d"))  # forget the German message
+    items = listed(memory, ns)
     assert german.id not in {i.id for i in items}
     assert said(items)[:4] == [(FRENCH, items[3].id), *said(items)[1:3], (ENGLISH, None)]  # English again in force
 
-    ds.deleter.delete(ns, DeleteRequest(ids=["m-26"]))  # forget the English message: French holds again
-    assert said(listed(ds, ns))[0] == (FRENCH, None)
-    ds.deleter.delete(ns, DeleteRequest(filter=DeleteFilter(conversation_id="c", speaker="user")))
-    assert [i.conversation_id for i in listed(ds, ns)] == ["d"]  # a filter's messages go with theirs
-    ds.deleter.delete(ns, DeleteRequest(ids=["d"]))  # a whole conversation
-    assert listed(ds, ns) == []
+    memory.deleter.delete(ns, DeleteRequest(ids=["m-26"]))  # forget the English message: French holds again
+    assert said(listed(memory, ns))[0] == (FRENCH, None)
+    memory.deleter.delete(ns, DeleteRequest(filter=DeleteFilter(conversation_id="c", speaker="user")))
+    assert [i.conversation_id for i in listed(memory, ns)] == ["d"]  # a filter's messages go with theirs
+    memory.deleter.delete(ns, DeleteRequest(ids=["d"]))  # a whole conversation
+    assert listed(memory, ns) == []
 
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
-    ds.writer.remember(ns + "-other", RememberRequest(conversation_id="c", messages=chat()))
-    ds.deleter.delete(ns, DeleteRequest(delete_all=True))  # the namespace, and only it
-    assert listed(ds, ns) == [] and len(listed(ds, ns + "-other")) == 5
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
+    memory.writer.remember(ns + "-other", RememberRequest(conversation_id="c", messages=chat()))
+    memory.deleter.delete(ns, DeleteRequest(delete_all=True))  # the namespace, and only it
+    assert listed(memory, ns) == [] and len(listed(memory, ns + "-other")) == 5
 
 
-def test_delete_by_id_reactivates_and_another_namespaces_id_is_not_found(ds: Memory, ns: str) -> None:
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
+def test_delete_by_id_reactivates_and_another_namespaces_id_is_not_found(memory: Memory, ns: str) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
     other = ns + "-other"
-    ds.writer.remember(other, RememberRequest(conversation_id="c", messages=chat(rules={4: "Call me Kim."})))
-    french, english = listed(ds, ns)[0], listed(ds, ns)[3]
-    theirs = listed(ds, other)
+    memory.writer.remember(other, RememberRequest(conversation_id="c", messages=chat(rules={4: "Call me Kim."})))
+    french, english = listed(memory, ns)[0], listed(memory, ns)[3]
+    theirs = listed(memory, other)
     for space, unknown in ((ns, "in_nope"), (ns, theirs[0].id), (other, english.id)):
         with pytest.raises(NotFoundError) as err:
-            ds.instructions.delete(space, unknown)
+            memory.instructions.delete(space, unknown)
         assert err.value.field == "id" and unknown in err.value.message
-    assert listed(ds, other) == theirs and len(listed(ds, ns)) == 5  # nothing changed anywhere
+    assert listed(memory, other) == theirs and len(listed(memory, ns)) == 5  # nothing changed anywhere
 
-    res = ds.instructions.delete(ns, english.id)
+    res = memory.instructions.delete(ns, english.id)
     assert res.deleted == english.id and res.reactivated == [french.id]
-    assert said(listed(ds, ns))[0] == (FRENCH, None) and english.id not in {i.id for i in listed(ds, ns)}
-    assert [m.id for m in ds.storage.messages(ns, "c") if m.id == "m-26"] == ["m-26"]  # its message stays
-    assert ds.instructions.delete(ns, french.id).reactivated == []
-    assert ds.instructions.list(ns).active == 3
+    assert said(listed(memory, ns))[0] == (FRENCH, None) and english.id not in {i.id for i in listed(memory, ns)}
+    assert [m.id for m in memory.storage.messages(ns, "c") if m.id == "m-26"] == ["m-26"]  # its message stays
+    assert memory.instructions.delete(ns, french.id).reactivated == []
+    assert memory.instructions.list(ns).active == 3
 
 
 def test_forgetting_by_policy_removes_the_instructions_of_what_it_forgets(
     open_store: Callable[..., Memory], ns: str
 ) -> None:
-    ds = open_store(forget_after_days=1.5)
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))  # day 0
-    ds.writer.remember(
+    memory = open_store(forget_after_days=1.5)
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))  # day 0
+    memory.writer.remember(
         ns,
         RememberRequest(
             conversation_id="c",
             messages=chat(8, prefix="n", start=T0 + timedelta(days=3), rules={2: "From now on answer in German."}),
         ),
     )
-    assert said(listed(ds, ns))[3] == (ENGLISH, listed(ds, ns)[5].id)
-    done = ds.policy.run(ns, dry_run=False, now=T0 + timedelta(days=3, hours=1))
+    assert said(listed(memory, ns))[3] == (ENGLISH, listed(memory, ns)[5].id)
+    done = memory.policy.run(ns, dry_run=False, now=T0 + timedelta(days=3, hours=1))
     assert done.deleted_messages > 0
-    left = {m.id for m in ds.storage.messages(ns, "c")}
-    items = listed(ds, ns)
+    left = {m.id for m in memory.storage.messages(ns, "c")}
+    items = listed(memory, ns)
     assert all(i.message_id in left for i in items)
     assert said(items)[-1] == ("From now on answer in German.", None)
     assert not {i.message_id for i in items} & {f"m-{i}" for i in RULES} - left
 
 
-def test_a_delete_reads_the_kept_messages_no_chunk_had_covered_and_nothing_twice(ds: Memory, ns: str) -> None:
-    ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=chat()))  # stored, not indexed
-    assert listed(ds, ns) == []
-    ds.deleter.delete(ns, DeleteRequest(ids=["m-0"]))  # the rebuild covers every kept message at once
-    assert [i.statement for i in listed(ds, ns)] == STATEMENTS
-    ds.steps.backlog()
-    assert [i.statement for i in listed(ds, ns)] == STATEMENTS
+def test_a_delete_reads_the_kept_messages_no_chunk_had_covered_and_nothing_twice(memory: Memory, ns: str) -> None:
+    memory.writer.accept(ns, RememberRequest(conversation_id="c", messages=chat()))  # stored, not indexed
+    assert listed(memory, ns) == []
+    memory.deleter.delete(ns, DeleteRequest(ids=["m-0"]))  # the rebuild covers every kept message at once
+    assert [i.statement for i in listed(memory, ns)] == STATEMENTS
+    memory.steps.backlog()
+    assert [i.statement for i in listed(memory, ns)] == STATEMENTS
 
 
-def test_a_delete_whose_rebuild_fails_keeps_the_instructions_once(ds: Memory, ns: str, embedder: LocalEmbedder) -> None:
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
-    before = listed(ds, ns)
-    failing = recompose(ds, embedder=FailingEmbedder(embedder))
+def test_a_delete_whose_rebuild_fails_keeps_the_instructions_once(
+    memory: Memory, ns: str, embedder: LocalEmbedder
+) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
+    before = listed(memory, ns)
+    failing = recompose(memory, embedder=FailingEmbedder(embedder))
     failing.deleter.delete(ns, DeleteRequest(ids=["m-33"]))  # the tree goes now, rebuilt later
-    assert ds.storage.source_nodes(ns, "c") == [] and listed(ds, ns) == before
-    ds.steps.backlog()  # every kept message is covered again by the background steps
-    assert listed(ds, ns) == before and ds.storage.source_nodes(ns, "c")
+    assert memory.storage.source_nodes(ns, "c") == [] and listed(memory, ns) == before
+    memory.steps.backlog()  # every kept message is covered again by the background steps
+    assert listed(memory, ns) == before and memory.storage.source_nodes(ns, "c")
 
 
-def test_documents_state_no_instructions(ds: Memory, ns: str) -> None:
+def test_documents_state_no_instructions(memory: Memory, ns: str) -> None:
     from models.api import Document
 
-    ds.writer.upsert(ns, [Document(id="handbook", text="Always wear a helmet. From now on answer in French.")])
-    assert listed(ds, ns) == []
+    memory.writer.upsert(ns, [Document(id="handbook", text="Always wear a helmet. From now on answer in French.")])
+    assert listed(memory, ns) == []

@@ -21,19 +21,19 @@ from tests.support.synthetic import conversation
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 
 
-def search(ds: Memory, ns: str, text: str, mode: str, top_k: int = 50, **flt: object) -> list:
+def search(memory: Memory, ns: str, text: str, mode: str, top_k: int = 50, **flt: object) -> list:
     q = Query(query=text, top_k=top_k, filter=QueryFilter(**flt) if flt else None, mode=mode)  # type: ignore[arg-type]
-    return ds.reader.query(ns, [q]).results[0].results
+    return memory.reader.query(ns, [q]).results[0].results
 
 
-def three_sessions(ds: Memory, ns: str) -> None:
+def three_sessions(memory: Memory, ns: str) -> None:
     """conv: 30 messages in an explicit session 'mon', 30 inferred a day later, 30 after another day."""
-    ds.writer.remember(
+    memory.writer.remember(
         ns,
         RememberRequest(conversation_id="conv", session_id="mon", messages=conversation(("Ann", "Bob"), 30, start=T0)),
     )
     for day in (1, 2):
-        ds.writer.remember(
+        memory.writer.remember(
             ns,
             RememberRequest(
                 conversation_id="conv",
@@ -43,22 +43,22 @@ def three_sessions(ds: Memory, ns: str) -> None:
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid", "text", "tree"])
-def test_sessions_are_stored_listed_and_filtered(ds: Memory, ns: str, mode: str) -> None:
-    three_sessions(ds, ns)
-    msgs = ds.storage.messages(ns, "conv", -1)
+def test_sessions_are_stored_listed_and_filtered(memory: Memory, ns: str, mode: str) -> None:
+    three_sessions(memory, ns)
+    msgs = memory.storage.messages(ns, "conv", -1)
     day1 = "s-2024-01-02T09:30:00Z"
     assert [m.session_id for m in msgs[:30]] == ["mon"] * 30
     assert {m.session_id for m in msgs[30:60]} == {day1}
-    nodes = ds.storage.source_nodes(ns, "conv")
+    nodes = memory.storage.source_nodes(ns, "conv")
     assert all(n.session_ids for n in nodes)
     assert any(len(n.session_ids) == 2 for n in nodes if n.level == 1)  # a chunk across the session boundary
-    hits = search(ds, ns, "the garden and the compost heap", mode, session_id=day1)
+    hits = search(memory, ns, "the garden and the compost heap", mode, session_id=day1)
     assert hits and all(day1 in h.session_ids for h in hits)
     assert all(h.session_id == h.session_ids[0] for h in hits)
-    hits = search(ds, ns, "the garden and the compost heap", mode, session_id="no-such-session")
+    hits = search(memory, ns, "the garden and the compost heap", mode, session_id="no-such-session")
     assert hits == []
 
-    sessions = ds.sessions.of_conversation(ns, "conv")
+    sessions = memory.sessions.of_conversation(ns, "conv")
     assert [s.session_id for s in sessions] == ["mon", day1, "s-2024-01-03T10:00:00Z"]
     assert [s.message_count for s in sessions] == [30, 30, 30]
     assert sessions[0].first_message_id == "m-0" and sessions[0].last_message_id == "m-29"
@@ -67,48 +67,48 @@ def test_sessions_are_stored_listed_and_filtered(ds: Memory, ns: str, mode: str)
     for s in sessions:
         assert s.summary_ids and all(s.session_id in by_id[i].session_ids for i in s.summary_ids)
     with pytest.raises(NotFoundError):
-        ds.sessions.of_conversation(ns, "no-such-conversation")
+        memory.sessions.of_conversation(ns, "no-such-conversation")
 
 
-def test_sessions_survive_a_delete_rebuild(ds: Memory, ns: str) -> None:
-    three_sessions(ds, ns)
+def test_sessions_survive_a_delete_rebuild(memory: Memory, ns: str) -> None:
+    three_sessions(memory, ns)
     from models.api import DeleteRequest
 
-    ds.deleter.delete(ns, DeleteRequest(ids=["m-3"]))
-    msgs = ds.storage.messages(ns, "conv", -1)
+    memory.deleter.delete(ns, DeleteRequest(ids=["m-3"]))
+    msgs = memory.storage.messages(ns, "conv", -1)
     assert msgs[0].session_id == "mon" and msgs[-1].session_id == "s-2024-01-03T10:00:00Z"
-    assert all(n.session_ids for n in ds.storage.source_nodes(ns, "conv"))
+    assert all(n.session_ids for n in memory.storage.source_nodes(ns, "conv"))
 
 
 # ---------------------------------------------------------------------- visits and pins
-def test_visits_are_buffered_then_flushed(ds: Memory, ns: str) -> None:
-    three_sessions(ds, ns)
-    hits = search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
-    assert mark_table(ds).get(ns, [h.id for h in hits]) == {}  # a query writes nothing
-    search(ds, ns, "the garden and the compost heap", "dense", top_k=3)
-    assert ds.visits.flush() == 3
-    marks = mark_table(ds).get(ns, [h.id for h in hits])
+def test_visits_are_buffered_then_flushed(memory: Memory, ns: str) -> None:
+    three_sessions(memory, ns)
+    hits = search(memory, ns, "the garden and the compost heap", "dense", top_k=3)
+    assert mark_table(memory).get(ns, [h.id for h in hits]) == {}  # a query writes nothing
+    search(memory, ns, "the garden and the compost heap", "dense", top_k=3)
+    assert memory.visits.flush() == 3
+    marks = mark_table(memory).get(ns, [h.id for h in hits])
     assert {i: m.visit_count for i, m in marks.items()} == {h.id: 2 for h in hits}
     assert all(m.last_visited_at is not None and not m.pinned for m in marks.values())
-    view = ds.reader.expand(ns, hits[0].id).node
+    view = memory.reader.expand(ns, hits[0].id).node
     assert view.visit_count == 2 and view.last_visited_at is not None
-    assert ds.visits.flush() == 0
+    assert memory.visits.flush() == 0
 
 
-def test_pin_protects_the_messages_under_the_node(ds: Memory, ns: str, other_ns: str) -> None:
-    three_sessions(ds, ns)
-    summary = next(n for n in ds.storage.source_nodes(ns, "conv") if n.level == 2)
-    res = ds.visits.pin(ns, summary.id)
-    leaves = [n for n in ds.reader.subtree(ns, summary.id) if n.level == 1]
+def test_pin_protects_the_messages_under_the_node(memory: Memory, ns: str, other_ns: str) -> None:
+    three_sessions(memory, ns)
+    summary = next(n for n in memory.storage.source_nodes(ns, "conv") if n.level == 2)
+    res = memory.visits.pin(ns, summary.id)
+    leaves = [n for n in memory.reader.subtree(ns, summary.id) if n.level == 1]
     under = {m for n in leaves for m in n.message_ids}
     assert res.pinned and res.protected_message_ids == len(under)
-    assert ds.visits.protected_messages(ns) == under
-    assert ds.reader.expand(ns, summary.id).node.pinned
+    assert memory.visits.protected_messages(ns) == under
+    assert memory.reader.expand(ns, summary.id).node.pinned
     with pytest.raises(NotFoundError):
-        ds.visits.pin(other_ns, summary.id)  # another namespace's node
-    assert ds.visits.protected_messages(other_ns) == set()
-    ds.visits.pin(ns, summary.id, False)
-    assert ds.visits.protected_messages(ns) == set() and not ds.reader.expand(ns, summary.id).node.pinned
+        memory.visits.pin(other_ns, summary.id)  # another namespace's node
+    assert memory.visits.protected_messages(other_ns) == set()
+    memory.visits.pin(ns, summary.id, False)
+    assert memory.visits.protected_messages(ns) == set() and not memory.reader.expand(ns, summary.id).node.pinned
 
 
 @pytest.fixture
@@ -118,83 +118,83 @@ def other_ns(ns: str) -> str:
 
 # ---------------------------------------------------------------------- forgetting policy
 def test_forgetting_policy_keeps_pins_and_visited_and_leaves_no_trace(open_store, ns: str) -> None:
-    ds = open_store(forget_max_nodes=8, forget_fraction=0.25)
-    three_sessions(ds, ns)
-    leaves = [n for n in ds.storage.source_nodes(ns, "conv") if n.level == 1]
+    memory = open_store(forget_max_nodes=8, forget_fraction=0.25)
+    three_sessions(memory, ns)
+    leaves = [n for n in memory.storage.source_nodes(ns, "conv") if n.level == 1]
     assert len(leaves) > 12
-    summary = next(n for n in ds.storage.source_nodes(ns, "conv") if n.level == 2 and n.position == 1)
-    ds.visits.pin(ns, summary.id)
-    pinned_msgs = ds.visits.protected_messages(ns)
+    summary = next(n for n in memory.storage.source_nodes(ns, "conv") if n.level == 2 and n.position == 1)
+    memory.visits.pin(ns, summary.id)
+    pinned_msgs = memory.visits.protected_messages(ns)
     visited = leaves[0]  # the oldest chunk, but visited: it goes after every unvisited one
-    ds.visits.record(ns, [visited.id])
-    ds.visits.flush()
+    memory.visits.record(ns, [visited.id])
+    memory.visits.flush()
 
-    plan = ds.policy.run(ns, dry_run=True)
+    plan = memory.policy.run(ns, dry_run=True)
     assert plan.enabled and plan.l1_before == len(leaves) and plan.l1_after is None
     assert len(plan.forgotten) == 4 * math.ceil((len(leaves) - 8) / 4)  # steps of ceil(0.25 * chunks)
     assert all(not set(f.message_ids) & pinned_msgs for f in plan.forgotten)
     assert visited.id not in {f.node_id for f in plan.forgotten}
     ends = [f.end_time for f in plan.forgotten]
     assert ends == sorted(ends)  # never visited: oldest first
-    assert [n.id for n in ds.storage.source_nodes(ns, "conv") if n.level == 1] == [n.id for n in leaves]
+    assert [n.id for n in memory.storage.source_nodes(ns, "conv") if n.level == 1] == [n.id for n in leaves]
 
-    done = ds.policy.run(ns, dry_run=False)
+    done = memory.policy.run(ns, dry_run=False)
     assert done.l1_after is not None and done.l1_after <= 8 and done.deleted_messages > 0
-    kept = {m.id for m in ds.storage.messages(ns, "conv", -1)}
+    kept = {m.id for m in memory.storage.messages(ns, "conv", -1)}
     assert pinned_msgs <= kept and set(visited.message_ids) & kept
     gone = {m for f in done.forgotten for m in f.message_ids}
     assert gone and not gone & kept
-    nodes = ds.storage.source_nodes(ns, "conv")
+    nodes = memory.storage.source_nodes(ns, "conv")
     for mid in gone:  # no chunk and no summary keeps a forgotten text
         note = f"(note {mid.split('-')[1]})"
         assert not any(note in n.text for n in nodes), mid
     assert all(not set(n.message_ids) & gone for n in nodes)
     # the rebuilt chunks holding the visited chunk's messages keep its visits
     holders = [n for n in nodes if n.level == 1 and set(n.message_ids) & set(visited.message_ids)]
-    marks = mark_table(ds).get(ns, [n.id for n in holders])
+    marks = mark_table(memory).get(ns, [n.id for n in holders])
     assert holders and all(marks[n.id].visit_count == 1 for n in holders)
 
 
 def test_forgetting_by_age_and_off_by_default(open_store, ns: str) -> None:
-    ds = open_store()
-    three_sessions(ds, ns)
-    off = ds.policy.run(ns, dry_run=False)
+    memory = open_store()
+    three_sessions(memory, ns)
+    off = memory.policy.run(ns, dry_run=False)
     assert not off.enabled and off.forgotten == [] and off.l1_after == off.l1_before
-    ds = open_store(forget_after_days=1.5)
-    res = ds.policy.run(ns, dry_run=False, now=T0 + timedelta(days=3, hours=2))
+    memory = open_store(forget_after_days=1.5)
+    res = memory.policy.run(ns, dry_run=False, now=T0 + timedelta(days=3, hours=2))
     assert {f.reason for f in res.forgotten} == {"age"}
-    left = {m.id for m in ds.storage.messages(ns, "conv", -1)}
+    left = {m.id for m in memory.storage.messages(ns, "conv", -1)}
     assert not left & {f"m-{i}" for i in range(30)}  # day 0: older than 1.5 days
     assert {f"m-{i}" for i in range(60, 90)} <= left  # day 2: younger
 
 
 # ---------------------------------------------------------------------- export and import
-def snapshot(ds: Memory, ns: str) -> dict:
+def snapshot(memory: Memory, ns: str) -> dict:
     """Everything a namespace holds, node by node, message by message (comparable across stores)."""
     out: dict = {"sources": {}, "marks": {}}
-    for sid in ds.storage.list_sources(ns):
-        row = ds.storage.get_source(ns, sid)
+    for sid in memory.storage.list_sources(ns):
+        row = memory.storage.get_source(ns, sid)
         assert row is not None
         out["sources"][sid] = (
             (row.source_type, row.version, row.n_messages, row.n_tokens, row.max_seq, row.metadata),
-            [m.model_dump() for m in ds.storage.messages(ns, sid, -1)],
-            [n.model_dump() for n in ds.storage.source_nodes(ns, sid)],
+            [m.model_dump() for m in memory.storage.messages(ns, sid, -1)],
+            [n.model_dump() for n in memory.storage.source_nodes(ns, sid)],
         )
-    out["marks"] = mark_table(ds).get(ns, None)
-    core = ds.storage.core.entries(ns, None) if ds.storage.core is not None else []
+    out["marks"] = mark_table(memory).get(ns, None)
+    core = memory.storage.core.entries(ns, None) if memory.storage.core is not None else []
     out["core"] = sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core)
-    out["instructions"] = [i.model_dump() for i in ds.instructions.list(ns, include_superseded=True).instructions]
+    out["instructions"] = [i.model_dump() for i in memory.instructions.list(ns, include_superseded=True).instructions]
     return out
 
 
 @pytest.mark.parametrize("embeddings", [False, True])
-def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool) -> None:
+def test_export_import_round_trip_is_exact(memory: Memory, ns: str, embeddings: bool) -> None:
     from datastore.portability.dump import export_lines, import_dump
     from models.api import Document
 
-    three_sessions(ds, ns)
-    ds.writer.upsert(ns, [Document(id="doc", text="The boiler manual. " * 200)])
-    ds.writer.remember(
+    three_sessions(memory, ns)
+    memory.writer.upsert(ns, [Document(id="doc", text="The boiler manual. " * 200)])
+    memory.writer.remember(
         ns,
         RememberRequest(
             conversation_id="rules",
@@ -209,41 +209,46 @@ def test_export_import_round_trip_is_exact(ds: Memory, ns: str, embeddings: bool
             ],
         ),
     )
-    assert ds.instructions.list(ns).active == 2
-    ds.visits.record(ns, [ds.storage.source_nodes(ns, "conv")[0].id])
-    ds.visits.flush()
-    ds.visits.pin(ns, next(n.id for n in ds.storage.source_nodes(ns, "conv") if n.level == 2))
-    keeps_core = ds.storage.core is not None
+    assert memory.instructions.list(ns).active == 2
+    memory.visits.record(ns, [memory.storage.source_nodes(ns, "conv")[0].id])
+    memory.visits.flush()
+    memory.visits.pin(ns, next(n.id for n in memory.storage.source_nodes(ns, "conv") if n.level == 2))
+    keeps_core = memory.storage.core is not None
     if keeps_core:  # every kind of record: core memory of the namespace and of a conversation too
-        ds.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=80))
-        ds.core.put(ns, CorePutRequest(key="goal", value="a greener garden", conversation_id="conv"))
-    lines = list(export_lines(ds, [ns], embeddings=embeddings))
+        memory.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=80))
+        memory.core.put(ns, CorePutRequest(key="goal", value="a greener garden", conversation_id="conv"))
+    lines = list(export_lines(memory, [ns], embeddings=embeddings))
     assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
     assert sum('"type": "core_memory"' in line for line in lines) == (2 if keeps_core else 0)
     assert sum('"type": "instruction"' in line for line in lines) == 3
 
     copy = ns + "-copy"
-    report = import_dump(ds, lines, namespace=copy)
+    report = import_dump(memory, lines, namespace=copy)
     assert report["sources"] == 3 and report["marks"] == 2 and report["core_memory"] == (2 if keeps_core else 0)
     assert report["instructions"] == 3
-    assert snapshot(ds, copy) == snapshot(ds, ns)
-    a_rules, b_rules = ds.instructions.active(ns), ds.instructions.active(copy)  # vectors: the dump's or re-embedded
+    assert snapshot(memory, copy) == snapshot(memory, ns)
+    a_rules, b_rules = (
+        memory.instructions.active(ns),
+        memory.instructions.active(copy),
+    )  # vectors: the dump's or re-embedded
     assert [i for i, _ in a_rules] == [i for i, _ in b_rules]
     assert all(np.allclose(a, b, atol=1e-5) for (_, a), (_, b) in zip(a_rules, b_rules, strict=True))
-    ids = [n.id for n in ds.storage.source_nodes(ns, "conv")]
-    a, b = ds.storage.get_vectors(ns, ids), ds.storage.get_vectors(copy, ids)
+    ids = [n.id for n in memory.storage.source_nodes(ns, "conv")]
+    a, b = memory.storage.get_vectors(ns, ids), memory.storage.get_vectors(copy, ids)
     assert all(np.allclose(a[i], b[i], atol=1e-5) for i in ids)
-    hits = search(ds, copy, "the garden and the compost heap", "hybrid", top_k=3)
-    assert [h.id for h in hits] == [h.id for h in search(ds, ns, "the garden and the compost heap", "hybrid", top_k=3)]
+    hits = search(memory, copy, "the garden and the compost heap", "hybrid", top_k=3)
+    assert [h.id for h in hits] == [
+        h.id for h in search(memory, ns, "the garden and the compost heap", "hybrid", top_k=3)
+    ]
     with pytest.raises(DumpError, match="already holds"):
-        import_dump(ds, lines, namespace=copy)  # nothing half-written over an existing copy
+        import_dump(memory, lines, namespace=copy)  # nothing half-written over an existing copy
 
 
-def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: Memory, ns: str) -> None:
+def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(memory: Memory, ns: str) -> None:
     from datastore.portability.dump import export_lines, import_dump
 
-    three_sessions(ds, ns)
-    lines = list(export_lines(ds, [ns]))
+    three_sessions(memory, ns)
+    lines = list(export_lines(memory, [ns]))
     target = ns + "-bad"
     tampered = list(lines)
     tampered[5] = tampered[5].replace("About", "Abort", 1)
@@ -255,14 +260,14 @@ def test_a_cut_or_changed_dump_names_the_line_and_writes_nothing(ds: Memory, ns:
     }
     for name, (bad, where) in cases.items():
         with pytest.raises(DumpError) as err:
-            import_dump(ds, bad, namespace=target)
+            import_dump(memory, bad, namespace=target)
         assert where in err.value.message, (name, err.value.message)
-        assert ds.storage.list_sources(target) == [], name
+        assert memory.storage.list_sources(target) == [], name
 
 
 # ---------------------------------------------------------------------- forks
-def covered(ds: Memory, ns: str, node_id: str) -> set[str]:
-    return {m for n in ds.reader.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
+def covered(memory: Memory, ns: str, node_id: str) -> set[str]:
+    return {m for n in memory.reader.subtree(ns, node_id) if n.level == 1 for m in n.message_ids}
 
 
 def index(mid: str) -> int:
@@ -270,26 +275,28 @@ def index(mid: str) -> int:
 
 
 @pytest.mark.parametrize("mode", ["dense", "hybrid"])
-def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) -> None:
+def test_forks_are_copy_on_write_and_isolated(memory: Memory, ns: str, mode: str) -> None:
     from models.api import DeleteRequest
     from services.errors import ConflictError
 
-    ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
-    a = ds.forks.fork(ns, "p", "m-19", "a")
-    b = ds.forks.fork(ns, "p", "m-19", "b")
-    assert (a.parent_id, b.parent_id) == ("p", "p") and ds.storage.messages(ns, "a", -1) == []
+    memory.writer.remember(
+        ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0))
+    )
+    a = memory.forks.fork(ns, "p", "m-19", "a")
+    b = memory.forks.fork(ns, "p", "m-19", "b")
+    assert (a.parent_id, b.parent_id) == ("p", "p") and memory.storage.messages(ns, "a", -1) == []
     for cid, word in (("a", "alpha"), ("b", "beta")):
-        ds.writer.remember(
+        memory.writer.remember(
             ns,
             RememberRequest(
                 conversation_id=cid,
                 messages=conversation(("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix=cid, marker=word),
             ),
         )
-    own_a = {n.id for n in ds.storage.source_nodes(ns, "a")}
+    own_a = {n.id for n in memory.storage.source_nodes(ns, "a")}
 
     def seen(cid: str, text: str = "garden travel cooking music work") -> list:
-        return search(ds, ns, text, mode, top_k=100, conversation_id=cid)
+        return search(memory, ns, text, mode, top_k=100, conversation_id=cid)
 
     hits = seen("a")
     assert {h.conversation_id for h in hits} == {"a", "p"}
@@ -297,91 +304,95 @@ def test_forks_are_copy_on_write_and_isolated(ds: Memory, ns: str, mode: str) ->
     for h in hits:
         assert "beta" not in h.text
         if h.conversation_id == "p":  # only the parent's memory up to and including m-19
-            assert all(index(m) <= 19 for m in covered(ds, ns, h.id)), h.id
-            assert h.parent_id is None or all(index(m) <= 19 for m in covered(ds, ns, h.parent_id))
+            assert all(index(m) <= 19 for m in covered(memory, ns, h.id)), h.id
+            assert h.parent_id is None or all(index(m) <= 19 for m in covered(memory, ns, h.parent_id))
     assert any(h.conversation_id == "p" for h in hits)
     assert {h.conversation_id for h in seen("p")} == {"p"}  # the parent never sees its forks
     assert {h.conversation_id for h in seen("b")} == {"b", "p"}  # nor a fork its sibling
 
     # a fork of a fork: a2 sees p up to m-19 and a up to a-9
-    a2 = ds.forks.fork(ns, "a", "a-9", "a2")
+    a2 = memory.forks.fork(ns, "a", "a-9", "a2")
     assert a2.parent_id == "a"
     hits = seen("a2", "alpha garden travel")
     assert {h.conversation_id for h in hits} == {"a", "a2", "p"}  # a2 holds the part of a's chunk up to a-9
     for h in hits:
-        assert all(index(m) <= (9 if m.startswith("a-") else 19) for m in covered(ds, ns, h.id)), h.id
+        assert all(index(m) <= (9 if m.startswith("a-") else 19) for m in covered(memory, ns, h.id)), h.id
     # forking at a message the conversation inherits forks the ancestor that owns it
-    assert ds.forks.fork(ns, "a2", "m-3").parent_id == "p"
+    assert memory.forks.fork(ns, "a2", "m-3").parent_id == "p"
 
     # bad input: unknown message, a message the fork does not see, a taken id, a document
     for cid, mid in (("a", "nope"), ("a", "m-30"), ("a2", "a-20"), ("nope", "m-1")):
         with pytest.raises(NotFoundError):
-            ds.forks.fork(ns, cid, mid)
+            memory.forks.fork(ns, cid, mid)
     with pytest.raises(ConflictError):
-        ds.forks.fork(ns, "p", "m-1", "b")
+        memory.forks.fork(ns, "p", "m-1", "b")
 
     # deleting an inherited parent message removes it from the parent and every fork
-    ds.deleter.delete(ns, DeleteRequest(ids=["m-5"]))
+    memory.deleter.delete(ns, DeleteRequest(ids=["m-5"]))
     for cid in ("p", "a", "a2"):
-        assert all("m-5" not in covered(ds, ns, h.id) for h in seen(cid)), cid
+        assert all("m-5" not in covered(memory, ns, h.id) for h in seen(cid)), cid
         assert not any("(note 5)" in h.text for h in seen(cid) if h.conversation_id == "p"), cid
     assert {h.conversation_id for h in seen("a")} == {"a", "p"}
 
 
 def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_with_neighbours(
-    ds: Memory, ns: str
+    memory: Memory, ns: str
 ) -> None:
     """One read path for every caller: a query filtered to a fork goes through the same validation,
     lineage and neighbours whether the caller owns the namespace or reads it through a grant."""
     team = ns + "-team"
-    ds.writer.remember(team, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
-    ds.forks.fork(team, "p", "m-19", "f")
+    memory.writer.remember(
+        team, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0))
+    )
+    memory.forks.fork(team, "p", "m-19", "f")
     q = Query(query="garden travel cooking music work", top_k=10, filter=QueryFilter(conversation_id="f"), mode="dense")
-    own = ds.reader.query(team, [q]).results[0].results
+    own = memory.reader.query(team, [q]).results[0].results
     # the fork inherits the parent's first half, and holds the part of the chunk straddling m-19 up to it
     assert own and {r.conversation_id for r in own} == {"p", "f"}
-    granted = ds.reader.query(ns, [q], [team]).results[0].results  # read-only, through a grant
+    granted = memory.reader.query(ns, [q], [team]).results[0].results  # read-only, through a grant
     assert [(r.id, r.namespace) for r in granted] == [(r.id, team) for r in own]
-    assert all(index(m) <= 19 for r in granted for m in covered(ds, team, r.id))
+    assert all(index(m) <= 19 for r in granted for m in covered(memory, team, r.id))
     for bad, field in (
-        (q.model_copy(update={"top_k": ds.settings.max_top_k + 1}), "queries[0].top_k"),
-        (q.model_copy(update={"query": "x" * (ds.settings.max_query_chars + 1)}), "queries[0].query"),
+        (q.model_copy(update={"top_k": memory.settings.max_top_k + 1}), "queries[0].top_k"),
+        (q.model_copy(update={"query": "x" * (memory.settings.max_query_chars + 1)}), "queries[0].query"),
     ):
         for namespaces in (None, [team]):
             with pytest.raises(InvalidRequestError) as err:
-                ds.reader.query(team if namespaces is None else ns, [bad], namespaces)
+                memory.reader.query(team if namespaces is None else ns, [bad], namespaces)
             assert err.value.field == field
-    near = ds.reader.query(team, [q.model_copy(update={"top_k": 2, "neighbours": 1})]).results[0].results
+    near = memory.reader.query(team, [q.model_copy(update={"top_k": 2, "neighbours": 1})]).results[0].results
     hits = [r for r in near if r.context_of is None]
     assert len(hits) == 2 and any(r.context_of in {h.id for h in hits} for r in near)  # neighbours were added
-    assert all(r.conversation_id in ("p", "f") and all(index(m) <= 19 for m in covered(ds, team, r.id)) for r in near)
+    assert all(
+        r.conversation_id in ("p", "f") and all(index(m) <= 19 for m in covered(memory, team, r.id)) for r in near
+    )
 
 
 # ---------------------------------------------------------------------- shared read-only memory
-def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(ds: Memory, ns: str) -> None:
+def test_query_shared_names_namespaces_and_writes_nothing_to_the_read_ones(memory: Memory, ns: str) -> None:
     team = ns + "-team"
-    ds.writer.remember(
+    memory.writer.remember(
         team,
         RememberRequest(
             conversation_id="handbook", messages=conversation(("Ann", "Bob"), 12, topics=["garden"], prefix="t")
         ),
     )
-    ds.writer.remember(
+    memory.writer.remember(
         ns,
         RememberRequest(
             conversation_id="mine", messages=conversation(("Ann", "Bob"), 12, topics=["music"], prefix="n")
         ),
     )
     q = [Query(query="the compost heap and the cello", top_k=3, mode="dense")]
-    res = ds.reader.query(ns, q, [ns, team]).results[0].results
+    res = memory.reader.query(ns, q, [ns, team]).results[0].results
     assert {r.namespace for r in res} == {ns, team}
     assert all(r.conversation_id == ("handbook" if r.namespace == team else "mine") for r in res)
     assert [r.score for r in res] == sorted((r.score for r in res), reverse=True) and len(res) == 3
-    ds.visits.flush()
-    assert mark_table(ds).get(team, None) == {} and mark_table(ds).get(ns, None)
+    memory.visits.flush()
+    assert mark_table(memory).get(team, None) == {} and mark_table(memory).get(ns, None)
 
 
-def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds: Memory, ns: str) -> None:
+def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(memory: Memory, ns: str) -> None:
     """On every provider, a fork inherits the parent's chunks before the one straddling its
     fork point and holds that one's first part (up to the fork message) as its own chunk, which its messages
     continue (positions, token offsets, overlap); a parent's change before the fork point rebuilds it; a dump
@@ -391,18 +402,20 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
     from models.api import DeleteRequest
     from tests.support.invariants import check_tree
 
-    s = ds.settings
-    ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
-    chunks = ds.storage.source_nodes(ns, "p", level=1)
+    s = memory.settings
+    memory.writer.remember(
+        ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0))
+    )
+    chunks = memory.storage.source_nodes(ns, "p", level=1)
     third = chunks[2]
     at = third.message_ids[len(third.message_ids) // 2]
-    ds.forks.fork(ns, "p", at, "f")
+    memory.forks.fork(ns, "p", at, "f")
 
     def view(cid: str) -> tuple[list, list]:
         """(the parent's L1 chunks the fork inherits, the fork's own L1 chunks), in stream order."""
-        (_, _), (parent, ids) = lineage(ds.storage, ns, cid)
-        inherited = [n for n in ds.storage.source_nodes(ns, parent, level=1) if ids is not None and n.id in ids]
-        return inherited, ds.storage.source_nodes(ns, cid, level=1)
+        (_, _), (parent, ids) = lineage(memory.storage, ns, cid)
+        inherited = [n for n in memory.storage.source_nodes(ns, parent, level=1) if ids is not None and n.id in ids]
+        return inherited, memory.storage.source_nodes(ns, cid, level=1)
 
     def stream_ok(cid: str, last: str) -> None:
         """The fork's chunks continue the inherited ones (shared overlap, positions from 0), and between them
@@ -411,7 +424,7 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
         chain = inherited + own
         assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chain, chain[1:], strict=False))
         assert [n.position for n in own] == list(range(len(own)))
-        parent_ids = [m.id for m in ds.storage.messages(ns, "p")]
+        parent_ids = [m.id for m in memory.storage.messages(ns, "p")]
         covered = {m for n in chain for m in n.message_ids if m in parent_ids}
         assert covered == set(parent_ids[: parent_ids.index(last) + 1])
 
@@ -420,80 +433,83 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(ds:
     assert len(own) == 1 and not own[0].sealed and own[0].message_ids[-1] == at
     assert (
         own[0].tok_end
-        == next(m for m in ds.storage.messages(ns, "p") if m.id == at).tok_offset
-        + next(m for m in ds.storage.messages(ns, "p") if m.id == at).n_tokens
+        == next(m for m in memory.storage.messages(ns, "p") if m.id == at).tok_offset
+        + next(m for m in memory.storage.messages(ns, "p") if m.id == at).n_tokens
     )
     stream_ok("f", at)
 
-    ds.writer.remember(
+    memory.writer.remember(
         ns,
         RememberRequest(
             conversation_id="f",
             messages=conversation(("Ann", "Bob"), 30, start=T0 + timedelta(hours=1), prefix="f", marker="branch"),
         ),
     )
-    own = ds.storage.source_nodes(ns, "f", level=1)
+    own = memory.storage.source_nodes(ns, "f", level=1)
     assert own[0].message_ids[-1].startswith("f-") and at in own[0].message_ids  # its messages continue the chunk
-    check_tree(ds.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    check_tree(memory.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
     stream_ok("f", at)
 
     # a parent message the fork's own chunk holds, then one it inherits: forgotten in the fork too
     before = own[0].message_ids[own[0].message_ids.index(at) - 1]
-    ds.deleter.delete(ns, DeleteRequest(ids=[before, "m-2"]))
-    for n in ds.storage.source_nodes(ns, "f") + view("f")[0]:
+    memory.deleter.delete(ns, DeleteRequest(ids=[before, "m-2"]))
+    for n in memory.storage.source_nodes(ns, "f") + view("f")[0]:
         assert before not in n.message_ids and "m-2" not in n.message_ids and "(note 2).\n" not in n.text
-    check_tree(ds.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    check_tree(memory.storage.source_nodes(ns, "f"), s.chunk_size, s.chunk_overlap, s.fan_out)
     stream_ok("f", at)
-    hits = search(ds, ns, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
+    hits = search(memory, ns, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
     assert at in {m for h in hits for m in h.message_ids}
     # the fork message itself: the fork point moves to the message before it
-    ds.deleter.delete(ns, DeleteRequest(ids=[at]))
-    previous = max((m for m in ds.storage.messages(ns, "p") if index(m.id) < index(at)), key=lambda m: m.seq)
+    memory.deleter.delete(ns, DeleteRequest(ids=[at]))
+    previous = max((m for m in memory.storage.messages(ns, "p") if index(m.id) < index(at)), key=lambda m: m.seq)
     stream_ok("f", previous.id)
 
     # export and import carry the fork's own chunks like any node
     copy = ns + "-copy"
-    import_dump(ds, list(export_lines(ds, [ns], embeddings=True)), namespace=copy)
-    assert ds.storage.source_nodes(copy, "f") == ds.storage.source_nodes(ns, "f")
-    again = search(ds, copy, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
+    import_dump(memory, list(export_lines(memory, [ns], embeddings=True)), namespace=copy)
+    assert memory.storage.source_nodes(copy, "f") == memory.storage.source_nodes(ns, "f")
+    again = search(memory, copy, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
     assert [h.id for h in again] == [
-        h.id for h in search(ds, ns, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
+        h.id
+        for h in search(memory, ns, "garden travel cooking music work branch", "dense", top_k=100, conversation_id="f")
     ]
 
 
-def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(ds: Memory, ns: str) -> None:
+def test_a_fork_made_before_bases_keeps_its_view_until_it_gets_one(memory: Memory, ns: str) -> None:
     """A fork record written by an earlier version (no `tok_at`: nothing of the parent held) still reads as it
     did; forking it, or a rebuild of it, gives it its base and lists it in its parent's `forks`."""
     from datastore.read.lineage import fork_info
     from datastore.storage import SourceRow, WriteBatch
 
-    ds.writer.remember(ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0)))
+    memory.writer.remember(
+        ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0))
+    )
     old = {"parent_id": "p", "at_message_id": "m-19", "at_seq": 19, "at_time": (T0 + timedelta(minutes=19)).isoformat()}
-    ds.storage.commit(ns, WriteBatch(source=SourceRow("old", "conversation", 1, metadata={"fork": old})), 0)
-    ds.writer.remember(
+    memory.storage.commit(ns, WriteBatch(source=SourceRow("old", "conversation", 1, metadata={"fork": old})), 0)
+    memory.writer.remember(
         ns,
         RememberRequest(
             conversation_id="old", messages=conversation(("Ann", "Bob"), 12, start=T0 + timedelta(hours=1), prefix="o")
         ),
     )
-    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="old")
-    inherited = {m for h in hits if h.conversation_id == "p" for m in covered(ds, ns, h.id)}
+    hits = search(memory, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="old")
+    inherited = {m for h in hits if h.conversation_id == "p" for m in covered(memory, ns, h.id)}
     assert inherited and max(index(m) for m in inherited) < 19  # the straddling chunk stays unseen, as before
-    assert ds.storage.messages(ns, "old")[0].tok_offset == 0
+    assert memory.storage.messages(ns, "old")[0].tok_offset == 0
 
-    ds.forks.fork(ns, "old", "o-5", "new")  # forking it gives it its base first
-    assert "tok_at" in (fork_info(ds.storage, ns, "old") or {})
-    assert "old" in (ds.storage.get_source(ns, "p").metadata.get("forks") or [])  # type: ignore[union-attr]
+    memory.forks.fork(ns, "old", "o-5", "new")  # forking it gives it its base first
+    assert "tok_at" in (fork_info(memory.storage, ns, "old") or {})
+    assert "old" in (memory.storage.get_source(ns, "p").metadata.get("forks") or [])  # type: ignore[union-attr]
     for cid, last in (("old", 19), ("new", 19)):
-        hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id=cid)
+        hits = search(memory, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id=cid)
         seen = {m for h in hits for m in h.message_ids if m.startswith("m-")}
         assert seen == {f"m-{i}" for i in range(last + 1)}, cid
-    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="new")
+    hits = search(memory, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="new")
     assert {m for h in hits for m in h.message_ids if m.startswith("o-")} == {f"o-{i}" for i in range(6)}
 
 
 # ---------------------------------------------------------------------- messages in time order
-def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) -> None:
+def test_a_message_remembered_late_takes_its_place_by_time(memory: Memory, ns: str) -> None:
     """On every provider, a message whose created_at is earlier than the conversation's
     latest (one re-remembered after its deletion) is inserted in time order, inline or through the background
     steps, and the tree is rebuilt from there: it ends exactly as if everything had been remembered in order at
@@ -501,27 +517,27 @@ def test_a_message_remembered_late_takes_its_place_by_time(ds: Memory, ns: str) 
     from models.api import DeleteRequest
     from tests.support.invariants import check_tree
 
-    s = ds.settings
+    s = memory.settings
     msgs = conversation(("Ann", "Bob"), 40, start=T0)
-    ds.writer.remember(ns, RememberRequest(conversation_id="ref", messages=msgs))
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
-    ds.forks.fork(ns, "c", "m-20", "f")
-    ds.deleter.delete(ns, DeleteRequest(ids=["m-5", "m-33", "m-34"], conversation_id="c"))
+    memory.writer.remember(ns, RememberRequest(conversation_id="ref", messages=msgs))
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    memory.forks.fork(ns, "c", "m-20", "f")
+    memory.deleter.delete(ns, DeleteRequest(ids=["m-5", "m-33", "m-34"], conversation_id="c"))
 
     def tree(cid: str) -> list[tuple]:
         return [
             (n.level, n.position, n.text, n.message_ids, n.sealed, n.session_ids)
-            for n in ds.storage.source_nodes(ns, cid)
+            for n in memory.storage.source_nodes(ns, cid)
         ]
 
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=[msgs[33], msgs[34]]))  # inline
-    ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=[msgs[5]]))  # stored now, indexed later
-    assert [m.id for m in ds.storage.messages(ns, "c")] == [m.id for m in msgs]
-    ds.steps.backlog()
-    assert [(m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "c")] == [
-        (m.id, m.seq, m.tok_offset, m.session_id) for m in ds.storage.messages(ns, "ref")
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=[msgs[33], msgs[34]]))  # inline
+    memory.writer.accept(ns, RememberRequest(conversation_id="c", messages=[msgs[5]]))  # stored now, indexed later
+    assert [m.id for m in memory.storage.messages(ns, "c")] == [m.id for m in msgs]
+    memory.steps.backlog()
+    assert [(m.id, m.seq, m.tok_offset, m.session_id) for m in memory.storage.messages(ns, "c")] == [
+        (m.id, m.seq, m.tok_offset, m.session_id) for m in memory.storage.messages(ns, "ref")
     ]
     assert tree("c") == tree("ref")
-    check_tree(ds.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out)
-    hits = search(ds, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="f")
+    check_tree(memory.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out)
+    hits = search(memory, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="f")
     assert {m for h in hits for m in h.message_ids} == {f"m-{i}" for i in range(21)}  # the fork sees m-5 again

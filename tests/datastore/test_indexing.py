@@ -35,22 +35,22 @@ def open_store(tmp_path: Path, embedder: LocalEmbedder, name: str) -> Memory:
     return open_memory(settings, embedder, ExtractiveSummariser())
 
 
-def tree(ds: Memory, sid: str) -> list[tuple[int, int, str, bool]]:
-    return sorted((n.level, n.position, n.text, n.sealed) for n in ds.storage.source_nodes(NS, sid))
+def tree(memory: Memory, sid: str) -> list[tuple[int, int, str, bool]]:
+    return sorted((n.level, n.position, n.text, n.sealed) for n in memory.storage.source_nodes(NS, sid))
 
 
 def test_accept_stores_the_messages_and_builds_nothing(tmp_path: Path, embedder: LocalEmbedder) -> None:
-    ds = open_store(tmp_path, embedder, "a")
+    memory = open_store(tmp_path, embedder, "a")
     try:
-        r = ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(12)))
+        r = memory.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(12)))
         assert r.pending_message_ids == [f"m{i}" for i in range(12)]
         assert (r.chunk_ids, r.updated_chunk_ids, r.summary_ids) == ([], [], [])
-        assert ds.storage.source_nodes(NS, "c") == [] and len(ds.storage.messages(NS, "c", 0)) == 12
-        assert ds.storage.backlog() == [(NS, "c")]
-        again = ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(3)))
+        assert memory.storage.source_nodes(NS, "c") == [] and len(memory.storage.messages(NS, "c", 0)) == 12
+        assert memory.storage.backlog() == [(NS, "c")]
+        again = memory.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(3)))
         assert again.skipped_message_ids == ["m0", "m1", "m2"] and not again.pending_message_ids
     finally:
-        ds.close()
+        memory.close()
 
 
 def test_bounded_steps_build_the_tree_an_inline_remember_builds(tmp_path: Path, embedder: LocalEmbedder) -> None:
@@ -93,10 +93,10 @@ def test_bounded_steps_build_the_tree_an_inline_remember_builds(tmp_path: Path, 
 
 def test_messages_appended_during_a_step_stay_backlog(tmp_path: Path, embedder: LocalEmbedder) -> None:
     """A chunk step commits what it read; messages accepted after it are indexed by the next step."""
-    ds = open_store(tmp_path, embedder, "a")
+    memory = open_store(tmp_path, embedder, "a")
     try:
-        ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(8)))
-        real = ds.embedder
+        memory.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(8)))
+        real = memory.embedder
 
         class AppendingEmbedder:  # the real embedder; a client's remember lands while the first call runs
             appended = False
@@ -108,17 +108,17 @@ def test_messages_appended_during_a_step_stay_backlog(tmp_path: Path, embedder: 
                 out = real.embed(texts, bulk=bulk)
                 if not self.appended:
                     self.appended = True
-                    ds.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(14)[8:]))
+                    memory.writer.accept(NS, RememberRequest(conversation_id="c", messages=messages(14)[8:]))
                 return out
 
-        first = recompose(ds, embedder=AppendingEmbedder()).steps.chunks(NS, "c", max_chunks=100)
+        first = recompose(memory, embedder=AppendingEmbedder()).steps.chunks(NS, "c", max_chunks=100)
         assert first.created and first.backlog_tokens > 0  # committed despite the append, which stays backlog
-        assert ds.storage.backlog() == [(NS, "c")]
-        ds.steps.backlog()
-        covered = {m for n in ds.storage.source_nodes(NS, "c") if n.level == 1 for m in n.message_ids}
-        assert covered == {f"m{i}" for i in range(14)} and ds.storage.backlog() == []
+        assert memory.storage.backlog() == [(NS, "c")]
+        memory.steps.backlog()
+        covered = {m for n in memory.storage.source_nodes(NS, "c") if n.level == 1 for m in n.message_ids}
+        assert covered == {f"m{i}" for i in range(14)} and memory.storage.backlog() == []
     finally:
-        ds.close()
+        memory.close()
 
 
 def test_round_robin_takes_namespaces_in_turn() -> None:

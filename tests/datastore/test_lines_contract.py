@@ -41,9 +41,9 @@ def chat(n_days: int = 12) -> list[Message]:
     return out
 
 
-def lines_of(ds: Memory, ns: str, cid: str) -> list[MemoryNode]:
-    nodes = ds.storage.source_nodes(ns, cid)
-    s = ds.settings
+def lines_of(memory: Memory, ns: str, cid: str) -> list[MemoryNode]:
+    nodes = memory.storage.source_nodes(ns, cid)
+    s = memory.settings
     check_tree(nodes, s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level, rolled_up=False)
     return check_lines(nodes)
 
@@ -58,16 +58,16 @@ def expected(messages: list[Message]) -> dict[str, str]:
     return out
 
 
-def record_commits(ds: Memory, monkeypatch: pytest.MonkeyPatch) -> list[WriteBatch]:
+def record_commits(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[WriteBatch]:
     """Every WriteBatch the store commits from now on (the provider's own commit still runs)."""
     batches: list[WriteBatch] = []
-    commit = ds.storage.commit
+    commit = memory.storage.commit
 
     def recording(ns: str, batch: WriteBatch, expected_version: int) -> None:
         commit(ns, batch, expected_version)
         batches.append(batch)
 
-    monkeypatch.setattr(ds.storage, "commit", recording)
+    monkeypatch.setattr(memory.storage, "commit", recording)
     return batches
 
 
@@ -85,147 +85,147 @@ def assert_lines_with_their_chunks(batches: list[WriteBatch]) -> set[str]:
 
 
 def test_every_informative_message_gets_one_line_in_its_chunks_commit(
-    ds: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
+    memory: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     msgs = chat()
-    batches = record_commits(ds, monkeypatch)
+    batches = record_commits(memory, monkeypatch)
     for i in range(0, len(msgs), 7):  # incremental remembers: the open chunk is re-cut each time
-        ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs[i : i + 7]))
+        memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs[i : i + 7]))
     want = expected(msgs)
     assert set(FILLER) & set(want) == set() and len(want) == len(msgs) - len(FILLER)
     assert assert_lines_with_their_chunks(batches) == set(want)
-    lines = lines_of(ds, ns, "c")
+    lines = lines_of(memory, ns, "c")
     assert {n.message_ids[0]: n.text for n in lines} == want
     by_id = {m.id: m for m in msgs}
     for n in lines:
         m = by_id[n.message_ids[0]]
         assert n.speakers == [m.speaker] and n.start_time == m.created_at and n.source_id == "c"
-    vectors = ds.storage.get_vectors(ns, [n.id for n in lines])
-    spoken = ds.embedder.embed([f"{n.speakers[0]}: {n.text}" for n in lines])
+    vectors = memory.storage.get_vectors(ns, [n.id for n in lines])
+    spoken = memory.embedder.embed([f"{n.speakers[0]}: {n.text}" for n in lines])
     assert all(np.allclose(vectors[n.id], spoken[i], atol=1e-4) for i, n in enumerate(lines))
 
 
 def test_the_background_chunk_steps_write_lines_with_their_chunks(
-    ds: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
+    memory: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     msgs = chat()
-    ds.writer.accept(ns, RememberRequest(conversation_id="c", messages=msgs))
-    assert ds.storage.source_nodes(ns, "c") == []  # stored now, nothing indexed yet: no line either
-    batches = record_commits(ds, monkeypatch)
-    while ds.steps.chunks(ns, "c", max_chunks=2).more:
+    memory.writer.accept(ns, RememberRequest(conversation_id="c", messages=msgs))
+    assert memory.storage.source_nodes(ns, "c") == []  # stored now, nothing indexed yet: no line either
+    batches = record_commits(memory, monkeypatch)
+    while memory.steps.chunks(ns, "c", max_chunks=2).more:
         pass
     assert len(batches) > 1
     assert assert_lines_with_their_chunks(batches) == set(expected(msgs))
-    assert {n.message_ids[0] for n in lines_of(ds, ns, "c")} == set(expected(msgs))
+    assert {n.message_ids[0] for n in lines_of(memory, ns, "c")} == set(expected(msgs))
 
 
-def test_a_line_is_forgotten_with_its_message_and_the_others_are_kept(ds: Memory, ns: str) -> None:
+def test_a_line_is_forgotten_with_its_message_and_the_others_are_kept(memory: Memory, ns: str) -> None:
     msgs = chat()
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
-    before = {n.message_ids[0]: n for n in lines_of(ds, ns, "c")}
-    vectors = ds.storage.get_vectors(ns, [n.id for n in before.values()])
-    vector = ds.embedder.embed(["a trip to Oslo"])[0]
-    assert "d2a" in {ln.message_id for ln in ds.outline.lines(ns, "c", vector, 3)}  # read (and kept) once
-    ds.deleter.delete(ns, DeleteRequest(ids=["d2a", "d4c"], conversation_id="c"))
-    after = {n.message_ids[0]: n for n in lines_of(ds, ns, "c")}
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    before = {n.message_ids[0]: n for n in lines_of(memory, ns, "c")}
+    vectors = memory.storage.get_vectors(ns, [n.id for n in before.values()])
+    vector = memory.embedder.embed(["a trip to Oslo"])[0]
+    assert "d2a" in {ln.message_id for ln in memory.outline.lines(ns, "c", vector, 3)}  # read (and kept) once
+    memory.deleter.delete(ns, DeleteRequest(ids=["d2a", "d4c"], conversation_id="c"))
+    after = {n.message_ids[0]: n for n in lines_of(memory, ns, "c")}
     assert set(after) == set(before) - {"d2a", "d4c"}
-    assert {ln.message_id for ln in ds.outline.lines(ns, "c")} == set(after)  # what the service read is renewed
-    assert "d2a" not in {ln.message_id for ln in ds.outline.lines(ns, "c", vector, 3)}
+    assert {ln.message_id for ln in memory.outline.lines(ns, "c")} == set(after)  # what the service read is renewed
+    assert "d2a" not in {ln.message_id for ln in memory.outline.lines(ns, "c", vector, 3)}
     assert all(after[m].id == before[m].id for m in after)  # kept lines keep their ids and vectors
-    kept = ds.storage.get_vectors(ns, [n.id for n in after.values()])
+    kept = memory.storage.get_vectors(ns, [n.id for n in after.values()])
     assert all(np.allclose(kept[n.id], vectors[n.id]) for n in after.values())
-    assert ds.storage.get_nodes(ns, [before["d2a"].id, before["d4c"].id]) == []
+    assert memory.storage.get_nodes(ns, [before["d2a"].id, before["d4c"].id]) == []
 
-    ds.deleter.delete(ns, DeleteRequest(ids=[after["d6a"].id]))  # a line's id forgets its message
-    assert "d6a" not in {m.id for m in ds.storage.messages(ns, "c")}
-    assert "d6a" not in {n.message_ids[0] for n in lines_of(ds, ns, "c")}
-    ds.deleter.delete(ns, DeleteRequest(ids=["c"]))
-    assert ds.storage.source_nodes(ns, "c") == []
+    memory.deleter.delete(ns, DeleteRequest(ids=[after["d6a"].id]))  # a line's id forgets its message
+    assert "d6a" not in {m.id for m in memory.storage.messages(ns, "c")}
+    assert "d6a" not in {n.message_ids[0] for n in lines_of(memory, ns, "c")}
+    memory.deleter.delete(ns, DeleteRequest(ids=["c"]))
+    assert memory.storage.source_nodes(ns, "c") == []
 
 
-def test_a_late_message_is_lined_in_its_place(ds: Memory, ns: str) -> None:
+def test_a_late_message_is_lined_in_its_place(memory: Memory, ns: str) -> None:
     msgs = chat()
     late = next(m for m in msgs if m.id == "d3a")
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=[m for m in msgs if m.id != "d3a"]))
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=[late]))
-    lines = lines_of(ds, ns, "c")
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=[m for m in msgs if m.id != "d3a"]))
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=[late]))
+    lines = lines_of(memory, ns, "c")
     assert {n.message_ids[0] for n in lines} == set(expected(msgs))
-    order = [m.id for m in ds.storage.messages(ns, "c")]
+    order = [m.id for m in memory.storage.messages(ns, "c")]
     assert [n.message_ids[0] for n in lines] == [m for m in order if m in expected(msgs)]
 
 
-def test_lines_are_never_search_results_nor_listed(ds: Memory, ns: str) -> None:
+def test_lines_are_never_search_results_nor_listed(memory: Memory, ns: str) -> None:
     msgs = chat()
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
-    lines = {n.id for n in lines_of(ds, ns, "c")}
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    lines = {n.id for n in lines_of(memory, ns, "c")}
     assert lines
     for mode in ("dense", "text", "hybrid", "tree"):
         q = Query(query="a trip to Lisbon and pottery for hours", top_k=50, mode=mode)
-        got = {h.id for h in ds.reader.query(ns, [q]).results[0].results}
+        got = {h.id for h in memory.reader.query(ns, [q]).results[0].results}
         assert got and not got & lines, mode
-    detail = ds.listing.detail(ns, "c")
+    detail = memory.listing.detail(ns, "c")
     assert "0" not in detail.conversation.node_counts and all(n.level >= 1 for n in detail.top_nodes)
-    assert all(lv.level >= 1 for lv in ds.describer.describe(ns, "c").levels)
+    assert all(lv.level >= 1 for lv in memory.describer.describe(ns, "c").levels)
 
 
-def test_lines_ranked_by_a_query_over_the_whole_conversation(ds: Memory, ns: str) -> None:
+def test_lines_ranked_by_a_query_over_the_whole_conversation(memory: Memory, ns: str) -> None:
     msgs = chat()
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
-    every = ds.outline.lines(ns, "c")
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    every = memory.outline.lines(ns, "c")
     assert [ln.message_id for ln in every] == [m.id for m in msgs if m.id in expected(msgs)]
     assert all(ln.score is None and ln.conversation_id == "c" for ln in every)
     query = "When did Ann plan the trip to Kyoto?"
-    vector = ds.embedder.embed([query])[0]
+    vector = memory.embedder.embed([query])[0]
     for text in (None, query):
-        best = ds.outline.lines(ns, "c", vector, top_k=3, query_text=text)
+        best = memory.outline.lines(ns, "c", vector, top_k=3, query_text=text)
         assert len(best) == 3 and [ln.position for ln in best] == sorted(ln.position for ln in best)
         assert "d1a" in {ln.message_id for ln in best}  # day 1: "a trip to Kyoto"
         assert all(ln.score is not None for ln in best)
-    assert ds.outline.lines(ns, "nope", vector, top_k=3) == []
+    assert memory.outline.lines(ns, "nope", vector, top_k=3) == []
 
 
-def test_the_outline_groups_dated_lines_oldest_first_under_a_budget(ds: Memory, ns: str) -> None:
+def test_the_outline_groups_dated_lines_oldest_first_under_a_budget(memory: Memory, ns: str) -> None:
     msgs = chat()
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs, title="Trips"))
-    full = ds.outline.outline(ns, "c", budget_tokens=100_000)
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs, title="Trips"))
+    full = memory.outline.outline(ns, "c", budget_tokens=100_000)
     assert full.title == "Trips" and full.omitted == 0 and full.total_lines == len(expected(msgs))
     assert [d.date for d in full.days] == [(T0 + timedelta(days=3 * d)).date().isoformat() for d in range(12)]
     assert [ln.message_id for d in full.days for ln in d.lines] == [m.id for m in msgs if m.id in expected(msgs)]
     assert full.text.splitlines()[:2] == ["[2024-03-01]", f"Ann: {expected(msgs)['d0a']}"]
     assert "Thanks, Ann" not in full.text
 
-    small = ds.outline.outline(ns, "c", budget_tokens=120)
+    small = memory.outline.outline(ns, "c", budget_tokens=120)
     assert 0 < small.tokens <= 120 and small.omitted > 0
     assert full.text.startswith(small.text)  # without a query: the oldest lines, cut at the budget
 
-    focused = ds.outline.outline(ns, "c", query="the trip to Oslo", budget_tokens=120)
+    focused = memory.outline.outline(ns, "c", query="the trip to Oslo", budget_tokens=120)
     shown = [ln for d in focused.days for ln in d.lines]
     assert focused.tokens <= 120 and "d2a" in {ln.message_id for ln in shown}  # day 2: Oslo
     assert [ln.created_at for ln in shown] == sorted(ln.created_at for ln in shown if ln.created_at)  # oldest first
     with pytest.raises(NotFoundError):
-        ds.outline.outline(ns, "nope")
+        memory.outline.outline(ns, "nope")
 
 
 def test_lines_are_carried_by_export_import_and_migrate(
-    ds: Memory, ns: str, tmp_path: Path, embedder: LocalEmbedder
+    memory: Memory, ns: str, tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     msgs = chat()
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
-    want = ds.outline.outline(ns, "c", query="the trip to Oslo", budget_tokens=300)
-    lines = lines_of(ds, ns, "c")
-    vectors = ds.storage.get_vectors(ns, [n.id for n in lines])
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    want = memory.outline.outline(ns, "c", query="the trip to Oslo", budget_tokens=300)
+    lines = lines_of(memory, ns, "c")
+    vectors = memory.storage.get_vectors(ns, [n.id for n in lines])
     for embeddings in (False, True):  # re-embedded, or the dump's vectors
         copy = f"{ns}-copy-{int(embeddings)}"
-        import_dump(ds, list(export_lines(ds, [ns], embeddings=embeddings)), namespace=copy)
-        assert lines_of(ds, copy, "c") == lines
-        got = ds.storage.get_vectors(copy, [n.id for n in lines])
+        import_dump(memory, list(export_lines(memory, [ns], embeddings=embeddings)), namespace=copy)
+        assert lines_of(memory, copy, "c") == lines
+        got = memory.storage.get_vectors(copy, [n.id for n in lines])
         assert all(np.allclose(got[n.id], vectors[n.id], atol=1e-4) for n in lines)
-        assert ds.outline.outline(copy, "c", query="the trip to Oslo", budget_tokens=300).text == want.text
+        assert memory.outline.outline(copy, "c", query="the trip to Oslo", budget_tokens=300).text == want.text
 
     (tmp_path / "other").mkdir()
     local = open_memory(make_settings(tmp_path / "other"), embedder, ExtractiveSummariser())
     try:
-        migrate_memory(ds, local, [ns], None)  # from this provider to a local store
+        migrate_memory(memory, local, [ns], None)  # from this provider to a local store
         assert lines_of(local, ns, "c") == lines
         assert local.outline.outline(ns, "c", query="the trip to Oslo", budget_tokens=300).text == want.text
     finally:

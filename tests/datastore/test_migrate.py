@@ -104,31 +104,31 @@ def instructions(store: Memory, ns: str) -> list[tuple]:
     ]
 
 
-def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, ds: Memory, ns: str) -> None:
-    if ds.storage.core is None:  # a destination without core memory is refused before anything is written
+def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, memory: Memory, ns: str) -> None:
+    if memory.storage.core is None:  # a destination without core memory is refused before anything is written
         with pytest.raises(StoreError, match="2 core memory entries"):
-            migrate(source, ds, [ns, f"{ns}-2"], None)
-        assert ds.storage.list_sources(ns) == []
+            migrate(source, memory, [ns, f"{ns}-2"], None)
+        assert memory.storage.list_sources(ns) == []
         _forget_core(source, ns)
     seen: list[tuple] = []
-    report = migrate(source, ds, [ns, f"{ns}-2"], lambda *event: seen.append(event))
+    report = migrate(source, memory, [ns, f"{ns}-2"], lambda *event: seen.append(event))
     assert report["sources"] == 4 and report["copied"] == 4 and report["skipped"] == 0
-    assert report["marks"] == 3 and report["core_memory"] == (0 if ds.storage.core is None else 2)
+    assert report["marks"] == 3 and report["core_memory"] == (0 if memory.storage.core is None else 2)
     assert report["instructions"] == 3 and report["namespaces"][f"{ns}-2"]["instructions"] == 3
-    assert _extras(ds, ns) == _extras(source, ns) and _extras(ds, ns)[0]
-    assert _extras(ds, f"{ns}-2") == _extras(source, f"{ns}-2")
-    rules = ds.instructions.list(f"{ns}-2", include_superseded=True).instructions
+    assert _extras(memory, ns) == _extras(source, ns) and _extras(memory, ns)[0]
+    assert _extras(memory, f"{ns}-2") == _extras(source, f"{ns}-2")
+    rules = memory.instructions.list(f"{ns}-2", include_superseded=True).instructions
     assert [(i.message_id, i.superseded_by is None) for i in rules] == [("m-0", False), ("m-2", True), ("m-6", True)]
     assert report["namespaces"][ns]["messages"] == 73 and report["nodes"] > 10
     assert seen[-1] == (f"{ns}-2", "c1", 1, 1, "copied")
     for space, sid in ((ns, "c1"), (ns, "c2"), (ns, "d1"), (f"{ns}-2", "c1")):
-        assert _dump(ds, space, sid) == _dump(source, space, sid)
+        assert _dump(memory, space, sid) == _dump(source, space, sid)
     q = [Query(query="the server migration ran all weekend", top_k=3)]
-    assert [r.id for r in ds.reader.query(ns, q).results[0].results] == [
+    assert [r.id for r in memory.reader.query(ns, q).results[0].results] == [
         r.id for r in source.reader.query(ns, q).results[0].results
     ]
 
-    again = migrate(source, ds, [ns, f"{ns}-2"], None)
+    again = migrate(source, memory, [ns, f"{ns}-2"], None)
     assert again["copied"] == 0 and again["skipped"] == 4
 
 
@@ -137,19 +137,19 @@ def _forget_core(store: Memory, ns: str) -> None:
     store.core.delete(ns, "project", "c1")
 
 
-def test_an_interrupted_copy_resumes(source: Memory, ds: Memory, ns: str) -> None:
-    if ds.storage.core is None:
+def test_an_interrupted_copy_resumes(source: Memory, memory: Memory, ns: str) -> None:
+    if memory.storage.core is None:
         _forget_core(source, ns)
-    migrate(source, ds, [ns], None)
-    c2 = ds.storage.get_source(ns, "c2")
-    ds.storage.commit(ns, WriteBatch(source=c2, delete_source=True), c2.version)  # type: ignore[arg-type, union-attr]
+    migrate(source, memory, [ns], None)
+    c2 = memory.storage.get_source(ns, "c2")
+    memory.storage.commit(ns, WriteBatch(source=c2, delete_source=True), c2.version)  # type: ignore[arg-type, union-attr]
     source.writer.remember(
         ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 5, first=60))
     )
-    report = migrate(source, ds, [ns], None)
+    report = migrate(source, memory, [ns], None)
     assert report["copied"] == 2 and report["skipped"] == 1  # c2 was missing, c1 changed, d1 is as it was
     for sid in ("c1", "c2"):
-        assert _dump(ds, ns, sid) == _dump(source, ns, sid)
+        assert _dump(memory, ns, sid) == _dump(source, ns, sid)
 
 
 def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: LocalEmbedder) -> None:

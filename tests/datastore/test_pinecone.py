@@ -38,23 +38,25 @@ pinecone_only = pytest.mark.parametrize("provider_settings", ["pinecone"], indir
 
 
 @pinecone_only
-def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(ds: Memory, ns: str) -> None:
+def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(memory: Memory, ns: str) -> None:
     big = "Look: " + "—" * 14000 + " the end."  # 42 KB of UTF-8 (3 bytes a dash) but only ~900 tokens
     msgs = [Message(id="big", speaker="Alice", content=big), Message(id="small", speaker="Bob", content="ok.")]
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
-    stored = {m.id: m for m in ds.storage.messages(ns, "c", -1)}
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    stored = {m.id: m for m in memory.storage.messages(ns, "c", -1)}
     assert stored["big"].content == big and stored["small"].content == "ok."
-    ids = ds.storage._list(ns, "msg#")  # type: ignore[attr-defined]
+    ids = memory.storage._list(ns, "msg#")  # type: ignore[attr-defined]
     assert sum(1 for i in ids if pinecone_records.is_part(i)) >= 2
-    s = ds.settings
-    check_tree(ds.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+    s = memory.settings
+    check_tree(memory.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
 
 
 @pinecone_only
-def test_reads_past_the_query_cap_fall_back_to_listing(ds: Memory, ns: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_reads_past_the_query_cap_fall_back_to_listing(
+    memory: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     messages = conversation(("Alice", "Bob"), 40)
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages))
-    storage = ds.storage
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages))
+    storage = memory.storage
     full = (storage.messages(ns, "c"), storage.frontier(ns, "c"), storage.find_messages(ns, ids=["m-1", "m-2"]))
     monkeypatch.setattr(pc_store, "_QUERY_CAP", 3)  # every filtered read now hits the cap
     capped = (storage.messages(ns, "c"), storage.frontier(ns, "c"), storage.find_messages(ns, ids=["m-1", "m-2"]))
@@ -64,7 +66,7 @@ def test_reads_past_the_query_cap_fall_back_to_listing(ds: Memory, ns: str, monk
 
 
 @pinecone_only
-def test_another_model_of_the_same_dimension_is_refused(ds: Memory, open_store: Callable[..., Memory]) -> None:
+def test_another_model_of_the_same_dimension_is_refused(memory: Memory, open_store: Callable[..., Memory]) -> None:
     class SameSize(OtherEmbedder):
         model_name = "another-384-model"
         dimension = 384
@@ -152,15 +154,15 @@ def control_plane(needle_server: Needle | str, monkeypatch: pytest.MonkeyPatch) 
 def test_missing_index_is_created_serverless_with_the_embedder_dimension(
     control_plane: type[_ControlPlane], open_store: Callable[..., Memory], ns: str
 ) -> None:
-    ds = open_store(
+    memory = open_store(
         pinecone_host=None, pinecone_index="made-here", pinecone_cloud="gcp", pinecone_region="europe-west4"
     )
     posts = [body for method, _, body in control_plane.requests if method == "POST"]
     assert len(posts) == 1 and posts[0]["name"] == "made-here"
     assert posts[0]["schema"]["fields"]["_values"] == {"type": "dense_vector", "dimension": 384, "metric": "cosine"}
     assert posts[0]["deployment"] == {"deployment_type": "managed", "cloud": "gcp", "region": "europe-west4"}
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 10)))
-    assert ds.reader.query(ns, [Query(query="garden tomatoes")]).results[0].results
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 10)))
+    assert memory.reader.query(ns, [Query(query="garden tomatoes")]).results[0].results
     open_store(pinecone_host=None, pinecone_index="made-here")  # exists now: no second create
     assert sum(1 for method, _, _ in control_plane.requests if method == "POST") == 1
 

@@ -63,11 +63,11 @@ def test_incremental_and_one_shot_remember_give_the_same_chunks(
     sessions = locomo_sessions(locomo[1], limit=4)
     texts = []
     for name, batches in [("one", [[m for s in sessions for m in s]]), ("many", sessions)]:
-        ds = open_memory(make_settings(tmp_path / name), embedder, ExtractiveSummariser())
-        remember_sessions(ds, batches)
-        texts.append([n.text for n in tree(ds) if n.level == 1])
-        check(ds)
-        ds.close()
+        memory = open_memory(make_settings(tmp_path / name), embedder, ExtractiveSummariser())
+        remember_sessions(memory, batches)
+        texts.append([n.text for n in tree(memory) if n.level == 1])
+        check(memory)
+        memory.close()
     assert texts[0] == texts[1]
 
 
@@ -248,48 +248,48 @@ def test_embedder_failure_keeps_the_tree_and_the_messages(
     """A failure mid-call leaves every chunk and summary as it was, stores the messages (nothing acknowledged
     is lost), and the next call or retry_pending indexes them."""
     sessions = locomo_sessions(locomo[0], limit=6)
-    ds = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
-    remember_sessions(ds, sessions[:4])
-    before = [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)]
-    n_before = ds.storage.counts(NS)["messages"]
+    memory = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
+    remember_sessions(memory, sessions[:4])
+    before = [(n.id, n.text, n.parent_id, n.sealed) for n in tree(memory)]
+    n_before = memory.storage.counts(NS)["messages"]
     failing = (
-        recompose(ds, embedder=FailingEmbedder(embedder, 1))
+        recompose(memory, embedder=FailingEmbedder(embedder, 1))
         if fault == "embedder"
-        else recompose(ds, summariser=FailingSummariser())
+        else recompose(memory, summariser=FailingSummariser())
     )
     late = sessions[4] + sessions[5]
     r = failing.writer.remember(NS, RememberRequest(conversation_id="conv", messages=late))
     assert r.pending_message_ids == [m.id for m in late] and not (r.chunk_ids or r.summary_ids)
-    assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)] == before
-    assert ds.storage.counts(NS)["messages"] == n_before + len(late)
-    assert ds.storage.backlog() == [(NS, "conv")]
+    assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(memory)] == before
+    assert memory.storage.counts(NS)["messages"] == n_before + len(late)
+    assert memory.storage.backlog() == [(NS, "conv")]
     assert failing.writer.retry_pending() == 0  # still failing: still pending, nothing half-written
-    assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(ds)] == before
-    assert ds.writer.retry_pending() == 1 and ds.storage.backlog() == []
-    covered = {m for n in tree(ds) if n.level == 1 for m in n.message_ids}
+    assert [(n.id, n.text, n.parent_id, n.sealed) for n in tree(memory)] == before
+    assert memory.writer.retry_pending() == 1 and memory.storage.backlog() == []
+    covered = {m for n in tree(memory) if n.level == 1 for m in n.message_ids}
     assert {m.id for m in late} <= covered
-    check(ds)
+    check(memory)
     # the result is the tree of remembering everything without a failure
     clean = open_memory(make_settings(tmp_path / "clean"), embedder, ExtractiveSummariser())
     remember_sessions(clean, sessions[:4] + [late])
-    assert [n.text for n in tree(ds) if n.level == 1] == [n.text for n in tree(clean) if n.level == 1]
+    assert [n.text for n in tree(memory) if n.level == 1] == [n.text for n in tree(clean) if n.level == 1]
     clean.close()
-    ds.close()
+    memory.close()
 
 
 def test_forgetting_does_not_wait_for_a_failing_embedder(
     tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict]
 ) -> None:
     sessions = locomo_sessions(locomo[0], limit=3)
-    ds = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
-    remember_sessions(ds, sessions)
+    memory = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
+    remember_sessions(memory, sessions)
     victim = sessions[1][2]
-    recompose(ds, embedder=FailingEmbedder(embedder, 1)).deleter.delete(NS, DeleteRequest(ids=[victim.id]))
-    assert all(victim.content not in n.text for n in tree(ds))
-    assert ds.writer.retry_pending() == 1
-    assert all(victim.id not in n.message_ids and victim.content not in n.text for n in tree(ds))
-    check(ds)
-    ds.close()
+    recompose(memory, embedder=FailingEmbedder(embedder, 1)).deleter.delete(NS, DeleteRequest(ids=[victim.id]))
+    assert all(victim.content not in n.text for n in tree(memory))
+    assert memory.writer.retry_pending() == 1
+    assert all(victim.id not in n.message_ids and victim.content not in n.text for n in tree(memory))
+    check(memory)
+    memory.close()
 
 
 def test_opening_with_another_embedding_model_is_a_clear_error(tmp_path: Path, store: Memory) -> None:

@@ -26,9 +26,9 @@ pg_only = pytest.mark.parametrize("provider_settings", ["postgres"], indirect=Tr
 
 
 @pg_only
-def test_migrations_are_named_recorded_and_run_once(ds: Memory, open_store: Callable[..., Memory]) -> None:
+def test_migrations_are_named_recorded_and_run_once(memory: Memory, open_store: Callable[..., Memory]) -> None:
     open_store()  # a second open finds everything applied
-    url = ds.settings.postgres_url.get_secret_value()  # type: ignore[union-attr]
+    url = memory.settings.postgres_url.get_secret_value()  # type: ignore[union-attr]
     with psycopg.connect(url) as conn:
         names = [r[0] for r in conn.execute("SELECT name FROM pyramind_migrations ORDER BY name")]
         assert names == sorted(name for name, _ in MIGRATIONS)
@@ -46,13 +46,16 @@ def test_migrations_are_named_recorded_and_run_once(ds: Memory, open_store: Call
 
 
 @pg_only
-def test_full_text_search_and_stats(ds: Memory, ns: str) -> None:
-    ds.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 40)))
-    hits = text_search(ds).search(ns, "cardamom for the curries", 5)
+def test_full_text_search_and_stats(memory: Memory, ns: str) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=conversation(("Alice", "Bob"), 40)))
+    hits = text_search(memory).search(ns, "cardamom for the curries", 5)
     assert hits and all("cardamom" in n.text or "curry" in n.text for n, _ in hits)
     assert [s for _, s in hits] == sorted((s for _, s in hits), reverse=True)
-    assert text_search(ds).search(ns, "!!!", 5) == [] and text_search(ds).search(f"{ns}-other", "cardamom", 5) == []
-    stats = ds.storage.counts(ns)
+    assert (
+        text_search(memory).search(ns, "!!!", 5) == []
+        and text_search(memory).search(f"{ns}-other", "cardamom", 5) == []
+    )
+    stats = memory.storage.counts(ns)
     assert stats["sources"] == 1 and stats["messages"] == 40 and stats["L1"] >= 5 and stats["L2"] >= 1
 
 

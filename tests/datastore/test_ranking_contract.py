@@ -62,21 +62,21 @@ def same(a: list, b: list) -> None:
 
 
 def test_every_provider_ranks_as_the_embedded_store(
-    ds: Memory, ns: str, tmp_path: Path, embedder: LocalEmbedder, open_store: Callable[..., Memory]
+    memory: Memory, ns: str, tmp_path: Path, embedder: LocalEmbedder, open_store: Callable[..., Memory]
 ) -> None:
     reference = open_memory(make_settings(tmp_path / "ref"), embedder, ExtractiveSummariser())
     try:
         fill(reference, ns)
-        fill(ds, ns)
+        fill(memory, ns)
         want = ranked(reference, ns)
         assert any(len(r) == 6 for r in want) and any(r and r[0][4] > 0 for r in want)
-        same(ranked(ds, ns), want)
+        same(ranked(memory, ns), want)
         again = open_store()  # another process over the same store: its indexes load from the store alone
         same(ranked(again, ns), want)
-        for store in (reference, ds):
+        for store in (reference, memory):
             store.deleter.delete(ns, DeleteRequest(ids=["c1-3", "c1-4"], conversation_id="c1"))
         want = ranked(reference, ns)
-        same(ranked(ds, ns), want)
+        same(ranked(memory, ns), want)
         same(ranked(again, ns), want)  # learnt the other process's delete from the store
     finally:
         reference.close()

@@ -75,15 +75,15 @@ def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, f
 
 def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: LoopbackOpenAI, embedder) -> None:
     settings = openai_settings(tmp_path, fake_openai, chunk_size=32, chunk_overlap=4)
-    ds = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
+    memory = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
     msgs = [
         Message(id=str(i), speaker="Ann", content=f"Fact number {i} is that the sky was colour {i}.") for i in range(30)
     ]
-    r = ds.writer.remember("default", RememberRequest(conversation_id="c", messages=msgs))
+    r = memory.writer.remember("default", RememberRequest(conversation_id="c", messages=msgs))
     assert r.summary_ids
-    made_by = {n.summariser for n in ds.storage.source_nodes("default", "c") if n.level > 1}
+    made_by = {n.summariser for n in memory.storage.source_nodes("default", "c") if n.level > 1}
     assert made_by == {"openai:gpt-4o-mini"}
-    ds.close()
+    memory.close()
 
 
 def test_without_the_openai_extra_start_up_is_one_line_naming_it(

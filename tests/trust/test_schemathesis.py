@@ -41,9 +41,9 @@ def one_error_shape(ctx: Any, response: Any, case: Any) -> None:
 @pytest.fixture(scope="module")
 def api_store(tmp_path_factory: pytest.TempPathFactory, embedder: LocalEmbedder) -> Iterator[Memory]:
     path: Path = tmp_path_factory.mktemp("schemathesis")
-    ds = open_memory(make_settings(path), embedder, ExtractiveSummariser())
-    yield ds
-    ds.close()
+    memory = open_memory(make_settings(path), embedder, ExtractiveSummariser())
+    yield memory
+    memory.close()
 
 
 @pytest.fixture(scope="module")
