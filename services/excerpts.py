@@ -207,7 +207,7 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
     return _segment(text, first_speaker, speakers, partial_first=False)
 
 
-def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None, partial_first: bool) -> list[Unit]:  # noqa: C901
+def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None, partial_first: bool) -> list[Unit]:  # noqa: C901 (one branch per kind of line: speaker, code, list, quote)
     """`segment`; with `partial_first`, the first line is the tail of a line, never a speaker line."""
     conversation = speakers is None or len(speakers) > 0
     lines = _lines(text)
@@ -218,7 +218,7 @@ def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | N
     fence, block = fence0, (0 if fence0 else -1)
     para: list[tuple[int, int, int, str]] = []  # prose lines of the open paragraph: (line, start, end, lead)
 
-    def add(  # noqa: PLR0913
+    def add(  # noqa: PLR0913 (a unit's fields, named at each call)
         kind: Kind, a: int, b: int, ln: int, end_ln: int, lead: str, on_speaker: bool, first: bool, last: bool
     ) -> None:
         in_block = kind == "fence" or (kind == "code" and fence is not None)  # not an indented code line
@@ -696,7 +696,7 @@ def _bare_line(u: Unit) -> bool:
     )
 
 
-def excerpt(  # noqa: PLR0913
+def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named at the call)
     text: str,
     query: str | None,
     budget_tokens: int,

@@ -119,7 +119,7 @@ def _chatgpt_message(node: dict[str, Any]) -> Message | None:
     )
 
 
-def _chatgpt_branches(path: Path, cid: str, mapping: Any, current: str | None) -> Iterator[Batch]:  # noqa: C901
+def _chatgpt_branches(path: Path, cid: str, mapping: Any, current: str | None) -> Iterator[Batch]:  # noqa: C901 (ChatGPT export: one branch per node shape of its mapping)
     where = f"{path}: conversation {cid!r}"
     if not isinstance(mapping, dict) or not all(isinstance(v, dict) for v in mapping.values()):
         raise ValueError(f"{where}: `mapping` must be an object of node objects")

@@ -474,7 +474,7 @@ def _imperative_rest(rest: str) -> bool:
     return head is not None and _verb_at(rest[head.end() :])
 
 
-def match_clause(clause: str, *, question: bool, condition: str | None, durable_lead: bool) -> Match | None:  # noqa: C901
+def match_clause(clause: str, *, question: bool, condition: str | None, durable_lead: bool) -> Match | None:  # noqa: C901 (one branch per clause pattern; the rule table in the module doc)
     """The statement a clause makes, or None. clause: the clause's own text (any case); question: it asks
     something; condition: the text of the condition clause that precedes it in the sentence (`When I ask
     about X`), if any; durable_lead: the clause before it was only a lead-in such as `From now on`."""

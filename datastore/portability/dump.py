@@ -179,7 +179,7 @@ class Dump:
         self.instructions: InstructionTable | None = _DumpInstructions(self)
 
     @classmethod
-    def read(cls, lines: Iterable[str]) -> Dump:  # noqa: C901
+    def read(cls, lines: Iterable[str]) -> Dump:  # noqa: C901 (one branch per record kind of the dump format)
         d = cls()
         n = 0
         ended = False

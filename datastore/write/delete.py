@@ -55,7 +55,7 @@ class Deleter:
         self.locks = locks
         self.instructions = instructions
 
-    def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:  # noqa: C901
+    def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:  # noqa: C901 (one branch per way of naming what to forget, each checked)
         """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
         ids), `filter` (messages matching), or `delete_all` (the caller's namespace only).
 

@@ -156,7 +156,7 @@ BAD_REQUESTS = [
 
 
 @pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code", "field"), BAD_REQUESTS)
-async def test_bad_requests_get_one_error_shape_and_change_nothing(  # noqa: PLR0913
+async def test_bad_requests_get_one_error_shape_and_change_nothing(  # noqa: PLR0913 (the parametrize columns)
     client, store, method, path, body, headers, status, code, field
 ) -> None:
     before = store.storage.counts("default")

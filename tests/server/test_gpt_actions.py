@@ -80,7 +80,7 @@ def operations(doc: dict) -> Iterator[tuple[str, str, dict]]:
                 yield path, method, op
 
 
-def gpt_action_violations(doc: dict, public_url: str, secured: bool) -> list[str]:  # noqa: C901
+def gpt_action_violations(doc: dict, public_url: str, secured: bool) -> list[str]:  # noqa: C901 (one check per GPT Actions rule, in the rules' order)
     """Every GPT Actions constraint the document breaks (empty when it is importable)."""
     bad: list[str] = []
 

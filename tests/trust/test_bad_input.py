@@ -128,7 +128,7 @@ CASES = [
 @pytest.mark.parametrize(
     ("name", "method", "path", "body", "headers", "status", "code"), CASES, ids=[c[0] for c in CASES]
 )
-async def test_bad_bodies_get_one_error_shape_and_write_nothing(  # noqa: PLR0913
+async def test_bad_bodies_get_one_error_shape_and_write_nothing(  # noqa: PLR0913 (the parametrize columns)
     client, store, name, method, path, body, headers, status, code
 ) -> None:
     before = counts(store)
