@@ -33,13 +33,13 @@ RULES = {
 @pytest.fixture
 def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[Memory]:
     """A local store with two namespaces: two conversations and a document in `ns`, one conversation in `ns-2`,
-    where Eve states three standing instructions (the second supersedes the first)."""
+    where Eve states three standing instructions to the assistant (the second supersedes the first)."""
     (tmp_path / "src").mkdir()
     store = open_memory(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser())
     store.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
     store.writer.remember(ns, RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12)))
     store.writer.upsert(ns, [Document(id="d1", text=document_text(8, "work"))])
-    other = conversation(("Eve", "Fay"), 9)
+    other = conversation(("Eve", "assistant"), 9)  # rules said to an assistant (a chat between people has none)
     for i, rule in RULES.items():
         other[i] = other[i].model_copy(update={"content": rule})
     store.writer.remember(f"{ns}-2", RememberRequest(conversation_id="c1", messages=other))
