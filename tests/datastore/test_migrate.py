@@ -155,12 +155,15 @@ def test_an_interrupted_copy_resumes(source: Memory, ds: Memory, ns: str) -> Non
         assert _dump(ds, ns, sid) == _dump(source, ns, sid)
 
 
-def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: LocalEmbedder, ns: str) -> None:
+    source.core.put(f"{ns}-3", CorePutRequest(key="name", value="Zoe"))  # a namespace with core memory only
+    assert f"{ns}-3" in source.storage.list_namespaces()
     (tmp_path / "dst").mkdir()
     dst = open_memory(make_settings(tmp_path / "dst"), embedder, ExtractiveSummariser())
     try:
         assert set(migrate(source, dst)["namespaces"]) == set(source.storage.list_namespaces())
         assert dst.storage.list_namespaces() == source.storage.list_namespaces()
+        assert [e.value for e in dst.core.list_entries(f"{ns}-3").entries] == ["Zoe"]
     finally:
         dst.close()
 

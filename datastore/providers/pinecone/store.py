@@ -377,7 +377,8 @@ class PineconeStorage:
         return unrolled_of(self, self.settings.fan_out, self.settings.max_level)
 
     def list_namespaces(self) -> list[str]:
-        """Every Pinecone namespace of the index but the reserved meta namespace, sorted."""
+        """Every Pinecone namespace of the index but the reserved meta namespace, sorted (a namespace holding any
+        record: a source, a core memory entry)."""
         stats = self._call(self._index.describe_index_stats)
         return sorted(ns for ns in (stats.namespaces or {}) if ns != META_NAMESPACE)
 
