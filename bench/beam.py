@@ -10,6 +10,8 @@ Run: `.venv/bin/python -m bench.beam --data PATH` (about 10 minutes for 10 chats
 embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes with a warm one). Options:
 - `--data PATH`: the BEAM repository root, or its `chats/100K` folder (`<n>/chat.json`,
   `<n>/probing_questions/probing_questions.json`). Required.
+- `--datastore local|postgres|pinecone`: the provider of the chat stores (bench/common.py starts PostgreSQL or the
+  needledb emulator); not local: the section `beam-<provider>`.
 - `--chats 11-20`: which chats, e.g. `11-20`, `1,3,5-7` (default 11-20, the development set).
 - `--budgets 250,500,1000,2000`: token budgets (cl100k) of the block and of the cut /query results.
 - `--out PATH`: the JSON of every number (default bench/out/beam.json).
@@ -557,13 +559,27 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="ask the stores an earlier run left in bench/out/beam (no ingest)"
     )
+    common.datastore_argument(parser)
     args = parser.parse_args(argv)
+    with common.datastore(args.datastore):
+        _run(args)
+
+
+def _run(args: argparse.Namespace) -> None:
+    """main's work on the provider of the enclosing `common.datastore` block."""
     types = {t for t in args.types.split(",") if t}
     folder = chats_folder(args.data)
     budgets = sorted({int(b) for b in args.budgets.split(",")})
     counter = _Counting(LocalEmbedder(threads=2))
     embedder = CachingEmbedder(counter, common.OUT / "embeddings.sqlite")
-    results: dict = {"data": str(folder), "chats_spec": args.chats, "budgets": budgets, "top_k": TOP_K, "chats": {}}
+    results: dict = {
+        "data": str(folder),
+        "datastore": args.datastore,
+        "chats_spec": args.chats,
+        "budgets": budgets,
+        "top_k": TOP_K,
+        "chats": {},
+    }
     questions: list[dict] = []
     t0 = time.perf_counter()
     for number in parse_chats(args.chats):
@@ -582,10 +598,11 @@ def main(argv: list[str] | None = None) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str))
     command = f".venv/bin/python -m bench.beam --data {args.data}"
+    command += "" if args.datastore == "local" else f" --datastore {args.datastore}"
     md = markdown(results, command)
     print(md, flush=True)
     if args.chats == DEFAULT_CHATS and budgets == list(BUDGETS) and not types and not args.reuse:
-        common.write_section("beam", md)
+        common.write_section("beam" + ("" if args.datastore == "local" else f"-{args.datastore}"), md)
         print(f"wrote {common.RESULTS}")
 
 

@@ -1,11 +1,22 @@
-"""What both benchmarks share: stores over LoCoMo, the machine's description, RESULTS.md sections."""
+"""What the benchmarks share: their stores (on the provider `--datastore` names), LoCoMo ingestion, the machine's
+description, RESULTS.md sections.
+
+Every benchmark opens its stores through `bench_settings` and `open_store`; inside `datastore(name)` they are
+stores of that provider: `local` (SQLite files under OUT), `postgres` (a PostgreSQL 16 + pgvector started here
+from the pgserver wheel, as the tests start it: loopback/servers.py) or `pinecone` (the needledb Pinecone
+emulator started here), stopped when the block ends. OUT is bench/out, or the folder in $BENCH_OUT (the smoke
+tests run the benchmarks on tiny data there).
+"""
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import re
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,20 +29,71 @@ from services.embedding import Embedder
 from services.summarising import ExtractiveSummariser, Summariser
 
 ROOT = Path(__file__).resolve().parents[1]
-OUT = ROOT / "bench" / "out"
+OUT = Path(os.environ["BENCH_OUT"]) if os.environ.get("BENCH_OUT") else ROOT / "bench" / "out"
 RESULTS = ROOT / "bench" / "RESULTS.md"
+DATASTORES = ("local", "postgres", "pinecone")
+_PROVIDER: dict[str, object] = {"datastore": "local"}  # the settings `datastore(name)` puts in every store's
+
+
+@contextmanager
+def datastore(name: str) -> Iterator[None]:
+    """Inside, `bench_settings` makes stores of provider `name` (one of DATASTORES): for postgres a PostgreSQL
+    cluster, for pinecone a needledb emulator is started first and stopped (its files removed) at the end."""
+    from loopback.servers import Needle, Postgres
+
+    if name not in DATASTORES:
+        raise ValueError(f"--datastore must be one of {', '.join(DATASTORES)}, not {name!r}")
+    server: Postgres | Needle | None = None
+    previous = dict(_PROVIDER)
+    try:
+        if name == "postgres":
+            pg = server = Postgres().start()
+            _PROVIDER.update(datastore="postgres", postgres_url=pg.create_database())
+        elif name == "pinecone":
+            needle = server = Needle().start()
+            _PROVIDER.update(datastore="pinecone", pinecone_api_key="bench", pinecone_host=needle.host)
+        yield
+    finally:
+        _PROVIDER.clear()
+        _PROVIDER.update(previous)
+        if server is not None:
+            server.stop()
+
+
+def datastore_argument(parser: argparse.ArgumentParser, several: bool = False) -> None:
+    """Add `--datastore` (default local); with `several`, a comma-separated list of providers, run in turn."""
+    names = "|".join(DATASTORES)
+    parser.add_argument(
+        "--datastore",
+        default="local",
+        help=f"{names}, or several comma-separated (one table)" if several else names,
+        type=(lambda v: [_provider(p) for p in v.split(",")]) if several else _provider,
+    )
+
+
+def _provider(name: str) -> str:
+    if name.strip() not in DATASTORES:
+        raise argparse.ArgumentTypeError(f"one of {', '.join(DATASTORES)}, not {name!r}")
+    return name.strip()
 
 
 def bench_settings(db: Path, **overrides: object) -> Settings:
-    """Settings for a benchmark store at `db` (nothing read from the environment or .env)."""
-    return Settings(_env_file=None, local_db_path=db, **overrides)  # type: ignore[arg-type]
+    """Settings for a benchmark store at `db` (a SQLite file; unused by the other providers) on the provider of
+    the enclosing `datastore` block (local outside one); nothing read from .env."""
+    return Settings(_env_file=None, local_db_path=db, **{**_PROVIDER, **overrides})  # type: ignore[arg-type]
 
 
 def open_store(settings: Settings, embedder: Embedder, summariser: Summariser | None = None) -> Memory:
-    """A fresh local store: the file at settings.local_db_path (and its WAL files) is removed first."""
-    for suffix in ("", "-wal", "-shm"):
-        Path(f"{settings.local_db_path}{suffix}").unlink(missing_ok=True)
-    return open_memory(settings, embedder, summariser or ExtractiveSummariser())
+    """A fresh, empty store: the SQLite file at settings.local_db_path (and its WAL files) removed first, or every
+    namespace of the PostgreSQL database or Pinecone index deleted once it is open."""
+    if settings.resolved_datastore == "local":
+        for suffix in ("", "-wal", "-shm"):
+            Path(f"{settings.local_db_path}{suffix}").unlink(missing_ok=True)
+    store = open_memory(settings, embedder, summariser or ExtractiveSummariser())
+    if settings.resolved_datastore != "local":
+        for ns in store.storage.list_namespaces():
+            store.storage.delete_namespace(ns)
+    return store
 
 
 def ingest(store: Memory, samples: list[dict], ns: str = "bench", captions: bool = False) -> int:

@@ -2,7 +2,9 @@
 and /context latency at 10k and 100k nodes.
 
 Run: `.venv/bin/python -m bench.context` (about 10 minutes on 2 cores with a warm embedding cache; `--data` names
-the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half).
+the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half, `--variants` picks the block variants).
+`--datastore local|postgres|pinecone` runs on that provider (bench/common.py starts PostgreSQL or the needledb
+emulator); several, comma-separated, run in turn and write one side-by-side table (section `context-providers`).
 
 1. Evidence: the 6 LoCoMo dev conversations are remembered as in bench/recall.py (tree store, default settings,
    MiniLM through the on-disk embedding cache). For each question with evidence, at budgets 250 / 500 / 1000 /
@@ -30,6 +32,7 @@ import json
 import random
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 
@@ -81,8 +84,9 @@ def found(text: str, evidence: tuple[str, ...], texts: dict[str, str]) -> float:
     return sum(texts[e] in folded for e in evidence) / len(evidence)
 
 
-def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
-    """Evidence share per budget and variant, overall and per category (see the module doc)."""
+def evidence(samples: list[dict], embedder: CachingEmbedder, variants: Sequence[str] = tuple(VARIANTS)) -> dict:
+    """Evidence share per budget and variant (those named), overall and per category (see the module doc), and
+    the latency of each question's /query and of the `context` variant's blocks (ms, in-process calls)."""
     store = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
     common.ingest(store, samples, NS)
     counts = store.storage.counts(NS)
@@ -93,9 +97,11 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
     scores: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     sections: dict[str, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
     token_cache: dict[str, int] = {}
+    timings: dict[str, list[float]] = defaultdict(list)
     t0 = time.perf_counter()
     for i, q in enumerate(questions):
         tx = texts[q.conversation_id]
+        t_query = time.perf_counter()
         res = (
             store.reader.query(
                 NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(conversation_id=q.conversation_id))]
@@ -103,6 +109,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
             .results[0]
             .results
         )
+        timings["query"].append((time.perf_counter() - t_query) * 1000)
         for r in res:
             token_cache.setdefault(r.id, count_tokens(r.text))
         for b in BUDGETS:
@@ -113,7 +120,9 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
                 kept.append(r.text)
                 used += token_cache[r.id]
             scores["query"][b].append(found("\n".join(kept), q.evidence, tx))
-            for variant, fields in VARIANTS.items():
+            for variant in variants:
+                fields = VARIANTS[variant]
+                t_context = time.perf_counter()
                 ctx = store.context.assemble(
                     NS,
                     ContextRequest.model_validate(
@@ -127,6 +136,8 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
                         )
                     ),
                 )
+                if variant == "context":
+                    timings["context"].append((time.perf_counter() - t_context) * 1000)
                 assert ctx.tokens_used <= b
                 scores[variant][b].append(found(ctx.context, q.evidence, tx))
                 for sec in ctx.sections:
@@ -154,6 +165,7 @@ def evidence(samples: list[dict], embedder: CachingEmbedder) -> dict:
             else {},
         }
     out["n_per_category"] = {str(c): categories.count(c) for c in sorted(set(categories))}
+    out["latency_ms"] = {k: percentiles(v) for k, v in timings.items()}
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -249,19 +261,47 @@ def markdown(results: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(prog="python -m bench.context", description=__doc__.splitlines()[0])
-    parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (locomo_dev.json)")
-    parser.add_argument("--skip-latency", action="store_true")
-    parser.add_argument("--skip-evidence", action="store_true")
-    parser.add_argument("--requests", type=int, default=REQUESTS, help="timed requests per scale point")
-    args = parser.parse_args(argv)
-    DIR.mkdir(parents=True, exist_ok=True)
-    samples = dataset.load(args.data)
+def providers_markdown(results: dict, command: str) -> str:
+    """One table of every provider run side by side: evidence share of /query and of the block (recent turns
+    off) at each budget, and the per-question latency of both."""
+    shown = [b for b in BUDGETS if b <= 2000]
+    lines = [
+        "## Context block on LoCoMo, per provider",
+        "",
+        common.header(command),
+        "The same questions on each provider, one run: the evidence share of `/query` (default mode, top "
+        f"{TOP_K}, cut at the budget) and of the `/context` block (recent turns off), as in the `context` section; "
+        "latency: each question's /query and each block (every budget), in-process calls, ms. PostgreSQL is a "
+        "pgserver cluster and Pinecone the needledb emulator, both on this machine (loopback).",
+        "",
+        "| provider | store | /query @"
+        + " / ".join(map(str, shown))
+        + " | /context @"
+        + " / ".join(map(str, shown))
+        + " | /query p50 / p95 ms | /context p50 / p95 ms |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for name, res in results.items():
+        ev = res["evidence"]
+        q, c = ev["variants"]["query"]["groups"]["all"], ev["variants"]["context"]["groups"]["all"]
+        lq, lc = ev["latency_ms"]["query"], ev["latency_ms"]["context"]
+        store = ", ".join(f"{k} {v}" for k, v in ev["store"].items())
+        lines.append(
+            f"| {name} | {store} | "
+            + " / ".join(f"{q[b]:.3f}" for b in shown)
+            + " | "
+            + " / ".join(f"{c[b]:.3f}" for b in shown)
+            + f" | {lq['p50']} / {lq['p95']} | {lc['p50']} / {lc['p95']} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def run(args: argparse.Namespace, samples: list[dict]) -> dict:
+    """The parts `args` asks for on the provider of the enclosing `common.datastore` block."""
     results: dict = {}
     if not args.skip_evidence:
         embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
-        results["evidence"] = evidence(samples, embedder)
+        results["evidence"] = evidence(samples, embedder, args.variants)
         embedder.release()
         print(json.dumps(results["evidence"]["variants"], indent=1), flush=True)
     if not args.skip_latency:
@@ -269,10 +309,52 @@ def main(argv: list[str] | None = None) -> None:
         random.Random(3).shuffle(questions)
         results["latency"] = [latency(n, questions, args.requests) for n in SCALES]
         print(json.dumps(results["latency"], indent=1), flush=True)
-    (common.OUT / "context.json").write_text(json.dumps(results, indent=1, default=str))
+    return results
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.context", description=__doc__.splitlines()[0])
+    parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (locomo_dev.json)")
+    parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument("--skip-evidence", action="store_true")
+    parser.add_argument("--requests", type=int, default=REQUESTS, help="timed requests per scale point")
+    parser.add_argument(
+        "--variants",
+        type=lambda v: ["context"] + [x for x in v.split(",") if x != "context"],
+        default=list(VARIANTS),
+        help=f"block variants, comma-separated (`context` always): {', '.join(VARIANTS)}",
+    )
+    common.datastore_argument(parser, several=True)
+    parser.add_argument("--out", type=Path, default=None, help="the JSON of every number (default under bench/out)")
+    args = parser.parse_args(argv)
+    unknown = set(args.variants) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown --variants {sorted(unknown)}")
+    DIR.mkdir(parents=True, exist_ok=True)
+    samples = dataset.load(args.data)
+    per_provider: dict[str, dict] = {}
+    for name in args.datastore:
+        with common.datastore(name):
+            per_provider[name] = run(args, samples)
+    several = len(args.datastore) > 1
+    results = per_provider if several else per_provider[args.datastore[0]]
+    tag = "providers" if several else ("" if args.datastore == ["local"] else args.datastore[0])
+    out = args.out or common.OUT / f"context{'-' + tag if tag else ''}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(results, indent=1, default=str))
     command = ".venv/bin/python -m bench.context" + (f" --data {args.data}" if args.data != dataset.DATA else "")
-    if not args.skip_evidence and not args.skip_latency:
-        common.write_section("context", markdown(results, command))
+    if args.datastore != ["local"]:
+        command += f" --datastore {','.join(args.datastore)}"
+    if args.variants != list(VARIANTS):
+        command += f" --variants {','.join(args.variants)}"
+    command += " --skip-latency" if args.skip_latency else ""
+    if args.data != dataset.DATA:
+        return  # tiny or other data: the JSON only
+    if several and not args.skip_evidence:
+        common.write_section("context-providers", providers_markdown(per_provider, command))
+        print(f"wrote {common.RESULTS}")
+    elif not several and not args.skip_evidence and not args.skip_latency:
+        common.write_section("context" + (f"-{tag}" if tag else ""), markdown(results, command))
         print(f"wrote {common.RESULTS}")
 
 

@@ -1,6 +1,8 @@
 """Recall benchmark: leaf-grounded evidence recall on LoCoMo under token budgets, per retrieval variant.
 
-Run: `.venv/bin/python -m bench.recall` (about 10 minutes on 2 cores with a cold embedding cache, less warm).
+Run: `.venv/bin/python -m bench.recall` (about 10 minutes on 2 cores with a cold embedding cache, less warm);
+`--datastore local|postgres|pinecone` builds the stores on that provider (bench/common.py starts PostgreSQL or the
+needledb emulator), `--data` names another LoCoMo file (then only the JSON is written).
 
 Each of the 6 LoCoMo dev conversations is remembered through the real pipeline (`remember_sync`, one session
 per call, in time order, message id = dia_id, created_at = the session's date) into its own conversation;
@@ -153,14 +155,24 @@ def main(argv: list[str] | None = None) -> None:
         action="store_true",
         help="append image captions to the turns that share an image (section recall-captions)",
     )
+    parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (locomo_dev.json)")
+    common.datastore_argument(parser)
     args = parser.parse_args(argv)
-    results = run(args.captions)
-    name = "recall-captions" if args.captions else "recall"
+    with common.datastore(args.datastore):
+        results = run(args.captions, args.data)
+    results["datastore"] = args.datastore
+    name = (
+        "recall" + ("-captions" if args.captions else "") + ("" if args.datastore == "local" else f"-{args.datastore}")
+    )
     common.OUT.mkdir(parents=True, exist_ok=True)
     (common.OUT / f"{name}.json").write_text(json.dumps(results, indent=1))
+    if args.data != dataset.DATA:  # tiny or other data: the JSON only
+        print(f"done in {results['elapsed_s']} s; wrote {common.OUT / f'{name}.json'}")
+        return
     png = common.ROOT / "bench" / f"{name.replace('-', '_')}.png"
     report.plot(results, BUDGETS, png)
     command = ".venv/bin/python -m bench.recall" + (" --captions" if args.captions else "")
+    command += "" if args.datastore == "local" else f" --datastore {args.datastore}"
     common.write_section(name, report.recall_markdown(results, BUDGETS, common.header(command), png.name))
     print(f"done in {results['elapsed_s']} s; wrote {common.RESULTS} and {png}")
 

@@ -120,7 +120,7 @@ class Memory:
         self.sessions = Sessions(storage)
         self.policy = ForgettingPolicy(settings, storage, self.deleter, self.visits)
         self.steps = IndexSteps(settings, storage, builder, locks, keeper)
-        self.idempotency = Idempotency(storage.idempotency)
+        self.idempotency = Idempotency(storage.idempotency, clock)
 
     @property
     def name(self) -> str:

@@ -319,7 +319,8 @@ class Storage(Protocol):
         ...
 
     def list_namespaces(self) -> list[str]:
-        """Every namespace holding at least one source, sorted."""
+        """Every namespace holding at least one source or core memory entry, sorted (what a default migrate or
+        export copies)."""
         ...
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -10,60 +9,8 @@ import pytest
 
 from bench import beam
 from bench.meters import CountingEmbedder
+from bench.tests.chats import SHARED, UNIQUE, write_chat
 from services.embedding import LocalEmbedder
-
-UNIQUE = "My sister Alma is moving to Lisbon in the first week of June."
-SHARED = "Please always answer me with a short bulleted list of the steps."
-
-
-def write_chat(root: Path, number: int = 3) -> Path:
-    """A BEAM repository root holding chats/100K/<number>/ with two batches and three questions."""
-    batches = [
-        {
-            "batch_number": 1,
-            "time_anchor": None,
-            "turns": [
-                [
-                    {
-                        "role": "user",
-                        "id": 0,
-                        "time_anchor": "March-15-2024",
-                        "index": "1,1",
-                        "content": f"Hi. {UNIQUE} ->-> 1,1",
-                    },
-                    {
-                        "role": "assistant",
-                        "id": 1,
-                        "content": "That sounds exciting!\n\n1. **Plan** the move early on.",
-                    },
-                ],
-                [
-                    {"role": "user", "id": 2, "content": f"{SHARED} Thanks. ->-> 1,2)"},
-                    {"role": "assistant", "id": 3, "content": f"Sure. You said: {SHARED}"},
-                ],
-            ],
-        },
-        {
-            "batch_number": 2,
-            "time_anchor": None,
-            "turns": [
-                [
-                    {"role": "user", "id": 4, "time_anchor": "May-02-2024", "content": "Short one."},
-                    {"role": "assistant", "id": 5, "content": "Noted, and I will keep it in mind for our next talk."},
-                ],
-            ],
-        },
-    ]
-    questions = {
-        "abstention": [{"question": "What did I say about Mars?"}],
-        "information_extraction": [{"question": "Where is Alma moving?", "source_chat_ids": [0]}],
-        "instruction_following": [{"question": "How should you answer?", "source_chat_ids": {"a": [2], "b": [2, 0]}}],
-    }
-    folder = root / "chats" / "100K" / str(number)
-    (folder / "probing_questions").mkdir(parents=True)
-    (folder / "chat.json").write_text(json.dumps(batches))
-    (folder / "probing_questions" / "probing_questions.json").write_text(json.dumps(questions))
-    return root
 
 
 def test_load_chat_maps_batches_ids_times_and_questions(tmp_path: Path) -> None:

@@ -73,9 +73,7 @@ class CoreMemory:
 
     def _table(self) -> CoreTable:
         if self.table is None:
-            raise UnsupportedError(
-                f"core memory is not supported by the {self.storage.name} store (use the local or postgres store)"
-            )
+            raise UnsupportedError(f"core memory is not supported by the {self.storage.name} store")
         return self.table
 
     def put(self, ns: str, req: CorePutRequest) -> CorePutResponse:

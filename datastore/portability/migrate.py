@@ -98,8 +98,7 @@ def copy(
     }
     if any(core.values()) and dst.core is None:
         raise StoreError(
-            f"the source holds {sum(map(len, core.values()))} core memory entries and the {dst.name} "
-            "store keeps none (use the local or postgres store)"
+            f"the source holds {sum(map(len, core.values()))} core memory entries and the {dst.name} store keeps none"
         )
     if any(marks.values()) and dst.marks is None:
         raise StoreError(

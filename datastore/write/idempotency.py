@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from typing import Any
 
 from datastore.storage import IdempotencyRecord, IdempotencyTable
+from services.clock import Clock, system_clock
 from services.errors import InvalidRequestError, UnsupportedError
 
 IDEMPOTENCY_TTL = timedelta(hours=24)
@@ -31,12 +31,12 @@ class Idempotency:
     """replay and keep the answers of keyed writes.
 
     table: the storage's `idempotency` capability (None: a keyed write raises UnsupportedError). clock: the
-    current aware UTC time (tests inject one).
+    current time (services/clock.py; tests move one by hand).
     """
 
-    def __init__(self, table: IdempotencyTable | None, clock: Callable[[], datetime] | None = None) -> None:
+    def __init__(self, table: IdempotencyTable | None, clock: Clock = system_clock) -> None:
         self.table = table
-        self.clock = clock or (lambda: datetime.now(UTC))
+        self.clock = clock
 
     def replay(self, ns: str, key: str, operation: str, body: dict[str, Any]) -> IdempotencyRecord | None:
         """The first answer to this key within the TTL, or None (none yet, or expired). Raises InvalidRequestError

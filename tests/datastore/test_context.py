@@ -1,27 +1,19 @@
-"""The context block (its sections, rendering, budget and templates) and core memory on the real SQLite store,
+"""The context block (its sections, rendering, budget and templates) on the real SQLite store,
 MiniLM embedder and extractive summariser. What the memory sections choose: test_context_evidence.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 
-from datastore.context.core import core_document_id
-from datastore.factory import open_memory
 from datastore.memory import Memory
-from models.api import Document, Message, Query, QueryFilter, RememberRequest
+from models.api import Document, Message, Query, RememberRequest
 from models.context import ContextRequest
 from models.core import CorePutRequest
-from services.errors import InvalidRequestError, NotFoundError
-from services.summarising import ExtractiveSummariser
+from services.errors import InvalidRequestError
 from services.timeago import time_ago
 from services.tokens import count_tokens
-from tests.support.clock import ManualClock
-from tests.support.settings import make_settings
-from tests.support.stores import recompose
 from tests.support.synthetic import LONG_NOW, LONG_T0, long_conversation
 
 
@@ -355,118 +347,4 @@ def test_hybrid_scores_mean_the_same_from_query_to_query(filled: Memory) -> None
     assert ctx.sections[3].items == []  # nothing above the floor: nothing included just to fill the budget
 
 
-# ---------------------------------------------------------------------------------------------- core memory
-@pytest.fixture
-def small_core(tmp_path: Path, embedder) -> Iterator[Memory]:
-    memory = open_memory(make_settings(tmp_path, core_max_tokens=20), embedder, ExtractiveSummariser())
-    yield memory
-    memory.close()
-
-
-def test_core_overflow_moves_the_least_important_oldest_entries_to_long_term(small_core: Memory) -> None:
-    memory = small_core
-    memory.core.put("ns", CorePutRequest(key="pet", value="a grey cat called Miso", importance=20))
-    memory.core.put("ns", CorePutRequest(key="car", value="an old red Volvo", importance=20))
-    memory.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
-    res = memory.core.put("ns", CorePutRequest(key="job", value="nurse in Porto", importance=50))
-    assert [e.key for e in res.moved_out] == ["pet"]  # least important, and the older of the two
-    assert res.tokens_used <= 20 and [e.key for e in memory.core.list_entries("ns").entries] == ["name", "job", "car"]
-    # moved out, still recallable: a document in long-term memory
-    hits = memory.reader.query(
-        "ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))]
-    )
-    assert hits.results[0].results[0].document_id == core_document_id("pet")
-    assert "pet: a grey cat called Miso" in hits.results[0].results[0].text
-    ctx = memory.context.assemble("ns", ContextRequest(query="what pet does Ann have?", min_score=0.0))
-    assert "Miso" in ctx.sections[3].items[0].text and "pet" not in {i.id for i in ctx.sections[0].items}
-    # deleting the key removes it everywhere, the moved-out copy included
-    assert memory.core.delete("ns", "pet").deleted_documents == 1
-    hits = memory.reader.query(
-        "ns", [Query(query="grey cat Miso", top_k=3, filter=QueryFilter(source_type="document"))]
-    )
-    assert all("Miso" not in r.text for r in hits.results[0].results)
-    with pytest.raises(NotFoundError):
-        memory.core.delete("ns", "pet")
-
-
-def test_core_value_over_the_budget_alone_is_refused_and_changes_nothing(small_core: Memory) -> None:
-    small_core.core.put("ns", CorePutRequest(key="name", value="Ann"))
-    with pytest.raises(InvalidRequestError) as err:
-        small_core.core.put("ns", CorePutRequest(key="bio", value="word " * 40))
-    assert err.value.field == "value"
-    assert [e.key for e in small_core.core.list_entries("ns").entries] == ["name"]
-
-
-def test_core_entries_expire_and_are_scoped(store: Memory) -> None:
-    clock = ManualClock()
-    store = recompose(store, clock=clock)
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=[Message(speaker="Ann", content="hi")]))
-    store.core.put("ns", CorePutRequest(key="mood", value="tired today", ttl_seconds=1))
-    clock.advance(0.1)
-    store.core.put("ns", CorePutRequest(key="topic", value="planning the move", conversation_id="c1"))
-    clock.advance(0.1)
-    store.core.put("ns", CorePutRequest(key="name", value="Ann"))  # the newest of equal importance comes first
-    ctx = store.context.assemble("ns", ContextRequest(conversation_id="c1"))
-    assert {i.id for i in ctx.sections[0].items} == {"mood", "topic", "name"}
-    assert [e.key for e in store.core.list_entries("ns").entries] == ["name", "mood"]  # the namespace's own
-    assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]
-    clock.advance(1.0)  # mood's ttl of 1 s is over
-    ctx = store.context.assemble("ns", ContextRequest(conversation_id="c1"))
-    assert {i.id for i in ctx.sections[0].items} == {"topic", "name"}
-    assert "tired" not in ctx.context
-    assert [e.key for e in store.core.list_entries("ns").entries] == ["name"]
-    # another namespace sees none of it
-    assert store.core.list_entries("other").entries == [] and store.core.entries("other", "c1") == []
-    with pytest.raises(NotFoundError):
-        store.core.delete("other", "name")
-    # a conversation not yet remembered is an empty one: its entry waits for it, in its own namespace only
-    store.core.put("other", CorePutRequest(key="x", value="y", conversation_id="c1"))
-    assert [e.key for e in store.core.list_entries("other", "c1").entries] == ["x"]
-    assert [e.key for e in store.core.list_entries("ns", "c1").entries] == ["topic"]
-
-
-def test_a_preference_is_shown_only_for_a_question_about_its_topic(store: Memory) -> None:
-    """Issue 25: "My favorite recipe is Chicken Pot Pie." opened a block about pets (cosine 0.10-0.17, over the old
-    floor of 0.1); a preference is shown only near its topic (PREFERENCE_FLOOR and PREFERENCE_RATIO)."""
-    store.writer.remember(
-        "ns",
-        RememberRequest(
-            conversation_id="c1",
-            messages=[
-                Message(id="p1", speaker="Audrey", content="My favorite recipe is Chicken Pot Pie."),
-                Message(id="p2", speaker="Audrey", content="I prefer hiking trails with shade for the dogs."),
-                Message(id="a1", speaker="assistant", content="Noted, both sound lovely."),
-            ],
-        ),
-    )
-
-    def shown(query: str) -> list[str]:
-        only = {"recent": False, "relevant": False, "timeline": False}  # no memory shows the turn instead
-        res = store.context.assemble("ns", ContextRequest(conversation_id="c1", query=query, budget_tokens=800, **only))
-        return [i.text for s in res.sections for i in s.items if s.name == "instructions"]
-
-    assert "My favorite recipe is Chicken Pot Pie." not in shown("How are Audrey's dogs doing with their grooming?")
-    assert "My favorite recipe is Chicken Pot Pie." in shown("What should I cook for dinner tonight? A recipe idea?")
-
-
-def test_advice_in_a_chat_between_people_never_opens_a_block(store: Memory) -> None:
-    """Issue 25: after a chat between two people, every block opened with the advice one gave the other ("And
-    remember to stay patient ... grooming process."). Said one message per call, the conversation's earlier
-    speakers tell that it is a chat between people; a user's rule to an assistant is kept."""
-    said = [
-        ("Andrew", "Hi Audrey, how are the dogs?"),
-        ("Audrey", "They're great, I took them to the groomer on Monday."),
-        ("Andrew", "And remember to stay patient during the grooming process."),
-        ("Audrey", "My favorite recipe is Chicken Pot Pie."),
-    ]
-    for k, (speaker, content) in enumerate(said):
-        message = Message(id=f"m{k}", speaker=speaker, content=content)
-        store.writer.remember("ns", RememberRequest(conversation_id="pets", messages=[message]))
-    kept = {(i.speaker, i.kind) for i in store.instructions.list("ns").instructions}
-    assert kept == {("Audrey", "preference")}
-    rule = [
-        Message(id="u1", speaker="Audrey", content="Always keep your answers short."),
-        Message(id="a1", speaker="assistant", content="Sure."),
-    ]
-    store.writer.remember("ns", RememberRequest(conversation_id="help", messages=rule))
-    assert ("Audrey", "instruction") in {(i.speaker, i.kind) for i in store.instructions.list("ns").instructions}
+# Core memory (budget, overflow, expiry, scopes) is tested on every provider: test_contract_core.py.

@@ -4,13 +4,10 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-import pytest
-
 from datastore.memory import Memory
 from models.api import RememberRequest
 from models.context import ContextRequest
 from models.core import CorePutRequest
-from services.errors import UnsupportedError
 from tests.support.synthetic import long_conversation
 
 
@@ -31,12 +28,7 @@ def test_neighbours_roots_and_context_on_every_provider(memory: Memory, ns: str)
     assert res.tokens_used <= 900 and res.sections[2].items and res.sections[3].items  # recent, relevant
 
 
-def test_core_memory_where_the_provider_stores_it(memory: Memory, ns: str) -> None:
-    if memory.name == "pinecone":  # no table to keep core entries in: a clear refusal, the context still works
-        with pytest.raises(UnsupportedError):
-            memory.core.put(ns, CorePutRequest(key="name", value="Ann"))
-        assert memory.core.entries(ns) == []
-        return
+def test_core_memory_on_every_provider(memory: Memory, ns: str) -> None:
     memory.core.put(ns, CorePutRequest(key="name", value="Ann", importance=90))
     memory.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=90))  # replaces
     memory.core.put(ns, CorePutRequest(key="diet", value="vegetarian", ttl_seconds=3600))
@@ -48,3 +40,5 @@ def test_core_memory_where_the_provider_stores_it(memory: Memory, ns: str) -> No
     assert memory.core.list_entries(ns + "-other").entries == []
     assert memory.core.delete(ns, "diet").deleted
     assert [e.key for e in memory.core.list_entries(ns).entries] == ["name"]
+    block = memory.context.assemble(ns, ContextRequest(query="who am I?", budget_tokens=300))
+    assert [i.id for i in block.sections[0].items] == ["name"] and "name: Ann Lee" in block.context

@@ -13,6 +13,7 @@ from datastore.memory import Memory
 from datastore.storage import IdempotencyRecord
 from datastore.write.idempotency import IDEMPOTENCY_TTL, Idempotency
 from services.errors import InvalidRequestError
+from tests.support.clock import ManualClock
 
 
 def test_records_are_kept_per_namespace_and_replaced_by_key(memory: Memory, ns: str) -> None:
@@ -31,13 +32,13 @@ def test_records_are_kept_per_namespace_and_replaced_by_key(memory: Memory, ns: 
 
 def test_the_service_replays_refuses_and_forgets_after_the_ttl(open_store: Callable[..., Memory], ns: str) -> None:
     memory = open_store()
-    clock = [datetime(2026, 1, 1, tzinfo=UTC)]
-    service = Idempotency(memory.storage.idempotency, clock=lambda: clock[0])
+    clock = ManualClock(datetime(2026, 1, 1, tzinfo=UTC))
+    service = Idempotency(memory.storage.idempotency, clock=clock)
     body = {"messages": [{"content": "hello"}]}
     assert service.replay(ns, "key", "remember", body) is None
     service.keep(ns, "key", "remember", body, 202, '{"conversation_id": "c"}')
     memory.close()
-    again = Idempotency(open_store().storage.idempotency, clock=lambda: clock[0])  # a new process, same store
+    again = Idempotency(open_store().storage.idempotency, clock=clock)  # a new process, same store
     kept = again.replay(ns, "key", "remember", body)
     assert kept is not None and (kept.status, kept.response) == (202, '{"conversation_id": "c"}')
     with pytest.raises(InvalidRequestError) as err:
@@ -46,5 +47,5 @@ def test_the_service_replays_refuses_and_forgets_after_the_ttl(open_store: Calla
     with pytest.raises(InvalidRequestError):
         again.replay(ns, "key", "upsert", body)
     assert again.replay(ns + "-other", "key", "remember", {"x": 1}) is None  # keys are per namespace
-    clock[0] += IDEMPOTENCY_TTL + timedelta(seconds=1)
+    clock.advance((IDEMPOTENCY_TTL + timedelta(seconds=1)).total_seconds())
     assert again.replay(ns, "key", "remember", {"messages": [{"content": "another"}]}) is None  # expired

@@ -181,7 +181,8 @@ def snapshot(memory: Memory, ns: str) -> dict:
             [n.model_dump() for n in memory.storage.source_nodes(ns, sid)],
         )
     out["marks"] = mark_table(memory).get(ns, None)
-    core = memory.storage.core.entries(ns, None) if memory.storage.core is not None else []
+    assert memory.storage.core is not None, f"the {memory.name} store keeps no core memory"
+    core = memory.storage.core.entries(ns, None)
     out["core"] = sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core)
     out["instructions"] = [i.model_dump() for i in memory.instructions.list(ns, include_superseded=True).instructions]
     return out
@@ -213,18 +214,17 @@ def test_export_import_round_trip_is_exact(memory: Memory, ns: str, embeddings: 
     memory.visits.record(ns, [memory.storage.source_nodes(ns, "conv")[0].id])
     memory.visits.flush()
     memory.visits.pin(ns, next(n.id for n in memory.storage.source_nodes(ns, "conv") if n.level == 2))
-    keeps_core = memory.storage.core is not None
-    if keeps_core:  # every kind of record: core memory of the namespace and of a conversation too
-        memory.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=80))
-        memory.core.put(ns, CorePutRequest(key="goal", value="a greener garden", conversation_id="conv"))
+    # every kind of record: core memory of the namespace and of a conversation too
+    memory.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=80))
+    memory.core.put(ns, CorePutRequest(key="goal", value="a greener garden", conversation_id="conv"))
     lines = list(export_lines(memory, [ns], embeddings=embeddings))
     assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
-    assert sum('"type": "core_memory"' in line for line in lines) == (2 if keeps_core else 0)
+    assert sum('"type": "core_memory"' in line for line in lines) == 2
     assert sum('"type": "instruction"' in line for line in lines) == 3
 
     copy = ns + "-copy"
     report = import_dump(memory, lines, namespace=copy)
-    assert report["sources"] == 3 and report["marks"] == 2 and report["core_memory"] == (2 if keeps_core else 0)
+    assert report["sources"] == 3 and report["marks"] == 2 and report["core_memory"] == 2
     assert report["instructions"] == 3
     assert snapshot(memory, copy) == snapshot(memory, ns)
     a_rules, b_rules = (

@@ -105,15 +105,10 @@ def instructions(store: Memory, ns: str) -> list[tuple]:
 
 
 def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, memory: Memory, ns: str) -> None:
-    if memory.storage.core is None:  # a destination without core memory is refused before anything is written
-        with pytest.raises(StoreError, match="2 core memory entries"):
-            migrate(source, memory, [ns, f"{ns}-2"], None)
-        assert memory.storage.list_sources(ns) == []
-        _forget_core(source, ns)
     seen: list[tuple] = []
     report = migrate(source, memory, [ns, f"{ns}-2"], lambda *event: seen.append(event))
     assert report["sources"] == 4 and report["copied"] == 4 and report["skipped"] == 0
-    assert report["marks"] == 3 and report["core_memory"] == (0 if memory.storage.core is None else 2)
+    assert report["marks"] == 3 and report["core_memory"] == 2
     assert report["instructions"] == 3 and report["namespaces"][f"{ns}-2"]["instructions"] == 3
     assert _extras(memory, ns) == _extras(source, ns) and _extras(memory, ns)[0]
     assert _extras(memory, f"{ns}-2") == _extras(source, f"{ns}-2")
@@ -132,14 +127,22 @@ def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, memo
     assert again["copied"] == 0 and again["skipped"] == 4
 
 
-def _forget_core(store: Memory, ns: str) -> None:
-    store.core.delete(ns, "name")
-    store.core.delete(ns, "project", "c1")
+def test_a_destination_without_core_memory_is_refused_before_anything_is_written(
+    source: Memory, tmp_path: Path, embedder: LocalEmbedder, ns: str
+) -> None:
+    (tmp_path / "dst").mkdir()
+    dst = open_memory(make_settings(tmp_path / "dst"), embedder, ExtractiveSummariser())
+    kept, dst.storage.core = dst.storage.core, None  # as a provider without the capability
+    try:
+        with pytest.raises(StoreError, match="2 core memory entries"):
+            migrate(source, dst, [ns, f"{ns}-2"], None)
+        assert dst.storage.list_sources(ns) == []
+    finally:
+        dst.storage.core = kept
+        dst.close()
 
 
 def test_an_interrupted_copy_resumes(source: Memory, memory: Memory, ns: str) -> None:
-    if memory.storage.core is None:
-        _forget_core(source, ns)
     migrate(source, memory, [ns], None)
     c2 = memory.storage.get_source(ns, "c2")
     memory.storage.commit(ns, WriteBatch(source=c2, delete_source=True), c2.version)  # type: ignore[arg-type, union-attr]
@@ -152,12 +155,15 @@ def test_an_interrupted_copy_resumes(source: Memory, memory: Memory, ns: str) ->
         assert _dump(memory, ns, sid) == _dump(source, ns, sid)
 
 
-def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: LocalEmbedder) -> None:
+def test_all_namespaces_by_default(source: Memory, tmp_path: Path, embedder: LocalEmbedder, ns: str) -> None:
+    source.core.put(f"{ns}-3", CorePutRequest(key="name", value="Zoe"))  # a namespace with core memory only
+    assert f"{ns}-3" in source.storage.list_namespaces()
     (tmp_path / "dst").mkdir()
     dst = open_memory(make_settings(tmp_path / "dst"), embedder, ExtractiveSummariser())
     try:
         assert set(migrate(source, dst)["namespaces"]) == set(source.storage.list_namespaces())
         assert dst.storage.list_namespaces() == source.storage.list_namespaces()
+        assert [e.value for e in dst.core.list_entries(f"{ns}-3").entries] == ["Zoe"]
     finally:
         dst.close()
 
@@ -199,3 +205,90 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
         assert _extras(dst, ns) == _extras(source, ns)
     finally:
         dst.close()
+
+
+def _everything(store: Memory, namespaces: list[str]) -> dict:
+    """Every record of the namespaces, exactly as stored: source rows (counters, version, metadata: forks),
+    messages (sessions), nodes, their vectors (float32, unrounded), marks, core memory entries and standing
+    instructions with their vectors (times to the microsecond)."""
+    out: dict = {}
+    for space in namespaces:
+        sources = {}
+        for sid in store.storage.list_sources(space):
+            nodes = store.storage.source_nodes(space, sid)
+            vectors = store.storage.get_vectors(space, [n.id for n in nodes])
+            sources[sid] = (
+                store.storage.get_source(space, sid),
+                [m.model_dump() for m in store.storage.messages(space, sid, -1)],
+                [n.model_dump() for n in nodes],
+                {i: np.asarray(v, dtype=np.float32).tobytes() for i, v in vectors.items()},
+            )
+        table, core, marks = store.storage.instructions, store.storage.core, store.storage.marks
+        assert table is not None and core is not None and marks is not None
+        rules = table.entries(space, include_superseded=True)
+        rule_vectors = table.vectors(space, [i.id for i in rules])
+        out[space] = {
+            "sources": sources,
+            "marks": marks.get(space, None),
+            "core": sorted(
+                (e.model_dump() for e in core.entries(space, None)),
+                key=lambda e: (e["conversation_id"] or "", e["key"]),
+            ),
+            "instructions": [(i.model_dump(), rule_vectors[i.id].astype(np.float32).tobytes()) for i in rules],
+        }
+    return out
+
+
+def test_local_pinecone_postgres_local_round_trip_is_lossless(
+    source: Memory, pg_server, needle_server, tmp_path: Path, embedder: LocalEmbedder, ns: str
+) -> None:
+    """Issue 24, item 3: every kind of record (messages with sessions, nodes with vectors, core memory of both
+    scopes, standing instructions with supersession, visits, pins, a fork) survives local -> pinecone ->
+    postgres -> local through the real providers, exactly."""
+    for server in (pg_server, needle_server):
+        if isinstance(server, str):
+            unavailable(server)
+    source.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="c3",
+            messages=[
+                m.model_copy(update={"session_id": "planning" if i < 8 else "booking"})
+                for i, m in enumerate(conversation(("Gil", "Hana"), 16, prefix="s"))
+            ],
+        ),
+    )
+    source.forks.fork(ns, "c1", "m-30", "c1-branch")
+    source.writer.remember(
+        ns, RememberRequest(conversation_id="c1-branch", messages=conversation(("Alice", "Bob"), 4, prefix="b"))
+    )
+    source.core.put(ns, CorePutRequest(key="visa", value="expires in May", conversation_id="c3", ttl_seconds=86400))
+    namespaces = [ns, f"{ns}-2"]
+    expected = _everything(source, namespaces)
+    assert expected[ns]["sources"]["c1-branch"][0].metadata.get("fork")  # the fork is in what is compared
+    assert {m["session_id"] for m in expected[ns]["sources"]["c3"][1]} == {"planning", "booking"}
+
+    url = pg_server.create_database()
+    (tmp_path / "back").mkdir()
+    hops = [
+        make_settings(tmp_path, datastore="pinecone", pinecone_api_key="x", pinecone_host=needle_server.host),
+        make_settings(tmp_path, datastore="postgres", postgres_url=url),
+        make_settings(tmp_path / "back"),
+    ]
+    stores = [open_memory(s, embedder, ExtractiveSummariser()) for s in hops]
+    try:
+        previous = source
+        for store in stores:
+            report = migrate(previous, store, namespaces, None)
+            assert report["copied"] == report["sources"] == 6 and report["core_memory"] == 3
+            assert _everything(store, namespaces) == expected, store.name
+            previous = store
+        back = stores[-1]
+        q = [Query(query="the server migration ran all weekend", top_k=5)]
+        assert [r.id for r in back.reader.query(ns, q).results[0].results] == [
+            r.id for r in source.reader.query(ns, q).results[0].results
+        ]
+    finally:
+        for store in stores:
+            store.close()
+        pg_server.drop_database(url)

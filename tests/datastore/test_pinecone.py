@@ -13,6 +13,7 @@ import json
 import threading
 import urllib.request
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from datastore.providers.pinecone import records as pinecone_records
 from datastore.providers.pinecone import store as pc_store
 from loopback.servers import Needle
 from models.api import Message, Query, RememberRequest
+from models.core import CoreEntry
 from services.embedding import LocalEmbedder
 from services.errors import EmbeddingMismatchError, StoreError
 from services.summarising import ExtractiveSummariser
@@ -170,3 +172,20 @@ def test_missing_index_is_created_serverless_with_the_embedder_dimension(
 def test_a_missing_key_is_a_clear_store_error(tmp_path: Path, embedder: LocalEmbedder) -> None:
     with pytest.raises(StoreError, match="PINECONE_API_KEY"):
         open_memory(make_settings(tmp_path, datastore="pinecone"), embedder, ExtractiveSummariser())
+
+
+@pinecone_only
+def test_a_long_core_entry_is_kept_in_parts_and_its_parts_go_with_it(memory: Memory, ns: str) -> None:
+    table = memory.storage.core
+    assert table is not None
+    at = datetime(2026, 3, 1, tzinfo=UTC)
+    long = CoreEntry(key="bio", value='"\x01' * 9000, importance=50, created_at=at, updated_at=at, tokens=1)
+    table.write(ns, "", long, [])
+    parts = [i for i in memory.storage._list(ns, "core#") if pinecone_records.is_part(i)]  # type: ignore[attr-defined]
+    assert len(parts) >= 2 and table.entries(ns, "") == [long]
+    short = long.model_copy(update={"value": "a cellist"})
+    table.write(ns, "", short, [])
+    assert memory.storage._list(ns, "core#") == [pinecone_records.core_id("", "bio")]  # type: ignore[attr-defined]
+    assert table.entries(ns, "") == [short]
+    table.write(ns, "", long, [])
+    assert table.write(ns, "", None, ["bio"]) == 1 and memory.storage._list(ns, "core#") == []  # type: ignore[attr-defined]

@@ -120,8 +120,9 @@ class LocalStorage:
         )
 
     def list_namespaces(self) -> list[str]:
-        """Every namespace holding at least one source, sorted."""
-        return [r[0] for r in self.db.reader.execute("SELECT DISTINCT namespace FROM sources ORDER BY 1")]
+        """Every namespace holding at least one source or core memory entry, sorted."""
+        sql = "SELECT namespace FROM sources UNION SELECT namespace FROM core_memory ORDER BY 1"
+        return [r[0] for r in self.db.reader.execute(sql)]
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
         """Source ids of the namespace greater than `after` (code-point order), ascending, at most `limit`."""

@@ -6,6 +6,8 @@ Record ids (Pinecone ids must be ASCII; a hash makes any source or message id fi
     msg#<h(source_id)>#<h(message_id)>      a StoredMessage
     node#<h(source_id)>#<node id>           a MemoryNode
     instr#<instruction id>                  a standing Instruction (its values: the statement's embedding)
+    mark#<node id>                          the visits and pin of a node
+    core#<h(scope)>#<h(key)>                a core memory entry (scope: a conversation id, "" for the namespace)
     <record id>#p<i>                        part i of a text too large for one record's metadata
 
 Metadata has no null (absent keys stand for None), times are epoch seconds (floats), lists hold strings.
@@ -20,6 +22,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from services.errors import StoreError
@@ -73,6 +76,10 @@ def matches(meta: dict[str, Any], flt: dict[str, Any]) -> bool:
             if not ok:
                 return False
     return True
+
+
+TEXT_FIELD = {"msg": "content", "node": "text", "core": "value"}
+"""The metadata field a record of each kind moves into part records when it is over the limit."""
 
 
 def split_text(text: str, limit: int) -> list[str]:
@@ -242,8 +249,50 @@ def to_instruction(m: dict[str, Any]) -> Instruction:
     )
 
 
+def core_id(scope: str, key: str) -> str:
+    """The record id of a core memory entry: `core#<h(scope)>#<h(key)>` (the hashes keep any key ASCII)."""
+    return f"core#{h(scope)}#{h(key)}"
+
+
+def core_prefix(scope: str | None) -> str:
+    """The id prefix of a scope's core memory entries (every scope's when None)."""
+    return "core#" if scope is None else f"core#{h(scope)}#"
+
+
+def core_meta(scope: str, e: CoreEntry) -> dict[str, Any]:
+    """A core memory entry's metadata: every CoreEntry field (times as epoch seconds, `expires_at` absent when
+    None), its `scope` and `kind` "core"."""
+    meta: dict[str, Any] = {
+        "kind": "core",
+        "scope": scope,
+        "key": e.key,
+        "value": e.value,
+        "importance": e.importance,
+        "created_at": e.created_at.timestamp(),
+        "updated_at": e.updated_at.timestamp(),
+        "tokens": e.tokens,
+    }
+    if e.expires_at is not None:
+        meta["expires_at"] = ts(e.expires_at)
+    return meta
+
+
+def to_core(m: dict[str, Any]) -> CoreEntry:
+    """The CoreEntry of a core record's metadata."""
+    return CoreEntry(
+        key=m["key"],
+        value=m["value"],
+        importance=int(m["importance"]),
+        conversation_id=m.get("scope") or None,
+        created_at=datetime.fromtimestamp(float(m["created_at"]), tz=UTC),
+        updated_at=datetime.fromtimestamp(float(m["updated_at"]), tz=UTC),
+        expires_at=dt(m.get("expires_at")),
+        tokens=int(m["tokens"]),
+    )
+
+
 def is_part(rid: str) -> bool:
-    """A part record's id: its main record's id (`msg#..#..`, `node#..#..`) plus `#p<i>`."""
+    """A part record's id: its main record's id (`msg#..#..`, `node#..#..`, `core#..#..`) plus `#p<i>`."""
     return rid.count("#") == 3
 
 

@@ -9,6 +9,8 @@ source's records are listed by id prefix (Pinecone ids must be ASCII; the hash m
     node#<h(source_id)>#<node id>           one MemoryNode with its embedding (text and tree fields in metadata)
     instr#<instruction id>                  one standing Instruction with its statement's embedding
     ver#namespace                           the namespace's version token (a fresh random one per commit)
+    mark#<node id>                          the visits and pin of one node
+    core#<h(scope)>#<h(key)>                one core memory entry (scope: a conversation id, "" for the namespace)
     <record id>#p<i>                        part i of a text too large for Pinecone's 40 KB metadata limit
 
 (The ids, metadata codecs and the split live in `records.py`.)
@@ -27,9 +29,10 @@ per-source locks, datastore/locks.py). A failure mid-commit deletes the records 
 effort) and raises StoreError.
 Pinecone serverless is eventually consistent: a read straight after a write may not see it yet.
 
-`PineconeStorage` implements the Storage protocol (datastore/storage.py) with the `marks` capability (`mark#<node
-id>` records) and `instructions` (`instr#` records: a commit writes them with its messages and nodes, removals
-first, so a failure never leaves a forgotten message's instruction behind); it has no core memory.
+`PineconeStorage` implements the Storage protocol (datastore/storage.py) with the `core` capability (`core#<h(scope)>
+#<h(key)>` records, the entry's value split into parts like any long text), `marks` (`mark#<node id>` records) and
+`instructions` (`instr#` records: a commit writes them with its messages and nodes, removals first, so a failure
+never leaves a forgotten message's instruction behind).
 
 Search for the read path is above the store (datastore/indexes/search.py: the in-memory BM25 and vector indexes,
 the same for every provider; Pinecone's sparse vectors are not used), fed by `index_entries` (a source's node
@@ -70,6 +73,7 @@ from datastore.storage import (
     unrolled_of,
 )
 from models.api import DeleteFilter, QueryFilter
+from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
@@ -116,11 +120,11 @@ class PineconeStorage:
     """
 
     name = "pinecone"
-    core: CoreTable | None = None  # no core memory (/core answers 501)
 
     def __init__(self, settings: Settings, dimension: int) -> None:
         self.settings = settings
         self.dimension = dimension
+        self.core: CoreTable | None = PineconeCore(self)
         self.marks: MarkTable | None = PineconeMarks(self)
         self.instructions: InstructionTable | None = PineconeInstructions(self)
         self.idempotency: IdempotencyTable | None = PineconeIdempotency(self)
@@ -215,8 +219,7 @@ class PineconeStorage:
         if wanted:
             parts = self._fetch(ns, [p for ids in wanted.values() for p in ids])
             for rid, ids in wanted.items():
-                field = "content" if recs[rid]["kind"] == "msg" else "text"
-                recs[rid][field] = "".join(parts[p]["text"] for p in ids)
+                recs[rid][rec.TEXT_FIELD[recs[rid]["kind"]]] = "".join(parts[p]["text"] for p in ids)
         return recs
 
     def _list(self, ns: str, prefix: str) -> list[str]:
@@ -386,7 +389,8 @@ class PineconeStorage:
         return unrolled_of(self, self.settings.fan_out, self.settings.max_level)
 
     def list_namespaces(self) -> list[str]:
-        """Every Pinecone namespace of the index but the reserved meta namespace, sorted."""
+        """Every Pinecone namespace of the index but the reserved meta namespace, sorted (a namespace holding any
+        record: a source, a core memory entry)."""
         stats = self._call(self._index.describe_index_stats)
         return sorted(ns for ns in (stats.namespaces or {}) if ns != META_NAMESPACE)
 
@@ -478,8 +482,8 @@ class PineconeStorage:
                 raise kind(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
 
     def delete_namespace(self, ns: str) -> tuple[int, int]:
-        """Delete every record of the Pinecone namespace (marks and instructions too); returns (messages, nodes)
-        removed."""
+        """Delete every record of the Pinecone namespace (core memory, marks and instructions too); returns
+        (messages, nodes) removed."""
         ids = rec.main_ids(self._list(ns, ""))
         n_msgs = sum(1 for i in ids if i.startswith("msg#"))
         n_nodes = sum(1 for i in ids if i.startswith("node#"))
@@ -661,3 +665,39 @@ class PineconeInstructions:
             if v is None:
                 store._call(store._index.update, id=f"instr#{i.id}", namespace=ns, set_metadata=rec.instruction_meta(i))
         return gone
+
+
+class PineconeCore:
+    """CoreTable: core memory entries as `core#<h(scope)>#<h(key)>` records of the namespace (a dummy vector;
+    the value split into part records past the 40 KB metadata limit)."""
+
+    def __init__(self, store: PineconeStorage) -> None:
+        self.store = store
+
+    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
+        """The stored entries of a scope (every scope when None), expired ones too (the scope's id prefix listed,
+        then fetched)."""
+        store = self.store
+        recs = store._fetch(ns, rec.main_ids(store._list(ns, rec.core_prefix(scope))))
+        return [rec.to_core(m) for m in recs.values()]
+
+    def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
+        """Store `put` (replacing its key), then delete the scope's entries with a key in `delete` (but `put`'s).
+        Not atomic (Pinecone has no transactions): the write goes first, so a failure in between leaves an entry
+        moved out to long-term memory in both places rather than in none. Returns how many entries were deleted
+        (`put`'s own key counts when it is in `delete` and was stored)."""
+        store = self.store
+        dropped = [rec.core_id(scope, k) for k in dict.fromkeys(delete)]
+        put_id = rec.core_id(scope, put.key) if put is not None else None
+        held = store._fetch(ns, dropped + ([put_id] if put_id else []))
+        stale: list[str] = []  # records to delete: the dropped entries with their parts, `put`'s surplus parts
+        if put is not None and put_id is not None:
+            packed = rec.pack(put_id, rec.core_meta(scope, put), "value")
+            store._upsert(ns, [(rid, store.dummy, meta) for rid, meta in packed])
+            had = int(held[put_id].get("parts") or 0) if put_id in held else 0
+            stale += [f"{put_id}#p{i}" for i in range(len(packed), had + 1)]
+        for rid in dropped:
+            if rid in held and rid != put_id:
+                stale += [rid] + [f"{rid}#p{i}" for i in range(1, int(held[rid].get("parts") or 0) + 1)]
+        store._delete(ns, stale)
+        return sum(1 for rid in dropped if rid in held)

@@ -551,8 +551,9 @@ class PostgresStorage:
         return [(r["namespace"], r["source_id"]) for r in rows]
 
     def list_namespaces(self) -> list[str]:
-        """Every namespace holding at least one source, sorted."""
-        return [r["namespace"] for r in self.all("SELECT DISTINCT namespace FROM pyramind_sources ORDER BY 1")]
+        """Every namespace holding at least one source or core memory entry, sorted."""
+        sql = "SELECT namespace FROM pyramind_sources UNION SELECT namespace FROM pyramind_core ORDER BY 1"
+        return [r["namespace"] for r in self.all(sql)]
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
         """Source ids of the namespace greater than `after`, in code-point order (COLLATE "C"), at most `limit`."""
