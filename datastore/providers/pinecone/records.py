@@ -78,7 +78,7 @@ def matches(meta: dict[str, Any], flt: dict[str, Any]) -> bool:
     return True
 
 
-TEXT_FIELD = {"msg": "content", "node": "text", "core": "value"}
+TEXT_FIELD = {"msg": "content", "node": "text", "core": "value", "idem": "text"}
 """The metadata field a record of each kind moves into part records when it is over the limit."""
 
 
