@@ -26,6 +26,7 @@ from services.errors import (
     NotFoundError,
     PyramindError,
     StoreError,
+    StoreUnavailableError,
     SummaryError,
     UnsupportedError,
 )
@@ -42,6 +43,7 @@ STATUS: dict[type[PyramindError], int] = {
     UnsupportedError: 501,
     EmbeddingError: 503,
     SummaryError: 503,
+    StoreUnavailableError: 503,
     StoreError: 500,
 }
 # pydantic error types whose message names the model class ("... instance of QueryRequest"): said in JSON terms

@@ -42,7 +42,6 @@ class StoreUnavailableError(StoreError):
     written unless it said so; a retry once the store is back is safe."""
 
     code = "store_unavailable"
-    status = 503
 
 
 class EmbeddingMismatchError(StoreError):
