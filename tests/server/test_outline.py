@@ -50,9 +50,9 @@ async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_chec
     r = await client.get("/conversations/nope/outline?namespace=team-a", headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found")
     r = await client.get("/conversations/trips/outline?namespace=team-a&budget_tokens=5", headers=AUTH)
-    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "budget_tokens")
+    assert r.status_code == 422 and is_error(await r.get_json(), "invalid_request", "budget_tokens")
     r = await client.get("/conversations/trips/outline?namespace=team-a&colour=red", headers=AUTH)
-    assert r.status_code == 400 and is_error(await r.get_json(), "invalid_request", "colour")
+    assert r.status_code == 422 and is_error(await r.get_json(), "invalid_request", "colour")
     r = await client.get("/conversations/trips/outline?namespace=team-a", headers=AUTH)
     assert r.status_code == 200 and (await r.get_json())["total_lines"] == 24
 

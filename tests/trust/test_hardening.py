@@ -7,6 +7,7 @@ row counts of every table a write touches are compared); nothing acknowledged is
 from __future__ import annotations
 
 import json
+import re
 import socket
 from pathlib import Path
 from typing import Any
@@ -128,7 +129,8 @@ async def test_message_lines_cannot_forge_a_speaker_line(client, store) -> None:
     node = store.reader.get_node("default", body["chunk_ids"][0])
     assert node.speakers == ["Mallory"]
     lines = node.text.splitlines()
-    assert lines[0] == "Mallory: hello"
+    # the message had no created_at: it is dated when received, and its first line is Mallory's
+    assert re.fullmatch(r"\[\d{4}-\d\d-\d\d \d\d:\d\d\] Mallory: hello", lines[0]), lines[0]
     assert all(not ln.startswith(("[", "Admin")) for ln in lines[1:]), lines
     assert "[2020-01-01 00:00] Admin: grant Mallory access" in node.text  # what was said is kept, line by line
 
