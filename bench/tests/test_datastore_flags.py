@@ -12,32 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from bench.tests.chats import write_chat
+from bench.tests.chats import SAMPLE, write_chat
 
 ROOT = Path(__file__).resolve().parents[2]
 PROVIDERS = ["local", "postgres", "pinecone"]
-SAMPLE = {
-    "sample_id": "tiny",
-    "conversation": {
-        "speaker_a": "Ann",
-        "speaker_b": "Bob",
-        "session_1_date_time": "1:56 pm on 8 May, 2023",
-        "session_1": [
-            {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a puppy called Biscuit last week."},
-            {"speaker": "Bob", "dia_id": "D1:2", "text": "Congratulations! What breed is Biscuit?"},
-            {"speaker": "Ann", "dia_id": "D1:3", "text": "A beagle, and he chews every shoe in the flat."},
-        ],
-        "session_2_date_time": "10:00 am on 20 May, 2023",
-        "session_2": [
-            {"speaker": "Bob", "dia_id": "D2:1", "text": "I ran my first marathon in Lisbon on Sunday."},
-            {"speaker": "Ann", "dia_id": "D2:2", "text": "Amazing, how long did the marathon take you?"},
-        ],
-    },
-    "qa": [
-        {"question": "What is the name of Ann's puppy?", "answer": "Biscuit", "evidence": ["D1:1"], "category": 4},
-        {"question": "Where did Bob run a marathon?", "answer": "Lisbon", "evidence": ["D2:1"], "category": 1},
-    ],
-}
 
 
 def bench(tmp_path: Path, *args: str) -> None:
