@@ -1,15 +1,15 @@
 """The context block: one token-budgeted text of what an assistant should know before it answers (POST /context).
 
 Sections in priority order. Core, instructions and recent turns each take what they need, up to their share of
-the budget (SHARES); the memories share the rest: relevant first, up to RELEVANT_SHARE of it (ASSISTANT_CHAT_SHARE
-in a chat where an assistant said most of the candidates' text, OVERVIEW_SHARE for a question about the course of
+the budget (`shares`); the memories share the rest: relevant first, up to `relevant_share` of it (`assistant_chat_share`
+in a chat where an assistant said most of the candidates' text, `overview_share` for a question about the course of
 things, `asks_overview`), and the timeline what relevant leaves.
 
 1. core: the core-memory entries of the namespace and the conversation (datastore/context/core.py), most
    important first.
 2. instructions: the standing instructions and preferences the user stated (datastore/lifetime/instructions.py),
-   the closest to the query first; a preference only where the query comes near it (PREFERENCE_FLOOR, and
-   PREFERENCE_RATIO of the best preference's cosine); one said
+   the closest to the query first; a preference only where the query comes near it (`preference_floor`, and
+   `preference_ratio` of the best preference's cosine); one said
    in a recent turn, or in a short turn a memory shows whole (a turn is never cut), is read there.
 3. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
    newest kept first, shown oldest first.
@@ -19,12 +19,12 @@ things, `asks_overview`), and the timeline what relevant leaves.
    messages cut to its sentences closest to the query (datastore/context/evidence.py), the best hit whole; each
    with its `neighbours` chunks when asked.
 5. timeline: what happened when, oldest first and dated: the conversation's lines closest to the query
-   (`lines`, datastore/read/outline.py: each message's lead, ranked hybrid over the whole conversation; LINE_SHARE
+   (`lines`, datastore/read/outline.py: each message's lead, ranked hybrid over the whole conversation; `line_share`
    of the room), then the periods the query points at (the conversation's L2 summaries closest to it; chunks
    where it has none yet), each cut to its people's lines (a summary holds the lead sentence of each of their
    messages, services/summarising.py), then its sentences closest to the query. For a question about the course
    of things it is a dated list of lines closest to the question's topic (`overview_topic`), taking all the
-   room the relevant memories leave them (LIST_SHARE). A budget with no room for a useful line of it has none.
+   room the relevant memories leave them (`list_share`). A budget with no room for a useful line of it has none.
 
 No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
 overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Protocol
 
@@ -45,6 +46,7 @@ import numpy as np
 from datastore.context import evidence
 from datastore.context.core import CoreMemory
 from datastore.context.evidence import Shown, Texts
+from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.context.render import HEADINGS, Section, template_fields
 from datastore.lifetime.visits import Visits
 from datastore.read.query import Reader, check_query_chars
@@ -60,6 +62,7 @@ from models.context import (
     ContextSection,
     SectionName,
 )
+from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
@@ -71,11 +74,8 @@ from services.lines import SEPARATOR
 from services.speakers import is_human
 from services.tokens import count_tokens
 
-SHARES: dict[SectionName, float] = {"core": 0.15, "instructions": 0.2, "recent": 0.35}
-RELEVANT_SHARE = 1.0  # of what core, instructions and recent turns leave: the rest is the timeline's
-ASSISTANT_CHAT_SHARE = 0.4  # the same where people said under PEOPLE_CHAT of the candidates' text (an assistant
-PEOPLE_CHAT = 0.5  # said the rest): their summaries' lines of what the user brought up earn the timeline more
-OVERVIEW_SHARE = 0.35  # the same for a question about the course of things (asks_overview): the timeline leads
+DEFAULT_BUDGET = 2000  # tokens, when a request names none (and CONTEXT_MAX_TOKENS allows it)
+MAX_LEFT_OUT = 50  # the most left-out memories a response lists
 _OVERVIEW = re.compile(
     r"\b(order|sequence|chronolog\w*|timeline|summar\w*|overview|recap|progress\w*|evolv\w*|over time|so far|"
     r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went)|"
@@ -99,32 +99,6 @@ _COURSE_WORDS = re.compile(
     r"\bdifferent\b|\bhow many\b|\bwe('ve| have)? (discussed|talked about|covered)\b",
     re.I,
 )
-LIST_SHARE = 0.0  # with lines: the relevant memories' share for such a question (the dated list takes the rest)
-LIST_INSTRUCTIONS_SHARE = 0.1  # the instructions' share (closest first) in a block led by the dated list
-LINE_SHARE = 1.0  # of the timeline's room, what the lines closest to the query take before the periods
-LINE_TOKENS = 20  # lines asked for: one per this many tokens of room (within MIN_LINES, MAX_LINES)
-MIN_LINES, MAX_LINES = 10, 120
-DEFAULT_BUDGET = 2000
-MAX_LEFT_OUT = 50
-CANDIDATE_TOKENS = 30  # one retrieval candidate per this many tokens of budget (within MIN/MAX_CANDIDATES)
-MIN_CANDIDATES, MAX_CANDIDATES = 10, 60
-WHOLE_HITS = 1  # the best hits shown whole (up to a chunk), whatever their turns
-HIT_TOKENS = 80  # the most tokens an excerpt of a later hit of long messages takes
-# a stated preference is shown when its cosine to the query reaches PREFERENCE_FLOOR and PREFERENCE_RATIO times the
-# best preference's (instructions always are); measured on BEAM 100K chats 11-20 (bench/RESULTS.md, "Instruction
-# detection"): keeps 13 of the 14 tested preferences and a third of the chats' other ones; "My favorite recipe is
-# Chicken Pot Pie." scores 0.10-0.17 against questions about pets (MiniLM: unrelated texts score about 0 to 0.15)
-PREFERENCE_FLOOR = 0.25
-PREFERENCE_RATIO = 0.6
-MIN_ITEM = 16  # tokens: less room than this holds no useful line
-SESSION_FREE = 4  # hits of one session placed before its next one yields to other sessions
-SESSION_DECAY = 0.7  # a hit's score is multiplied by this per hit of its session placed past SESSION_FREE
-DENSE_FLOOR = 0.45  # cosine (MiniLM) at which a hit counts as related when no hit reaches min_score
-CLEAR_LEAD = 1.5  # the best hit counts when its score is this many times the next one's
-LEAD_FLOOR = 0.25  # ... and its cosine reaches this (MiniLM: unrelated texts score about 0 to 0.15)
-PERIOD_TOKENS = 60  # a timeline period is given about this many tokens (the periods follow from the budget)
-MAX_PERIODS = 40
-TIMELINE_LEVEL = 2  # the timeline's periods: summaries of this level
 
 
 def overview_topic(query: str) -> str:
@@ -201,6 +175,36 @@ def _when(n: MemoryNode | StoredMessage | Instruction | None) -> float:
     return t.timestamp() if t is not None else 0.0
 
 
+@dataclass(frozen=True)
+class Inputs:
+    """What a block is assembled from (ContextAssembler.read), read before assembly.
+
+    budget: tokens (the request's, or DEFAULT_BUDGET within CONTEXT_MAX_TOKENS). template: the block's template.
+    now: the time the block is written at. cid: the request's conversation when the store holds it as one (else
+    None). tail: its last messages (up to `budget` tokens of them), oldest first. query: the request's, else the
+    latest message. overview: `asks_overview(query)`. topic: what the lines are ranked for (`overview_topic` for
+    such a question, else the query). vector, topic_vector: their embeddings (None without a query or a section
+    that needs one). flt: the conversation filter when `all_conversations` is false. nothing: that conversation
+    is not yet remembered (no memories). hits: the read path's candidates above the floor, best first. core: the
+    core entries (when asked). instructions: the instructions in force with their embeddings (when asked)."""
+
+    budget: int
+    template: str
+    now: datetime
+    cid: str | None
+    tail: list[StoredMessage]
+    query: str | None
+    overview: bool
+    topic: str | None
+    vector: np.ndarray | None
+    topic_vector: np.ndarray | None
+    flt: QueryFilter | None
+    nothing: bool
+    hits: Hits
+    core: list[CoreEntry]
+    instructions: list[tuple[Instruction, np.ndarray]]
+
+
 class ContextAssembler:
     """assemble: the token-budgeted context block.
 
@@ -208,10 +212,16 @@ class ContextAssembler:
     embedding (one call per block). reader: the relevant memories (the read path). core: the core section.
     visits: counts each chunk and summary the block includes. instructions: the standing instructions (None:
     no such section). lines: the conversation's lines ranked for the query (None: the timeline holds periods
-    only).
+    only). policy: the block's tuned numbers (datastore/context/policy.py; DEFAULT_POLICY).
+
+    A block is made in two steps: `read` gathers what it needs (the request checked, the conversation's last
+    messages, the query's embedding, the retrieval candidates, core entries and instructions), then `_Assembly`
+    builds it from those inputs. What depends on the room a section is left (how many lines and periods to rank,
+    the messages that make a shown chunk whole, a hit's neighbours) is read while assembling, through `lines`,
+    `reader` and `storage`.
     """
 
-    def __init__(
+    def __init__(  # noqa: PLR0913 (the services it uses, each named at the one call in datastore/memory.py)
         self,
         settings: Settings,
         storage: Storage,
@@ -221,8 +231,10 @@ class ContextAssembler:
         visits: Visits,
         instructions: ActiveInstructions | None = None,
         lines: Lines | None = None,
+        policy: BlockPolicy = DEFAULT_POLICY,
     ) -> None:
         self.settings = settings
+        self.policy = policy
         self.lines = lines
         self.storage = storage
         self.embedder = embedder
@@ -237,16 +249,17 @@ class ContextAssembler:
         entries, the instructions and the namespace's memories still count). A `query` over MAX_QUERY_CHARS is
         the InvalidRequestError of /query (`check_query_chars`)."""
         check_query_chars(self.settings, req.query, "query")
-        res = _Assembly(self, ns, req).run()
+        res = _Assembly(self, ns, req, self.read(ns, req)).run()
         self.visits.record(ns, [i.id for sec in res.sections for i in sec.items if i.kind in ("chunk", "summary")])
         return res
 
-
-class _Assembly:
-    """One block being assembled: the request, what is shown so far, the sections."""
-
-    def __init__(self, owner: ContextAssembler, ns: str, req: ContextRequest) -> None:
-        s = owner.settings
+    def read(self, ns: str, req: ContextRequest) -> Inputs:
+        """What the block is assembled from (`Inputs`), read and embedded before assembly: the request checked
+        (raises InvalidRequestError for `budget_tokens`, `template`, `memory_template` before reading anything),
+        the conversation's source and its last messages, the query's embedding (one call, with the topic of a
+        question about the course of things), the retrieval candidates, the core entries and the instructions in
+        force. Reads only; nothing is counted or written."""
+        s = self.settings
         budget = DEFAULT_BUDGET if req.budget_tokens is None else req.budget_tokens
         if req.budget_tokens is None:
             budget = min(budget, s.context_max_tokens)
@@ -254,35 +267,89 @@ class _Assembly:
             raise InvalidRequestError(
                 f"budget_tokens must be between 1 and {s.context_max_tokens} (CONTEXT_MAX_TOKENS)", "budget_tokens"
             )
-        self.template = req.template if req.template is not None else DEFAULT_CONTEXT_TEMPLATE
-        template_fields(self.template, CONTEXT_FIELDS, "template")
+        template = req.template if req.template is not None else DEFAULT_CONTEXT_TEMPLATE
+        template_fields(template, CONTEXT_FIELDS, "template")
         if req.memory_template is not None:
             template_fields(req.memory_template, MEMORY_FIELDS, "memory_template")
-        self.o, self.ns, self.req, self.budget = owner, ns, req, budget
-        self.storage = owner.storage
-        self.now = utc(req.now) or datetime.now(UTC)
-        self.shown = Shown()
-        self.texts = Texts(owner.storage, ns)
         cid = req.conversation_id
-        src = owner.storage.get_source(ns, cid) if cid is not None else None
-        self.cid = cid if src is not None and src.source_type == "conversation" else None
-        self.tail = owner.storage.messages(ns, self.cid, max(0, src.n_tokens - budget)) if self.cid and src else []
-        self.query = req.query or (self.tail[-1].content if self.tail else None)
+        src = self.storage.get_source(ns, cid) if cid is not None else None
+        known = cid if src is not None and src.source_type == "conversation" else None
+        tail = self.storage.messages(ns, known, max(0, src.n_tokens - budget)) if known and src else []
+        query = req.query or (tail[-1].content if tail else None)
         wants_vector = req.relevant or req.timeline or req.instructions
-        self.overview = asks_overview(self.query or "")
+        overview = asks_overview(query or "")
         # a question about the course of things ranks the lines for its topic (one embedding call for both)
-        self.topic = overview_topic(self.query) if self.query and self.overview else self.query
-        with_lines = req.timeline and owner.lines is not None and self.cid is not None
-        texts = [self.query] + ([self.topic] if with_lines and self.topic != self.query else [])
-        vectors = owner.embedder.embed(texts) if self.query and wants_vector else None  # type: ignore[arg-type]
-        self.vector = vectors[0] if vectors is not None else None
-        self.topic_vector = vectors[-1] if vectors is not None else None
+        topic = overview_topic(query) if query and overview else query
+        with_lines = req.timeline and self.lines is not None and known is not None
+        texts = [query] + ([topic] if with_lines and topic != query else [])
+        vectors = self.embedder.embed(texts) if query and wants_vector else None  # type: ignore[arg-type]
+        vector = vectors[0] if vectors is not None else None
+        # where the memories come from: the namespace, or this conversation only (all_conversations false)
+        flt = None if req.all_conversations or cid is None else QueryFilter(conversation_id=cid)
+        nothing = flt is not None and known is None  # a conversation not yet remembered holds none
+        hits: Hits = []
+        if (req.relevant or req.timeline) and vector is not None and query and not nothing:
+            top_k = min(
+                s.max_top_k,
+                self.policy.max_candidates,
+                max(self.policy.min_candidates, budget // self.policy.candidate_tokens),
+            )
+            hits = self._above_floor(ns, req, self.reader.search(ns, query, vector, top_k, flt, req.mode), vector)
+        return Inputs(
+            budget=budget,
+            template=template,
+            now=utc(req.now) or datetime.now(UTC),
+            cid=known,
+            tail=tail,
+            query=query,
+            overview=overview,
+            topic=topic,
+            vector=vector,
+            topic_vector=vectors[-1] if vectors is not None else None,
+            flt=flt,
+            nothing=nothing,
+            hits=hits,
+            core=self.core.entries(ns, req.conversation_id) if req.core else [],
+            instructions=self.instructions.active(ns) if req.instructions and self.instructions is not None else [],
+        )
+
+    def _above_floor(self, ns: str, req: ContextRequest, hits: Hits, vector: np.ndarray) -> Hits:
+        """The hits at or above the floor (`min_score`, default CONTEXT_MIN_SCORE). When none is, a small store's
+        hits still count if they are clearly related (their cosine to the query is at least `dense_floor`: a
+        question whose words the store holds in another form, "allergic" and "allergy", is not left empty), else
+        the best one if it is clearly the best (`clear_lead` times the next, and related: `lead_floor`)."""
+        p = self.policy
+        floor = self.settings.context_min_score if req.min_score is None else req.min_score
+        kept = [(n, sc) for n, sc in hits if sc >= floor]
+        if kept or not hits:
+            return kept
+        vectors = self.storage.get_vectors(ns, [n.id for n, _ in hits[:5]])
+        cosine = {n.id: float(vectors[n.id] @ vector) for n, _ in hits[:5] if n.id in vectors}
+        related = [(n, sc) for n, sc in hits[:5] if cosine.get(n.id, 0.0) >= p.dense_floor]
+        if related:
+            return related
+        (top, best), second = hits[0], (hits[1][1] if len(hits) > 1 else None)
+        lead = second is not None and best > 0 and best >= p.clear_lead * second
+        return hits[:1] if lead and cosine.get(top.id, 0.0) >= p.lead_floor else []
+
+
+class _Assembly:
+    """One block being assembled: the request, what is shown so far, the sections."""
+
+    def __init__(self, owner: ContextAssembler, ns: str, req: ContextRequest, given: Inputs) -> None:
+        self.o, self.ns, self.req, self.p = owner, ns, req, owner.policy
+        self.storage = owner.storage
+        self.given = given
+        self.budget, self.template, self.now = given.budget, given.template, given.now
+        self.cid, self.tail, self.query = given.cid, given.tail, given.query
+        self.overview, self.topic = given.overview, given.topic
+        self.vector, self.topic_vector = given.vector, given.topic_vector
+        self.flt, self.nothing = given.flt, given.nothing
+        self.shown = Shown()
+        self.texts = Texts(owner.storage, ns, self.p)
         self.query_terms = set(excerpts.terms(self.query or ""))
         self.candidates: list[tuple[MemoryNode, float]] = []
         self.weights: dict[str, float] = {}
-        # where the memories come from: the namespace, or this conversation only (all_conversations false)
-        self.flt = None if req.all_conversations or cid is None else QueryFilter(conversation_id=cid)
-        self.nothing = self.flt is not None and self.cid is None  # a conversation not yet remembered holds none
         self.people_share = 1.0  # of the candidates' text, what people (not an assistant) said
         self.scores: dict[str, float] = {}
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
@@ -307,36 +374,42 @@ class _Assembly:
         if enabled["relevant"] or enabled["timeline"]:
             self._gather()
         fill = {"core": self._fill_core, "instructions": self._fill_instructions, "recent": self._fill_recent}
-        sections: list[Section] = []
+        sections: dict[SectionName, Section] = {}  # by name, in the block's order (render.HEADINGS)
         for name in ("core", "instructions", "recent"):  # each takes what it needs, up to its share
-            share = SHARES[name]
+            share = self.p.shares[name]
             if name == "instructions" and self.overview and req.timeline and self.o.lines and self.cid:
-                share = LIST_INSTRUCTIONS_SHARE  # the dated list needs the room; the closest instructions stay
+                share = self.p.list_instructions_share  # the dated list needs the room; the closest instructions stay
             sec = self._section(name, int(room * share))
             if enabled[name]:
                 fill[name](sec)
-            sections.append(sec)
+            sections[name] = sec
         # an instruction said in a recent turn is read there, verbatim: its line is not repeated
-        sections[1].discard({i for i, m in self.instruction_messages.items() if m in self.shown.messages})
-        memory = room - sum(x.used for x in sections)  # what the memories share
+        sections["instructions"].discard({i for i, m in self.instruction_messages.items() if m in self.shown.messages})
+        memory = room - sum(x.used for x in sections.values())  # what the memories share
         listed = self.overview and enabled["timeline"] and self.o.lines is not None and self.cid is not None
         if listed:  # the dated list of lines leads; the relevant memories keep to their share
-            fraction = LIST_SHARE
+            fraction = self.p.list_share
         elif self.overview:
-            fraction = OVERVIEW_SHARE
+            fraction = self.p.overview_share
         else:  # a chat with an assistant: the user's lines are rare in it, and the timeline holds them
-            fraction = RELEVANT_SHARE if self.people_share >= PEOPLE_CHAT else ASSISTANT_CHAT_SHARE
+            fraction = self.p.relevant_share if self.people_share >= self.p.people_chat else self.p.assistant_chat_share
         share = memory if not enabled["timeline"] else int(memory * fraction)
         relevant = self._section("relevant", share)
-        if enabled["relevant"] and share >= MIN_ITEM:
+        if enabled["relevant"] and share >= self.p.min_item:
             self._fill_relevant(relevant, share if listed else memory)
-        sections.append(relevant)
+        sections["relevant"] = relevant
         timeline = self._section("timeline", memory - relevant.used)
         if enabled["timeline"]:
             self._fill_timeline(timeline)
-        sections.append(timeline)
+        sections["timeline"] = timeline
         # an instruction said in a short turn a memory shows whole is read there (a turn is kept whole)
-        sections[1].discard({i for i, units in self.instruction_units.items() if units <= self.memory_units})
+        sections["instructions"].discard(
+            {i for i, units in self.instruction_units.items() if units <= self.memory_units}
+        )
+        return self._response(list(sections.values()))
+
+    def _response(self, sections: list[Section]) -> ContextResponse:
+        """The block rendered from its sections (in order), its last items dropped while it is over the budget."""
         text = self._block(sections)
         used = count_tokens(text)
         while used > self.budget:  # merges at the joins cost a token or two more than the parts: drop the last
@@ -385,47 +458,25 @@ class _Assembly:
 
     # ------------------------------------------------------------------ retrieval, shared by relevant and timeline
     def _gather(self) -> None:
-        """The candidates both memory sections draw from: the read path's hits for the query, above the floor,
-        diversified across sessions; and the IDF weights of terms over their texts."""
-        if self.vector is None or not self.query or self.nothing:
+        """The candidates both memory sections draw from: the read path's hits for the query, above the floor
+        (`ContextAssembler.read`), diversified across sessions; and the IDF weights of terms over their texts."""
+        hits = self.given.hits
+        if not hits:
             return
-        req, s = self.req, self.o.settings
-        top_k = min(s.max_top_k, MAX_CANDIDATES, max(MIN_CANDIDATES, self.budget // CANDIDATE_TOKENS))
-        hits = self.o.reader.search(self.ns, self.query, self.vector, top_k, self.flt, req.mode)
-        hits = self._above_floor(hits)
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
-        self.candidates = diversified(hits)
+        self.candidates = diversified(hits, self.p)
         # over the stored texts: a chunk is made whole (a read of its messages) only when it is shown
         self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
         said: dict[bool, int] = {True: 0, False: 0}
-        for n, _ in self.candidates[:MIN_CANDIDATES]:
+        for n, _ in self.candidates[: self.p.min_candidates]:
             for u in excerpts.segment(n.text, speakers=n.speakers):
                 said[is_human(u.speaker)] += len(u.text)
         total = said[True] + said[False]
         self.people_share = said[True] / total if total else 1.0
 
-    def _above_floor(self, hits: Hits) -> Hits:
-        """The hits at or above the floor (`min_score`, default CONTEXT_MIN_SCORE). When none is, a small store's
-        hits still count if they are clearly related (their cosine to the query is at least DENSE_FLOOR: a
-        question whose words the store holds in another form, "allergic" and "allergy", is not left empty), else
-        the best one if it is clearly the best (CLEAR_LEAD times the next, and related: LEAD_FLOOR)."""
-        floor = self.o.settings.context_min_score if self.req.min_score is None else self.req.min_score
-        kept = [(n, sc) for n, sc in hits if sc >= floor]
-        if kept or not hits:
-            return kept
-        vectors = self.storage.get_vectors(self.ns, [n.id for n, _ in hits[:5]])
-        assert self.vector is not None
-        cosine = {n.id: float(vectors[n.id] @ self.vector) for n, _ in hits[:5] if n.id in vectors}
-        related = [(n, sc) for n, sc in hits[:5] if cosine.get(n.id, 0.0) >= DENSE_FLOOR]
-        if related:
-            return related
-        (top, best), second = hits[0], (hits[1][1] if len(hits) > 1 else None)
-        lead = second is not None and best > 0 and best >= CLEAR_LEAD * second
-        return hits[:1] if lead and cosine.get(top.id, 0.0) >= LEAD_FLOOR else []
-
     # ------------------------------------------------------------------ sections
     def _fill_core(self, sec: Section) -> None:
-        for e in self.o.core.entries(self.ns, self.req.conversation_id):
+        for e in self.given.core:
             item = ContextItem(
                 id=e.key,
                 kind="core",
@@ -442,10 +493,9 @@ class _Assembly:
     def _fill_instructions(self, sec: Section) -> None:
         """Every instruction in force while the share holds them, the closest to the query first (cosine of
         their embeddings), then the newest; a preference only where the query comes near its topic
-        (PREFERENCE_FLOOR, PREFERENCE_RATIO): "I prefer Bootstrap" matters to a question about CSS, not to one
+        (`preference_floor`, `preference_ratio`): "I prefer Bootstrap" matters to a question about CSS, not to one
         about dinner."""
-        assert self.o.instructions is not None
-        active = self.o.instructions.active(self.ns)
+        active = list(self.given.instructions)
         if not self.req.all_conversations and self.req.conversation_id is not None:  # this conversation's only
             active = [(i, v) for i, v in active if i.conversation_id == self.req.conversation_id]
         if self.vector is not None:
@@ -462,7 +512,7 @@ class _Assembly:
             if (
                 ins.kind == "preference"
                 and score is not None
-                and score < max(PREFERENCE_FLOOR, PREFERENCE_RATIO * best)
+                and score < max(self.p.preference_floor, self.p.preference_ratio * best)
             ):
                 continue  # a preference matters where its topic comes up; an instruction applies to every answer
             item = ContextItem(
@@ -528,25 +578,27 @@ class _Assembly:
         """Admit the excerpt of `n`'s text within `budget` tokens (and `max_memory_chars`) when something new
         fits."""
         limit = min(budget, sec.room_for(self._node_item(n, "", why, score)) - 2)  # a merge at a join
-        if limit < MIN_ITEM:
+        if limit < self.p.min_item:
             return False
         piece = self.texts.piece(n)
         weights = self.weights or evidence.weights_of([piece.text])
         query = self.query or ""
-        ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
-        while ex is not None and len(ex.text) > self.req.max_memory_chars and limit > MIN_ITEM:
-            limit = max(MIN_ITEM, limit * self.req.max_memory_chars // len(ex.text) - 2)  # fewer units, still whole
-            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
+        ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first, self.p)
+        while ex is not None and len(ex.text) > self.req.max_memory_chars and limit > self.p.min_item:
+            limit = max(
+                self.p.min_item, limit * self.req.max_memory_chars // len(ex.text) - 2
+            )  # fewer units, still whole
+            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first, self.p)
         if ex is None:
             return False
         item = self._node_item(n, ex.text, why, score)
         parts = self.texts.dated(n, ex.text)  # a node said over several days: each line under its own date
         for _ in range(3):
             over = sec.used + sec.cost(item, parts) - sec.budget
-            if parts is None or over <= 0 or limit <= MIN_ITEM:
+            if parts is None or over <= 0 or limit <= self.p.min_item:
                 break
-            limit = max(MIN_ITEM, limit - over - 1)  # the date lines cost more than the span's one: cut more
-            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first)
+            limit = max(self.p.min_item, limit - over - 1)  # the date lines cost more than the span's one: cut more
+            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first, self.p)
             if ex is None:
                 return False
             item = self._node_item(n, ex.text, why, score)
@@ -570,7 +622,7 @@ class _Assembly:
         fails = 0
         for rank, (n, _) in enumerate(self.candidates):
             score = self.scores.get(n.id, 0.0)
-            if fails >= 3:
+            if fails >= self.p.hit_misses:
                 break
             if self.shown.covers(n):
                 continue
@@ -578,11 +630,11 @@ class _Assembly:
             if self.req.neighbours and n.level == 1:
                 before, after = self.o.reader.neighbours(self.ns, n, self.req.neighbours, self.flt)
                 group = [n] + before[::-1] + after
-            whole = rank < WHOLE_HITS or self._short_turns(n)
-            budget = self.o.settings.chunk_size + 2 * evidence.SHORT_TURN if whole else HIT_TOKENS
+            whole = rank < self.p.whole_hits or self._short_turns(n)
+            budget = self.o.settings.chunk_size + 2 * self.p.short_turn if whole else self.p.hit_tokens
             if not sec.entries and sec.budget < most:
                 sec.budget = min(most, max(sec.budget, self._cost_whole(sec, n)))
-            if sec.room < MIN_ITEM:
+            if sec.room < self.p.min_item:
                 break
             for node in group:
                 if self.shown.covers(node):
@@ -605,22 +657,22 @@ class _Assembly:
         turns: dict[int, list[str]] = {}
         for u in self.texts.piece(n).units:
             turns.setdefault(u.turn, []).append(u.text)
-        return all(count_tokens(" ".join(t)) <= evidence.LONG_TURN for t in turns.values())
+        return all(count_tokens(" ".join(t)) <= self.p.long_turn for t in turns.values())
 
     def _fill_timeline(self, sec: Section) -> None:
         """What happened when: the conversation's lines closest to the query (`_fill_lines`: all the room for a
-        question about the course of things, LINE_SHARE of it otherwise), then the periods the query points at
-        (their summaries closest to it, TIMELINE_LEVEL), oldest first, each with its people's lines (what the
+        question about the course of things, `line_share` of it otherwise), then the periods the query points at
+        (their summaries closest to it, `timeline_level`), oldest first, each with its people's lines (what the
         user brought up) and then its sentences closest to the query; namespace-wide, the summaries of every
         conversation."""
         if self.o.lines is not None and self.cid is not None and self.vector is not None:
-            self._fill_lines(sec, sec.room if self.overview else int(sec.room * LINE_SHARE))
-        periods = self._periods(sec, PERIOD_TOKENS)
+            self._fill_lines(sec, sec.room if self.overview else int(sec.room * self.p.line_share))
+        periods = self._periods(sec, self.p.period_tokens)
         if not periods:
             return
-        per = max(MIN_ITEM + 8, min(PERIOD_TOKENS * 2, sec.room // len(periods)))
+        per = max(self.p.min_item + 8, min(self.p.period_tokens * 2, sec.room // len(periods)))
         for p, score in periods:
-            if sec.room < MIN_ITEM:
+            if sec.room < self.p.min_item:
                 break
             if self.shown.covers(p):
                 continue
@@ -634,20 +686,20 @@ class _Assembly:
         was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). A line
         whose message or sentences the block already shows is left out."""
         assert self.o.lines is not None and self.cid is not None
-        if room < MIN_ITEM:
+        if room < self.p.min_item:
             return
-        want = max(MIN_LINES, min(MAX_LINES, room // LINE_TOKENS))
+        want = max(self.p.min_lines, min(self.p.max_lines, room // self.p.line_tokens))
         vector = self.topic_vector if self.overview else self.vector
         ranked = list(self.o.lines.lines(self.ns, self.cid, vector, want, self.topic if self.overview else self.query))
         if self.overview and asks_what_user_said(self.query or ""):
             people = [ln for ln in ranked if is_human(ln.speaker)]
-            ranked = people if len(people) >= MIN_LINES or len(people) == len(ranked) else ranked
+            ranked = people if len(people) >= self.p.min_lines or len(people) == len(ranked) else ranked
         ranked.sort(key=lambda ln: -(ln.score or 0.0))
         topic = set(excerpts.terms(self.topic or ""))
         weights = excerpts.term_weights(ln.text for ln in ranked)
         start, fails = sec.used, 0
         for ln in ranked:
-            if sec.used - start >= room or sec.room < MIN_ITEM or fails >= 8:
+            if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:
                 break
             if ln.message_id in self.shown.messages:
                 continue
@@ -685,14 +737,14 @@ class _Assembly:
             self.memory_units |= prints
 
     def _periods(self, sec: Section, each: int) -> list[tuple[MemoryNode, float]]:
-        """The periods to show, best first: the summaries of TIMELINE_LEVEL (L2: about 1,000 tokens each) closest
-        to the query, as many as the room holds at PERIOD_TOKENS each (chunks where the conversation has no
+        """The periods to show, best first: the summaries of `timeline_level` (L2: about 1,000 tokens each) closest
+        to the query, as many as the room holds at `period_tokens` each (chunks where the conversation has no
         summary yet)."""
         if self.vector is None or not self.query or self.nothing:
             return []
-        want = max(1, min(MAX_PERIODS, sec.room // each))
+        want = max(1, min(self.p.max_periods, sec.room // each))
         base = self.flt or (QueryFilter(conversation_id=self.cid) if self.cid else None)
-        for level in (TIMELINE_LEVEL, 1):
+        for level in (self.p.timeline_level, 1):
             flt = (base or QueryFilter()).model_copy(update={"level": level})
             hits = self.o.reader.search(self.ns, self.query, self.vector, want, flt, "hybrid")
             if hits:
@@ -704,9 +756,9 @@ def _when_line(line: SaidLine) -> float:
     return line.created_at.timestamp() + line.position * 1e-6 if line.created_at is not None else 0.0
 
 
-def diversified(hits: Hits) -> Hits:
-    """The hits reordered so that one session does not take every place when several match: past SESSION_FREE
-    hits of a session, each further one has its score multiplied by SESSION_DECAY per hit of that session already
+def diversified(hits: Hits, policy: BlockPolicy = DEFAULT_POLICY) -> Hits:
+    """The hits reordered so that one session does not take every place when several match: past policy.session_free
+    hits of a session, each further one has its score multiplied by policy.session_decay per hit of that session already
     placed, so a hit of another session (or conversation) comes first. Greedy, stable; neighbouring chunks of one
     session are left together up to the cap (they often hold a question and its answer)."""
     placed: dict[str, int] = {}
@@ -719,7 +771,7 @@ def diversified(hits: Hits) -> Hits:
     while pool:
 
         def adjusted(h: tuple[MemoryNode, float]) -> float:
-            return h[1] * SESSION_DECAY ** max(0, placed.get(session(h[0]), 0) - SESSION_FREE + 1)
+            return h[1] * policy.session_decay ** max(0, placed.get(session(h[0]), 0) - policy.session_free + 1)
 
         best = max(pool, key=adjusted)
         pool.remove(best)

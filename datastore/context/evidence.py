@@ -5,11 +5,12 @@ completes its first line from its message (services/excerpts.complete_start) or 
 before holds whole), completes a short last turn or cuts a long one back to a sentence end, and takes the
 session stamps (`[2024-03-15 09:00] `) out (the block writes dates once, on its date lines). `Texts.piece` cuts
 that text into units (services/excerpts: whole sentences, list items and code lines, each with its speaker) and
-says which turns are short (SHORT_TURN tokens or less, and whole: not the piece of a long message a window
-starts or ends inside). `cut` keeps the units closest to the query (`…` where text was left out): a short turn
-is kept or left whole, never cut to a sentence. `Shown` records what the block already holds, so no line is shown
-twice: the fingerprint of every unit shown (the 20 tokens two chunks share, a recent turn's sentences, an
-instruction), the messages shown whole, the nodes used.
+says which turns are short (`short_turn` tokens or less, datastore/context/policy.py, and whole: not the piece of
+a long message a window starts or ends inside). `cut` keeps the units closest to the query (`…` where text was
+left out): a short turn is kept or left whole, never cut to a sentence. `Shown` records what the block already
+holds, so no line is shown twice: the fingerprint of every unit shown (the 20 tokens two chunks share, a recent
+turn's sentences, an instruction), the messages shown whole, the nodes used. The numbers (`short_turn`,
+`long_turn`, `distinct_chars`, `person_bonus`) are the block's policy's (datastore/context/policy.py).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 
+from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.storage import Storage
 from models.memory import MemoryNode
 from services import excerpts
@@ -29,11 +31,6 @@ from services.tokens import count_tokens
 
 STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 _SENTENCE_END = re.compile(r"[.!?…][\"')\]”’]*(?=\s|$)")
-SHORT_TURN = 80  # tokens: a turn this short is kept whole or left out whole (LoCoMo: ~25, BEAM user turns: ~46)
-LONG_TURN = 120  # tokens: a turn at most this long is completed where a chunk cuts its end, and left to the chunk
-# before (which holds it whole) where a chunk starts inside it; a longer one is cut at its sentences
-DISTINCT_CHARS = 30  # a sentence of a long turn this long counts as already shown when the same one was
-PERSON_BONUS = 0.15  # closeness added to a unit a person said (the user's own words answer "what did I say")
 
 
 @dataclass
@@ -53,7 +50,7 @@ class Shown:
 class Piece:
     """A node's text as the block shows it (Texts.of), cut into units (services/excerpts.segment).
 
-    short: the turns that are whole messages of at most SHORT_TURN tokens: each is kept or left out whole. A
+    short: the turns that are whole messages of at most `short_turn` tokens: each is kept or left out whole. A
     summary has none (its lines are lead sentences of many messages); a chunk's first or last turn has none
     when the window starts or ends inside a long message (its piece there is short, the message is not)."""
 
@@ -70,10 +67,11 @@ def strip_stamps(text: str) -> str:
 
 class Texts:
     """The whole-start, stamp-free text of nodes, read once per request. storage: where a chunk's first
-    message is read from (one indexed read per chunk)."""
+    message is read from (one indexed read per chunk). policy: `short_turn`, `long_turn`."""
 
-    def __init__(self, storage: Storage, ns: str) -> None:
+    def __init__(self, storage: Storage, ns: str, policy: BlockPolicy = DEFAULT_POLICY) -> None:
         self.storage = storage
+        self.policy = policy
         self.ns = ns
         self._done: dict[str, str] = {}
         self._inside: dict[str, tuple[bool, bool]] = {}  # node id -> (starts, ends) inside a long message
@@ -84,7 +82,7 @@ class Texts:
         """A chunk's text made whole at both ends (a summary's as it is), stamps removed: its first line
         completed from its message (services/excerpts.complete_start: the whole line of a short turn, else the
         head of its first sentence); its last line, when the window cut it,
-        completed from its message when that is a short turn (SHORT_TURN tokens: shown whole, as a turn is), else
+        completed from its message when that is a short turn (`short_turn` tokens: shown whole, as a turn is), else
         cut back to its last whole sentence."""
         text = self._done.get(node.id)
         if text is None:
@@ -94,7 +92,7 @@ class Texts:
                 first = self.storage.messages(self.ns, node.source_id, node.tok_start, node.tok_start + 1, limit=1)
                 message = render(first[0]) if first else None
                 partial = None if not first else first[0].tok_offset != node.tok_start
-                short = bool(first) and count_tokens(first[0].content) <= LONG_TURN
+                short = bool(first) and count_tokens(first[0].content) <= self.policy.long_turn
                 if partial and short and "\n" in text:  # the overlap with the chunk before: a turn it holds whole
                     text = text.split("\n", 1)[1]
                 else:
@@ -174,7 +172,11 @@ class Texts:
             for u in units:
                 turns.setdefault(u.turn, []).append(u.text)
             inside = ({units[0].turn} if starts_inside else set()) | ({units[-1].turn} if ends_inside else set())
-            short = {t for t, texts in turns.items() if t not in inside and count_tokens(" ".join(texts)) <= SHORT_TURN}
+            short = {
+                t
+                for t, texts in turns.items()
+                if t not in inside and count_tokens(" ".join(texts)) <= self.policy.short_turn
+            }
         done = self._pieces[node.id] = Piece(node, text, units, frozenset(short))
         return done
 
@@ -184,7 +186,7 @@ class Texts:
         inside a message."""
         last = self.storage.messages(self.ns, node.source_id, node.tok_end - 1, node.tok_end, limit=1)
         head, _, tail = text.rpartition("\n")
-        if last and count_tokens(last[0].content) <= LONG_TURN:
+        if last and count_tokens(last[0].content) <= self.policy.long_turn:
             rendered = render(last[0]).rstrip("\n")
             whole = strip_stamps(rendered)
             line = strip_stamps(tail)
@@ -199,9 +201,11 @@ def _fold(text: str) -> str:
     return " ".join(text.split())
 
 
-def closeness(piece: Piece, query_terms: set[str], weights: Mapping[str, float]) -> list[float]:
+def closeness(
+    piece: Piece, query_terms: set[str], weights: Mapping[str, float], person_bonus: float = DEFAULT_POLICY.person_bonus
+) -> list[float]:
     """Per unit: the summed weights of the query's terms it holds (its speaker's name counted), plus
-    PERSON_BONUS of the best weight when a person said it and it holds a query term; a short turn's units share
+    `person_bonus` of the best weight when a person said it and it holds a query term; a short turn's units share
     their turn's best score, so the turn is kept or left whole."""
     top = max((weights.get(t, 0.0) for t in query_terms), default=0.0) or 1.0
     out = []
@@ -209,7 +213,7 @@ def closeness(piece: Piece, query_terms: set[str], weights: Mapping[str, float])
         held = query_terms & set(excerpts.terms(f"{u.speaker or ''} {u.text}"))
         score = sum(weights.get(t, 0.0) for t in held)
         if score and is_human(u.speaker):
-            score += PERSON_BONUS * top
+            score += person_bonus * top
         out.append(score)
     for members in _turns(piece).values():
         if len(members) > 1 and piece.units[members[0]].turn in piece.short:
@@ -227,19 +231,22 @@ def cut(
     weights: Mapping[str, float],
     shown: Shown,
     people_first: bool = False,
+    policy: BlockPolicy = DEFAULT_POLICY,
 ) -> Excerpt | None:
     """The excerpt of a piece within `budget` tokens: its units closest to the query (people's lines first
     when `people_first`: a summary's lines of what the user brought up), those already shown left out; None
     when nothing new fits."""
     if budget <= 0 or not piece.units:
         return None
-    scores = closeness(piece, query_terms, weights)
+    scores = closeness(piece, query_terms, weights, policy.person_bonus)
     if people_first:
         top = max(scores, default=0.0) or 1.0
         scores = [sc + (top if is_human(u.speaker) else 0.0) for u, sc in zip(piece.units, scores, strict=True)]
     node = piece.node
     speakers = node.speakers if node.source_type == "conversation" else ()
-    ex = excerpts.excerpt(piece.text, query, budget, scores=scores, seen=seen_in(piece, shown), speakers=speakers)
+    ex = excerpts.excerpt(
+        piece.text, query, budget, scores=scores, seen=seen_in(piece, shown, policy.distinct_chars), speakers=speakers
+    )
     if not ex.kept:
         return None
     text = excerpts.inline_elisions(ex.text)
@@ -248,10 +255,10 @@ def cut(
     return ex if text == ex.text else replace(ex, text=text, tokens=count_tokens(text))
 
 
-def seen_in(piece: Piece, shown: Shown) -> set[str]:
+def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.distinct_chars) -> set[str]:
     """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn not
     shown whole (a turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn); in a longer
-    turn, a unit of DISTINCT_CHARS or more ("Thanks!" is said in many turns); in a summary, every unit shown
+    turn, a unit of `distinct_chars` or more ("Thanks!" is said in many turns); in a summary, every unit shown
     (its lines are the lead sentences of messages: one shown already is the same message's)."""
     out: set[str] = set()
     if piece.node.level > 1:  # a summary's line stands for a message's: shown once, however short
@@ -266,7 +273,7 @@ def seen_in(piece: Piece, shown: Shown) -> set[str]:
         if short and not all(seen):
             continue
         out.update(
-            p for p, was, u in zip(prints, seen, units, strict=True) if was and (short or len(u.text) >= DISTINCT_CHARS)
+            p for p, was, u in zip(prints, seen, units, strict=True) if was and (short or len(u.text) >= distinct_chars)
         )
     return out
 

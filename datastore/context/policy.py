@@ -1,0 +1,140 @@
+"""The context block's policy: every tuned number of the block in one place (`BlockPolicy`), each with the
+measurement behind it.
+
+The assembly (datastore/context/assemble.py) and the evidence cut (datastore/context/evidence.py) read these
+numbers from the policy they are given (`ContextAssembler(..., policy=...)`; `DEFAULT_POLICY` unless a caller
+passes another), so a benchmark can vary one (`dataclasses.replace(DEFAULT_POLICY, line_tokens=30)`) without
+editing code. Budgets and token counts are cl100k tokens; shares are fractions of a room in [0, 1]; scores and
+floors are on the scale named in each field (MiniLM cosine: unrelated texts score about 0 to 0.15).
+
+Where a field cites bench/RESULTS.md it names the section holding the run (`Context block on BEAM` and its notes
+"BEAM after the lines, on the h5b branch" / "BEAM before the lines"; `Context block on LoCoMo` and its notes
+"Context: what the numbers say"; "Instruction detection on a labeled set").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from models.context import SectionName
+
+
+def _shares() -> Mapping[SectionName, float]:
+    return MappingProxyType({"core": 0.15, "instructions": 0.2, "recent": 0.35})
+
+
+@dataclass(frozen=True)
+class BlockPolicy:
+    """The tuned numbers of the /context block (see the module docstring; each field says why its value)."""
+
+    # ---- how the budget is shared between the sections
+    shares: Mapping[SectionName, float] = field(default_factory=_shares)
+    """Core, instructions and recent turns each take what they need up to this share of the room (the memories
+    share the rest). Set with issue 17's block (RESULTS "Context: what the numbers say", 2026-11-25): recent turns
+    at 35% are why `context+recent` is under `context` on LoCoMo."""
+    relevant_share: float = 1.0
+    """Of the memories' room, the relevant memories' share in a chat between people (the timeline gets what they
+    leave). LoCoMo: a chunk of short turns holds an evidence turn verbatim more often than a period's lines do;
+    `context, no timeline` equals `context` (RESULTS "Context: what the numbers say")."""
+    assistant_chat_share: float = 0.4
+    """The same where people said under `people_chat` of the candidates' text (a chat with an assistant). BEAM 11-20
+    @1000 (RESULTS "BEAM after the lines, on the h5b branch"): 0.4 gave multi_session_reasoning 0.572; 0.25 gave
+    0.592 but information_extraction 0.608 and temporal_reasoning 0.825, so 0.4 (was 0.6 before the lines)."""
+    people_chat: float = 0.5
+    """A chat is between people when people (not an assistant) said at least this share of the first
+    `min_candidates` candidates' text."""
+    overview_share: float = 0.35
+    """The relevant memories' share for a question about the course of things (`asks_overview`) when the block
+    has no lines (no conversation, or no line source): the timeline's periods lead (issue 17's block)."""
+    list_share: float = 0.0
+    """With lines: the relevant memories' share for such a question; the dated list takes the rest. BEAM 11-20
+    @1000 (h5b notes): 0 moved event_ordering 0.273 -> 0.348 and summarization 0.139 -> 0.185."""
+    list_instructions_share: float = 0.1
+    """The instructions' share in a block led by the dated list (closest first). BEAM 11-20 @1000 (h5b notes):
+    event_ordering 0.348 -> 0.366, summarization 0.225 -> 0.235 against the general `shares` 0.2."""
+
+    # ---- the timeline's lines (datastore/read/outline.py)
+    line_share: float = 1.0
+    """Of the timeline's room, what the lines closest to the query take before the periods. BEAM 11-20 @1000 (h5b
+    notes): lines before any period moved event_ordering 0.129 -> 0.273 with the old shares."""
+    line_tokens: int = 20
+    """Lines asked for: one per this many tokens of room (a BEAM user line is ~30-50 tokens: asking for more lines
+    than fit lets the block skip the ones already shown)."""
+    min_lines: int = 10
+    """At least this many lines are asked for (a small room still has candidates to skip to)."""
+    max_lines: int = 120
+    """At most this many (a 2000-token block holds ~60 lines of ~30 tokens)."""
+    line_misses: int = 8
+    """The list stops after this many lines in a row that do not fit (the rest are as long or longer)."""
+
+    # ---- the relevant memories (the read path's hits)
+    candidate_tokens: int = 30
+    """One retrieval candidate per this many tokens of budget (within min_candidates, max_candidates): a block
+    of 1000 tokens draws from ~33 hits, ~6 of which fit whole or cut (issue 17's block)."""
+    min_candidates: int = 10
+    """The fewest candidates (a small budget still has hits to skip to when the first are shown already)."""
+    max_candidates: int = 60
+    """The most (latency: each candidate's text is weighed for terms; RESULTS "Context: what the numbers say")."""
+    whole_hits: int = 1
+    """The best hits shown whole (up to a chunk), whatever their turns: the best chunk often holds a question and
+    its answer (issue 17's block; LoCoMo /context >= /query at every budget)."""
+    hit_tokens: int = 80
+    """The most tokens an excerpt of a later hit of long messages takes: several hits' closest sentences beat one
+    hit's whole text (BEAM: contradiction_resolution 0.702 against /query's 0.450 at 1000, RESULTS "BEAM before
+    the lines")."""
+    hit_misses: int = 3
+    """The relevant section stops after this many hits in a row that show nothing new."""
+    session_free: int = 4
+    """Hits of one session placed before its next one yields to other sessions (`diversified`)."""
+    session_decay: float = 0.7
+    """A hit's score is multiplied by this per hit of its session placed past `session_free`. LoCoMo multi-hop
+    (RESULTS "Context: what the numbers say"): a lower cap or MMR over positions measured neutral to negative."""
+    dense_floor: float = 0.45
+    """Cosine (MiniLM) at which a hit counts as related when no hit reaches min_score: a question whose words the
+    store holds in another form ("allergic" and "allergy") is not left empty."""
+    clear_lead: float = 1.5
+    """The best hit counts (when none is above the floors) when its score is this many times the next one's ..."""
+    lead_floor: float = 0.25
+    """... and its cosine reaches this (MiniLM: unrelated texts score about 0 to 0.15)."""
+
+    # ---- standing instructions and preferences
+    preference_floor: float = 0.25
+    """A stated preference is shown when its cosine to the query reaches this and `preference_ratio` times the
+    best preference's (instructions always are). RESULTS "Instruction detection on a labeled set": on BEAM 100K
+    chats 11-20 keeps 13 of the 14 tested preferences and a third of the chats' other ones; "My favorite recipe is
+    Chicken Pot Pie." scores 0.10-0.17 against questions about pets (was 0.1)."""
+    preference_ratio: float = 0.6
+    """See `preference_floor`."""
+
+    # ---- the timeline's periods (L2 summaries)
+    period_tokens: int = 60
+    """A timeline period is given about this many tokens (the number of periods follows from the room)."""
+    max_periods: int = 40
+    """The most periods searched for."""
+    timeline_level: int = 2
+    """The timeline's periods are summaries of this level (L2: about 1,000 tokens of chat each)."""
+
+    # ---- items
+    min_item: int = 16
+    """Tokens: less room than this holds no useful line (a speaker, a date line and a few words)."""
+
+    # ---- the evidence cut (datastore/context/evidence.py)
+    short_turn: int = 80
+    """Tokens: a turn this short is kept whole or left out whole (LoCoMo turns: ~25, BEAM user turns: ~46)."""
+    long_turn: int = 120
+    """Tokens: a turn at most this long is completed where a chunk cuts its end, and left to the chunk before (which
+    holds it whole) where a chunk starts inside it; a longer one is cut at its sentences. A chunk of turns none
+    longer than this is shown whole."""
+    distinct_chars: int = 30
+    """A sentence of a long turn this long counts as already shown when the same one was ("Thanks!" is said in
+    many turns)."""
+    person_bonus: float = 0.15
+    """Closeness added (times the best query term's weight) to a unit a person said that holds a query term: the
+    user's own words answer "what did I say" (BEAM: the user's evidence messages are found at 0.409 against
+    /query's 0.196 @1000, RESULTS "BEAM before the lines")."""
+
+
+DEFAULT_POLICY = BlockPolicy()
+"""The policy every block uses unless its ContextAssembler is given another."""
