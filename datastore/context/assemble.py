@@ -94,17 +94,22 @@ _COURSE_WORDS = re.compile(
     r"\b(can|could|would|will) you\b|\bplease\b|\bwalk me through\b|\bgive me\b|\btell me\b|"
     r"\b(comprehensive|complete|brief|detailed|short|full|quick)\b|\b(summary|summari[sz]e|overview|recap)( of)?\b|"
     r"\b(in )?(the |what |which )?(order|sequence)( in which)?\b|\bin order\b|"
-    r"\bacross (all )?(of )?(our|my|the|these) (conversations|sessions|chats|discussions|messages|talks)\b|"
+    r"\b(across|throughout|during|over|in|from|based on) (all )?(of )?(our|my|the|these)"
+    r"( recent| past| previous| earlier| many)? (conversations|sessions|chats|discussions|messages|talks)\b|"
+    r"\bover the (past|last) (few |several |couple of )?(days|weeks|months|years)\b|"
+    r"\b(has|have|had)( been)? (developed|evolved|changed|progressed)( and (developed|evolved|changed))?\b|"
     r"\bbrought up\b|\bmentioned\b|\bso far\b|\bover time\b|\bmention only and only \w+ items?\b|\bonly\b|"
     r"\bdifferent\b|\bhow many\b|\bwe('ve| have)? (discussed|talked about|covered)\b",
     re.I,
 )
+_LEFT_OVER = re.compile(r"^((a|an|the|list|and)\s+)+", re.I)  # what a request's removed words leave in front
 
 
 def overview_topic(query: str) -> str:
     """The topic of a question about the course of things: the question without the words that ask for an
     order, a summary or a count (_COURSE_WORDS); the question itself when little is left."""
     topic = " ".join(_COURSE_WORDS.sub(" ", query).split()).strip(" ,.?!")
+    topic = _LEFT_OVER.sub("", topic)
     return topic if len(topic) >= 12 else query
 
 
@@ -690,11 +695,17 @@ class _Assembly:
             return
         want = max(self.p.min_lines, min(self.p.max_lines, room // self.p.line_tokens))
         vector = self.topic_vector if self.overview else self.vector
-        ranked = list(self.o.lines.lines(self.ns, self.cid, vector, want, self.topic if self.overview else self.query))
+        text = self.topic if self.overview else self.query
+        threads = self.p.thread_weight > 0 and self.overview
+        ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text))
         if self.overview and asks_what_user_said(self.query or ""):
             people = [ln for ln in ranked if is_human(ln.speaker)]
             ranked = people if len(people) >= self.p.min_lines or len(people) == len(ranked) else ranked
-        ranked.sort(key=lambda ln: -(ln.score or 0.0))
+        scores = {ln.id: ln.score or 0.0 for ln in ranked}
+        if threads:
+            scores = self._threaded(ranked)
+            ranked = sorted(ranked, key=lambda ln: -scores[ln.id])[:want]
+        ranked.sort(key=lambda ln: -scores[ln.id])
         topic = set(excerpts.terms(self.topic or ""))
         weights = excerpts.term_weights(ln.text for ln in ranked)
         start, fails = sec.used, 0
@@ -735,6 +746,22 @@ class _Assembly:
                 continue
             self.shown.fingerprints |= prints
             self.memory_units |= prints
+
+    def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
+        """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,
+        oldest first, said within `thread_gap_s` seconds of it: one exchange's follow-ups), so a follow-up ("I
+        think we'll start with Encanto at 2 PM.") is ranked with the message it follows up."""
+        out = {ln.id: ln.score or 0.0 for ln in lines}
+        w, gap = self.p.thread_weight, self.p.thread_gap_s
+        for a, b in zip(lines, lines[1:], strict=False):
+            if a.created_at is None or b.created_at is None:
+                continue
+            if abs((b.created_at - a.created_at).total_seconds()) > gap:
+                continue
+            sa, sb = a.score or 0.0, b.score or 0.0
+            out[a.id] = max(out[a.id], w * sb)
+            out[b.id] = max(out[b.id], w * sa)
+        return out
 
     def _periods(self, sec: Section, each: int) -> list[tuple[MemoryNode, float]]:
         """The periods to show, best first: the summaries of `timeline_level` (L2: about 1,000 tokens each) closest

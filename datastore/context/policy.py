@@ -66,6 +66,16 @@ class BlockPolicy:
     """At least this many lines are asked for (a small room still has candidates to skip to)."""
     max_lines: int = 120
     """At most this many (a 2000-token block holds ~60 lines of ~30 tokens)."""
+    thread_weight: float = 0.6
+    """In a dated list (a question about the course of things), a line scores at least this times its thread
+    neighbours' scores (the lines just before and after it within `thread_gap_s`; 0: each line on its own), and
+    every line of the conversation is ranked (not only the closest `line_tokens` per token of room). BEAM's
+    evidence comes in exchanges: a message and its follow-up ("I think we'll start with Encanto at 2 PM.").
+    BEAM 11-20 @1000 (RESULTS "BEAM: the dated list ranked by threads", 2026-11-26): event_ordering 0.380 ->
+    0.459, multi_session_reasoning 0.547 -> 0.568 (0.5: 0.440 / 0.568; 0.7: 0.438 / 0.568; summarization 0.248 /
+    0.248 / 0.264); applied to every block's lines it cost knowledge_update and preference_following 0.025."""
+    thread_gap_s: float = 600.0
+    """Seconds: lines this close are one exchange's (a message and its follow-up)."""
     line_misses: int = 8
     """The list stops after this many lines in a row that do not fit (the rest are as long or longer)."""
 
