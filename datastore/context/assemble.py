@@ -80,7 +80,8 @@ _OVERVIEW = re.compile(
     r"\b(order|sequence|chronolog\w*|timeline|summar\w*|overview|recap|progress\w*|evolv\w*|over time|so far|"
     r"history|walk me through|step by step|first\w* .{0,40}\bthen|how .{0,30}\b(changed|developed|went)|"
     r"how many (different|distinct|unique|separate|kinds|types)|brought up|"
-    r"across (all )?(of )?(our|my|the|these) (conversations|sessions|chats|discussions|messages|talks))\b",
+    r"how many\b.{0,60}\b(did|have) I (ever )?mention\w*|"
+    r"across (all )?(of )?((our|my|the|these) )?(conversations|sessions|chats|discussions|messages|talks))\b",
     re.I,
 )
 _ASKED_BY_USER = re.compile(
@@ -94,8 +95,8 @@ _COURSE_WORDS = re.compile(
     r"\b(can|could|would|will) you\b|\bplease\b|\bwalk me through\b|\bgive me\b|\btell me\b|"
     r"\b(comprehensive|complete|brief|detailed|short|full|quick)\b|\b(summary|summari[sz]e|overview|recap)( of)?\b|"
     r"\b(in )?(the |what |which )?(order|sequence)( in which)?\b|\bin order\b|"
-    r"\b(across|throughout|during|over|in|from|based on) (all )?(of )?(our|my|the|these)"
-    r"( recent| past| previous| earlier| many)? (conversations|sessions|chats|discussions|messages|talks)\b|"
+    r"\b(across|throughout|during|over|in|from|based on) (all )?(of )?((our|my|the|these) )?"
+    r"((recent|past|previous|earlier|many) )?(conversations|sessions|chats|discussions|messages|talks)\b|"
     r"\bover the (past|last) (few |several |couple of )?(days|weeks|months|years)\b|"
     r"\b(has|have|had)( been)? (developed|evolved|changed|progressed)( and (developed|evolved|changed))?\b|"
     r"\bbrought up\b|\bmentioned\b|\bso far\b|\bover time\b|\bmention only and only \w+ items?\b|\bonly\b|"
@@ -688,8 +689,10 @@ class _Assembly:
         """The conversation's lines closest to the query (for a question about the course of things: to its
         topic, `overview_topic`; only people's lines when it asks what the user said, `asks_what_user_said`),
         best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
-        was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). A line
-        whose message or sentences the block already shows is left out."""
+        was brought up; of a long answer's lead and point, only one (more lines fit): the lead, unless only the
+        point holds words of the topic. For such a question every line is ranked and each scores at least
+        `thread_weight` of its thread neighbours' (`_threaded`). A line whose message or sentences the block
+        already shows is left out."""
         assert self.o.lines is not None and self.cid is not None
         if room < self.p.min_item:
             return
@@ -715,10 +718,11 @@ class _Assembly:
             if ln.message_id in self.shown.messages:
                 continue
             text = ln.text
-            if self.overview and SEPARATOR in text:  # a long answer's lead and point: the one nearer the topic
+            if self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
                 parts = text.split(SEPARATOR)
                 near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
-                best = max(range(len(parts)), key=lambda k: (near[k], -k))
+                # the lead (what the answer is about) unless only a later part holds the topic's words
+                best = 0 if near[0] > 0 or not any(near) else max(range(len(parts)), key=lambda k: (near[k], -k))
                 text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
             said = f"{ln.speaker}: {text}" if ln.speaker else text
             units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
