@@ -6,6 +6,7 @@ no line in two sections, and a preference said to be one."""
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
 from datastore.context.assemble import asks_overview, asks_what_user_said, overview_topic
@@ -282,3 +283,68 @@ def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None
     assert asks_overview("What did we decide across our conversations about the budget?")
     assert not asks_what_user_said("Summarise how the ledgers went") and not asks_overview("Where is Miso?")
     assert overview_topic("Give me a summary") == "Give me a summary"  # nothing left: the question itself
+
+
+def _marathon_chat() -> list[Message]:
+    """A user who plans a movie marathon (and follows it up a minute later with a line that names no part of
+    the topic), then speaks of other films and of other things for weeks."""
+    t0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    said = [
+        "I'm planning a family movie marathon for the kids on May 11 and need a schedule for the day.",
+        "I think we'll start with Encanto at 2 PM, then take a snack break.",
+    ]
+    others = [
+        "I watched a documentary about whales last night and loved the narration.",
+        "My favourite film critic reviewed the new thriller and hated the ending.",
+        "The cinema downtown is closing for renovation until the autumn.",
+        "I bought a projector screen for the garden parties we host in summer.",
+        "My brother recommended a film podcast about directors from the seventies.",
+        "We repainted the living room in a pale green colour over the weekend.",
+        "The tax office sent a letter about my quarterly payments for the studio.",
+        "I started learning the cello with a teacher who lives two streets away.",
+        "Our neighbour's dog barks at the postman every single morning now.",
+        "I booked tickets for the film festival opening night in September.",
+        "My sister's wedding will be held at a vineyard near the coast in June.",
+        "I signed up for a streaming service that only shows classic westerns.",
+    ]
+    out = [
+        Message(id=f"m{k}", speaker="user", created_at=t0 + timedelta(minutes=k), content=text)
+        for k, text in enumerate(said)
+    ]
+    out += [
+        Message(id=f"o{k}", speaker="user", created_at=t0 + timedelta(days=2 + k), content=text)
+        for k, text in enumerate(others)
+    ]
+    return out
+
+
+def test_a_dated_list_keeps_a_follow_up_with_the_message_it_follows(store: Memory) -> None:
+    # the follow-up names neither the marathon nor the plan: ranked on its own, lines about other films come
+    # first; its thread neighbour (said a minute before) carries it (BlockPolicy.thread_weight)
+    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=_marathon_chat()))
+    req = ContextRequest(
+        conversation_id="c1",
+        query="In what order did I bring up my movie marathon plans across our conversations?",
+        now=datetime(2024, 6, 1, tzinfo=UTC),
+        recent=False,
+        budget_tokens=160,
+    )
+    follow_up = "user: I think we'll start with Encanto at 2 PM, then take a snack break."
+    threaded = [i.text for i in store.context.assemble("ns", req).sections[4].items]
+    assert follow_up in threaded
+    store.context.policy = replace(store.context.policy, thread_weight=0.0)  # each line on its own
+    alone = [i.text for i in store.context.assemble("ns", req).sections[4].items]
+    assert follow_up not in alone and alone
+
+
+def test_course_words_are_left_out_of_the_topic_in_their_common_forms() -> None:
+    for q, topic in [
+        ("Can you summarize how my reading goals have developed throughout our conversations?", "reading goals"),
+        ("Give me a summary of my household budget over the past few months", "my household budget"),
+        ("List the order in which I mentioned my trips to Norway during our chats", "my trips to Norway"),
+    ]:
+        got = overview_topic(q)
+        assert topic in got and not any(w in got.lower() for w in ("conversations", "chats", "months", "summar"))
+    assert asks_overview("How many children did I mention receiving gifts from me?")
+    assert asks_overview("Considering my choices across all sessions, what should I read next?")
+    assert not asks_overview("How many children do I have?")
