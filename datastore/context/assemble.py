@@ -23,8 +23,14 @@ things, `asks_overview`), and the timeline what relevant leaves.
    of the room), then the periods the query points at (the conversation's L2 summaries closest to it; chunks
    where it has none yet), each cut to its people's lines (a summary holds the lead sentence of each of their
    messages, services/summarising.py), then its sentences closest to the query. For a question about the course
-   of things it is a dated list of lines closest to the question's topic (`overview_topic`), taking all the
-   room the relevant memories leave them (`list_share`). A budget with no room for a useful line of it has none.
+   of things it is a dated list of lines closest to the question's topic (`overview_topic`), every line of the
+   conversation ranked and each raised to `thread_weight` of its thread neighbours' score (a message and its
+   follow-up), taking all the room the relevant memories leave them (`list_share`). A budget with no room for a
+   useful line of it has none.
+
+The numbers named in `backticks` are fields of the block's policy (datastore/context/policy.py `BlockPolicy`);
+`ContextAssembler.read` reads what a block needs (the conversation's last messages, the query's embedding, the
+retrieval candidates, core entries, instructions) before `_Assembly` builds it.
 
 No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
 overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
