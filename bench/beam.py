@@ -18,7 +18,9 @@ embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes 
 - `--types event_ordering,summarization`: only these question types (a quicker development loop).
 - `--reuse`: ask the stores an earlier run left under bench/out/beam (no ingest) when they hold the chat; for
   a loop over changes to how the block is assembled, not to what is stored.
-A run on the default chats and budgets (all types, no `--reuse`) also writes the `beam` section of
+- `--policy thread_weight=0.7,line_tokens=30`: the block's policy with these fields changed
+  (datastore/context/policy.py `BlockPolicy`; numbers only), to measure a tuned number without editing code.
+A run on the default chats and budgets (all types, no `--reuse`, no `--policy`) also writes the `beam` section of
 bench/RESULTS.md; other runs leave it.
 
 1. Ingest. Each chat goes into a fresh local store (tree store, default settings, MiniLM through the on-disk
@@ -61,13 +63,14 @@ import re
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from bench import common
 from bench.cache import CachingEmbedder
 from bench.meters import CountingEmbedder
+from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.factory import open_memory
 from datastore.memory import Memory
 from models.api import Message, Query, QueryFilter, RememberRequest
@@ -344,11 +347,13 @@ def run_chat(
     budgets: Sequence[int],
     folder: Path = DIR,
     reuse: bool = False,
+    policy: BlockPolicy = DEFAULT_POLICY,
 ) -> dict:
     """Ingest one chat into a fresh store in `folder` and score its questions. `embedder` embeds (through the
     cache in a run); `counter` is the CountingEmbedder under it, read for the embedding work. `reuse`: ask the
     store an earlier run left in `folder` when it holds the chat's messages (no ingest; a quicker loop while
-    changing how the block is assembled, never for reported numbers after a change to what is stored).
+    changing how the block is assembled, never for reported numbers after a change to what is stored). `policy`: the
+    block's tuned numbers (`--policy`; datastore/context/policy.py).
 
     Returns {"ingest": {messages, sessions, tokens, ingest_s, embedded_texts, embed_s, store, ...},
     "questions": [one dict per question: chat, type, n_evidence, scores {variant: {budget: share}},
@@ -360,6 +365,7 @@ def run_chat(
     unique = unique_sentences(contents)
     sigs = {i: s or (fold(contents[i]),) for i, s in unique.items()}  # as signatures(), without a second pass
     store = open_chat_store(chat.number, embedder, folder, reuse)
+    store.context.policy = policy
     embedded, embed_s = counter.texts, counter.seconds
     t0 = time.perf_counter()
     held = store.storage.counts(NS).get("messages", 0) if reuse else 0
@@ -559,10 +565,28 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--reuse", action="store_true", help="ask the stores an earlier run left in bench/out/beam (no ingest)"
     )
+    parser.add_argument("--policy", default="", help="BlockPolicy fields to change, e.g. thread_weight=0.7")
     common.datastore_argument(parser)
     args = parser.parse_args(argv)
+    args.block_policy = parse_policy(args.policy)
     with common.datastore(args.datastore):
         _run(args)
+
+
+def parse_policy(spec: str) -> BlockPolicy:
+    """DEFAULT_POLICY with the fields of `spec` changed (`name=number,name=number`); raises SystemExit naming a
+    field BlockPolicy does not have or a value that is not a number."""
+    changes: dict[str, float | int] = {}
+    known = {f.name: f.type for f in fields(BlockPolicy)}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, value = part.partition("=")
+        if known.get(name) not in ("int", "float"):
+            raise SystemExit(f"--policy: {name!r} is not a numeric BlockPolicy field")
+        try:
+            changes[name] = int(value) if known[name] == "int" else float(value)
+        except ValueError:
+            raise SystemExit(f"--policy: {name}={value!r} is not a number") from None
+    return replace(DEFAULT_POLICY, **changes)  # type: ignore[arg-type]
 
 
 def _run(args: argparse.Namespace) -> None:
@@ -586,7 +610,7 @@ def _run(args: argparse.Namespace) -> None:
         chat = load_chat(folder, number)
         if types:
             chat = Chat(chat.number, chat.sessions, [q for q in chat.questions if q.type in types])
-        done = run_chat(chat, embedder, counter, budgets, reuse=args.reuse)
+        done = run_chat(chat, embedder, counter, budgets, reuse=args.reuse, policy=args.block_policy)
         results["chats"][number] = done["ingest"]
         questions += done["questions"]
         print(f"chat {number}: {done['ingest']}", flush=True)
@@ -601,7 +625,8 @@ def _run(args: argparse.Namespace) -> None:
     command += "" if args.datastore == "local" else f" --datastore {args.datastore}"
     md = markdown(results, command)
     print(md, flush=True)
-    if args.chats == DEFAULT_CHATS and budgets == list(BUDGETS) and not types and not args.reuse:
+    default = args.block_policy == DEFAULT_POLICY
+    if args.chats == DEFAULT_CHATS and budgets == list(BUDGETS) and not types and not args.reuse and default:
         common.write_section("beam" + ("" if args.datastore == "local" else f"-{args.datastore}"), md)
         print(f"wrote {common.RESULTS}")
 

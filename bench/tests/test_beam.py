@@ -110,3 +110,14 @@ def test_run_chat_end_to_end_on_a_real_store(tmp_path: Path, embedder: LocalEmbe
     assert first["scores"]["query"][2000] == first["scores"]["context"][2000] == 1.0
     assert first["found_in"][2000] == {"Relevant memories": 1}
     assert second["type"] == "instruction_following" and second["n_evidence"] == 2
+
+
+def test_policy_option_changes_named_numbers_only() -> None:
+    from datastore.context.policy import DEFAULT_POLICY
+
+    p = beam.parse_policy("thread_weight=0.7, line_tokens=30")
+    assert (p.thread_weight, p.line_tokens) == (0.7, 30) and isinstance(p.line_tokens, int)
+    assert p.shares == DEFAULT_POLICY.shares and beam.parse_policy("") == DEFAULT_POLICY
+    for bad in ("no_such_field=1", "shares=1", "line_tokens=many"):
+        with pytest.raises(SystemExit):
+            beam.parse_policy(bad)
