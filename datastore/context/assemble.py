@@ -695,10 +695,9 @@ class _Assembly:
         """The conversation's lines closest to the query (for a question about the course of things: to its
         topic, `overview_topic`; only people's lines when it asks what the user said, `asks_what_user_said`),
         best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
-        was brought up; of a long answer's lead and point, only one (more lines fit): the lead, unless only the
-        point holds words of the topic. For such a question every line is ranked and each scores at least
-        `thread_weight` of its thread neighbours' (`_threaded`). A line whose message or sentences the block
-        already shows is left out."""
+        was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). For
+        such a question every line is ranked and each scores at least `thread_weight` of its thread neighbours'
+        (`_threaded`). A line whose message or sentences the block already shows is left out."""
         assert self.o.lines is not None and self.cid is not None
         if room < self.p.min_item:
             return
@@ -727,8 +726,7 @@ class _Assembly:
             if self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
                 parts = text.split(SEPARATOR)
                 near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
-                # the lead (what the answer is about) unless only a later part holds the topic's words
-                best = 0 if near[0] > 0 or not any(near) else max(range(len(parts)), key=lambda k: (near[k], -k))
+                best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic
                 text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
             said = f"{ln.speaker}: {text}" if ln.speaker else text
             units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
