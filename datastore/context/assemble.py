@@ -48,7 +48,7 @@ from datastore.context.evidence import Shown, Texts
 from datastore.context.render import HEADINGS, Section, template_fields
 from datastore.lifetime.visits import Visits
 from datastore.read.query import Reader, check_query_chars
-from datastore.storage import Hits, Storage
+from datastore.storage import Hits, SourceRow, Storage
 from models.api import QueryFilter
 from models.context import (
     CONTEXT_FIELDS,
@@ -289,6 +289,7 @@ class _Assembly:
         self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
         self.memory_units: set[str] = set()  # the fingerprints of every unit the memory sections show
         self.source_names: dict[str, str] = {}
+        self.sources: dict[str, SourceRow] = {}  # the candidates' source rows, read at once (`_gather`)
 
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
@@ -368,7 +369,7 @@ class _Assembly:
         else `conversation <id>` (`document <id>`)."""
         name = self.source_names.get(source_id)
         if name is None:
-            src = self.storage.get_source(self.ns, source_id)
+            src = self.sources.get(source_id) or self.storage.get_source(self.ns, source_id)
             title = (src.metadata.get("title") if src is not None else None) or ""
             kind = src.source_type if src is not None else "conversation"
             name = self.source_names[source_id] = (
@@ -395,6 +396,8 @@ class _Assembly:
         hits = self._above_floor(hits)
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
         self.candidates = diversified(hits)
+        self.texts.prefetch(n for n, _ in self.candidates)  # their first and last messages: one read
+        self.sources = self.storage.get_sources(self.ns, list(dict.fromkeys(n.source_id for n, _ in self.candidates)))
         # over the stored texts: a chunk is made whole (a read of its messages) only when it is shown
         self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
         said: dict[bool, int] = {True: 0, False: 0}

@@ -227,6 +227,17 @@ def test_messages_by_their_place_in_the_token_stream(memory: Memory, ns: str) ->
     assert memory.storage.messages(ns + "-other", "c", 0, 100) == []
 
 
+def test_sources_read_at_once_are_those_read_one_by_one(memory: Memory, ns: str) -> None:
+    """`get_sources(ns, ids)`: {id: row} of the ids the namespace holds, each as `get_source` reads it."""
+    remember(memory, ns, "c", conversation(("Alice", "Bob"), 6), step=3)
+    remember(memory, ns, "c2", conversation(("Alice", "Bob"), 3, prefix="x"), step=3)
+    got = memory.storage.get_sources(ns, ["c2", "nope", "c", "c"])
+    assert set(got) == {"c", "c2"}
+    assert all(got[sid] == memory.storage.get_source(ns, sid) for sid in got)
+    assert got["c"].n_messages == 6 and got["c2"].n_messages == 3
+    assert memory.storage.get_sources(ns + "-other", ["c"]) == {} and memory.storage.get_sources(ns, []) == {}
+
+
 def test_messages_at_many_places_are_those_read_one_by_one(memory: Memory, ns: str) -> None:
     """`messages_at(ns, [(source, position)])`: for each place, the message `messages(ns, source, pos, pos + 1,
     limit=1)` returns (a chunk's first and last messages, read at once), of the right source; none past the end,

@@ -119,6 +119,11 @@ class LocalStorage:
             json.loads(r["metadata"]),
         )
 
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found (an indexed read each, in process)."""
+        found = {sid: self.get_source(ns, sid) for sid in dict.fromkeys(source_ids)}
+        return {sid: row for sid, row in found.items() if row is not None}
+
     def list_namespaces(self) -> list[str]:
         """Every namespace holding at least one source or core memory entry, sorted."""
         sql = "SELECT namespace FROM sources UNION SELECT namespace FROM core_memory ORDER BY 1"

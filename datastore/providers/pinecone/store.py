@@ -272,18 +272,25 @@ class PineconeStorage:
     # ------------------------------------------------------------------ reads
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
         """The source's row (its `src#` record), or None."""
-        m = self._fetch(ns, [f"src#{rec.h(source_id)}"]).get(f"src#{rec.h(source_id)}")
-        if m is None:
-            return None
-        return SourceRow(
-            m["source_id"],
-            m["source_type"],
-            int(m["version"]),
-            int(m["n_messages"]),
-            int(m["n_tokens"]),
-            int(m["max_seq"]),
-            json.loads(m.get("source_meta") or "{}"),
-        )
+        return self.get_sources(ns, [source_id]).get(source_id)
+
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found (their `src#` records, one fetch)."""
+        if not source_ids:
+            return {}
+        found = self._fetch(ns, [f"src#{rec.h(sid)}" for sid in dict.fromkeys(source_ids)])
+        return {
+            m["source_id"]: SourceRow(
+                m["source_id"],
+                m["source_type"],
+                int(m["version"]),
+                int(m["n_messages"]),
+                int(m["n_tokens"]),
+                int(m["max_seq"]),
+                json.loads(m.get("source_meta") or "{}"),
+            )
+            for m in found.values()
+        }
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds (fetched by record id)."""

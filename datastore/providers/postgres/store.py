@@ -425,6 +425,26 @@ class PostgresStorage:
             r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"], r["max_seq"], r["metadata"]
         )
 
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found, in one round trip."""
+        if not source_ids:
+            return {}
+        rows = self.all(
+            "SELECT * FROM pyramind_sources WHERE namespace = %s AND source_id = ANY(%s)", (ns, list(source_ids))
+        )
+        return {
+            r["source_id"]: SourceRow(
+                r["source_id"],
+                r["source_type"],
+                r["version"],
+                r["n_messages"],
+                r["n_tokens"],
+                r["max_seq"],
+                r["metadata"],
+            )
+            for r in rows
+        }
+
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds."""
         rows = self.all(
