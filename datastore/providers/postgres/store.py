@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from datastore.storage import (
@@ -785,7 +785,7 @@ class PostgresStorage:
         where = "namespace = %s" + ("" if source_ids is None else " AND source_id = ANY(%s)")
         args: tuple[Any, ...] = (ns,) if source_ids is None else (ns, list(source_ids))
         with self.pool.connection() as conn, conn.transaction():
-            with conn.cursor(name="pyramind_index_entries", binary=True) as cur:
+            with conn.cursor(name="pyramind_index_entries", binary=True, row_factory=tuple_row) as cur:
                 cur.itersize = 5_000
                 cur.execute(
                     "SELECT id, source_type, source_id, level, position, extract(epoch FROM start_time)::float8 AS s, "
@@ -793,19 +793,20 @@ class PostgresStorage:
                     f"FROM pyramind_nodes WHERE {where}",
                     args,
                 )
-                for r in cur:
+                nan = np.nan
+                for nid, stype, sid, level, position, s, e, speakers, sessions, text, vector in cur:
                     yield IndexEntry(
-                        r["id"],
-                        r["source_type"],
-                        r["source_id"],
-                        r["level"],
-                        r["position"],
-                        r["s"] if r["s"] is not None else np.nan,
-                        r["e"] if r["e"] is not None else np.nan,
-                        list(r["speakers"]),
-                        list(r["session_ids"]),
-                        r["text"],
-                        np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+                        nid,
+                        stype,
+                        sid,
+                        level,
+                        position,
+                        nan if s is None else s,
+                        nan if e is None else e,
+                        speakers,
+                        sessions,
+                        text,
+                        vector.to_numpy(),  # float32 already (pgvector's binary loader)
                     )
 
     # ------------------------------------------------------------------ search
