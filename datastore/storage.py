@@ -136,10 +136,6 @@ def facts_of(nodes: Sequence[MemoryNode]) -> SourceFacts:
 
 
 class _Frontiers(Protocol):
-    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
-        """{source id: its row} of the ids found (many at once: one read on a provider with round trips)."""
-        ...
-
     def list_namespaces(self) -> list[str]: ...
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]: ...
@@ -320,6 +316,10 @@ class Storage(Protocol):
     # sources
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
         """The source's row, or None."""
+        ...
+
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found (many at once: one read on a provider with round trips)."""
         ...
 
     def list_namespaces(self) -> list[str]:

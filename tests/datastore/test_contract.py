@@ -249,9 +249,7 @@ def test_messages_at_many_places_are_those_read_one_by_one(memory: Memory, ns: s
     places = [("c", 0), ("c", 1), ("c", every[7].tok_offset), ("c", every[7].tok_offset + 1), ("c", end - 1)]
     places += [("c", end + 5), ("c2", 0), ("c2", 3), ("nope", 0), ("c", 0)]
     got = memory.storage.messages_at(ns, places)
-    want = {
-        (sid, pos): found[0] for sid, pos in places if (found := memory.storage.messages(ns, sid, pos, pos + 1, 1))
-    }
+    want = {(sid, pos): found[0] for sid, pos in places if (found := memory.storage.messages(ns, sid, pos, pos + 1, 1))}
     assert {k: m.id for k, m in got.items()} == {k: m.id for k, m in want.items()}
     assert got[("c", end - 1)].id == every[-1].id and got[("c2", 0)].source_id == "c2"
     assert ("c", end + 5) not in got and ("nope", 0) not in got
