@@ -20,7 +20,8 @@ namespace's index, so nothing stale is served afterwards: the next search loads 
 Memory is bounded two ways: an index unused for `idle_seconds` is dropped (checked at most every SWEEP_EVERY
 seconds), and when the indexes together hold more than `max_nodes` nodes the least recently used ones are
 dropped until they fit (the one being searched stays). A node costs about 2 KB with MiniLM's 384 dimensions
-(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes.
+(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes; a line counts as a node (its vector is as
+large, its postings fewer), and a conversation holds about one line per message, several per chunk.
 """
 
 from __future__ import annotations
