@@ -396,7 +396,8 @@ class _Assembly:
         hits = self._above_floor(hits)
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
         self.candidates = diversified(hits)
-        self.texts.prefetch(n for n, _ in self.candidates)  # their first and last messages: one read
+        self.texts.prefetch(n for n, _ in self.candidates[:MIN_CANDIDATES])  # the first and last messages of those
+        # likely shown, in one read (a later one is read when reached)
         self.sources = self.storage.get_sources(self.ns, list(dict.fromkeys(n.source_id for n, _ in self.candidates)))
         # over the stored texts: a chunk is made whole (a read of its messages) only when it is shown
         self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
