@@ -29,6 +29,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
@@ -38,7 +39,7 @@ from datastore.storage import IndexEntry, Storage
 from services.lines import spoken
 
 LOAD_SLICE = 5_000  # entries added to the indexes at a time
-LOAD_SOURCES = 200  # sources listed at a time when a namespace is loaded (caps the loading peak)
+LOAD_SOURCES = 20  # sources listed at a time when a namespace is loaded (the next listed while one is indexed)
 SWEEP_EVERY = 60.0  # seconds between sweeps for idle indexes
 
 
@@ -236,22 +237,37 @@ class NamespaceIndexes:
             changed = [sid for sid, stamp in stamps.items() if index.stamps.get(sid) != stamp]
             gone = [sid for sid in index.by_source if sid not in stamps]
             index.drop_sources(changed + gone)
-        if changed is None or changed:
+        if sources := (sorted(stamps) if changed is None else sorted(changed)):
             # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
-            sources = sorted(stamps) if changed is None else sorted(changed)
-            for part in range(0, len(sources), LOAD_SOURCES):
-                # lines (level 0, datastore/read/outline.py) go to the lines' own indexes (`NamespaceIndex.add`)
-                entries = list(self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES]))
-                entries.sort(key=lambda e: (e.source_id, e.level, e.position))
-                lines = sum(1 for e in entries if e.level == 0)
-                index.vectors.reserve(len(entries) - lines)  # grown once per batch, not copied slice after slice
-                index.text.reserve(len(entries) - lines)
-                index.lines.vectors.reserve(lines)
-                index.lines.text.reserve(lines)
-                for i in range(0, len(entries), LOAD_SLICE):
-                    index.add(entries[i : i + LOAD_SLICE])
+            parts = [sources[i : i + LOAD_SOURCES] for i in range(0, len(sources), LOAD_SOURCES)]
+            with ThreadPoolExecutor(1, thread_name_prefix="pyramind-index-load") as reader:
+                # the next part is listed while this one is indexed (the store's wait and its own work overlap ours)
+                ahead = reader.submit(self._listed, ns, parts[0])
+                for i in range(len(parts)):
+                    entries = ahead.result()
+                    if i + 1 < len(parts):
+                        ahead = reader.submit(self._listed, ns, parts[i + 1])
+                    self._add(index, entries)
         index.stamps = stamps
         index.token = token
+
+    def _listed(self, ns: str, source_ids: list[str]) -> list[IndexEntry]:
+        """The entries of these sources, in (source, level, position) order."""
+        entries = list(self.storage.index_entries(ns, source_ids))
+        entries.sort(key=lambda e: (e.source_id, e.level, e.position))
+        return entries
+
+    @staticmethod
+    def _add(index: NamespaceIndex, entries: list[IndexEntry]) -> None:
+        """Add listed entries to the index, growing its arrays once; lines (level 0, datastore/read/outline.py)
+        go to the lines' own indexes (`NamespaceIndex.add`)."""
+        lines = sum(1 for e in entries if e.level == 0)
+        index.vectors.reserve(len(entries) - lines)  # grown once per part, not copied slice after slice
+        index.text.reserve(len(entries) - lines)
+        index.lines.vectors.reserve(lines)
+        index.lines.text.reserve(lines)
+        for i in range(0, len(entries), LOAD_SLICE):
+            index.add(entries[i : i + LOAD_SLICE])
 
     def _sweep(self, now: float) -> None:
         """Drop the indexes unused for idle_seconds (called under the guard)."""
