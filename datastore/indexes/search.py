@@ -139,9 +139,9 @@ class IndexedSearch:
             candidates = np.array(sorted(rows), dtype=np.int64)
             cosine: dict[int, float] = {}
             if vector is not None:
-                found, cos = lines.vectors.search(np.asarray(vector, dtype=np.float32), len(rows), candidates)
-                cosine = {at[r]: c for r, c in zip(found.tolist(), cos.tolist(), strict=True)}
-                cosine = dict(sorted(cosine.items()))  # message order, as the lines
+                found, cos = lines.vectors.cosines(candidates, np.asarray(vector, dtype=np.float32))
+                order = [at[r] for r in found.tolist()]
+                cosine = dict(sorted(zip(order, cos.tolist(), strict=True)))  # message order, as the lines
             bm25: dict[int, float] = {}
             if terms:
                 found, scores = lines.text.search(terms, pool, candidates)
