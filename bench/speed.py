@@ -377,7 +377,9 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (default: %(default)s)")
     parser.add_argument(
-        "--postgres", action="store_true", help="only the 10k and 100k points, on the pgvector provider (~10 min)"
+        "--postgres",
+        action="store_true",
+        help="only the scale points (10k and 100k, or --sizes), on the pgvector provider (~10 min)",
     )
     parser.add_argument("--build", nargs=2, metavar=("DB", "N"), help=argparse.SUPPRESS)
     parser.add_argument("--search", metavar="DB", help=argparse.SUPPRESS)
@@ -400,13 +402,17 @@ def main(argv: list[str] | None = None) -> None:
         random.Random(0).shuffle(questions)
         load_before = os.getloadavg()[0]
         pg = {
-            "scale_pg": postgres_points(questions, (10_000, 100_000)),
+            "scale_pg": postgres_points(
+                questions, tuple(int(n) for n in args.sizes.split(",")) if args.sizes else (10_000, 100_000)
+            ),
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
             "elapsed_s": round(time.perf_counter() - started, 1),
         }
         (common.OUT / "speed_pgvector.json").write_text(json.dumps(pg, indent=1))
-        header = common.header(".venv/bin/python -m bench.speed --postgres")
+        header = common.header(
+            ".venv/bin/python -m bench.speed --postgres" + (f" --sizes {args.sizes}" if args.sizes else "")
+        )
         common.write_section("speed-pgvector", speed_report.pgvector_markdown(pg, header))
         print(f"done in {pg['elapsed_s']} s; wrote {common.RESULTS}")
         return

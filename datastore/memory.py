@@ -103,7 +103,7 @@ class Memory:
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)
         self.describer = Describer(storage)
-        self.outline = Outline(storage, embedder)
+        self.outline = Outline(storage, embedder, self.search)
         self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks, clock)
         self.instructions = Instructions(storage, keeper)
         self.context = ContextAssembler(

@@ -318,6 +318,10 @@ class Storage(Protocol):
         """The source's row, or None."""
         ...
 
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found (many at once: one read on a provider with round trips)."""
+        ...
+
     def list_namespaces(self) -> list[str]:
         """Every namespace holding at least one source or core memory entry, sorted (what a default migrate or
         export copies)."""
@@ -341,6 +345,13 @@ class Storage(Protocol):
     ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to) (to the end when tok_to is
         None), in seq order, at most `limit`. tok_from 0: from the first message."""
+        ...
+
+    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
+        """{(source id, token position): the message holding that token} for many places at once (one read on a
+        provider with round trips): for each place, what `messages(ns, source_id, pos, pos + 1, limit=1)` returns
+        (places without a message left out). What the context block reads a chunk's first and last messages
+        with."""
         ...
 
     def find_messages(

@@ -56,7 +56,7 @@ from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.context.render import HEADINGS, Section, template_fields
 from datastore.lifetime.visits import Visits
 from datastore.read.query import Reader, check_query_chars
-from datastore.storage import Hits, Storage
+from datastore.storage import Hits, SourceRow, Storage
 from models.api import QueryFilter
 from models.context import (
     CONTEXT_FIELDS,
@@ -368,6 +368,7 @@ class _Assembly:
         self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
         self.memory_units: set[str] = set()  # the fingerprints of every unit the memory sections show
         self.source_names: dict[str, str] = {}
+        self.sources: dict[str, SourceRow] = {}  # the candidates' source rows, read at once (`_gather`)
 
     # ------------------------------------------------------------------ the block
     def run(self) -> ContextResponse:
@@ -453,7 +454,7 @@ class _Assembly:
         else `conversation <id>` (`document <id>`)."""
         name = self.source_names.get(source_id)
         if name is None:
-            src = self.storage.get_source(self.ns, source_id)
+            src = self.sources.get(source_id) or self.storage.get_source(self.ns, source_id)
             title = (src.metadata.get("title") if src is not None else None) or ""
             kind = src.source_type if src is not None else "conversation"
             name = self.source_names[source_id] = (
@@ -477,6 +478,9 @@ class _Assembly:
             return
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
         self.candidates = diversified(hits, self.p)
+        self.texts.prefetch(n for n, _ in self.candidates[: self.p.min_candidates])  # the first and last messages of
+        # those likely shown, in one read (a later one is read when reached)
+        self.sources = self.storage.get_sources(self.ns, list(dict.fromkeys(n.source_id for n, _ in self.candidates)))
         # over the stored texts: a chunk is made whole (a read of its messages) only when it is shown
         self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
         said: dict[bool, int] = {True: 0, False: 0}

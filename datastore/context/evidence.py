@@ -22,7 +22,7 @@ from datetime import datetime
 
 from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.storage import Storage
-from models.memory import MemoryNode
+from models.memory import MemoryNode, StoredMessage
 from services import excerpts
 from services.chunking import render
 from services.excerpts import Excerpt, Unit
@@ -77,6 +77,29 @@ class Texts:
         self._inside: dict[str, tuple[bool, bool]] = {}  # node id -> (starts, ends) inside a long message
         self._pieces: dict[str, Piece] = {}
         self._said: dict[str, list[tuple[str, datetime | None]]] = {}  # node id -> its messages, folded, timed
+        self._at: dict[tuple[str, int], StoredMessage | None] = {}  # (source, token) -> the message holding it
+
+    def prefetch(self, nodes: Iterable[MemoryNode]) -> None:
+        """Read the first and last messages of these chunks at once (`Storage.messages_at`: one read), so that
+        making each whole (`of`) reads nothing more."""
+        places = [
+            (n.source_id, tok)
+            for n in nodes
+            if n.level == 1 and n.source_type == "conversation" and n.id not in self._done
+            for tok in (n.tok_start, n.tok_end - 1)
+            if (n.source_id, tok) not in self._at
+        ]
+        if places:
+            found = self.storage.messages_at(self.ns, places)
+            self._at.update((p, found.get(p)) for p in places)
+
+    def _message_at(self, source_id: str, tok: int) -> list[StoredMessage]:
+        """[the message holding token `tok` of the source] ([] when none), read once."""
+        if (source_id, tok) not in self._at:
+            found = self.storage.messages(self.ns, source_id, tok, tok + 1, limit=1)
+            self._at[(source_id, tok)] = found[0] if found else None
+        m = self._at[(source_id, tok)]
+        return [m] if m is not None else []
 
     def of(self, node: MemoryNode) -> str:
         """A chunk's text made whole at both ends (a summary's as it is), stamps removed: its first line
@@ -89,7 +112,7 @@ class Texts:
             text = node.text
             starts_inside = ends_inside = False
             if node.level == 1 and node.source_type == "conversation":
-                first = self.storage.messages(self.ns, node.source_id, node.tok_start, node.tok_start + 1, limit=1)
+                first = self._message_at(node.source_id, node.tok_start)
                 message = render(first[0]) if first else None
                 partial = None if not first else first[0].tok_offset != node.tok_start
                 short = bool(first) and count_tokens(first[0].content) <= self.policy.long_turn
@@ -184,7 +207,7 @@ class Texts:
         """`text` whose last line the chunk's window cut: the whole message when it is a short turn, else the
         line cut back to its last sentence end (nothing of it when it has none); and whether the text now ends
         inside a message."""
-        last = self.storage.messages(self.ns, node.source_id, node.tok_end - 1, node.tok_end, limit=1)
+        last = self._message_at(node.source_id, node.tok_end - 1)
         head, _, tail = text.rpartition("\n")
         if last and count_tokens(last[0].content) <= self.policy.long_turn:
             rendered = render(last[0]).rstrip("\n")

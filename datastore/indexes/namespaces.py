@@ -2,7 +2,10 @@
 any Storage by its listing methods, kept current with the store's per-namespace version, dropped when idle.
 
 A `NamespaceIndex` holds the namespace's nodes under row ids of its own (increasing, so `RowTable` keeps them
-sorted), with what the filters need (source, speakers, sessions; levels and times are in the `RowTable`). It is
+sorted), with what the filters need (source, speakers, sessions; levels and times are in the `RowTable`). Lines
+(level-0 nodes, datastore/read/outline.py) are held too, in a vector and a BM25 index of their own (`lines`): the
+searches of chunks and summaries (`vectors`, `text`) never see them, so their candidates, BM25 statistics and IVF
+index are those of levels 1 and up alone, and `Outline` ranks a conversation's lines through `lines`. It is
 as of the store's namespace version token it was last refreshed at (`Storage.namespace_version`), and of each
 source's stamp (`Storage.source_stamps`).
 
@@ -17,7 +20,8 @@ namespace's index, so nothing stale is served afterwards: the next search loads 
 Memory is bounded two ways: an index unused for `idle_seconds` is dropped (checked at most every SWEEP_EVERY
 seconds), and when the indexes together hold more than `max_nodes` nodes the least recently used ones are
 dropped until they fit (the one being searched stays). A node costs about 2 KB with MiniLM's 384 dimensions
-(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes.
+(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes; a line counts as a node (its vector is as
+large, its postings fewer), and a conversation holds about one line per message, several per chunk.
 """
 
 from __future__ import annotations
@@ -25,25 +29,42 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
 from datastore.storage import IndexEntry, Storage
+from services.lines import spoken
 
 LOAD_SLICE = 5_000  # entries added to the indexes at a time
-LOAD_SOURCES = 200  # sources listed at a time when a namespace is loaded (caps the loading peak)
+LOAD_SOURCES = 20  # sources listed at a time when a namespace is loaded (the next listed while one is indexed)
 SWEEP_EVERY = 60.0  # seconds between sweeps for idle indexes
 
 
+class LineIndex:
+    """The lines (level 0) of one namespace: their vectors (exact: a search is always within a few sources) and
+    a BM25 index over `speaker: text` (what a line's embedding is of, services/tree.embedded_text), with each
+    source's line rows in message order. Not thread-safe: the NamespaceIndex's lock guards it."""
+
+    def __init__(self, dimension: int) -> None:
+        self.vectors = VectorIndex(dimension, 0)
+        self.text = TextIndex()
+        self.by_source: dict[str, list[int]] = {}  # source id -> its line rows, in position order
+
+    def __len__(self) -> int:
+        return len(self.vectors)
+
+
 class NamespaceIndex:
-    """One namespace's vectors and BM25 index, with the per-row facts its filters use; `lock` guards all of it.
-    Row ids are this object's own (1, 2, ...), never a provider's."""
+    """One namespace's vectors and BM25 index, with the per-row facts its filters use, and its lines' indexes
+    (`lines`); `lock` guards all of it. Row ids are this object's own (1, 2, ...), never a provider's."""
 
     def __init__(self, dimension: int, ann_min_rows: int) -> None:
         self.vectors = VectorIndex(dimension, ann_min_rows)
         self.text = TextIndex()
+        self.lines = LineIndex(dimension)
         self.token: str | None = None  # the store's namespace version this index is as of (None: never loaded)
         self.stamps: dict[str, str] = {}  # source id -> stamp, as of `token`
         self.lock = threading.Lock()
@@ -62,7 +83,8 @@ class NamespaceIndex:
         return len(self.node_ids)
 
     def add(self, entries: Sequence[IndexEntry]) -> None:
-        """Add nodes (of sources not held, or just dropped) to both indexes."""
+        """Add nodes (of sources not held, or just dropped) to the indexes: lines (level 0) to `lines`, the others
+        to `vectors` and `text`."""
         if not entries:
             return
         rows = np.arange(self._next, self._next + len(entries), dtype=np.int64)
@@ -71,16 +93,28 @@ class NamespaceIndex:
         starts = np.array([e.start for e in entries], dtype=np.float64)
         ends = np.array([e.end for e in entries], dtype=np.float64)
         vectors = np.stack([np.asarray(e.vector, dtype=np.float32) for e in entries])
-        self.vectors.add(rows, vectors, levels, starts, ends)
-        self.text.add(rows, [e.text for e in entries], levels, starts, ends)
+        line = levels == 0
+        nodes = ~line
+        if nodes.any():
+            texts = [e.text for e, keep in zip(entries, nodes.tolist(), strict=True) if keep]
+            self.vectors.add(rows[nodes], vectors[nodes], levels[nodes], starts[nodes], ends[nodes])
+            self.text.add(rows[nodes], texts, levels[nodes], starts[nodes], ends[nodes])
+        if line.any():
+            said = [spoken(e.speakers[0] if e.speakers else None, e.text) for e in entries if e.level == 0]
+            self.lines.vectors.add(rows[line], vectors[line], levels[line], starts[line], ends[line])
+            self.lines.text.add(rows[line], said, levels[line], starts[line], ends[line])
         for row, e in zip(rows.tolist(), entries, strict=True):
             old = self.row_of.get(e.id)
             if old is not None:  # the node moved to another source meanwhile: its old row goes
                 self._forget([old])
             self.node_ids[row] = e.id
             self.row_of[e.id] = row
-            self.by_source.setdefault(e.source_id, []).append(row)
             self.source_type_of[e.source_id] = e.source_type
+            if e.level == 0:  # a line is never a search candidate: no speaker or session facts
+                self.lines.by_source.setdefault(e.source_id, []).append(row)
+                self._facts[row] = (e.source_id, [], [])
+                continue
+            self.by_source.setdefault(e.source_id, []).append(row)
             self._facts[row] = (e.source_id, e.speakers, e.session_ids)
             for s in e.speakers:
                 self.speakers.setdefault(s, set()).add(row)
@@ -89,7 +123,9 @@ class NamespaceIndex:
 
     def drop_sources(self, source_ids: Iterable[str]) -> None:
         """Remove every node of these sources."""
-        rows = [r for sid in source_ids for r in self.by_source.pop(sid, [])]
+        sources = list(source_ids)
+        rows = [r for sid in sources for r in self.by_source.pop(sid, [])]
+        rows += [r for sid in sources for r in self.lines.by_source.pop(sid, [])]
         self._forget(rows)
 
     def _forget(self, rows: Sequence[int]) -> None:
@@ -98,6 +134,8 @@ class NamespaceIndex:
         arr = np.array(sorted(rows), dtype=np.int64)
         self.vectors.remove(arr)
         self.text.remove(arr)
+        self.lines.vectors.remove(arr)
+        self.lines.text.remove(arr)
         for row in rows:
             node_id = self.node_ids.pop(row, None)
             if node_id is not None and self.row_of.get(node_id) == row:
@@ -106,9 +144,10 @@ class NamespaceIndex:
             if facts is None:
                 continue
             sid, speakers, sessions = facts
-            held = self.by_source.get(sid)
-            if held is not None and row in held:
-                held.remove(row)
+            for by_source in (self.by_source, self.lines.by_source):
+                held = by_source.get(sid)
+                if held is not None and row in held:
+                    held.remove(row)
             for table, keys in ((self.speakers, speakers), (self.sessions, sessions)):
                 for k in keys:
                     found = table.get(k)
@@ -198,20 +237,37 @@ class NamespaceIndexes:
             changed = [sid for sid, stamp in stamps.items() if index.stamps.get(sid) != stamp]
             gone = [sid for sid in index.by_source if sid not in stamps]
             index.drop_sources(changed + gone)
-        if changed is None or changed:
+        if sources := (sorted(stamps) if changed is None else sorted(changed)):
             # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
-            sources = sorted(stamps) if changed is None else sorted(changed)
-            for part in range(0, len(sources), LOAD_SOURCES):
-                # lines (level 0, datastore/read/outline.py) are never search results: kept out of the indexes
-                listed = self.storage.index_entries(ns, sources[part : part + LOAD_SOURCES])
-                entries = [e for e in listed if e.level >= 1]
-                entries.sort(key=lambda e: (e.source_id, e.level, e.position))
-                index.vectors.reserve(len(entries))  # grown once per batch, not copied slice after slice
-                index.text.reserve(len(entries))
-                for i in range(0, len(entries), LOAD_SLICE):
-                    index.add(entries[i : i + LOAD_SLICE])
+            parts = [sources[i : i + LOAD_SOURCES] for i in range(0, len(sources), LOAD_SOURCES)]
+            with ThreadPoolExecutor(1, thread_name_prefix="pyramind-index-load") as reader:
+                # the next part is listed while this one is indexed (the store's wait and its own work overlap ours)
+                ahead = reader.submit(self._listed, ns, parts[0])
+                for i in range(len(parts)):
+                    entries = ahead.result()
+                    if i + 1 < len(parts):
+                        ahead = reader.submit(self._listed, ns, parts[i + 1])
+                    self._add(index, entries)
         index.stamps = stamps
         index.token = token
+
+    def _listed(self, ns: str, source_ids: list[str]) -> list[IndexEntry]:
+        """The entries of these sources, in (source, level, position) order."""
+        entries = list(self.storage.index_entries(ns, source_ids))
+        entries.sort(key=lambda e: (e.source_id, e.level, e.position))
+        return entries
+
+    @staticmethod
+    def _add(index: NamespaceIndex, entries: list[IndexEntry]) -> None:
+        """Add listed entries to the index, growing its arrays once; lines (level 0, datastore/read/outline.py)
+        go to the lines' own indexes (`NamespaceIndex.add`)."""
+        lines = sum(1 for e in entries if e.level == 0)
+        index.vectors.reserve(len(entries) - lines)  # grown once per part, not copied slice after slice
+        index.text.reserve(len(entries) - lines)
+        index.lines.vectors.reserve(lines)
+        index.lines.text.reserve(lines)
+        for i in range(0, len(entries), LOAD_SLICE):
+            index.add(entries[i : i + LOAD_SLICE])
 
     def _sweep(self, now: float) -> None:
         """Drop the indexes unused for idle_seconds (called under the guard)."""

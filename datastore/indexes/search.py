@@ -11,7 +11,7 @@ postgres and pinecone: same candidate pools, same fusion, same scores.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 
@@ -108,6 +108,45 @@ class IndexedSearch:
             ids = [index.node_ids.get(int(r)) for r in rowids]
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [i for i in ids if i is not None])}
         return [(by_id[i], float(s)) for i, s in zip(ids, scores, strict=True) if i is not None and i in by_id]
+
+    # ------------------------------------------------------------------ lines (datastore/read/outline.py)
+    def line_scores(
+        self,
+        ns: str,
+        sources: Sequence[tuple[str, Collection[str] | None]],
+        vector: np.ndarray | None,
+        terms: Sequence[str],
+        pool: int,
+    ) -> tuple[list[str], dict[int, float], dict[int, float]]:
+        """The lines of `sources` [(source id, the line ids of it to take, None = all)], in that order and each
+        source's in message order, as (their node ids; {index in those ids: cosine to `vector`} of every one, {}
+        without a vector; {index: BM25} of the top `pool` holding a word of `terms`), from the namespace's line
+        indexes as of the store's namespace version read now (a line written or forgotten by any process is
+        seen). Raises what the store raises."""
+        index = self.indexes.get(ns)
+        with index.lock:
+            lines = index.lines
+            rows = [
+                r
+                for sid, only in sources
+                for r in lines.by_source.get(sid, [])
+                if only is None or index.node_ids.get(r) in only
+            ]
+            if not rows:
+                return [], {}, {}
+            ids = [index.node_ids[r] for r in rows]
+            at = {r: i for i, r in enumerate(rows)}
+            candidates = np.array(sorted(rows), dtype=np.int64)
+            cosine: dict[int, float] = {}
+            if vector is not None:
+                found, cos = lines.vectors.cosines(candidates, np.asarray(vector, dtype=np.float32))
+                order = [at[r] for r in found.tolist()]
+                cosine = dict(sorted(zip(order, cos.tolist(), strict=True)))  # message order, as the lines
+            bm25: dict[int, float] = {}
+            if terms:
+                found, scores = lines.text.search(terms, pool, candidates)
+                bm25 = {at[r]: s for r, s in zip(found.tolist(), scores.tolist(), strict=True)}
+        return ids, cosine, bm25
 
     # ------------------------------------------------------------------ the rest of Searchable
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:

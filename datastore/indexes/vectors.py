@@ -80,6 +80,19 @@ class VectorIndex(RowTable):
         pos = self._keep(np.flatnonzero(self.alive[: self.size]), *bounds)
         return self._top(pos, (self.matrix[: self.size] @ query)[pos], top_k)
 
+    def cosines(self, rowids: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, cosines to `query`) of the live rows among `rowids` (sorted int64), in row order, unranked:
+        one product over a view of the matrix when the rows lie together (a source's rows, added at once)."""
+        pos = self._positions(rowids)
+        if len(pos) == 0:
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
+        first, last = int(pos[0]), int(pos[-1])
+        if last - first + 1 == len(pos):  # contiguous: no copy of the rows
+            scores = self.matrix[first : last + 1] @ query
+        else:
+            scores = self.matrix[pos] @ query
+        return self.rowids[pos], scores
+
     def _keep(
         self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None, end: float | None
     ) -> np.ndarray:

@@ -17,33 +17,36 @@ node storage, vectors, transactional `commit`, `replace`/`delete_source`/`delete
 nodes, lines included, and the least provider code. What a record kind would have cost: a table (SQLite,
 PostgreSQL) or a record family (Pinecone) per provider, in their commit, deletes, counts, export, import and
 migrate, three times. What level 0 costs instead, all of it a rule in one place each:
-- searches never return lines: the search indexes above the providers leave level 0 out when they load
-  (datastore/indexes/namespaces.py), and a provider's own `search_vector` filters `level >= 1`;
+- searches never return lines: the search indexes above the providers hold level 0 apart, in the lines' own
+  indexes that only `Outline` ranks through (datastore/indexes/namespaces.py), and a provider's own
+  `search_vector` filters `level >= 1`;
   `QueryFilter.level` stays >= 1 for callers;
 - the roll-up never groups lines (`Frontier.from_nodes` leaves level 0 out of `pending`; a line always has a
   parent, so it is never a root nor part of `Storage.unrolled`);
 - listings and stats count levels 1 and up; `Storage.counts` and `/health` show `L0` (the lines) as they are;
 - the forgetting policy, visits, pins, sessions and the context block read level 1 and up, as before.
 
-**Reading lines** needs no search capability: a conversation's lines are read with `Storage.source_nodes(level=0)`
-and their vectors with `Storage.get_vectors`, and ranked here, over that one conversation (a few thousand lines at
-most: one matrix product), the same way on every provider. A query ranks them `hybrid` as /query does
-(datastore/read/ranking.py `fuse`: BM25 over the lines' `speaker: text`, from the local store's own `TextIndex`,
-fused with their cosines, TEXT_WEIGHT), or by cosine alone when only a vector is given. A fork's outline holds its
-own lines and those under its ancestors' chunks that it sees (datastore/read/lineage.py).
+**Reading lines** needs no search capability: lines are held in the namespace's shared in-memory indexes above the
+providers, in a vector and a BM25 index of their own (datastore/indexes/namespaces.py `LineIndex`: searches of
+chunks and summaries never see them), loaded and refreshed with the rest of the namespace by its version token,
+so a line written by another process is ranked at the next read and a forgotten one never is. A query ranks a
+conversation's lines there (`IndexedSearch.line_scores`: their cosines, one matrix product over that
+conversation's rows, and BM25 over the lines' `speaker: text` restricted to them), `hybrid` as /query does
+(datastore/read/ranking.py `fuse`, TEXT_WEIGHT), or by cosine alone when only a vector is given; only the lines
+returned are read from the store (`get_nodes`, one read). The same way on every provider. Every line, unranked
+(the outline without a query), is read with `Storage.source_nodes(level=0)`. A fork's outline holds its own lines
+and those under its ancestors' chunks that it sees (datastore/read/lineage.py).
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 
 import numpy as np
 
-from datastore.indexes.text import TextIndex
+from datastore.indexes.search import IndexedSearch
 from datastore.read.lineage import lineage
 from datastore.read.ranking import POOL, TEXT_WEIGHT, fuse
 from datastore.storage import Storage
@@ -55,7 +58,6 @@ from services.errors import NotFoundError
 from services.lines import spoken
 from services.terms import text_terms
 from services.tokens import count_tokens
-from services.tree import embedded_text
 
 
 @dataclass(frozen=True)
@@ -104,63 +106,30 @@ def render_line(line: Line) -> str:
     return spoken(line.speaker, line.text)
 
 
-@dataclass
-class _Loaded:
-    """A conversation's lines as of `versions` (its lineage's source versions), with what ranking them needs,
-    made on first use: their vectors (rows of `matrix`, for the lines at `with_vector`) and a BM25 index."""
-
-    versions: tuple[tuple[str, int], ...]
-    nodes: list[MemoryNode]
-    matrix: np.ndarray | None = None
-    with_vector: list[int] | None = None
-    text: TextIndex | None = None
-    lock: threading.Lock = field(default_factory=threading.Lock)  # a TextIndex is not thread-safe
-
-
 class Outline:
     """The lines of a conversation, ranked or not, and its outline for people.
 
-    storage: reads the conversation's lines (`source_nodes(level=0)`), their vectors (`get_vectors`) and its
-    source row. embedder: the query's embedding (`outline` with a query). A conversation's lines, vectors and
-    BM25 index are kept for the last CACHED conversations read, each as of its sources' versions (bumped by
-    every commit, so a write of any process is seen at the next read: one source-row read per call).
+    storage: reads the conversation's lines when all of them are asked for (`source_nodes(level=0)`), the
+    lines returned (`get_nodes`), its source row and a fork's lineage. search: ranks the lines through the
+    namespace's shared in-memory line indexes (datastore/indexes/namespaces.py, `IndexedSearch.line_scores`),
+    current with the store's namespace version: a line written by another process is ranked at the next read,
+    a forgotten one never. embedder: the query's embedding (`outline` with a query).
     """
 
-    CACHED = 16
-
-    def __init__(self, storage: Storage, embedder: Embedder) -> None:
+    def __init__(self, storage: Storage, embedder: Embedder, search: IndexedSearch) -> None:
         self.storage = storage
         self.embedder = embedder
-        self._cache: OrderedDict[tuple[str, str], _Loaded] = OrderedDict()
-        self._guard = threading.Lock()
+        self.search = search
 
     def nodes(self, ns: str, conversation_id: str) -> list[MemoryNode]:
         """Every line node the conversation sees, oldest first (a fork's inherited lines before its own); [] for
-        an unknown conversation."""
-        return list(self._load(ns, conversation_id).nodes)
-
-    def _load(self, ns: str, conversation_id: str) -> _Loaded:
-        """The conversation's lines as stored now (from the cache when its sources' versions are unchanged)."""
-        seen = lineage(self.storage, ns, conversation_id)
-        versions = tuple((sid, src.version if (src := self.storage.get_source(ns, sid)) else -1) for sid, _ in seen)
-        key = (ns, conversation_id)
-        with self._guard:
-            hit = self._cache.get(key)
-            if hit is not None and hit.versions == versions:
-                self._cache.move_to_end(key)
-                return hit
+        an unknown conversation. Read from the store."""
         out: list[MemoryNode] = []
-        for sid, visible in reversed(seen):
+        for sid, visible in reversed(lineage(self.storage, ns, conversation_id)):
             for n in self.storage.source_nodes(ns, sid, level=0):
                 if visible is None or n.parent_id in visible:
                     out.append(n)
-        loaded = _Loaded(versions, out)
-        with self._guard:
-            self._cache[key] = loaded
-            self._cache.move_to_end(key)
-            while len(self._cache) > self.CACHED:
-                self._cache.popitem(last=False)
-        return loaded
+        return out
 
     def lines(
         self,
@@ -175,59 +144,33 @@ class Outline:
 
         query_vector (float32, (dimension,), L2-normalised: `embedder.embed([query])[0]`): only the `top_k`
         lines closest to it over the whole conversation (all lines when top_k is None), still returned oldest
-        first, each with its `score`: with `query_text` too, the hybrid fusion of /query (BM25 over the lines
-        and cosine, datastore/read/ranking.py `fuse`, in [0, 1]); without it, the cosine. Without a
-        query_vector: every line (the first `top_k` when given), score None. Ties keep message order.
-        What h5b's /context block calls for the course of a conversation (overview questions, the timeline)."""
-        loaded = self._load(ns, conversation_id)
-        nodes = loaded.nodes
+        first, each with its `score`: with `query_text` too, the hybrid fusion of /query (BM25 over the
+        namespace's lines, restricted to the conversation's, and cosine, datastore/read/ranking.py `fuse`, in
+        [0, 1]); without it, the cosine. Without a query_vector: every line (the first `top_k` when given),
+        score None. Ties keep message order. What the /context block calls for the course of a conversation
+        (overview questions, the timeline)."""
         if query_vector is None:
+            nodes = self.nodes(ns, conversation_id)
             return [Line.of(n) for n in (nodes if top_k is None else nodes[: max(0, top_k)])]
-        k = len(nodes) if top_k is None else max(0, min(top_k, len(nodes)))
-        if not nodes or k == 0:
+        if top_k is not None and top_k <= 0:
             return []
-        with loaded.lock:
-            scores = self._scores(ns, loaded, np.asarray(query_vector, dtype=np.float32), query_text, k)
-        best = sorted(scores, key=lambda i: -scores[i])[:k]
-        return [Line.of(nodes[i], scores[i]) for i in sorted(best)]
-
-    def _scores(self, ns: str, loaded: _Loaded, q: np.ndarray, text: str | None, top_k: int) -> dict[int, float]:
-        """{index in `loaded.nodes`: score} of at least the top_k lines: cosine, or the hybrid fusion with `text`."""
-        nodes = loaded.nodes
-        if loaded.matrix is None or loaded.with_vector is None:
-            vectors = self.storage.get_vectors(ns, [n.id for n in nodes])
-            have = [i for i, n in enumerate(nodes) if n.id in vectors]
-            dim = len(q)
-            rows = [vectors[nodes[i].id] for i in have]
-            loaded.matrix = np.stack(rows).astype(np.float32) if rows else np.zeros((0, dim), dtype=np.float32)
-            loaded.with_vector = have
-        if not loaded.with_vector:
-            return {}
-        cosines = loaded.matrix @ q
-        cosine = {i: float(c) for i, c in zip(loaded.with_vector, cosines.tolist(), strict=True)}
-        terms = text_terms(text) if text else []
-        if not terms:
-            return cosine
-        if loaded.text is None:
-            index = TextIndex()
-            nan = np.full(len(nodes), np.nan)
-            index.add(
-                np.arange(len(nodes), dtype=np.int64),
-                [embedded_text(n) for n in nodes],
-                np.zeros(len(nodes), dtype=np.int16),
-                nan,
-                nan,
-            )
-            loaded.text = index
-        pool = max(POOL, top_k)
-        text_rows, bm25s = loaded.text.search(terms, pool)
-        dense_pool = sorted(cosine, key=lambda i: -cosine[i])[:pool]
-        pooled = {i: cosine[i] for i in dense_pool}
-        pooled.update((int(r), cosine[int(r)]) for r in text_rows.tolist() if int(r) in cosine)
-        bm25 = {int(r): float(s) for r, s in zip(text_rows.tolist(), bm25s.tolist(), strict=True) if int(r) in cosine}
-        fused = dict(fuse(pooled, bm25, TEXT_WEIGHT, top_k))
-        rest = {i: 0.0 for i in cosine if i not in fused}  # outside both pools: after every pooled line
-        return fused | rest
+        sources: list[tuple[str, set[str] | None]] = []
+        for sid, visible in reversed(lineage(self.storage, ns, conversation_id)):
+            if visible is None:
+                sources.append((sid, None))
+            else:  # an ancestor's lines under the chunks the fork sees (a fork is rare: one read per ancestor)
+                lines = self.storage.source_nodes(ns, sid, level=0)
+                sources.append((sid, {n.id for n in lines if n.parent_id in visible}))
+        terms = text_terms(query_text) if query_text else []
+        pool = max(POOL, top_k) if top_k is not None else _ALL
+        ids, cosine, bm25 = self.search.line_scores(ns, sources, query_vector, terms, pool)
+        k = len(ids) if top_k is None else min(top_k, len(ids))
+        if not cosine or k == 0:
+            return []
+        scores = _scores(cosine, bm25 if terms else None, k)
+        best = sorted(sorted(scores, key=lambda i: -scores[i])[:k])
+        by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
+        return [Line.of(by_id[ids[i]], scores[i]) for i in best if ids[i] in by_id]
 
     def outline(
         self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
@@ -262,6 +205,24 @@ class Outline:
             days=_days(shown),
             text=text,
         )
+
+
+_ALL = 1 << 30  # a BM25 pool holding every line
+
+
+def _scores(cosine: dict[int, float], bm25: dict[int, float] | None, top_k: int) -> dict[int, float]:
+    """{line: score} of every line with a cosine (message order): the cosine alone without a query text (bm25
+    None); else the hybrid fusion (`fuse`) of the top max(POOL, top_k) of each list, 0.0 for the rest."""
+    if bm25 is None:
+        return cosine
+    pool = max(POOL, top_k)
+    dense_pool = sorted(cosine, key=lambda i: -cosine[i])[:pool]
+    pooled = {i: cosine[i] for i in dense_pool}
+    pooled.update((i, cosine[i]) for i in bm25 if i in cosine)
+    text = {i: s for i, s in bm25.items() if i in cosine}
+    fused = dict(fuse(pooled, text, TEXT_WEIGHT, top_k))
+    rest = {i: 0.0 for i in cosine if i not in fused}  # outside both pools: after every pooled line
+    return fused | rest
 
 
 def _days(lines: Sequence[Line]) -> list[OutlineDay]:

@@ -3,6 +3,7 @@ commit of its chunk, forgotten with its message, carried by export, import and m
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -141,6 +142,44 @@ def test_a_line_is_forgotten_with_its_message_and_the_others_are_kept(memory: Me
     assert "d6a" not in {n.message_ids[0] for n in lines_of(memory, ns, "c")}
     memory.deleter.delete(ns, DeleteRequest(ids=["c"]))
     assert memory.storage.source_nodes(ns, "c") == []
+
+
+def within(seconds: float, probe: Callable[[], bool]) -> bool:
+    """Whether `probe()` holds within `seconds` (another process's commit reaches PostgreSQL's listener by NOTIFY
+    in a few ms; the issue allows 1 s)."""
+    deadline = time.monotonic() + seconds
+    while not probe():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def test_lines_are_ranked_through_the_shared_index_and_follow_another_process(
+    open_store: Callable[..., Memory], ns: str
+) -> None:
+    """Two Memory objects over one store (two server processes): the reader's shared in-memory index holds the
+    lines apart from the chunks, ranks the lines the writer committed, and never serves a line the writer
+    forgot, not even before its index has caught up."""
+    writer, reader = open_store(), open_store()
+    query = "When did Ann plan the trip to Kyoto?"
+    vector = reader.embedder.embed([query])[0]
+    assert reader.outline.lines(ns, "c", vector, 5, query) == []  # the reader's index is loaded (empty)
+    msgs = chat()
+    writer.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
+    stored = reader.storage.source_nodes(ns, "c")
+    n_lines = sum(n.level == 0 for n in stored)
+    assert within(1.0, lambda: len(reader.outline.lines(ns, "c", vector, None, query)) == n_lines > 0)
+    assert "d1a" in {ln.message_id for ln in reader.outline.lines(ns, "c", vector, 3, query)}
+    index = reader.search.indexes.get(ns)
+    assert len(index.lines) == n_lines  # the lines are in the shared index...
+    assert len(index.vectors) == len(index.text) == sum(n.level >= 1 for n in stored)  # ...apart from the chunks
+    gone = next(n.text for n in stored if n.level == 0 and n.message_ids == ["d1a"])
+    writer.deleter.delete(ns, DeleteRequest(ids=["d1a"], conversation_id="c"))
+    every = reader.outline.lines(ns, "c", vector, None, query)  # at once: the index may be a version behind
+    assert every and "d1a" not in {ln.message_id for ln in every}
+    assert gone not in {ln.text for ln in every}  # the forgotten text is served from nowhere
+    assert within(1.0, lambda: len(reader.search.indexes.get(ns).lines) == n_lines - 1)
 
 
 def test_a_late_message_is_lined_in_its_place(memory: Memory, ns: str) -> None:

@@ -119,6 +119,11 @@ class LocalStorage:
             json.loads(r["metadata"]),
         )
 
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found (an indexed read each, in process)."""
+        found = {sid: self.get_source(ns, sid) for sid in dict.fromkeys(source_ids)}
+        return {sid: row for sid, row in found.items() if row is not None}
+
     def list_namespaces(self) -> list[str]:
         """Every namespace holding at least one source or core memory entry, sorted."""
         sql = "SELECT namespace FROM sources UNION SELECT namespace FROM core_memory ORDER BY 1"
@@ -175,6 +180,16 @@ class LocalStorage:
             (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, -1 if limit is None else limit),
         )
         return [message_of(r) for r in rows]
+
+    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
+        """{(source id, position): the message holding that token} of many places (`messages(ns, source_id, pos,
+        pos + 1, limit=1)` for each: an indexed read each, in process)."""
+        out: dict[tuple[str, int], StoredMessage] = {}
+        for sid, pos in dict.fromkeys(places):
+            found = self.messages(ns, sid, pos, pos + 1, limit=1)
+            if found:
+                out[(sid, pos)] = found[0]
+        return out
 
     def find_messages(
         self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None

@@ -272,18 +272,25 @@ class PineconeStorage:
     # ------------------------------------------------------------------ reads
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
         """The source's row (its `src#` record), or None."""
-        m = self._fetch(ns, [f"src#{rec.h(source_id)}"]).get(f"src#{rec.h(source_id)}")
-        if m is None:
-            return None
-        return SourceRow(
-            m["source_id"],
-            m["source_type"],
-            int(m["version"]),
-            int(m["n_messages"]),
-            int(m["n_tokens"]),
-            int(m["max_seq"]),
-            json.loads(m.get("source_meta") or "{}"),
-        )
+        return self.get_sources(ns, [source_id]).get(source_id)
+
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found (their `src#` records, one fetch)."""
+        if not source_ids:
+            return {}
+        found = self._fetch(ns, [f"src#{rec.h(sid)}" for sid in dict.fromkeys(source_ids)])
+        return {
+            m["source_id"]: SourceRow(
+                m["source_id"],
+                m["source_type"],
+                int(m["version"]),
+                int(m["n_messages"]),
+                int(m["n_tokens"]),
+                int(m["max_seq"]),
+                json.loads(m.get("source_meta") or "{}"),
+            )
+            for m in found.values()
+        }
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds (fetched by record id)."""
@@ -298,6 +305,20 @@ class PineconeStorage:
         recs = self._select(ns, flt, f"msg#{rec.h(source_id)}#")
         found = sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
         return [m for m in found if tok_to is None or m.tok_offset < tok_to][:limit]
+
+    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
+        """{(source id, position): the message holding that token} of many places: each source's messages listed
+        once (what `messages(ns, source_id, pos, pos + 1, limit=1)` answers for each place)."""
+        out: dict[tuple[str, int], StoredMessage] = {}
+        wanted = list(dict.fromkeys(places))
+        for sid in dict.fromkeys(s for s, _ in wanted):
+            listed = self.messages(ns, sid, min(p for s, p in wanted if s == sid))
+            for _, pos in ((s, p) for s, p in wanted if s == sid):
+                lo_ = pos if pos > 0 else -1
+                first = next((m for m in listed if m.tok_offset + m.n_tokens > lo_ and m.tok_offset < pos + 1), None)
+                if first is not None:
+                    out[(sid, pos)] = first
+        return out
 
     def scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
         """The namespace's messages matching `flt`, in (source id, seq) order, one source at a time."""

@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 import psycopg
 from pgvector.psycopg import register_vector
-from psycopg.rows import dict_row
+from psycopg.rows import dict_row, tuple_row
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from datastore.storage import (
@@ -425,6 +425,26 @@ class PostgresStorage:
             r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"], r["max_seq"], r["metadata"]
         )
 
+    def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
+        """{source id: its row} of the ids found, in one round trip."""
+        if not source_ids:
+            return {}
+        rows = self.all(
+            "SELECT * FROM pyramind_sources WHERE namespace = %s AND source_id = ANY(%s)", (ns, list(source_ids))
+        )
+        return {
+            r["source_id"]: SourceRow(
+                r["source_id"],
+                r["source_type"],
+                r["version"],
+                r["n_messages"],
+                r["n_tokens"],
+                r["max_seq"],
+                r["metadata"],
+            )
+            for r in rows
+        }
+
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds."""
         rows = self.all(
@@ -446,6 +466,30 @@ class PostgresStorage:
             {"ns": ns, "sid": source_id, "lo": tok_from if tok_from > 0 else -1, "hi": tok_to, "limit": limit},
         )
         return [_message(r) for r in rows]
+
+    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
+        """{(source id, position): the message holding that token} of many places, in one round trip (what
+        `messages(ns, source_id, pos, pos + 1, limit=1)` answers for each)."""
+        wanted = list(dict.fromkeys(places))
+        if not wanted:
+            return {}
+        sql = (
+            "SELECT q.sid AS at_sid, q.pos AS at_pos, m.* FROM unnest(%(sids)s::text[], %(pos)s::integer[], "
+            "%(los)s::integer[]) AS q(sid, pos, lo) CROSS JOIN LATERAL (SELECT " + _MSG_COLS + " FROM "
+            "pyramind_messages WHERE namespace = %(ns)s AND source_id = q.sid AND tok_offset >= COALESCE((SELECT "
+            "MAX(tok_offset) FROM pyramind_messages WHERE namespace = %(ns)s AND source_id = q.sid AND tok_offset "
+            "<= q.lo), 0) AND tok_offset < q.pos + 1 AND tok_offset + n_tokens > q.lo ORDER BY seq LIMIT 1) m"
+        )
+        rows = self.all(
+            sql,
+            {
+                "ns": ns,
+                "sids": [sid for sid, _ in wanted],
+                "pos": [pos for _, pos in wanted],
+                "los": [pos if pos > 0 else -1 for _, pos in wanted],  # as `messages` reads from position 0
+            },
+        )
+        return {(r["at_sid"], r["at_pos"]): _message(r) for r in rows}
 
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
         """The source's nodes without a parent, plus the last node (highest position) of every level."""
@@ -741,7 +785,7 @@ class PostgresStorage:
         where = "namespace = %s" + ("" if source_ids is None else " AND source_id = ANY(%s)")
         args: tuple[Any, ...] = (ns,) if source_ids is None else (ns, list(source_ids))
         with self.pool.connection() as conn, conn.transaction():
-            with conn.cursor(name="pyramind_index_entries", binary=True) as cur:
+            with conn.cursor(name="pyramind_index_entries", binary=True, row_factory=tuple_row) as cur:
                 cur.itersize = 5_000
                 cur.execute(
                     "SELECT id, source_type, source_id, level, position, extract(epoch FROM start_time)::float8 AS s, "
@@ -749,19 +793,20 @@ class PostgresStorage:
                     f"FROM pyramind_nodes WHERE {where}",
                     args,
                 )
-                for r in cur:
+                nan = np.nan
+                for nid, stype, sid, level, position, s, e, speakers, sessions, text, vector in cur:
                     yield IndexEntry(
-                        r["id"],
-                        r["source_type"],
-                        r["source_id"],
-                        r["level"],
-                        r["position"],
-                        r["s"] if r["s"] is not None else np.nan,
-                        r["e"] if r["e"] is not None else np.nan,
-                        list(r["speakers"]),
-                        list(r["session_ids"]),
-                        r["text"],
-                        np.asarray(r["embedding"].to_numpy(), dtype=np.float32),
+                        nid,
+                        stype,
+                        sid,
+                        level,
+                        position,
+                        nan if s is None else s,
+                        nan if e is None else e,
+                        speakers,
+                        sessions,
+                        text,
+                        vector.to_numpy(),  # float32 already (pgvector's binary loader)
                     )
 
     # ------------------------------------------------------------------ search
