@@ -1,4 +1,4 @@
-"""services/excerpts.py: units, the leading fragment, budgeted excerpts and dedup, with the real cl100k tokenizer
+"""services/excerpts: units, the leading fragment, budgeted excerpts and dedup, with the real cl100k tokenizer
 on texts rendered and cut by the project's own chunker (services/chunking.py, services/tree.py)."""
 
 from __future__ import annotations
