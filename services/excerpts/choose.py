@@ -30,8 +30,9 @@ from functools import lru_cache
 from services.chunking import CONTINUATION
 from services.excerpts.dedup import fingerprint
 from services.excerpts.fragments import complete_start
-from services.excerpts.lexical import _WORD, _lexical
+from services.excerpts.lexical import _lexical
 from services.excerpts.units import ELISION, Unit, segment
+from services.text import WORD
 from services.tokens import count_tokens
 
 MIN_FILL_WORDS = 4  # a body line close to nothing is kept only with this many words (see `excerpt`)
@@ -146,7 +147,7 @@ def _bare_line(u: Unit) -> bool:
         and u.line_end
         and not u.on_speaker_line
         and u.kind != "code"
-        and len(_WORD.findall(u.text)) < MIN_FILL_WORDS
+        and len(WORD.findall(u.text)) < MIN_FILL_WORDS
     )
 
 

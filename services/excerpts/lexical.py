@@ -1,4 +1,4 @@
-"""Lexical closeness of units to a query: terms (the text index's analysis), weights, numbers and dates.
+"""Lexical closeness of units to a query: terms (services/text.py, BM25's analysis), weights, numbers and dates.
 
 A unit's closeness is the summed weights of the query's terms it holds (its speaker's name counted with it),
 plus NUMBER_BONUS times the query's top weight when the unit holds a number or date the query names (a
@@ -9,78 +9,22 @@ from __future__ import annotations
 
 import math
 import re
-import threading
-import unicodedata
 from collections.abc import Iterable, Mapping
-from functools import lru_cache
-
-import Stemmer
 
 from services.excerpts.units import Unit
-from services.terms import STOP_WORDS
+from services.text import term_set, terms
 
 NUMBER_BONUS = 0.5  # a unit holding a number or date the query names: + this times the query's largest weight
-
-_WORD = re.compile(r"[^\W_]+")
-_STEM_MIN, _STEM_MAX = 3, 64  # bytes; shorter and longer words are not stemmed (datastore/indexes/text.py)
-_STEMS: dict[str, str] = {}  # folded word -> stem, shared by threads; cleared past _STEMS_MAX words
-_STEMS_MAX = 200_000
-_local = threading.local()  # one PyStemmer object per thread
-
-
-def _stem(word: str) -> str:
-    """Porter stem of a folded word, as the text index analyses it; one PyStemmer object per thread (they are
-    not thread-safe)."""
-    stem = _STEMS.get(word)
-    if stem is None:
-        if not _STEM_MIN <= len(word.encode()) <= _STEM_MAX:
-            stem = word
-        else:
-            stemmer = getattr(_local, "stemmer", None)
-            if stemmer is None:
-                stemmer = _local.stemmer = Stemmer.Stemmer("porter")
-            stem = str(stemmer.stemWord(word))
-        if len(_STEMS) >= _STEMS_MAX:
-            _STEMS.clear()
-        _STEMS[word] = stem
-    return stem
-
-
-@lru_cache(maxsize=65536)
-def _fold_char(c: str) -> str:
-    base = unicodedata.normalize("NFD", c)[0]
-    return base if base != c and base.isascii() and base.isalpha() else c
-
-
-def _fold(text: str) -> str:
-    low = text.lower()
-    return low if low.isascii() else "".join(map(_fold_char, low))
-
-
-def terms(text: str) -> list[str]:
-    """The text's terms, each once, in order: runs of letters and digits, lower-cased, Latin diacritics removed,
-    stop words dropped (all kept when nothing else is left), Porter-stemmed (the text index's analysis)."""
-    words = list(dict.fromkeys(_WORD.findall(_fold(text))))
-    content = [w for w in words if w not in STOP_WORDS] or words
-    return list(dict.fromkeys(_stem(w) for w in content))
-
-
-@lru_cache(maxsize=8192)
-def _stem_set(text: str) -> frozenset[str]:
-    """Every term of `text`, stop words included (a query of stop words only looks for them). Folds word by
-    word: a text with one curly quote would otherwise be folded character by character. Cached: a chunk's
-    sentences come back in later requests."""
-    return frozenset(_stem(w if w.isascii() else _fold(w)) for w in set(_WORD.findall(text.lower())))
 
 
 def term_weights(texts: Iterable[str]) -> dict[str, float]:
     """IDF-like weights over `texts` (e.g. the candidate chunks of one request): term -> ln(1 + N / df), where
-    N is the number of texts and df the number holding the term. Keys are `terms()` terms."""
+    N is the number of texts and df the number holding the term. Keys are `services.text.terms` terms."""
     df: dict[str, int] = {}
     n = 0
     for t in texts:
         n += 1
-        for term in _stem_set(t):
+        for term in term_set(t):
             df[term] = df.get(term, 0) + 1
     return {t: math.log1p(n / d) for t, d in df.items()}
 
@@ -133,8 +77,8 @@ def _lexical(units: list[Unit], query: str, weights: Mapping[str, float] | None)
     q = terms(query)
     if not q:
         return [0.0] * len(units)
-    speakers = {sp: _stem_set(sp) for sp in {u.speaker for u in units} if sp}
-    sets = [_stem_set(u.text) | speakers[u.speaker] if u.speaker else _stem_set(u.text) for u in units]
+    speakers = {sp: term_set(sp) for sp in {u.speaker for u in units} if sp}
+    sets = [term_set(u.text) | speakers[u.speaker] if u.speaker else term_set(u.text) for u in units]
     if weights is None:
         n = len(units)
         w = {t: math.log1p(n / max(1, sum(t in s for s in sets))) for t in q}

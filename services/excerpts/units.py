@@ -5,11 +5,13 @@ message indented by CONTINUATION) is cut into units, each with its character spa
 (carried to the message's later lines). A unit is one of: a sentence of a prose paragraph (lines of one message
 joined when the next starts in lower case); a list item (`- `, `* `, `+ `, `•`, `1.`, `1)`), a heading or a
 table row, whole; one line of code (a line of a fenced block, or an indented line of 4+ spaces or a tab), whole,
-with the fence lines as units of their own that go with the block. Cuts fall only on whitespace after a sentence
-end or after a CJK full stop, so a speaker's prefix is never a unit, a line of code is never cut, and a character
-(or an emoji sequence) is never split. A sentence does not end at an abbreviation (Dr., e.g., i.e., U.S., etc.
-before a lower-case word; No. 5), an initial (J. K.), an ellipsis before a lower-case word, or a dot inside a
-number, version or URL (no whitespace follows it). A text that starts inside a fenced block (an odd number of
+with the fence lines as units of their own that go with the block. Where a sentence of a paragraph ends is the
+project's one splitter's answer (services/text.py, BlingFire; line breaks inside a paragraph read as spaces), and
+an excerpt's elision mark between sentences is a cut too, so a speaker's prefix is never a unit, a line of code is
+never cut, and a character (or an emoji sequence) is never split. The splitter does not end a sentence at an
+abbreviation (Dr., e.g., i.e., U.S.), an initial, or a dot inside a number, version or URL; unlike the rules
+excerpts had before, it rarely ends one before a word in lower case ("Really? ok. see you" is one sentence).
+A text that starts inside a fenced block (an odd number of
 fences before the first speaker line, the first one bare) is read as code up to that fence.
 """
 
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from services.chunking import CONTINUATION
+from services.text import line_spans
 
 ELISION = "…"
 _MARK = ELISION + " "
@@ -66,44 +69,25 @@ _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"\s*(?:[-*+•]|\d{1,3}[.)])\s+\S")
 _WHOLE_LINE = re.compile(r"\s*(?:#{1,6}\s|\||>\s*$|[-*_]{3,}\s*$)")
 _CODE_INDENT = re.compile(r"(?: {4}|\t)")
-# a sentence end: Latin punctuation before whitespace, or a CJK full stop (no space needed), with closing quotes
-_END = re.compile(r"[.!?…]+[\"'”’)\]»]*(?=\s)|[。！？]+[\"'”’」』)\]]*")
+# a line that starts in lower case continues the sentence of the line before unless that line ends in one of these
 _SOFT_END = tuple(".!?:;…。！？")
-_DOTTED = re.compile(r"(?:[A-Za-z]\.)+[A-Za-z]")
-_ABBREVIATIONS = frozenset(
-    "mr mrs ms dr prof sr jr st vs etc inc ltd co corp dept approx mt ave blvd rd gen col capt lt sgt gov sen rep "
-    "rev hon jan feb mar apr jun jul aug sep sept oct nov dec fig eq ca al cf viz ph.d e.g i.e a.k.a".split()
-)
-_BEFORE_NUMBER = frozenset("no nos vol vols p pp ch art sec ver v".split())  # abbreviations only before a number
-_NEVER_END = frozenset("e.g i.e cf viz a.k.a".split())
+# an excerpt's elision mark between two sentences, or after the last one ("sentence … sentence", "sentence …")
+_GAP = re.compile(r" " + ELISION + r"(?= |$)")
 
 
-def _is_end(text: str, m: re.Match[str], stop: int) -> bool:
-    """Whether the punctuation `m` ends a sentence (whitespace then more text follows it before `stop`)."""
-    punct = m.group().rstrip("\"'”’)]»」』")
-    if punct[-1] in "。！？":
-        return True
-    nxt = text[m.end() : min(stop, m.end() + 40)].lstrip()[:2]
-    if not nxt:
-        return False
-    if "!" in punct or "?" in punct or nxt[0] == ELISION:  # (an excerpt's mark follows a whole sentence)
-        return True
-    if len(punct) > 1 or punct == "…":  # an ellipsis ends a sentence only before a capital
-        return nxt[0].isupper()
-    before = text[max(0, m.start() - 40) : m.start()].rsplit(None, 1)
-    word = before[-1].lstrip("([\"'“‘") if before else ""
-    low = word.lower()
-    if low in _NEVER_END:
-        return False
-    if low in _ABBREVIATIONS:
-        return low == "etc" and nxt[0].isupper()
-    if low in _BEFORE_NUMBER:
-        return not nxt[0].isdigit()
-    if len(word) == 1 and word.isupper():  # an initial
-        return False
-    if _DOTTED.fullmatch(word):  # U.S. (never), a.m. (before a capital)
-        return word.islower() and nxt[0].isupper()
-    return True
+def _sentence_ends(paragraph: str) -> list[int]:
+    """Where the sentences of a paragraph (its lines joined, line breaks read as spaces) end, by the project's one
+    splitter (services/text.line_spans), trailing whitespace left out; an elision mark is a cut too."""
+    flat = paragraph.replace("\n", " ")
+    ends: list[int] = []
+    start = 0
+    for stop in [m.start() for m in _GAP.finditer(flat)] + [len(flat)]:
+        for _, b in line_spans(flat[start:stop]):
+            end = start + len(flat[start : start + b].rstrip())
+            if end > start and (not ends or end > ends[-1]):
+                ends.append(end)
+        start = stop
+    return ends
 
 
 def _lines(text: str) -> list[tuple[int, int]]:
@@ -201,7 +185,7 @@ def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | N
         p0, p1 = para[0][1], para[-1][2]
         starts = [p[1] for p in para]
         s = p0
-        cuts = [m.end() for m in _END.finditer(text, p0, p1) if _is_end(text, m, p1)]
+        cuts = [p0 + e for e in _sentence_ends(text[p0:p1])]
         for e in cuts + [p1]:
             if text.startswith(_MARK, s):  # a gap mark " … " between two sentences of an excerpt
                 s += len(_MARK)
