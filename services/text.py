@@ -75,22 +75,37 @@ def _load_blingfire() -> Callable[[str], list[tuple[int, int]]]:
     try:
         import blingfire
 
-        blingfire.text_to_sentences_and_offsets("Load. Test.")
+        if blingfire.text_to_sentences("Load this. Then test it.") != "Load this.\nThen test it.":
+            raise OSError("unexpected sentences")
     except Exception as exc:  # an ImportError, or OSError from a native library missing for this platform
         log.warning("blingfire unavailable (%s); sentences are split by the regex fallback", type(exc).__name__)
         return _regex_spans
 
-    def spans(line: str) -> list[tuple[int, int]]:
-        _, offsets = blingfire.text_to_sentences_and_offsets(line)
-        out: list[tuple[int, int]] = []
-        for a, b in offsets:
-            if out and _TITLE.fullmatch(line[out[-1][0] : out[-1][1]].strip()):
-                out[-1] = (out[-1][0], int(b))  # a title is never a sentence: it opens the next one
-            else:
-                out.append((int(a), int(b)))
-        return [piece for a, b in out for piece in _cut_before_titles(line, a, b)]
+    def offsets(line: str) -> list[tuple[int, int]]:
+        """BlingFire's sentences of a line, found in it in order: `text_to_sentences` is 2-3 times faster than
+        `text_to_sentences_and_offsets`, whose wrapper maps byte offsets to characters byte by byte, and gives
+        the same pieces (every one of 23,101 LoCoMo and BEAM lines); where a piece is not found, the latter."""
+        spans: list[tuple[int, int]] = []
+        pos = 0
+        for piece in blingfire.text_to_sentences(line).split("\n"):
+            k = line.find(piece, pos) if piece else -1
+            if k < 0:
+                return [(int(a), int(b)) for a, b in blingfire.text_to_sentences_and_offsets(line)[1]]
+            spans.append((k, k + len(piece)))
+            pos = k + len(piece)
+        return spans
 
-    return spans
+    @lru_cache(maxsize=32768)
+    def spans(line: str) -> tuple[tuple[int, int], ...]:
+        out: list[tuple[int, int]] = []
+        for a, b in offsets(line):
+            if out and _TITLE.fullmatch(line[out[-1][0] : out[-1][1]].strip()):
+                out[-1] = (out[-1][0], b)  # a title is never a sentence: it opens the next one
+            else:
+                out.append((a, b))
+        return tuple(piece for a, b in out for piece in _cut_before_titles(line, a, b))
+
+    return lambda line: list(spans(line))
 
 
 line_spans: Callable[[str], list[tuple[int, int]]] = _load_blingfire()
