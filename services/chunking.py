@@ -4,7 +4,8 @@ A source (a conversation or a document) is the concatenation of its messages' re
 line with cl100k_base: its *token stream*. An L1 chunk is a window `[start, end)` of that stream with
 `end - start <= chunk_size`; the next window starts at `end - overlap`, so consecutive chunks share exactly
 `overlap` tokens. Each cut prefers, within the window's second half, the last message boundary, else the last
-sentence boundary, else the window's full size.
+sentence boundary (where the project's one splitter, services/text.py, ends a sentence or a line), else the
+window's full size.
 
 Windowing is prefix-stable: a window is *sealed* only once the stream extends past `start + chunk_size`, and
 then its cut depends on nothing after that point, so appending messages never changes a sealed chunk. The last
@@ -17,13 +18,11 @@ import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from itertools import accumulate
 
 from models.memory import StoredMessage
+from services import text
 from services import tokens as tok
-
-_SENTENCE_END = (b".", b"!", b"?")
-_CLOSERS = b"\"')]\xe2\x80\x9d\xe2\x80\x99"  # quotes and brackets that may follow the full stop
-
 
 SESSION_GAP = timedelta(minutes=30)
 
@@ -111,15 +110,27 @@ class TokenStream:
         return self.tokens[start - self.base : end - self.base]
 
     def sentence_boundaries(self) -> list[int]:
-        """Absolute offsets just after a sentence end (., ! or ? then whitespace), sorted."""
+        """Absolute offsets of the token boundaries where a sentence of a message ends (the project's one
+        splitter, services/text.sentence_spans, over each message's rendered lines; every line break ends one),
+        sorted: the first boundary at or after the sentence's last character and before the next one starts."""
         if self._sentence_ends is None:
             enc = tok.get_encoding()
-            pieces = [enc.decode_single_token_bytes(t) for t in self.tokens]
-            ends = []
-            for i in range(1, len(pieces)):
-                prev = pieces[i - 1].rstrip(_CLOSERS)
-                if prev.endswith(_SENTENCE_END) and pieces[i][:1].isspace():
-                    ends.append(self.base + i)
+            ends: list[int] = []
+            starts = self.message_starts + [self.end]
+            for k, m in enumerate(self.messages):
+                rendered = render(m)
+                first = starts[k] - self.base
+                offsets = list(
+                    accumulate(
+                        len(enc.decode_single_token_bytes(t)) for t in self.tokens[first : starts[k + 1] - self.base]
+                    )
+                )
+                spans = text.sentence_spans(rendered)
+                for (_, e), nxt in zip(spans, [a for a, _ in spans[1:]] + [len(rendered)], strict=True):
+                    low, high = len(rendered[:e].encode()), len(rendered[:nxt].encode())
+                    i = bisect.bisect_left(offsets, low)  # tokens 0..i end at or after the sentence's end
+                    if i < len(offsets) - 1 and offsets[i] <= high:
+                        ends.append(self.base + first + i + 1)
             self._sentence_ends = ends
         return self._sentence_ends
 

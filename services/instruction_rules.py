@@ -13,9 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Literal
 
-import Stemmer
-
-from services.text import sentence_spans
+from services.text import fold, sentence_spans, stem
 
 Kind = Literal["instruction", "preference"]
 
@@ -230,9 +228,9 @@ def _words(text: str) -> list[str]:
 _ADVERBS = frozenset("always never ever also just only still please consistently really".split())
 
 
-def _gerund_verb(stem: str) -> bool:
-    """Whether `stem` + ing is the gerund of an imperative verb: using, adding, putting, apologising."""
-    return any(v in _VERBS for v in (stem, stem + "e", stem[:-1] if stem[-1:] == stem[-2:-1] else ""))
+def _gerund_verb(base: str) -> bool:
+    """Whether `base` + ing is the gerund of an imperative verb: using, adding, putting, apologising."""
+    return any(v in _VERBS for v in (base, base + "e", base[:-1] if base[-1:] == base[-2:-1] else ""))
 
 
 def _always_at(text: str) -> bool:
@@ -426,9 +424,9 @@ def corrects(statement: str) -> bool:
 
 
 def topic_stems(text: str) -> set[str]:
-    """The stems (Snowball English) of a text's content words, names included (for revocations)."""
-    words = re.findall(r"[a-z][a-z'+#-]*", text.lower().replace("\u2019", "'"))
-    return {_STEMMER.stemWord(w.strip("'-")) for w in words if w not in _KEY_STOP and len(w) > 1}
+    """The stems (services/text.stem, Porter) of a text's content words, names included (for revocations)."""
+    words = re.findall(r"[a-z][a-z'+#-]*", fold(text).replace("\u2019", "'"))
+    return {stem(w.strip("'-")) for w in words if w not in _KEY_STOP and len(w) > 1}
 
 
 @dataclass(frozen=True)
@@ -610,7 +608,6 @@ def hypothetical_sentence(sentence: str) -> bool:
 
 # --- subject keys ---------------------------------------------------------------------------------------------------
 
-_STEMMER = Stemmer.Stemmer("english")
 _KEY_STOP = frozenset(
     """
 a an the and or but if of to in on at for with by from as is are was were be been being it its this that these
@@ -631,9 +628,9 @@ ignore told mentioned
 
 
 def subject_key(statement: str, limit: int = 6) -> str:
-    """A short normalised key of what a statement is about: the stems (Snowball English) of its content words in
-    order, without function words, the words of the statement forms (always, prefer, from now on...), numbers
-    and capitalised names (the value that varies: French/English, Sam, 100KB). At most `limit` stems; may be
+    """A short normalised key of what a statement is about: the stems (services/text.stem, Porter) of its content
+    words in order, without function words, the words of the statement forms (always, prefer, from now on...),
+    numbers and capitalised names (the value that varies: French/English, Sam, 100KB). At most `limit` stems; may be
     empty ("I prefer Bootstrap over Foundation")."""
     tokens = re.findall(r"[\w'+#.-]*[\w+#]", statement.replace("\u2019", "'"))
     stems: list[str] = []
@@ -642,10 +639,10 @@ def subject_key(statement: str, limit: int = 6) -> str:
             continue
         if i > 0 and token[0].isupper() and not token.isupper():
             continue  # a name (French, Bootstrap, Sam); acronyms (CSS, API) stay
-        word = token.lower().strip(".'-")
+        word = fold(token).strip(".'-")
         if word in _KEY_STOP or len(word) < 2:
             continue
-        stem = _STEMMER.stemWord(word)
-        if stem not in stems:
-            stems.append(stem)
+        term = stem(word)
+        if term not in stems:
+            stems.append(term)
     return " ".join(stems[:limit])

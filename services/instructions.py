@@ -26,6 +26,7 @@ from services import instruction_rules as rules
 from services.embedding import Embedder
 from services.openai_client import openai_client
 from services.speakers import is_human
+from services.text import words
 
 log = logging.getLogger(__name__)
 
@@ -349,12 +350,10 @@ def _locate(content: str, quoted: str) -> tuple[int, int, int, int] | None:
         if m is not None:
             start, end = m.span()
         else:
-            words = set(re.findall(r"\w+", quoted.lower()))
-            if not words:
+            said = set(words(quoted))
+            if not said:
                 return None
-            overlap = [
-                (len(words & set(re.findall(r"\w+", content[a:b].lower()))) / len(words), a, b) for a, b in sents
-            ]
+            overlap = [(len(said & set(words(content[a:b]))) / len(said), a, b) for a, b in sents]
             best = max(overlap)
             if best[0] < 0.6:
                 return None

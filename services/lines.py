@@ -6,7 +6,7 @@ the sentence that states its point). Pure logic over strings; datastore/write/bu
 (code, fences, headings and table rows are no one's lead). This is the one place that names the splitter, so
 swapping it (services/text.py, once it exists) changes every line at once.
 
-**Filler** (`is_filler`). A sentence says nothing when, after dropping stop words (services/terms.STOP_WORDS),
+**Filler** (`is_filler`). A sentence says nothing when, after dropping stop words (services/text.STOP_WORDS),
 the words of FILLER_WORDS (greetings, thanks, acknowledgements, bare exclamations and praise: "Thanks,
 Caroline!", "Sure!", "Great question.", "Sounds great!", "How about you?") and the names of the conversation's
 speakers (and short forms of them: "Mel" for "Melanie"), no word is left, or a single one that is not specific
@@ -30,7 +30,7 @@ from collections import Counter
 from collections.abc import Collection
 
 from services.excerpts import segment
-from services.terms import STOP_WORDS
+from services.text import STOP_WORDS, WORD, fold, words
 from services.tokens import count_tokens, decode, encode
 
 MAX_LINE_TOKENS = 60
@@ -76,7 +76,6 @@ PRAISE = re.compile(
 """An opener of praise ("That sounds like a solid plan."): with at most PRAISE_WORDS words, the sentence is filler."""
 PRAISE_WORDS = 10
 
-_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)?")
 _MARKUP = re.compile(r"\*\*|__|`|^#{1,6}\s+|^(?:[-*+•]|\d{1,3}[.)])\s+")
 _PROSE = ("sentence", "item")
 
@@ -95,7 +94,7 @@ def sentences(text: str) -> list[str]:
 
 
 def _name_words(names: Collection[str]) -> set[str]:
-    return {w.lower() for n in names for w in _WORD.findall(n)}
+    return {w for n in names for w in words(n)}
 
 
 def _is_name(word: str, names: set[str]) -> bool:
@@ -109,32 +108,26 @@ def _is_name(word: str, names: set[str]) -> bool:
 
 
 def content_words(sentence: str, names: Collection[str] = ()) -> list[str]:
-    """The lower-cased words of `sentence` that are neither stop words, FILLER_WORDS nor a speaker's name
-    (a word of `names`, or a short form of one)."""
+    """The words of `sentence` (services/text.words: folded, "that's" is "that" and "s") that are neither stop
+    words, FILLER_WORDS nor a speaker's name (a word of `names`, or a short form of one)."""
     skip = _name_words(names)
-    out = []
-    for w in _WORD.findall(sentence.lower()):
-        base = w.split("'")[0]
-        if any(x in STOP_WORDS or x in FILLER_WORDS for x in (w, base)) or _is_name(base, skip):
-            continue
-        out.append(w)
-    return out
+    return [w for w in words(sentence) if w not in STOP_WORDS and w not in FILLER_WORDS and not _is_name(w, skip)]
 
 
 def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
     """Whether `sentence` says nothing (module docstring): no content word once stop words, FILLER_WORDS and
     the speakers' names (`names`, and short forms of them) are dropped, or a single one that is not specific
     (shorter than SPECIFIC_CHARS, no digit, not a capitalised word inside the sentence)."""
-    if PRAISE.match(sentence) and len(_WORD.findall(sentence)) <= PRAISE_WORDS:
+    if PRAISE.match(sentence) and len(WORD.findall(sentence)) <= PRAISE_WORDS:
         return True
-    words = content_words(sentence, names)
-    if len(words) != 1:
-        return not words
-    word = words[0]
+    content = content_words(sentence, names)
+    if len(content) != 1:
+        return not content
+    word = content[0]
     if len(word) >= SPECIFIC_CHARS or any(c.isdigit() for c in word):
         return False
-    inner = _WORD.findall(sentence)[1:]
-    return not any(w.lower() == word and w[:1].isupper() for w in inner)
+    inner = WORD.findall(sentence)[1:]
+    return not any(fold(w) == word and w[:1].isupper() for w in inner)
 
 
 def _cut(sentence: str, max_tokens: int) -> str:
@@ -160,12 +153,12 @@ def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
     later = said[first + 1 :]
     if len(later) < 2 or count_tokens(content) <= LONG_MESSAGE_TOKENS:
         return out
-    words = [set(content_words(s, names)) for s in said]
-    counts: Counter[str] = Counter(w for ws in words for w in ws)
+    sets = [set(content_words(s, names)) for s in said]
+    counts: Counter[str] = Counter(w for ws in sets for w in ws)
     best, best_score = None, 0.0
     for i, s in enumerate(later, start=first + 1):
-        shared = sum(1 for w in words[i] if counts[w] > 1)
-        score = shared / math.sqrt(len(words[i]) or 1) * (2.0 if POINT_MARKERS.match(s) else 1.0)
+        shared = sum(1 for w in sets[i] if counts[w] > 1)
+        score = shared / math.sqrt(len(sets[i]) or 1) * (2.0 if POINT_MARKERS.match(s) else 1.0)
         if score > best_score:
             best, best_score = s, score
     if best is not None:

@@ -20,6 +20,7 @@ from services import tokens as tok
 from services.chunking import CONTINUATION
 from services.openai_client import openai_client
 from services.speakers import is_human
+from services.text import WORD, fold, stem, words
 from services.text import sentences as text_sentences
 
 log = logging.getLogger(__name__)
@@ -27,14 +28,12 @@ log = logging.getLogger(__name__)
 # a speaker line (services/chunking.render): a name never starts with whitespace, a message's later lines always do
 _LINE = re.compile(r"^(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]][^:\n\[\]]{0,127}): (?P<body>.*)$")
 _CUT_STAMP = re.compile(r"[^\[\]\n]{1,39}\] (?=\S)")  # the tail of `[YYYY-MM-DD HH:MM] ` (a window cut it)
-_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
-_TOKEN = re.compile(r"[A-Za-z0-9][\w'\u2019.-]*")
 _STOP = frozenset(
     "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
     "these those i me my we our you your he him his she her they them their what which who whom do does did "
     "have has had not no so too very just can will would should could about into than then there here when "
     "where why how all any both each more most other some such only own same also up down out over again "
-    "yeah yes oh really like got get im i'm it's that's".split()
+    "yeah yes oh really like got get im s t m re ve ll d".split()
 )
 # words that say nothing on their own: greetings, thanks, acknowledgements, praise, exclamations (see FILLER)
 _FILLER_WORDS = frozenset(
@@ -76,21 +75,16 @@ def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
 
 
 def _content(sentence: str, names: Collection[str] = ()) -> list[str]:
-    """The content words of a sentence: not a stop word, a filler word or a name of `names` (lower case)."""
-    folded = {n.casefold() for n in names}
+    """The content words of a sentence (services/text.words): not a stop word, a filler word or a word of a name
+    of `names`."""
+    skip = {w for n in names for w in words(n)}
+    tokens = WORD.findall(sentence)
     out = []
-    for i, token in enumerate(_TOKEN.findall(sentence)):
-        word = token.lower().rstrip(".'-").replace("\u2019", "'")
-        if word.endswith("'s"):
-            word = word[:-2]
-        if word in _STOP or word in _FILLER_WORDS or word.casefold() in folded or not word:
+    for i, token in enumerate(tokens):
+        word = fold(token)
+        if word in _STOP or word in _FILLER_WORDS or word in skip:
             continue
-        if (
-            i > 0
-            and token[0].isupper()
-            and not any(ch.isdigit() for ch in token)
-            and len(_TOKEN.findall(sentence)) <= 4
-        ):
+        if i > 0 and token[0].isupper() and not any(ch.isdigit() for ch in token) and len(tokens) <= 4:
             continue  # "Wow, Caroline!": a short sentence's only name is whom it addresses
         out.append(word)
     return out
@@ -107,12 +101,13 @@ your weekend?"). A sentence with one content word left ("I love painting!" has "
 def informativeness(sentence: str, names: Collection[str] = ()) -> float:
     """What a sentence carries: its distinct content words, plus one for each name (a capitalised word not at its
     start), number and date word (months, weekdays, `yesterday`, `last week`)."""
-    words = set(_content(sentence, names))
-    tokens = _TOKEN.findall(sentence)
-    names_in = {t for t in tokens[1:] if t[0].isupper() and t.casefold() not in {n.casefold() for n in names}}
+    content = set(_content(sentence, names))
+    tokens = WORD.findall(sentence)
+    skip = {w for n in names for w in words(n)}
+    names_in = {t for t in tokens[1:] if t[0].isupper() and fold(t) not in skip}
     numbers = {t for t in tokens if any(ch.isdigit() for ch in t)}
     dates = {t.lower() for t in tokens if t.lower() in _MONTHS}
-    return len(words) + len(names_in) + len(numbers) + len(dates)
+    return len(content) + len(names_in) + len(numbers) + len(dates)
 
 
 class Summariser(Protocol):
@@ -221,7 +216,7 @@ def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
                 sent = sent.strip()
                 if len(sent) < 2 or is_filler(sent, names):
                     continue
-                terms = frozenset(w for w in _WORD.findall(sent.lower()) if w not in _STOP)
+                terms = frozenset(stem(w) for w in words(sent) if w not in _STOP)
                 info = informativeness(sent, names)
                 out.append(_Sentence(len(out), prefix, sent, terms, message, person, info))
     # drop exact repeats and fragments contained in a longer candidate (chunk overlap cuts lines in two)

@@ -22,7 +22,7 @@ from models.api import QueryFilter
 from models.memory import MemoryNode
 from models.settings import Settings
 from models.time import utc
-from services.terms import text_terms
+from services.text import text_terms
 
 Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level, max_level, start, end)
 

@@ -13,10 +13,11 @@ with tf = tf(t, d), k1 = 1.2, b = 0.75, |d| the document's token count (stop wor
 N and df(t) over the live rows of the namespace (FTS5 counted every namespace of the file), and w_t the number of
 query words that analyse to t (FTS5 scores each OR-ed phrase). A row scores only if it holds at least one query term.
 
-Analysis follows `unicode61` + `porter`: runs of letters and digits (`retrieval._WORD`, the query side's rule),
-lower-cased, diacritics of Latin letters removed, then the Porter stemmer (PyStemmer's Snowball `porter`, which
-FTS5's differs from on a handful of words such as "-logy", "-bly", "trekked"); tokens shorter than 3 or longer than
-64 bytes are not stemmed, as in FTS5.
+Analysis is the project's one (services/text.py), which follows `unicode61` + `porter`: runs of letters and
+digits, lower-cased, diacritics of Latin letters removed, then the Porter stemmer (PyStemmer's Snowball `porter`,
+which FTS5's differs from on a handful of words such as "-logy", "-bly", "trekked"); tokens shorter than 3 or longer
+than 64 bytes are not stemmed, as in FTS5. Excerpts, query terms, summaries and instruction detection read words
+the same way.
 
 Layout: rows are keyed by the store's integer row id in ascending order (like `VectorIndex`), with their level,
 time range, token count and a live flag. Postings are a CSR block (per term: row positions int32, term frequency
@@ -27,48 +28,19 @@ when it reaches a quarter of it, dead rows are dropped when a quarter of the row
 from __future__ import annotations
 
 import math
-import re
-import unicodedata
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from functools import lru_cache
 
 import numpy as np
-import Stemmer
 
 from datastore.indexes.rows import RowTable
+from services import text
 
 K1 = 1.2
 B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's idf for terms in half the rows or more
-_STEM_MIN, _STEM_MAX = 3, 64  # bytes; FTS5's porter passes shorter and longer tokens through
 _MERGE_MIN = 1 << 16  # tail postings below which the tail is never merged
 _MERGE_CHUNK = 1 << 22  # postings moved per step of a merge
-
-_TOKEN = re.compile(r"[^\W_]+")
-# ASCII bytes: letters lower-cased, digits kept, the boundary mark 0x01 kept, everything else a space (the token
-# rule of `words` on ASCII text)
-_ASCII_FOLD = bytes(
-    c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c == 1 else 32 for c in range(256)
-)
-
-
-@lru_cache(maxsize=65536)
-def _fold_char(c: str) -> str:
-    """A Latin letter with diacritics as its base letter ("é" -> "e"); any other character as it is."""
-    base = unicodedata.normalize("NFD", c)[0]
-    return base if base != c and base.isascii() and base.isalpha() else c
-
-
-def fold(text: str) -> str:
-    """Lower-cased, diacritics of Latin letters removed (unicode61's `remove_diacritics=1`)."""
-    text = text.lower()
-    return text if text.isascii() else "".join(map(_fold_char, text))
-
-
-def words(text: str) -> list[str]:
-    """The text's tokens before stemming: runs of letters and digits of `fold(text)`, in order."""
-    return _TOKEN.findall(fold(text))
 
 
 class _Vocabulary(dict[str, int]):
@@ -77,14 +49,10 @@ class _Vocabulary(dict[str, int]):
     def __init__(self) -> None:
         super().__init__()
         self.terms: dict[str, int] = {}  # stemmed term -> term id
-        self.stemmer = Stemmer.Stemmer("porter")
         self.ascii = _AsciiWords(self)  # the same map keyed by the word's ASCII bytes; the boundary mark -> -1
 
-    def stem(self, word: str) -> str:
-        return word if not _STEM_MIN <= len(word.encode()) <= _STEM_MAX else self.stemmer.stemWord(word)
-
     def __missing__(self, word: str) -> int:
-        term = self.stem(word)
+        term = text.stem(word)
         tid = self.terms.get(term)
         if tid is None:
             tid = self.terms[term] = len(self.terms)
@@ -158,13 +126,13 @@ class TextIndex(RowTable):
         """(text index, term id) of every token of `texts` (int64 arrays, any order), and each text's token count.
 
         ASCII texts (most chat) are cut in one pass: joined with a boundary mark, lower-cased and split by
-        `bytes.translate` and `split`, each token looked up as bytes. Other texts go through `words`."""
+        `bytes.translate` and `split`, each token looked up as bytes. Other texts go through `text.words`."""
         lengths = np.zeros(len(texts), dtype=np.int64)
         rows: list[np.ndarray] = []
         terms: list[np.ndarray] = []
         plain = [i for i, t in enumerate(texts) if t.isascii() and "\x01" not in t]
         if plain:
-            buf = " \x01 ".join(texts[i] for i in plain).encode("ascii").translate(_ASCII_FOLD)
+            buf = " \x01 ".join(texts[i] for i in plain).encode("ascii").translate(text.ASCII_FOLD)
             tokens = buf.split()
             ids = np.fromiter(map(self.vocab.ascii.__getitem__, tokens), dtype=np.int64, count=len(tokens))
             bounds = np.flatnonzero(ids < 0)  # the marks between texts
@@ -174,7 +142,7 @@ class TextIndex(RowTable):
             rows.append(np.repeat(np.asarray(plain, dtype=np.int64), counts))
             terms.append(ids[keep])
         for i in sorted(set(range(len(texts))).difference(plain)):
-            found = words(texts[i])
+            found = text.words(texts[i])
             if found:
                 lengths[i] = len(found)
                 rows.append(np.full(len(found), i, dtype=np.int64))
@@ -284,8 +252,8 @@ class TextIndex(RowTable):
         """Term id -> how many of the query's words analyse to it (words with no indexed term are dropped)."""
         out: Counter[int] = Counter()
         for w in query_words:
-            for token in words(w):
-                tid = self.vocab.terms.get(self.vocab.stem(token))
+            for token in text.words(w):
+                tid = self.vocab.terms.get(text.stem(token))
                 if tid is not None:
                     out[tid] += 1
         return out

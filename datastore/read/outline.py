@@ -56,7 +56,7 @@ from models.time import utc
 from services.embedding import Embedder
 from services.errors import NotFoundError
 from services.lines import spoken
-from services.terms import text_terms
+from services.text import text_terms
 from services.tokens import count_tokens
 
 

@@ -50,7 +50,7 @@ class TextSearch(Protocol):
     """BM25 full-text search over a namespace's nodes."""
 
     def search(self, ns: str, text: str, top_k: int, flt: QueryFilter | None = None) -> Hits:
-        """The top_k nodes matching `flt` (levels included) that hold a word of `text` (services.terms.text_terms,
+        """The top_k nodes matching `flt` (levels included) that hold a word of `text` (services.text.text_terms,
         OR-ed, stemmed), [(node, bm25)] best first; [] when the text has no word."""
         ...
 

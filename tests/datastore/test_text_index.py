@@ -20,7 +20,7 @@ from datastore.read.ranking import RowSearch
 from models.api import DeleteRequest, Message, Query, QueryFilter, RememberRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from services.terms import text_terms
+from services.text import text_terms
 from tests.support.settings import make_settings
 from tests.support.stores import local_storage, text_search
 from tests.support.synthetic import conversation
