@@ -2,9 +2,12 @@
 and /context latency at 10k and 100k nodes.
 
 Run: `.venv/bin/python -m bench.context` (about 10 minutes on 2 cores with a warm embedding cache; `--data` names
-the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half, `--variants` picks the block variants).
+the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half, `--variants` picks the block variants,
+`--limit N` asks only the first N questions).
 `--datastore local|postgres|pinecone` runs on that provider (bench/common.py starts PostgreSQL or the needledb
-emulator); several, comma-separated, run in turn and write one side-by-side table (section `context-providers`).
+emulator); several, comma-separated, run in turn and write one side-by-side table (section `context-providers`),
+the provider comparison: evidence share and latency per provider, and the share of questions whose /query results
+(conversation, level, position, score to 1e-5; node ids aside) are exactly the embedded store's.
 
 1. Evidence: the 6 LoCoMo dev conversations are remembered as in bench/recall.py (tree store, default settings,
    MiniLM through the on-disk embedding cache). For each question with evidence, at budgets 250 / 500 / 1000 /
@@ -84,20 +87,28 @@ def found(text: str, evidence: tuple[str, ...], texts: dict[str, str]) -> float:
     return sum(texts[e] in folded for e in evidence) / len(evidence)
 
 
-def evidence(samples: list[dict], embedder: CachingEmbedder, variants: Sequence[str] = tuple(VARIANTS)) -> dict:
-    """Evidence share per budget and variant (those named), overall and per category (see the module doc), and
-    the latency of each question's /query and of the `context` variant's blocks (ms, in-process calls)."""
+def evidence(
+    samples: list[dict],
+    embedder: CachingEmbedder,
+    variants: Sequence[str] = tuple(VARIANTS),
+    limit: int | None = None,
+) -> dict:
+    """Evidence share per budget and variant (those named), overall and per category (see the module doc), the
+    latency of each question's /query and of the `context` variant's blocks (ms, in-process calls), and each
+    question's /query results as (conversation, level, position, score) (`ranked`, compared across providers).
+    limit: ask only the first N questions."""
     store = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
     common.ingest(store, samples, NS)
     counts = store.storage.counts(NS)
     texts = {s["sample_id"]: turns(s) for s in samples}
     ends = {s["sample_id"]: last_time(s) for s in samples}
-    questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])]
+    questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])][:limit]
     embedder.embed([q.text for q in questions])
     scores: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     sections: dict[str, dict[int, dict[str, int]]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
     token_cache: dict[str, int] = {}
     timings: dict[str, list[float]] = defaultdict(list)
+    ranked: list[list[tuple]] = []
     t0 = time.perf_counter()
     for i, q in enumerate(questions):
         tx = texts[q.conversation_id]
@@ -110,6 +121,8 @@ def evidence(samples: list[dict], embedder: CachingEmbedder, variants: Sequence[
             .results
         )
         timings["query"].append((time.perf_counter() - t_query) * 1000)
+        positions = {n.id: n.position for n in store.storage.get_nodes(NS, [r.id for r in res])}
+        ranked.append([(r.conversation_id, r.level, positions.get(r.id), round(r.score, 5)) for r in res])
         for r in res:
             token_cache.setdefault(r.id, count_tokens(r.text))
         for b in BUDGETS:
@@ -167,7 +180,14 @@ def evidence(samples: list[dict], embedder: CachingEmbedder, variants: Sequence[
     out["n_per_category"] = {str(c): categories.count(c) for c in sorted(set(categories))}
     out["latency_ms"] = {k: percentiles(v) for k, v in timings.items()}
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    out["ranked"] = ranked
     return out
+
+
+def same_share(ranked: list[list[tuple]], reference: list[list[tuple]]) -> float:
+    """Share of questions whose /query results (conversation, level, position, score) equal the reference's."""
+    same = sum(a == b for a, b in zip(ranked, reference, strict=True))
+    return round(same / max(1, len(ranked)), 4)
 
 
 WITH_LINES = True  # the latency stores hold a line per message (bench/synthetic.py)
@@ -263,7 +283,8 @@ def markdown(results: dict, command: str) -> str:
 
 def providers_markdown(results: dict, command: str) -> str:
     """One table of every provider run side by side: evidence share of /query and of the block (recent turns
-    off) at each budget, and the per-question latency of both."""
+    off) at each budget, the share of questions with the embedded store's exact /query results (`same_as_local`,
+    "-" without a local run), and the per-question latency of both."""
     shown = [b for b in BUDGETS if b <= 2000]
     lines = [
         "## Context block on LoCoMo, per provider",
@@ -271,15 +292,17 @@ def providers_markdown(results: dict, command: str) -> str:
         common.header(command),
         "The same questions on each provider, one run: the evidence share of `/query` (default mode, top "
         f"{TOP_K}, cut at the budget) and of the `/context` block (recent turns off), as in the `context` section; "
-        "latency: each question's /query and each block (every budget), in-process calls, ms. PostgreSQL is a "
-        "pgserver cluster and Pinecone the needledb emulator, both on this machine (loopback).",
+        "`same /query as local`: the share of questions whose /query results (conversation, level, position, "
+        "score to 1e-5) equal the embedded store's, in the same order. Latency: each question's /query and each "
+        "block (every budget), in-process calls, ms. PostgreSQL is a pgserver cluster and Pinecone the needledb "
+        "emulator, both on this machine (loopback).",
         "",
         "| provider | store | /query @"
         + " / ".join(map(str, shown))
         + " | /context @"
         + " / ".join(map(str, shown))
-        + " | /query p50 / p95 ms | /context p50 / p95 ms |",
-        "| --- | --- | --- | --- | --- | --- |",
+        + " | same /query as local | /query p50 / p95 ms | /context p50 / p95 ms |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for name, res in results.items():
         ev = res["evidence"]
@@ -291,7 +314,7 @@ def providers_markdown(results: dict, command: str) -> str:
             + " / ".join(f"{q[b]:.3f}" for b in shown)
             + " | "
             + " / ".join(f"{c[b]:.3f}" for b in shown)
-            + f" | {lq['p50']} / {lq['p95']} | {lc['p50']} / {lc['p95']} |"
+            + f" | {ev.get('same_as_local', '-')} | {lq['p50']} / {lq['p95']} | {lc['p50']} / {lc['p95']} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -301,7 +324,7 @@ def run(args: argparse.Namespace, samples: list[dict]) -> dict:
     results: dict = {}
     if not args.skip_evidence:
         embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
-        results["evidence"] = evidence(samples, embedder, args.variants)
+        results["evidence"] = evidence(samples, embedder, args.variants, args.limit)
         embedder.release()
         print(json.dumps(results["evidence"]["variants"], indent=1), flush=True)
     if not args.skip_latency:
@@ -317,6 +340,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (locomo_dev.json)")
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument("--skip-evidence", action="store_true")
+    parser.add_argument("--limit", type=int, default=None, help="evidence: ask only the first N questions")
     parser.add_argument("--requests", type=int, default=REQUESTS, help="timed requests per scale point")
     parser.add_argument(
         "--variants",
@@ -337,6 +361,10 @@ def main(argv: list[str] | None = None) -> None:
         with common.datastore(name):
             per_provider[name] = run(args, samples)
     several = len(args.datastore) > 1
+    local = per_provider.get("local", {}).get("evidence")
+    for res in per_provider.values():
+        if local is not None and "evidence" in res:
+            res["evidence"]["same_as_local"] = same_share(res["evidence"]["ranked"], local["ranked"])
     results = per_provider if several else per_provider[args.datastore[0]]
     tag = "providers" if several else ("" if args.datastore == ["local"] else args.datastore[0])
     out = args.out or common.OUT / f"context{'-' + tag if tag else ''}.json"
@@ -347,6 +375,7 @@ def main(argv: list[str] | None = None) -> None:
         command += f" --datastore {','.join(args.datastore)}"
     if args.variants != list(VARIANTS):
         command += f" --variants {','.join(args.variants)}"
+    command += f" --limit {args.limit}" if args.limit else ""
     command += " --skip-latency" if args.skip_latency else ""
     if args.data != dataset.DATA:
         return  # tiny or other data: the JSON only

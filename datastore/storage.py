@@ -270,6 +270,10 @@ class IdempotencyTable(Protocol):
         `expired_before`."""
         ...
 
+    def entries(self, ns: str) -> list[IdempotencyRecord]:
+        """Every record of the namespace, expired ones too, by key (what export and migrate carry)."""
+        ...
+
 
 class MarkTable(Protocol):
     """Visits and pins, kept apart from the node rows: recording a visit never rewrites a node or its vector."""

@@ -365,8 +365,8 @@ def migrate(
     console.print(
         f"{report['copied']} sources copied, {report['skipped']} already there; "
         f"{report['messages']} messages, {report['nodes']} nodes, {report['marks']} marks, "
-        f"{report['core_memory']} core memory entries and {report['instructions']} instructions verified "
-        "at the destination"
+        f"{report['core_memory']} core memory entries, {report['instructions']} instructions and "
+        f"{report['idempotency']} idempotency keys verified at the destination"
     )
 
 

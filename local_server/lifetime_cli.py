@@ -46,8 +46,8 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
         store.close()
     console.print(
         f"restored {report['sources']} sources, {report['messages']} messages, {report['nodes']} nodes, "
-        f"{report['marks']} marks, {report['core_memory']} core memory entries and "
-        f"{report['instructions']} instructions"
+        f"{report['marks']} marks, {report['core_memory']} core memory entries, "
+        f"{report['instructions']} instructions and {report['idempotency']} idempotency keys"
     )
 
 

@@ -37,3 +37,26 @@ def test_markdown_lists_every_variant_and_scale() -> None:
     assert "| query | 0.300 | 0.400 | 0.500 | 0.600 | 0.700 | 0.00 / 0.10 / 0.20 / 0.30 / 0.40 |" in md
     assert "1 multi-hop (n=2) @250/500/1000/2000/4000" in md
     assert "/context at 10,000 nodes: p50 1.0 ms, p95 2.0 ms" in md
+
+
+def test_the_provider_table_says_which_providers_rank_as_the_embedded_store() -> None:
+    groups = {"all": dict.fromkeys(context.BUDGETS, 0.5)}
+    ranked = [[("c1", 1, 0, 0.9), ("c1", 2, 0, 0.5)], [("c1", 1, 3, 0.7)]]
+    other = [[("c1", 1, 0, 0.9), ("c1", 2, 0, 0.5)], [("c1", 1, 4, 0.7)]]  # the second question differs
+    assert context.same_share(ranked, ranked) == 1.0 and context.same_share(other, ranked) == 0.5
+
+    def run(same: float | None) -> dict:
+        ev = {
+            "store": {"messages": 5},
+            "variants": {"query": {"groups": groups}, "context": {"groups": groups}},
+            "latency_ms": {k: {"p50": 1.0, "p95": 2.0} for k in ("query", "context")},
+        }
+        return {"evidence": ev if same is None else {**ev, "same_as_local": same}}
+
+    md = context.providers_markdown({"local": run(1.0), "pinecone": run(0.5), "other": run(None)}, "cmd")
+    assert "| same /query as local |" in md
+    assert (
+        "| pinecone | messages 5 | 0.500 / 0.500 / 0.500 / 0.500 | 0.500 / 0.500 / 0.500 / 0.500 | 0.5 | 1.0 / 2.0 |"
+        in md
+    )
+    assert "| other | messages 5 |" in md and "| - | 1.0 / 2.0 |" in md

@@ -53,6 +53,7 @@ def test_bench_context_runs_every_provider_into_one_table(tmp_path: Path, locomo
         assert ev["n_questions"] == 2 and set(ev["variants"]) == {"query", "context"}, name
         assert ev["variants"]["context"]["groups"]["all"]["2000"] == 1.0, name  # everything fits in 2000 tokens
         assert ev["latency_ms"]["query"]["p50"] > 0 and ev["latency_ms"]["context"]["p95"] > 0, name
+        assert ev["same_as_local"] == 1.0, name  # the same /query results as the embedded store, question by question
     alone = json.loads((tmp_path / "out" / "context.json").read_text())  # the default: local, as before
     assert alone["evidence"]["variants"] == results["local"]["evidence"]["variants"]
 

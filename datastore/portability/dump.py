@@ -14,15 +14,19 @@ The dump, one JSON object per line, each carrying `sha256`, the SHA-256 of the l
     {"type": "core_memory", "namespace", "entry": {...}}   (core memory, when the store keeps it: see below)
     {"type": "instruction", "namespace", "instruction": Instruction, "embedding"?: [float]}   (standing
      instructions and preferences, superseded ones too; the statement's embedding only with `embeddings`)
+    {"type": "idempotency", "namespace", "record": {key, operation, fingerprint, status, response,
+     created_at}}                                   (the answer kept for a write sent with an Idempotency-Key)
     {"type": "end", "records": n}                  (the number of lines before it: a cut dump is named)
 
 Import reads and checks every line first (JSON, checksum, shape, order, the end record) and writes nothing when
 one is wrong, naming the line. It then writes through `portability.migrate.copy` (the same per-source atomic
-copy and count verification as `pyramind migrate`, marks, core memory and instructions included), with the
-dump's vectors when it has them and the destination's embedder is the dump's model, else re-embedding every
-node's text and every instruction's statement with the destination's embedder (same chunks, summaries, ids and
-tree; the same instructions, nothing detected again). It refuses a destination that already holds one of the
-dump's sources, and one that cannot keep the dump's core memory, marks or instructions.
+copy and count verification as `pyramind migrate`, marks, core memory, instructions and idempotency records
+included), with the dump's vectors when it has them and the destination's embedder is the dump's model, else
+re-embedding every node's text and every instruction's statement with the destination's embedder (same chunks,
+summaries, ids and tree; the same instructions, nothing detected again). It refuses a destination that already
+holds one of the dump's sources, and one that cannot keep the dump's core memory, marks, instructions or
+idempotency records.
+A dump written before idempotency records were carried (it has none) reads as before.
 """
 
 from __future__ import annotations
@@ -39,7 +43,16 @@ from pydantic import BaseModel, ValidationError
 
 from datastore.memory import Memory
 from datastore.portability.migrate import copy
-from datastore.storage import CoreTable, InstructionTable, MarkTable, NodeMarks, SourceRow, instruction_order
+from datastore.storage import (
+    CoreTable,
+    IdempotencyRecord,
+    IdempotencyTable,
+    InstructionTable,
+    MarkTable,
+    NodeMarks,
+    SourceRow,
+    instruction_order,
+)
 from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, SourceType, StoredMessage
@@ -76,7 +89,8 @@ def is_dump(head: str) -> bool:
 def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings: bool = False) -> Iterator[str]:
     """The dump of `namespaces` (default: every namespace of the store), one line (no newline) at a time:
     sources with their messages and nodes (and vectors with `embeddings`), then the namespace's marks, core
-    memory entries and standing instructions (with their statements' vectors with `embeddings`)."""
+    memory entries, standing instructions (with their statements' vectors with `embeddings`) and idempotency
+    records."""
     storage = memory.storage
     n = 0
 
@@ -124,6 +138,9 @@ def export_lines(memory: Memory, namespaces: list[str] | None = None, embeddings
             if embeddings:
                 obj["embedding"] = [float(v) for v in rule_vectors[rule.id]]
             yield emit(obj)
+        answers = storage.idempotency.entries(ns) if storage.idempotency is not None else []
+        for record in answers:
+            yield emit({"type": "idempotency", "namespace": ns, "record": _answer_json(record)})
     yield _line({"type": "end", "records": n})
 
 
@@ -134,6 +151,10 @@ def _marks_json(m: NodeMarks) -> dict[str, Any]:
         "pin_message_ids": list(m.pin_message_ids),
         "last_visited_at": m.last_visited_at.isoformat() if m.last_visited_at else None,
     }
+
+
+def _answer_json(r: IdempotencyRecord) -> dict[str, Any]:
+    return {**asdict(r), "created_at": r.created_at.isoformat()}
 
 
 # ---------------------------------------------------------------------- import
@@ -154,10 +175,20 @@ class _Marks(BaseModel):
     pin_message_ids: list[str]
 
 
+class _Answer(BaseModel):
+    key: str
+    operation: str
+    fingerprint: str
+    status: int
+    response: str
+    created_at: datetime
+
+
 class Dump:
     """A checked dump in memory, readable as `portability.migrate.copy` reads a store (`Readable`): sources,
-    messages, nodes and vectors, marks (`marks`), core memory (`core`) and standing instructions
-    (`instructions`). Build with `Dump.read(lines)`; raises DumpError naming the first bad line."""
+    messages, nodes and vectors, marks (`marks`), core memory (`core`), standing instructions (`instructions`)
+    and idempotency records (`idempotency`). Build with `Dump.read(lines)`; raises DumpError naming the first
+    bad line."""
 
     name = "dump"
 
@@ -173,10 +204,12 @@ class Dump:
         self.core_memory: dict[str, list[CoreEntry]] = {}
         self.rules: dict[str, list[Instruction]] = {}
         self.rule_vectors: dict[tuple[str, str], np.ndarray] = {}
+        self.answers: dict[str, list[IdempotencyRecord]] = {}
         self.embedder: Embedder | None = None
         self.marks: MarkTable | None = _DumpMarks(self)
         self.core: CoreTable | None = _DumpCore(self)
         self.instructions: InstructionTable | None = _DumpInstructions(self)
+        self.idempotency: IdempotencyTable | None = _DumpIdempotency(self)
 
     @classmethod
     def read(cls, lines: Iterable[str]) -> Dump:  # noqa: C901 (one branch per record kind of the dump format)
@@ -263,6 +296,11 @@ class Dump:
                                 f"line {n}",
                             )
                         d.rule_vectors[(ns, rule.id)] = vec
+                elif kind == "idempotency":
+                    answer = _Answer.model_validate(obj["record"])
+                    if answer.created_at.tzinfo is None:
+                        raise DumpError(f"line {n}: an idempotency record's created_at has no time zone", f"line {n}")
+                    d.answers.setdefault(str(obj["namespace"]), []).append(IdempotencyRecord(**answer.model_dump()))
                 else:
                     raise DumpError(f"line {n}: unknown record type {kind!r}", f"line {n}")
             except (KeyError, TypeError, ValueError, ValidationError) as exc:
@@ -288,6 +326,7 @@ class Dump:
         self.marks_data = dict.fromkeys([namespace], *self.marks_data.values()) if self.marks_data else {}
         self.core_memory = dict.fromkeys([namespace], *self.core_memory.values()) if self.core_memory else {}
         self.rules = dict.fromkeys([namespace], *self.rules.values()) if self.rules else {}
+        self.answers = dict.fromkeys([namespace], *self.answers.values()) if self.answers else {}
         self.rule_vectors = {(namespace, i): v for (_, i), v in self.rule_vectors.items()}
         self.messages_data = {(namespace, sid): v for (_, sid), v in self.messages_data.items()}
         self.nodes = {(namespace, sid): v for (_, sid), v in self.nodes.items()}
@@ -295,8 +334,10 @@ class Dump:
 
     # what `copy` reads (portability.migrate.Readable)
     def list_namespaces(self) -> list[str]:
-        """Every namespace with a source, a mark, a core entry or an instruction in the dump, sorted."""
-        return sorted(set(self.sources) | set(self.marks_data) | set(self.core_memory) | set(self.rules))
+        """Every namespace with a source, a mark, a core entry, an instruction or an idempotency record in the
+        dump, sorted."""
+        held = set(self.sources) | set(self.marks_data) | set(self.core_memory) | set(self.rules)
+        return sorted(held | set(self.answers))
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
         """The namespace's source ids, sorted (all of them: a dump is read whole)."""
@@ -400,14 +441,31 @@ class _DumpInstructions:
         raise StoreError("a dump is read-only")
 
 
+class _DumpIdempotency:
+    """The dump's idempotency records as a read-only IdempotencyTable."""
+
+    def __init__(self, dump: Dump) -> None:
+        self.dump = dump
+
+    def get(self, ns: str, key: str) -> IdempotencyRecord | None:
+        return next((r for r in self.dump.answers.get(ns, []) if r.key == key), None)
+
+    def entries(self, ns: str) -> list[IdempotencyRecord]:
+        return sorted(self.dump.answers.get(ns, []), key=lambda r: r.key)
+
+    def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
+        raise StoreError("a dump is read-only")
+
+
 def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = None) -> dict[str, Any]:
     """Restore a dump into `memory`'s store (any provider). `namespace`: put a one-namespace dump's contents
     there.
 
     Returns the copy's report (`portability.migrate.copy`: sources, messages, nodes, marks, core memory
-    entries and instructions). Raises DumpError naming the line (nothing written) for a cut, changed or
-    malformed dump, a dump of several namespaces with `namespace`, a destination already holding one of the
-    dump's sources, or one that cannot keep the dump's core memory, marks or instructions.
+    entries, instructions and idempotency records). Raises DumpError naming the line (nothing written) for a
+    cut, changed or malformed dump, a dump of several namespaces with `namespace`, a destination already holding
+    one of the dump's sources, or one that cannot keep the dump's core memory, marks, instructions or
+    idempotency records.
     """
     dump = Dump.read(lines)
     if namespace is not None:
@@ -434,4 +492,6 @@ def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = No
         raise DumpError(f"the dump has visits and pins and the {storage.name} store keeps none", "marks")
     if dump.rules and storage.instructions is None:
         raise DumpError(f"the dump has standing instructions and the {storage.name} store keeps none", "instructions")
+    if dump.answers and storage.idempotency is None:
+        raise DumpError(f"the dump has idempotency records and the {storage.name} store keeps none", "idempotency")
     return copy(dump, storage)

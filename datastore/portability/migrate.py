@@ -2,7 +2,8 @@
 
 Every table is copied as stored: source rows (version and counters), messages (seq and token offsets), nodes
 with their embeddings and tree links (ids, parent, children, positions), the marks of nodes (visits and pins),
-core memory entries, and standing instructions with their embeddings and supersession. Nothing is re-chunked,
+core memory entries, standing instructions with their embeddings and supersession, and the answers kept for
+writes sent with an Idempotency-Key (so a retry after the move still answers the first answer). Nothing is re-chunked,
 re-summarised, re-detected or re-embedded, so both stores must use the same embedding model (`migrate_memory`
 checks; a dump re-embeds before it calls `copy`).
 """
@@ -10,6 +11,7 @@ checks; a dump re-embeds before it calls `copy`).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
 from typing import Any, Protocol
 
 import numpy as np
@@ -17,6 +19,8 @@ import numpy as np
 from datastore.memory import Memory
 from datastore.storage import (
     CoreTable,
+    IdempotencyRecord,
+    IdempotencyTable,
     InstructionTable,
     MarkTable,
     NodeMarks,
@@ -32,7 +36,8 @@ from services.errors import EmbeddingMismatchError, StoreError
 # progress(namespace, source_id, done, total, action): after each source; done/total count the namespace's
 # sources; action is "copied" or "skipped".
 Progress = Callable[[str, str, int, int, str], None]
-KEYS = ("sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory", "instructions")
+KEYS = ("sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory", "instructions", "idempotency")
+NEVER = datetime.min.replace(tzinfo=UTC)  # `IdempotencyTable.put`'s expired_before that drops nothing
 
 
 class Readable(Protocol):
@@ -42,6 +47,7 @@ class Readable(Protocol):
     core: CoreTable | None
     marks: MarkTable | None
     instructions: InstructionTable | None
+    idempotency: IdempotencyTable | None
 
     def list_namespaces(self) -> list[str]: ...
 
@@ -76,18 +82,18 @@ def migrate_memory(
 def copy(
     src: Readable, dst: Storage, namespaces: list[str] | None = None, progress: Progress | None = None
 ) -> dict[str, Any]:
-    """Copy every source of `namespaces` (default: all of `src`), then the marks, core memory entries and
-    standing instructions of each namespace, and verify the counts.
+    """Copy every source of `namespaces` (default: all of `src`), then the marks, core memory entries, standing
+    instructions and idempotency records (expired ones too, as stored) of each namespace, and verify the counts.
 
     Resumable: a source whose row at the destination has the source's version is skipped (each source is
     written by one `commit`, its row last, so a present row means a finished copy); any other state at the
-    destination (absent, cut short, older) is replaced by the source's. Marks, core entries and instructions
-    are written by key (replacing), so a second run writes them again without doubling them.
+    destination (absent, cut short, older) is replaced by the source's. Marks, core entries, instructions and
+    idempotency records are written by key (replacing), so a second run writes them again without doubling them.
 
     Returns {"namespaces": {ns: {"sources", "copied", "skipped", "messages", "nodes", "marks", "core_memory",
-    "instructions"}}, plus the same totals}, all counts of the source. Raises StoreError before writing anything
-    when the source has marks, core entries or instructions the destination cannot keep, and after a copy
-    whose counts at the destination differ from the source's.
+    "instructions", "idempotency"}}, plus the same totals}, all counts of the source. Raises StoreError before
+    writing anything when the source has marks, core entries, instructions or idempotency records the
+    destination cannot keep, and after a copy whose counts at the destination differ from the source's.
     """
     chosen = namespaces if namespaces is not None else src.list_namespaces()
     marks = {ns: src.marks.get(ns, None) if src.marks is not None else {} for ns in chosen}
@@ -96,6 +102,7 @@ def copy(
         ns: src.instructions.entries(ns, include_superseded=True) if src.instructions is not None else []
         for ns in chosen
     }
+    answers = {ns: src.idempotency.entries(ns) if src.idempotency is not None else [] for ns in chosen}
     if any(core.values()) and dst.core is None:
         raise StoreError(
             f"the source holds {sum(map(len, core.values()))} core memory entries and the {dst.name} store keeps none"
@@ -109,6 +116,11 @@ def copy(
         raise StoreError(
             f"the source holds {sum(map(len, rules.values()))} standing instructions and the "
             f"{dst.name} store keeps none"
+        )
+    if any(answers.values()) and dst.idempotency is None:
+        raise StoreError(
+            f"the source holds the answers of {sum(map(len, answers.values()))} writes sent with an "
+            f"Idempotency-Key and the {dst.name} store keeps none"
         )
     report: dict[str, Any] = {"namespaces": {}, **dict.fromkeys(KEYS, 0)}
     for ns in chosen:
@@ -130,8 +142,13 @@ def copy(
             if missing:
                 raise StoreError(f"{ns}: the source store has no vector for instructions {missing[:5]}")
             dst.instructions.write(ns, [(i, vectors[i.id]) for i in rules[ns]], [])
+        for record in answers[ns]:
+            assert dst.idempotency is not None
+            dst.idempotency.put(ns, record, NEVER)
         counts["marks"], counts["core_memory"], counts["instructions"] = len(marks[ns]), len(core[ns]), len(rules[ns])
+        counts["idempotency"] = len(answers[ns])
         _verify_extras(dst, ns, marks[ns], core[ns], rules[ns])
+        _verify_answers(dst, ns, answers[ns])
         report["namespaces"][ns] = counts
         for k in KEYS:
             report[k] += counts[k]
@@ -213,3 +230,25 @@ def _verify_extras(
                 f"{ns}: {len(wrong)} standing instructions are missing or differ at the destination "
                 f"(first: {wrong[0]!r}); run migrate again"
             )
+
+
+def _verify_answers(dst: Storage, ns: str, answers: list[IdempotencyRecord]) -> None:
+    """Raise StoreError unless the destination holds every copied idempotency record as copied (times within a
+    millisecond: a provider may store them at a coarser grain)."""
+    if not answers or dst.idempotency is None:
+        return
+    held = {r.key: r for r in dst.idempotency.entries(ns)}
+
+    def same(a: IdempotencyRecord, b: IdempotencyRecord | None) -> bool:
+        return (
+            b is not None
+            and (a.operation, a.fingerprint, a.status, a.response) == (b.operation, b.fingerprint, b.status, b.response)
+            and abs((a.created_at - b.created_at).total_seconds()) < 1e-3
+        )
+
+    wrong = [r.key for r in answers if not same(r, held.get(r.key))]
+    if wrong:
+        raise StoreError(
+            f"{ns}: {len(wrong)} idempotency records are missing or differ at the destination (first: "
+            f"{wrong[0]!r}); run migrate again"
+        )

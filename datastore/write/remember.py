@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -51,6 +51,44 @@ class Extended:
     summaries: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class SourceWrite:
+    """What one write asks of a source (`Writer.extend`): the options of the one write path.
+
+    source_id, source_type: the conversation or document written. incoming: the messages to append, in call
+    order, as (message id, speaker, content, created_at); none for a retry of the source's backlog. final: the
+    source is complete (a document: its last chunk is sealed). replace: the source's messages and nodes are
+    replaced (an upserted document). metadata: the source's metadata when it is new or replaced. index: False
+    stores the messages only, as backlog for the background indexer. sessions: message id -> the session id sent
+    with it. title: kept in the source's metadata when it has no title yet (with the first messages it stores).
+    """
+
+    source_id: str
+    source_type: SourceType
+    incoming: tuple[Incoming, ...] = ()
+    final: bool = False
+    replace: bool = False
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    index: bool = True
+    sessions: Mapping[str, str] = field(default_factory=dict)
+    title: str | None = None
+
+
+@dataclass
+class _Tail:
+    """What one attempt of `extend` read of its source: the row as stored (None when new), the row it writes
+    over (a fresh one when new or replaced), the version its commit expects, the incoming messages not yet stored
+    and the ids of those already stored (skipped), the frontier of its tree and the token where its chunks end."""
+
+    stored: SourceRow | None
+    state: SourceRow
+    version: int
+    fresh: list[Incoming]
+    skipped: list[str]
+    frontier: Frontier
+    chunked_to: int
 
 
 class Writer:
@@ -123,9 +161,10 @@ class Writer:
             session = m.session_id or req.session_id
             if session:
                 sessions[mid] = session
-        done = self.extend(
-            ns, conversation_id, "conversation", incoming, False, index=index, sessions=sessions, title=req.title
+        write = SourceWrite(
+            conversation_id, "conversation", tuple(incoming), index=index, sessions=sessions, title=req.title
         )
+        done = self.extend(ns, write)
         return RememberResponse(
             conversation_id=conversation_id,
             message_ids=ids,
@@ -172,7 +211,8 @@ class Writer:
             meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
             author = (doc.metadata.author if doc.metadata else None) or "document"
             created = utc(doc.metadata.created_at) if doc.metadata else None
-            done = self.extend(ns, doc_id, "document", [(doc_id, author, doc.text, created)], True, True, meta)
+            incoming = ((doc_id, author, doc.text, created),)
+            done = self.extend(ns, SourceWrite(doc_id, "document", incoming, final=True, replace=True, metadata=meta))
             ids.append(doc_id)
             pending += done.pending
         return UpsertResponse(ids=ids, pending_ids=pending)
@@ -188,140 +228,171 @@ class Writer:
             if src is None:
                 continue
             try:
-                self.extend(ns, source_id, src.source_type, [], src.source_type == "document")
+                self.extend(ns, SourceWrite(source_id, src.source_type, final=src.source_type == "document"))
                 done += 1
             except (EmbeddingError, SummaryError) as exc:
                 log.warning("backlog of %r still pending: %s", source_id, exc.message)
         return done
 
-    def extend(  # noqa: PLR0913 (not yet split: the options of the one write path; see the closing note)
-        self,
-        ns: str,
-        source_id: str,
-        source_type: SourceType,
-        incoming: list[Incoming],
-        final: bool,
-        replace: bool = False,
-        metadata: dict[str, Any] | None = None,
-        index: bool = True,
-        sessions: dict[str, str] | None = None,
-        title: str | None = None,
-    ) -> Extended:
-        """Append messages to a source, chunk its unchunked tail, embed, roll up, commit. See `remember`.
+    def extend(self, ns: str, write: SourceWrite) -> Extended:
+        """Append `write.incoming` to a source, chunk its unchunked tail, embed, roll up, commit. See `remember`.
 
         The tail also holds any backlog: messages stored earlier while the embedder was failing. If embedding
         fails now, the new messages are still committed (as backlog, `pending`) and the tree is left as it was;
-        the next call on the source, or `retry_pending`, builds their chunks and summaries. index=False: only
-        store the new messages (one transaction), leaving them as backlog for the background indexer.
-        final: the source is complete (a document). replace: the source's messages and nodes are replaced.
-        title: stored in the source's metadata when it has no title yet (with the first messages it stores).
+        the next call on the source, or `retry_pending`, builds their chunks and summaries. The steps, retried
+        whole when another writer committed first: `_read` (the source as stored, what is new) ->
+        `_numbered` (the new messages as stored rows) -> `_insert` (a late message: placed by time, the tree
+        rebuilt from there) or `_append` (store after the last) -> `_index` (chunk, lines, instructions, embed,
+        roll up, one commit).
         Raises InvalidRequestError (the id names the other kind of source), ConflictError (other writers kept
         committing), EmbeddingError/SummaryError (a backlog retry failed again).
         """
-        storage, builder, keeper = self.storage, self.builder, self.instructions
+        refresh: list[str] = []  # the forks to rebuild after an insertion (what they hold of this source moved)
 
         def attempt() -> Extended:
-            src = storage.get_source(ns, source_id)
-            if src and src.source_type != source_type:
-                field_name = "conversation_id" if source_type == "conversation" else "id"
-                raise InvalidRequestError(f"{source_id!r} is a {src.source_type}, not a {source_type}", field_name)
-            version = src.version if src else 0
-            if replace or src is None:
-                state = SourceRow(source_id, source_type, metadata=metadata or {})
-                known: set[str] = set()
-            else:
-                state = src
-                known = storage.known_message_ids(ns, source_id, [m[0] for m in incoming])
-            fresh = [m for m in incoming if m[0] not in known]
-            skipped = [m[0] for m in incoming if m[0] in known]
-            base = chunk_from(state.metadata)
-            frontier = Frontier.from_nodes(storage.frontier(ns, source_id) if state.version else [], base)
-            last_l1 = frontier.last.get(1)
-            chunked_to = last_l1.tok_end if last_l1 else 0
-            if not fresh and (chunked_to >= state.n_tokens or not index):
-                return Extended(skipped=skipped)
-
-            stored = [
-                StoredMessage(
-                    id=mid,
-                    source_id=source_id,
-                    source_type=source_type,
-                    seq=state.max_seq + 1 + i,
-                    speaker=who,
-                    content=content,
-                    created_at=created_at,
-                )
-                for i, (mid, who, content, created_at) in enumerate(fresh)
-            ]
+            tail = self._read(ns, write)
+            if not tail.fresh and (tail.chunked_to >= tail.state.n_tokens or not write.index):
+                return Extended(skipped=tail.skipped)
+            stored = self._numbered(write, tail)
             # the message before them: the source's last, or for a new fork its parent's fork message
-            last = stream_messages(storage, ns, source_id, state.n_tokens - 1) if state.n_tokens else []
-            kept = state.metadata
-            if title and stored and not kept.get("title"):
-                kept = {**kept, "title": title}
-            merged = self._in_time_order(ns, source_id, state, stored, last)
+            state = tail.state
+            last = stream_messages(self.storage, ns, write.source_id, state.n_tokens - 1) if state.n_tokens else []
+            metadata = state.metadata
+            if write.title and stored and not metadata.get("title"):
+                metadata = {**metadata, "title": write.title}
+            merged = self._in_time_order(ns, write.source_id, state, stored, last)
             if merged is not None:  # a late message: inserted by time, the tree rebuilt from there
                 refresh[:] = list(state.metadata.get("forks") or [])
-                return self._insert(ns, state, version, kept, merged, stored, sessions or {}, index, skipped)
-            assign_sessions(stored, last[-1] if last else None, sessions or {}, self.settings.session_gap_hours)
-            offset = measure(stored, last[-1].created_at if last else None, state.n_tokens)
-            source = SourceRow(
-                source_id,
-                source_type,
-                version + 1,
-                n_messages=state.n_messages + len(stored),
-                n_tokens=offset,
-                max_seq=stored[-1].seq if stored else state.max_seq,
-                metadata=kept,
-            )
-            backlog = WriteBatch(source=source, messages=stored, replace=replace and src is not None)
-            if not index:  # store now, index later: the messages are the backlog of the background indexer
-                storage.commit(ns, backlog, version)
-                return Extended(skipped=skipped, pending=[m.id for m in stored])
-            start = builder.chunk_start(frontier)
-            prior = stream_messages(storage, ns, source_id, start) if start < state.n_tokens else []
-            open_chunk = frontier.open_chunk
-            try:
-                chunks, _ = builder.chunks(frontier, prior + stored, source_type, source_id, final)
-                summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
-                covered = newly_covered(prior + stored, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
-                lines = builder.lines(frontier, covered, chunks, source_id, prior)
-                found = keeper.detect(ns, source_type, source_id, covered)
-                nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
-                nodes += [(n, None) for n in reparented]
-            except (EmbeddingError, SummaryError) as exc:
-                if not stored:
-                    raise  # a retry of the backlog failed again: nothing new to keep
-                log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
-                storage.commit(ns, backlog, version)
-                return Extended(skipped=skipped, pending=[m.id for m in stored])
-            with keeper.lock(ns, bool(found)):
-                storage.commit(
-                    ns,
-                    WriteBatch(
-                        source=source,
-                        messages=stored,
-                        nodes=nodes,
-                        replace=replace and src is not None,
-                        instructions=keeper.settle(ns, found, said_vectors),
-                    ),
-                    version,
-                )
-            updated = [open_chunk.id] if open_chunk else []
-            return Extended(
-                created=[c.id for c in chunks if c.id not in updated],
-                updated=updated,
-                summaries=[n.id for n in summaries],
-                skipped=skipped,
-            )
+                return self._insert(ns, write, tail, metadata, merged, stored)
+            return self._append(ns, write, tail, metadata, stored, last)
 
-        refresh: list[str] = []  # the forks to rebuild after an insertion (what they hold of this source moved)
-        with self.locks(ns, source_id):
+        with self.locks(ns, write.source_id):
             done = retry_conflicts(
-                attempt, f"{source_id!r} kept changing under concurrent writers; retry", "conversation_id"
+                attempt, f"{write.source_id!r} kept changing under concurrent writers; retry", "conversation_id"
             )
         if refresh and self.refresh_forks is not None:
-            self.refresh_forks(ns, source_id, refresh)
+            self.refresh_forks(ns, write.source_id, refresh)
         return done
+
+    def _read(self, ns: str, write: SourceWrite) -> _Tail:
+        """The source as stored (a fresh row when it is new or replaced), which incoming messages are new, and its
+        tree's frontier. Raises InvalidRequestError when the id names the other kind of source."""
+        storage = self.storage
+        src = storage.get_source(ns, write.source_id)
+        if src and src.source_type != write.source_type:
+            field_name = "conversation_id" if write.source_type == "conversation" else "id"
+            raise InvalidRequestError(
+                f"{write.source_id!r} is a {src.source_type}, not a {write.source_type}", field_name
+            )
+        if write.replace or src is None:
+            state = SourceRow(write.source_id, write.source_type, metadata=dict(write.metadata))
+            known: set[str] = set()
+        else:
+            state = src
+            known = storage.known_message_ids(ns, write.source_id, [m[0] for m in write.incoming])
+        frontier = Frontier.from_nodes(
+            storage.frontier(ns, write.source_id) if state.version else [], chunk_from(state.metadata)
+        )
+        last_l1 = frontier.last.get(1)
+        return _Tail(
+            stored=src,
+            state=state,
+            version=src.version if src else 0,
+            fresh=[m for m in write.incoming if m[0] not in known],
+            skipped=[m[0] for m in write.incoming if m[0] in known],
+            frontier=frontier,
+            chunked_to=last_l1.tok_end if last_l1 else 0,
+        )
+
+    @staticmethod
+    def _numbered(write: SourceWrite, tail: _Tail) -> list[StoredMessage]:
+        """The new messages as stored rows, numbered after the source's last."""
+        return [
+            StoredMessage(
+                id=mid,
+                source_id=write.source_id,
+                source_type=write.source_type,
+                seq=tail.state.max_seq + 1 + i,
+                speaker=who,
+                content=content,
+                created_at=created_at,
+            )
+            for i, (mid, who, content, created_at) in enumerate(tail.fresh)
+        ]
+
+    def _append(
+        self,
+        ns: str,
+        write: SourceWrite,
+        tail: _Tail,
+        metadata: dict[str, Any],
+        stored: list[StoredMessage],
+        last: list[StoredMessage],
+    ) -> Extended:
+        """Store `stored` after the source's `last` message (sessions assigned, tokens measured); with
+        `write.index` its unchunked tail is indexed in the same commit (`_index`), else they are backlog."""
+        state = tail.state
+        previous = last[-1] if last else None
+        assign_sessions(stored, previous, dict(write.sessions), self.settings.session_gap_hours)
+        offset = measure(stored, previous.created_at if previous else None, state.n_tokens)
+        source = SourceRow(
+            write.source_id,
+            write.source_type,
+            tail.version + 1,
+            n_messages=state.n_messages + len(stored),
+            n_tokens=offset,
+            max_seq=stored[-1].seq if stored else state.max_seq,
+            metadata=metadata,
+        )
+        backlog = WriteBatch(source=source, messages=stored, replace=write.replace and tail.stored is not None)
+        if not write.index:  # store now, index later: the messages are the backlog of the background indexer
+            self.storage.commit(ns, backlog, tail.version)
+            return Extended(skipped=tail.skipped, pending=[m.id for m in stored])
+        return self._index(ns, write, tail, backlog)
+
+    def _index(self, ns: str, write: SourceWrite, tail: _Tail, backlog: WriteBatch) -> Extended:
+        """Chunk the source's unchunked tail (its stored messages from the frontier's chunk start and `backlog`'s
+        new ones), find their lines and standing instructions, embed, roll up, and commit it all with `backlog`
+        in one write. When the embedder or summariser fails, `backlog` alone is committed (its messages pending)."""
+        storage, builder, keeper = self.storage, self.builder, self.instructions
+        source_id, frontier, stored = write.source_id, tail.frontier, backlog.messages
+        start = builder.chunk_start(frontier)
+        prior = stream_messages(storage, ns, source_id, start) if start < tail.state.n_tokens else []
+        open_chunk = frontier.open_chunk
+        try:
+            chunks, _ = builder.chunks(frontier, prior + stored, write.source_type, source_id, write.final)
+            summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
+            end = chunks[-1].tok_end if chunks else tail.chunked_to
+            covered = newly_covered(prior + stored, tail.chunked_to, end)
+            lines = builder.lines(frontier, covered, chunks, source_id, prior)
+            found = keeper.detect(ns, write.source_type, source_id, covered)
+            nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
+            nodes += [(n, None) for n in reparented]
+        except (EmbeddingError, SummaryError) as exc:
+            if not stored:
+                raise  # a retry of the backlog failed again: nothing new to keep
+            log.warning("%s; keeping %d messages of %r to index later", exc.message, len(stored), source_id)
+            storage.commit(ns, backlog, tail.version)
+            return Extended(skipped=tail.skipped, pending=[m.id for m in stored])
+        with keeper.lock(ns, bool(found)):
+            storage.commit(
+                ns,
+                WriteBatch(
+                    source=backlog.source,
+                    messages=stored,
+                    nodes=nodes,
+                    replace=backlog.replace,
+                    instructions=keeper.settle(ns, found, said_vectors),
+                ),
+                tail.version,
+            )
+        updated = [open_chunk.id] if open_chunk else []
+        return Extended(
+            created=[c.id for c in chunks if c.id not in updated],
+            updated=updated,
+            summaries=[n.id for n in summaries],
+            skipped=tail.skipped,
+        )
 
     def _in_time_order(
         self, ns: str, source_id: str, state: SourceRow, fresh: list[StoredMessage], last: list[StoredMessage]
@@ -342,23 +413,21 @@ class Writer:
             return None  # appended after all
         return merged
 
-    def _insert(  # noqa: PLR0913 (the state extend has read, passed on whole)
+    def _insert(
         self,
         ns: str,
-        state: SourceRow,
-        version: int,
+        write: SourceWrite,
+        tail: _Tail,
         metadata: dict[str, Any],
         merged: list[StoredMessage],
         fresh: list[StoredMessage],
-        sessions: dict[str, str],
-        index: bool,
-        skipped: list[str],
     ) -> Extended:
         """Commit `merged` (the source's messages with `fresh` inserted by time) with the tree cut back to what
-        the insertion leaves unchanged; with `index`, the chunks and summaries from there are rebuilt in the
+        the insertion leaves unchanged; with `write.index`, the chunks and summaries from there are rebuilt in the
         same commit (else, or when the embedder fails, they are the backlog of the indexer)."""
         storage, builder, s = self.storage, self.builder, self.settings
-        source_id, source_type = state.source_id, state.source_type
+        source_id, source_type, version, skipped = write.source_id, write.source_type, tail.version, tail.skipped
+        sessions = dict(write.sessions)
         new_ids = {m.id for m in fresh}
         first = next(i for i, m in enumerate(merged) if m.id in new_ids)
         moved = next(m for m in merged[first:] if m.id not in new_ids).tok_offset  # where the stream changes
@@ -390,7 +459,7 @@ class Writer:
         kept_nodes: list[tuple[MemoryNode, np.ndarray | None]] = [(n, vectors[n.id]) for n in kept]
         backlog = WriteBatch(source=source, messages=merged, nodes=kept_nodes, replace=True)
         pending = Extended(skipped=skipped, pending=[m.id for m in fresh])
-        if not index:
+        if not write.index:
             storage.commit(ns, backlog, version)
             return pending
         frontier = Frontier.from_nodes(kept, chunk_from(metadata))

@@ -28,6 +28,10 @@ def test_records_are_kept_per_namespace_and_replaced_by_key(memory: Memory, ns: 
     second = IdempotencyRecord("k-1", "upsert", "f2", 200, f'{{"ids": ["{big}"]}}', now + timedelta(seconds=1))
     table.put(ns, second, now - IDEMPOTENCY_TTL)
     assert table.get(ns, "k-1") == second
+    other = IdempotencyRecord("k-0", "remember", "f0", 200, "{}", now - IDEMPOTENCY_TTL - timedelta(hours=1))
+    table.put(ns, other, now - 2 * IDEMPOTENCY_TTL)
+    assert table.entries(ns) == [other, second]  # every record by key, expired ones too (what migrate carries)
+    assert table.entries(ns + "-other") == []
 
 
 def test_the_service_replays_refuses_and_forgets_after_the_ttl(open_store: Callable[..., Memory], ns: str) -> None:

@@ -217,16 +217,21 @@ def test_export_import_round_trip_is_exact(memory: Memory, ns: str, embeddings: 
     # every kind of record: core memory of the namespace and of a conversation too
     memory.core.put(ns, CorePutRequest(key="name", value="Ann Lee", importance=80))
     memory.core.put(ns, CorePutRequest(key="goal", value="a greener garden", conversation_id="conv"))
+    # the answer kept for a write sent with an Idempotency-Key: a retry after the import still gets it
+    memory.idempotency.keep(ns, "key-1", "upsert", {"documents": [{"id": "doc"}]}, 200, '{"ids": ["doc"]}')
     lines = list(export_lines(memory, [ns], embeddings=embeddings))
     assert lines[0].startswith('{"type": "header"') and '"type": "end"' in lines[-1]
     assert sum('"type": "core_memory"' in line for line in lines) == 2
     assert sum('"type": "instruction"' in line for line in lines) == 3
+    assert sum('"type": "idempotency"' in line for line in lines) == 1
 
     copy = ns + "-copy"
     report = import_dump(memory, lines, namespace=copy)
     assert report["sources"] == 3 and report["marks"] == 2 and report["core_memory"] == 2
-    assert report["instructions"] == 3
+    assert report["instructions"] == 3 and report["idempotency"] == 1
     assert snapshot(memory, copy) == snapshot(memory, ns)
+    kept = memory.idempotency.replay(copy, "key-1", "upsert", {"documents": [{"id": "doc"}]})
+    assert kept is not None and (kept.status, kept.response) == (200, '{"ids": ["doc"]}')
     a_rules, b_rules = (
         memory.instructions.active(ns),
         memory.instructions.active(copy),

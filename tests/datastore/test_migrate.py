@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterator
+from dataclasses import asdict
 from datetime import datetime
 from pathlib import Path
 
@@ -13,8 +15,9 @@ from datastore.factory import open_memory
 from datastore.memory import Memory
 from datastore.portability.migrate import migrate_memory as migrate
 from datastore.storage import WriteBatch
-from models.api import Document, Query, RememberRequest
+from models.api import Document, Query, RememberRequest, RememberResponse
 from models.core import CorePutRequest
+from server.idempotency import remember_once
 from services.embedding import LocalEmbedder
 from services.errors import EmbeddingMismatchError, StoreError
 from services.summarising import ExtractiveSummariser
@@ -30,14 +33,32 @@ RULES = {
 }
 
 
+def c2_request() -> RememberRequest:
+    """The remember of conversation c2, sent with the Idempotency-Key "retry-c2"."""
+    return RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12))
+
+
+def keyed_remember(store: Memory, ns: str, key: str, req: RememberRequest) -> tuple[RememberResponse, int]:
+    """`req` remembered through the server's Idempotency-Key path (server/idempotency.py): run once, its answer
+    kept under `key`; a retry of a kept key answers the kept answer, and then this raises if the write runs."""
+
+    async def run() -> tuple[RememberResponse, int]:
+        if store.storage.get_source(ns, req.conversation_id or "") is not None:
+            raise AssertionError("a retry with a kept Idempotency-Key ran the write again")
+        return store.writer.remember(ns, req), 200
+
+    return asyncio.run(remember_once(store, ns, key, req, run))
+
+
 @pytest.fixture
 def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[Memory]:
-    """A local store with two namespaces: two conversations and a document in `ns`, one conversation in `ns-2`,
-    where Eve states three standing instructions to the assistant (the second supersedes the first)."""
+    """A local store with two namespaces: two conversations (c2 sent with an Idempotency-Key) and a document in
+    `ns`, one conversation in `ns-2`, where Eve states three standing instructions to the assistant (the second
+    supersedes the first)."""
     (tmp_path / "src").mkdir()
     store = open_memory(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser())
     store.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
-    store.writer.remember(ns, RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12)))
+    keyed_remember(store, ns, "retry-c2", c2_request())
     store.writer.upsert(ns, [Document(id="d1", text=document_text(8, "work"))])
     other = conversation(("Eve", "assistant"), 9)  # rules said to an assistant (a chat between people has none)
     for i, rule in RULES.items():
@@ -110,6 +131,10 @@ def test_everything_is_copied_verified_and_a_rerun_skips_it(source: Memory, memo
     assert report["sources"] == 4 and report["copied"] == 4 and report["skipped"] == 0
     assert report["marks"] == 3 and report["core_memory"] == 2
     assert report["instructions"] == 3 and report["namespaces"][f"{ns}-2"]["instructions"] == 3
+    assert report["idempotency"] == 1 and memory.storage.idempotency is not None
+    assert memory.storage.idempotency.entries(ns) == source.storage.idempotency.entries(ns)  # type: ignore[union-attr]
+    # a client retrying its keyed call after the move gets the first answer, and nothing is written again
+    assert keyed_remember(memory, ns, "retry-c2", c2_request()) == keyed_remember(source, ns, "retry-c2", c2_request())
     assert _extras(memory, ns) == _extras(source, ns) and _extras(memory, ns)[0]
     assert _extras(memory, f"{ns}-2") == _extras(source, f"{ns}-2")
     rules = memory.instructions.list(f"{ns}-2", include_superseded=True).instructions
@@ -192,7 +217,7 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert r.exit_code == 0, r.output
     assert "4 sources copied, 0 already there" in r.output
-    assert "3 marks, 2 core memory entries and 3 instructions" in r.output
+    assert "3 marks, 2 core memory entries, 3 instructions and 1 idempotency keys" in r.output
     r = CliRunner().invoke(app, ["migrate", "--from", "local", "--to", "postgres"], env=env)
     assert "0 sources copied, 4 already there" in r.output
     dst = open_memory(
@@ -210,7 +235,7 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
 def _everything(store: Memory, namespaces: list[str]) -> dict:
     """Every record of the namespaces, exactly as stored: source rows (counters, version, metadata: forks),
     messages (sessions), nodes, their vectors (float32, unrounded), marks, core memory entries and standing
-    instructions with their vectors (times to the microsecond)."""
+    instructions with their vectors, idempotency records (times to the microsecond)."""
     out: dict = {}
     for space in namespaces:
         sources = {}
@@ -224,7 +249,8 @@ def _everything(store: Memory, namespaces: list[str]) -> dict:
                 {i: np.asarray(v, dtype=np.float32).tobytes() for i, v in vectors.items()},
             )
         table, core, marks = store.storage.instructions, store.storage.core, store.storage.marks
-        assert table is not None and core is not None and marks is not None
+        answers = store.storage.idempotency
+        assert table is not None and core is not None and marks is not None and answers is not None
         rules = table.entries(space, include_superseded=True)
         rule_vectors = table.vectors(space, [i.id for i in rules])
         out[space] = {
@@ -235,6 +261,7 @@ def _everything(store: Memory, namespaces: list[str]) -> dict:
                 key=lambda e: (e["conversation_id"] or "", e["key"]),
             ),
             "instructions": [(i.model_dump(), rule_vectors[i.id].astype(np.float32).tobytes()) for i in rules],
+            "idempotency": [asdict(r) for r in answers.entries(space)],
         }
     return out
 
@@ -243,8 +270,8 @@ def test_local_pinecone_postgres_local_round_trip_is_lossless(
     source: Memory, pg_server, needle_server, tmp_path: Path, embedder: LocalEmbedder, ns: str
 ) -> None:
     """Issue 24, item 3: every kind of record (messages with sessions, nodes with vectors, core memory of both
-    scopes, standing instructions with supersession, visits, pins, a fork) survives local -> pinecone ->
-    postgres -> local through the real providers, exactly."""
+    scopes, standing instructions with supersession, visits, pins, a fork, the answers of keyed writes) survives
+    local -> pinecone -> postgres -> local through the real providers, exactly."""
     for server in (pg_server, needle_server):
         if isinstance(server, str):
             unavailable(server)
@@ -267,6 +294,7 @@ def test_local_pinecone_postgres_local_round_trip_is_lossless(
     expected = _everything(source, namespaces)
     assert expected[ns]["sources"]["c1-branch"][0].metadata.get("fork")  # the fork is in what is compared
     assert {m["session_id"] for m in expected[ns]["sources"]["c3"][1]} == {"planning", "booking"}
+    assert [r["key"] for r in expected[ns]["idempotency"]] == ["retry-c2"]
 
     url = pg_server.create_database()
     (tmp_path / "back").mkdir()
@@ -281,9 +309,12 @@ def test_local_pinecone_postgres_local_round_trip_is_lossless(
         for store in stores:
             report = migrate(previous, store, namespaces, None)
             assert report["copied"] == report["sources"] == 6 and report["core_memory"] == 3
+            assert report["idempotency"] == 1
             assert _everything(store, namespaces) == expected, store.name
             previous = store
         back = stores[-1]
+        first = keyed_remember(source, ns, "retry-c2", c2_request())
+        assert keyed_remember(back, ns, "retry-c2", c2_request()) == first  # the retry after the moves
         q = [Query(query="the server migration ran all weekend", top_k=5)]
         assert [r.id for r in back.reader.query(ns, q).results[0].results] == [
             r.id for r in source.reader.query(ns, q).results[0].results

@@ -3,10 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
+from typing import Any
 
 from datastore.providers.local.codecs import dt, ts
 from datastore.providers.local.connections import Connections
 from datastore.storage import IdempotencyRecord
+
+COLS = "key, operation, fingerprint, status, response, created_at"
+
+
+def _record(row: tuple[Any, ...]) -> IdempotencyRecord:
+    """A row of COLS as a record."""
+    created = dt(row[5])
+    assert created is not None
+    return IdempotencyRecord(row[0], row[1], row[2], row[3], row[4], created)
 
 
 class LocalIdempotency:
@@ -17,16 +27,14 @@ class LocalIdempotency:
 
     def get(self, ns: str, key: str) -> IdempotencyRecord | None:
         """The key's record in the namespace, or None."""
-        row = self.db.reader.execute(
-            "SELECT operation, fingerprint, status, response, created_at FROM idempotency "
-            "WHERE namespace = ? AND key = ?",
-            (ns, key),
-        ).fetchone()
-        if row is None:
-            return None
-        created = dt(row[4])
-        assert created is not None
-        return IdempotencyRecord(key, row[0], row[1], row[2], row[3], created)
+        row = self.db.reader.execute(f"SELECT {COLS} FROM idempotency WHERE namespace = ? AND key = ?", (ns, key))
+        found = row.fetchone()
+        return _record(found) if found is not None else None
+
+    def entries(self, ns: str) -> list[IdempotencyRecord]:
+        """Every record of the namespace, by key."""
+        rows = self.db.reader.execute(f"SELECT {COLS} FROM idempotency WHERE namespace = ? ORDER BY key", (ns,))
+        return [_record(r) for r in rows.fetchall()]
 
     def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
         """Store the record (replacing the key's) and drop the namespace's expired ones, in one transaction."""

@@ -23,6 +23,13 @@ def record_id(key: str) -> str:
     return f"idem#k#{rec.h(key)}"
 
 
+def _record(m: dict[str, Any]) -> IdempotencyRecord:
+    """An `idem#` record's metadata (parts joined) as a record."""
+    created = rec.dt(m["created_at"])
+    assert created is not None
+    return IdempotencyRecord(m["key"], m["operation"], m["fingerprint"], int(m["status"]), m["text"], created)
+
+
 class PineconeIdempotency:
     """IdempotencyTable over `idem#` records."""
 
@@ -34,9 +41,13 @@ class PineconeIdempotency:
         m = self.store._fetch(ns, [record_id(key)]).get(record_id(key))
         if m is None or m.get("key") != key:
             return None
-        created = rec.dt(m["created_at"])
-        assert created is not None
-        return IdempotencyRecord(key, m["operation"], m["fingerprint"], int(m["status"]), m["text"], created)
+        return _record(m)
+
+    def entries(self, ns: str) -> list[IdempotencyRecord]:
+        """Every record of the namespace, by key (the `idem#k#` prefix listed, then fetched)."""
+        store = self.store
+        found = store._fetch(ns, rec.main_ids(store._list(ns, "idem#k#")))
+        return sorted((_record(m) for m in found.values()), key=lambda r: r.key)
 
     def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
         """Store the record, replacing the key's (its old part records are overwritten or left unreferenced)."""

@@ -860,6 +860,15 @@ class PgIdempotency:
         )
         return IdempotencyRecord(**rows[0]) if rows else None
 
+    def entries(self, ns: str) -> list[IdempotencyRecord]:
+        """Every record of the namespace, by key."""
+        rows = self.store.all(
+            "SELECT key, operation, fingerprint, status, response, created_at FROM pyramind_idempotency "
+            "WHERE namespace = %s ORDER BY key",
+            (ns,),
+        )
+        return [IdempotencyRecord(**r) for r in rows]
+
     def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
         """Store the record (replacing the key's) and drop the namespace's expired ones, in one transaction."""
         with self.store.pool.connection() as conn, conn.transaction():
