@@ -299,16 +299,16 @@ def open_chat_store(number: int, embedder: Embedder, folder: Path = DIR, reuse: 
     return common.open_store(settings, embedder)
 
 
-def remember(store: Memory, chat: Chat) -> dict[str, int]:
+def remember(memory: Memory, chat: Chat) -> dict[str, int]:
     """Remember the chat, one call per session (batch); returns the store's counts (sources, messages, L1...)."""
     for session in chat.sessions:
-        store.writer.remember(NS, RememberRequest(conversation_id=chat.conversation_id, messages=session))
-    return store.storage.counts(NS)
+        memory.writer.remember(NS, RememberRequest(conversation_id=chat.conversation_id, messages=session))
+    return memory.storage.counts(NS)
 
 
-def ask_context(store: Memory, chat: Chat, question: str, budget: int, now: datetime) -> ContextResponse:
+def ask_context(memory: Memory, chat: Chat, question: str, budget: int, now: datetime) -> ContextResponse:
     """The /context block for `question` at `budget` tokens, recent turns off, this conversation only."""
-    return store.context.assemble(
+    return memory.context.assemble(
         NS,
         ContextRequest(
             conversation_id=chat.conversation_id,
@@ -321,9 +321,9 @@ def ask_context(store: Memory, chat: Chat, question: str, budget: int, now: date
     )
 
 
-def ask_query(store: Memory, chat: Chat, question: str) -> list[tuple[str, int]]:
+def ask_query(memory: Memory, chat: Chat, question: str) -> list[tuple[str, int]]:
     """/query (default mode, top TOP_K, this conversation): `(text, level)` in rank order."""
-    res = store.reader.query(
+    res = memory.reader.query(
         NS, [Query(query=question, top_k=TOP_K, filter=QueryFilter(conversation_id=chat.conversation_id))]
     )
     return [(r.text, r.level) for r in res.results[0].results]
@@ -364,12 +364,12 @@ def run_chat(
     roles = {str(m.id): m.speaker or "" for m in chat.messages}
     unique = unique_sentences(contents)
     sigs = {i: s or (fold(contents[i]),) for i, s in unique.items()}  # as signatures(), without a second pass
-    store = open_chat_store(chat.number, embedder, folder, reuse)
-    store.context.policy = policy
+    memory = open_chat_store(chat.number, embedder, folder, reuse)
+    memory.context.policy = policy
     embedded, embed_s = counter.texts, counter.seconds
     t0 = time.perf_counter()
-    held = store.storage.counts(NS).get("messages", 0) if reuse else 0
-    counts = store.storage.counts(NS) if held == len(contents) else remember(store, chat)
+    held = memory.storage.counts(NS).get("messages", 0) if reuse else 0
+    counts = memory.storage.counts(NS) if held == len(contents) else remember(memory, chat)
     ingest = {
         "messages": len(contents),
         "sessions": len(chat.sessions),
@@ -387,7 +387,7 @@ def run_chat(
     token_cache: dict[str, int] = {}
     out = []
     for q in chat.questions:
-        ranked = ask_query(store, chat, q.text)
+        ranked = ask_query(memory, chat, q.text)
         for text, _ in ranked:
             if text not in token_cache:
                 token_cache[text] = count_tokens(text)
@@ -407,7 +407,7 @@ def run_chat(
         }
         for b in budgets:
             kept = cut_texts([(t, token_cache[t]) for t, _ in ranked], b)
-            ctx = ask_context(store, chat, q.text, b, now)
+            ctx = ask_context(memory, chat, q.text, b, now)
             assert ctx.tokens_used <= b, (ctx.tokens_used, b)
             for variant, shown in (("query", "\n".join(kept)), ("context", ctx.context)):
                 flags = present_flags(shown, q.evidence, sigs)
@@ -425,7 +425,7 @@ def run_chat(
                         found[name or "frame"] += 1
             record["found_in"][b] = dict(found)
         out.append(record)
-    store.close()
+    memory.close()
     return {"ingest": ingest, "questions": out}
 
 

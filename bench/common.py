@@ -89,14 +89,14 @@ def open_store(settings: Settings, embedder: Embedder, summariser: Summariser | 
     if settings.resolved_datastore == "local":
         for suffix in ("", "-wal", "-shm"):
             Path(f"{settings.local_db_path}{suffix}").unlink(missing_ok=True)
-    store = open_memory(settings, embedder, summariser or ExtractiveSummariser())
+    memory = open_memory(settings, embedder, summariser or ExtractiveSummariser())
     if settings.resolved_datastore != "local":
-        for ns in store.storage.list_namespaces():
-            store.storage.delete_namespace(ns)
-    return store
+        for ns in memory.storage.list_namespaces():
+            memory.storage.delete_namespace(ns)
+    return memory
 
 
-def ingest(store: Memory, samples: list[dict], ns: str = "bench", captions: bool = False) -> int:
+def ingest(memory: Memory, samples: list[dict], ns: str = "bench", captions: bool = False) -> int:
     """Remember each sample as its own conversation (id = sample_id), one session per call, in time order.
 
     captions: image captions in the content (see dataset.turn_text). Returns the number of messages remembered.
@@ -104,7 +104,7 @@ def ingest(store: Memory, samples: list[dict], ns: str = "bench", captions: bool
     n = 0
     for sample in samples:
         for session in dataset.sessions(sample, captions):
-            store.writer.remember(ns, RememberRequest(conversation_id=sample["sample_id"], messages=session))
+            memory.writer.remember(ns, RememberRequest(conversation_id=sample["sample_id"], messages=session))
             n += len(session)
     return n
 

@@ -97,9 +97,9 @@ def evidence(
     latency of each question's /query and of the `context` variant's blocks (ms, in-process calls), and each
     question's /query results as (conversation, level, position, score) (`ranked`, compared across providers).
     limit: ask only the first N questions."""
-    store = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
-    common.ingest(store, samples, NS)
-    counts = store.storage.counts(NS)
+    memory = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
+    common.ingest(memory, samples, NS)
+    counts = memory.storage.counts(NS)
     texts = {s["sample_id"]: turns(s) for s in samples}
     ends = {s["sample_id"]: last_time(s) for s in samples}
     questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])][:limit]
@@ -114,14 +114,14 @@ def evidence(
         tx = texts[q.conversation_id]
         t_query = time.perf_counter()
         res = (
-            store.reader.query(
+            memory.reader.query(
                 NS, [Query(query=q.text, top_k=TOP_K, filter=QueryFilter(conversation_id=q.conversation_id))]
             )
             .results[0]
             .results
         )
         timings["query"].append((time.perf_counter() - t_query) * 1000)
-        positions = {n.id: n.position for n in store.storage.get_nodes(NS, [r.id for r in res])}
+        positions = {n.id: n.position for n in memory.storage.get_nodes(NS, [r.id for r in res])}
         ranked.append([(r.conversation_id, r.level, positions.get(r.id), round(r.score, 5)) for r in res])
         for r in res:
             token_cache.setdefault(r.id, count_tokens(r.text))
@@ -136,7 +136,7 @@ def evidence(
             for variant in variants:
                 fields = VARIANTS[variant]
                 t_context = time.perf_counter()
-                ctx = store.context.assemble(
+                ctx = memory.context.assemble(
                     NS,
                     ContextRequest.model_validate(
                         dict(
@@ -157,7 +157,7 @@ def evidence(
                     sections[variant][b][sec.name] += sec.tokens_used
         if i % 200 == 0:
             print(f"  {i}/{len(questions)} questions, {time.perf_counter() - t0:.0f} s", flush=True)
-    store.close()
+    memory.close()
     categories = [q.category for q in questions]
     out: dict = {"n_questions": len(questions), "store": counts, "variants": {}}
     for variant, per_budget in scores.items():
@@ -201,14 +201,14 @@ def latency(n: int, questions: list[str], requests: int) -> dict:
     embedder = LocalEmbedder()
     settings = common.bench_settings(db, bearer_token="bench", pending_retry_seconds=0)
     t = time.perf_counter()
-    store = common.open_store(settings, embedder)
-    synthetic.fill(store, DEFAULT_NAMESPACE, n, with_lines=WITH_LINES)
+    memory = common.open_store(settings, embedder)
+    synthetic.fill(memory, DEFAULT_NAMESPACE, n, with_lines=WITH_LINES)
     build = time.perf_counter() - t
-    sources = store.storage.list_sources(DEFAULT_NAMESPACE)
+    sources = memory.storage.list_sources(DEFAULT_NAMESPACE)
     rng = random.Random(7)
 
     async def run() -> list[float]:
-        app = create_app(settings, store)
+        app = create_app(settings, memory)
         ms: list[float] = []
         async with app.test_app() as test_app:
             client = test_app.test_client()
@@ -223,7 +223,7 @@ def latency(n: int, questions: list[str], requests: int) -> dict:
         return ms
 
     ms = asyncio.run(run())
-    store.close()
+    memory.close()
     for suffix in ("", "-wal", "-shm"):
         Path(f"{db}{suffix}").unlink(missing_ok=True)
     return {"nodes": n, "build_s": round(build, 1), "requests": requests, "latency_ms": percentiles(ms)}

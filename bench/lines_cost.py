@@ -61,16 +61,16 @@ def ingest(sessions: list[list[Message]], cid: str, embedder: LocalEmbedder, lin
     """Remember `sessions` (one call each) into a fresh local store; the measures of the run."""
     folder = Path(tempfile.mkdtemp(prefix="lines-cost-"))
     work = _Work(embedder)
-    store = common.open_store(common.bench_settings(folder / "lines.db"), work)
+    memory = common.open_store(common.bench_settings(folder / "lines.db"), work)
     try:
         t0 = time.perf_counter()
         with lines_off() if not lines else _nothing():
             for session in sessions:
-                store.writer.remember("bench", RememberRequest(conversation_id=cid, messages=session))
+                memory.writer.remember("bench", RememberRequest(conversation_id=cid, messages=session))
         wall = time.perf_counter() - t0
-        counts = store.storage.counts("bench")
+        counts = memory.storage.counts("bench")
     finally:
-        store.close()
+        memory.close()
         shutil.rmtree(folder, ignore_errors=True)
     return {
         "ingest_s": round(wall, 2),

@@ -77,16 +77,16 @@ VARIANTS = [
 def build(key: str, embedder: CachingEmbedder, samples: list[dict], captions: bool) -> Memory:
     """A fresh store under bench/out/recall/ with the variant's settings and every conversation remembered."""
     db = common.OUT / "recall" / f"{key}{'-captions' if captions else ''}.db"
-    store = common.open_store(common.bench_settings(db, **STORES[key]), embedder)
-    common.ingest(store, samples, NS, captions)
-    return store
+    memory = common.open_store(common.bench_settings(db, **STORES[key]), embedder)
+    common.ingest(memory, samples, NS, captions)
+    return memory
 
 
-def answers(store: Memory, questions: list[dataset.Question], mode: str) -> list[list[metrics.Item]]:
+def answers(memory: Memory, questions: list[dataset.Question], mode: str) -> list[list[metrics.Item]]:
     """Each question's results (top TOP_K, any level, best first) as metric items, through `query_sync`."""
     out: list[list[metrics.Item]] = []
     tokens: dict[str, int] = {}
-    batch = store.settings.max_queries
+    batch = memory.settings.max_queries
     for i in range(0, len(questions), batch):
         part = questions[i : i + batch]
         queries = [
@@ -98,7 +98,7 @@ def answers(store: Memory, questions: list[dataset.Question], mode: str) -> list
             )
             for q in part
         ]
-        for res in store.reader.query(NS, queries).results:
+        for res in memory.reader.query(NS, queries).results:
             items = []
             for r in res.results:
                 if r.id not in tokens:
@@ -119,10 +119,10 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
     categories = [q.category for q in questions]
     for key in STORES:
         t0 = time.perf_counter()
-        store = build(key, embedder, samples, captions)
+        memory = build(key, embedder, samples, captions)
         results["stores"][key] = {
             "settings": STORES[key],
-            "counts": store.storage.counts(NS),
+            "counts": memory.storage.counts(NS),
             "ingest_s": round(time.perf_counter() - t0, 1),
         }
         print(f"store {key}: {results['stores'][key]}", flush=True)
@@ -130,7 +130,7 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
             t1 = time.perf_counter()
             scored = [
                 metrics.score(items, q.evidence, BUDGETS)
-                for items, q in zip(answers(store, questions, v.mode), questions, strict=True)
+                for items, q in zip(answers(memory, questions, v.mode), questions, strict=True)
             ]
             groups = metrics.by_category(scored, categories)
             results["variants"][v.key] = {
@@ -141,7 +141,7 @@ def run(captions: bool = False, data: Path = dataset.DATA) -> dict:
                 "groups": {k: asdict(g) for k, g in groups.items()},
             }
             print(f"  {v.label}: " + " ".join(f"{groups['all'].recall[b]:.3f}" for b in BUDGETS), flush=True)
-        store.close()
+        memory.close()
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
     results["embedder"] = {"hits": embedder.hits, "misses": embedder.misses}
     embedder.release()

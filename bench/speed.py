@@ -66,15 +66,15 @@ def ingest(samples: list[dict], overlap: int | None) -> dict:
     inner = LocalEmbedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)
     inner.embed(["load the model before timing"])
     embedder, summariser = CountingEmbedder(inner), CountingSummariser(ExtractiveSummariser())
-    store = common.open_store(settings, embedder, summariser)
+    memory = common.open_store(settings, embedder, summariser)
     t = time.perf_counter()
-    n_messages = common.ingest(store, samples, DEFAULT_NAMESPACE)
+    n_messages = common.ingest(memory, samples, DEFAULT_NAMESPACE)
     wall = time.perf_counter() - t
-    counts = store.storage.counts(DEFAULT_NAMESPACE)
+    counts = memory.storage.counts(DEFAULT_NAMESPACE)
     chunks = [
-        n.text for s in samples for n in store.storage.source_nodes(DEFAULT_NAMESPACE, s["sample_id"]) if n.level == 1
+        n.text for s in samples for n in memory.storage.source_nodes(DEFAULT_NAMESPACE, s["sample_id"]) if n.level == 1
     ]
-    store.close()
+    memory.close()
     t = time.perf_counter()
     inner.embed(chunks)
     raw = time.perf_counter() - t
@@ -127,21 +127,21 @@ def _settings(db: str, **overrides: object) -> Settings:
 def build_child(db: str, n: int) -> dict:
     """(child) A synthetic store of n nodes at `db` (file or PostgreSQL URL): build time, peak RSS, size."""
     if db.startswith("postgresql://"):
-        store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
+        memory = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     else:
         for suffix in ("", "-wal", "-shm"):
             Path(f"{db}{suffix}").unlink(missing_ok=True)
-        store = common.open_store(_settings(db), LocalEmbedder())
+        memory = common.open_store(_settings(db), LocalEmbedder())
     t = time.perf_counter()
-    synthetic.fill(store, DEFAULT_NAMESPACE, n)
+    synthetic.fill(memory, DEFAULT_NAMESPACE, n)
     build = time.perf_counter() - t
     if db.startswith("postgresql://"):
-        with store.storage.pool.connection() as conn:  # type: ignore[attr-defined]
+        with memory.storage.pool.connection() as conn:  # type: ignore[attr-defined]
             size = conn.execute("SELECT pg_database_size(current_database())").fetchone()["pg_database_size"]
     else:
-        store.storage.db.scrub()  # type: ignore[attr-defined]  # checkpoint the WAL into the file
+        memory.storage.db.scrub()  # type: ignore[attr-defined]  # checkpoint the WAL into the file
         size = sum(Path(f"{db}{s}").stat().st_size for s in ("", "-wal", "-shm") if Path(f"{db}{s}").exists())
-    store.close()
+    memory.close()
     return {
         "build_s": round(build, 1),
         "build_peak_rss_mib": round(peak_rss_mib()),
@@ -157,19 +157,19 @@ def search_child(db: str) -> dict:
 
     one_blas_thread()  # OpenBLAS's threads on a shared machine made a 10k-row scan 40 ms instead of 1
     base_rss = peak_rss_mib()
-    store = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
+    memory = open_memory(_settings(db), LocalEmbedder(), ExtractiveSummariser())
     queries = synthetic.unit_vectors(np.random.default_rng(1), SEARCHES + 1)
     t = time.perf_counter()
-    store.search.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the namespace's indexes (and IVF)
+    memory.search.search_vector(DEFAULT_NAMESPACE, queries[0], 5, None)  # loads the namespace's indexes (and IVF)
     load = time.perf_counter() - t
     ms, found = [], []
     for q in queries[1:]:
         t = time.perf_counter()
-        hits = store.search.search_vector(DEFAULT_NAMESPACE, q, 5, None)
+        hits = memory.search.search_vector(DEFAULT_NAMESPACE, q, 5, None)
         ms.append((time.perf_counter() - t) * 1000)
         found.append({n.id for n, _ in hits})
-    extra = _text_figures(store, queries[1:])
-    cache = store.search.indexes.get(DEFAULT_NAMESPACE)
+    extra = _text_figures(memory, queries[1:])
+    cache = memory.search.indexes.get(DEFAULT_NAMESPACE)
     index = cache.vectors  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
     ids = cache.node_ids
@@ -179,9 +179,9 @@ def search_child(db: str) -> dict:
             for f, q in zip(found[:50], queries[1:51], strict=True)
         ]
     )
-    store.close()
+    memory.close()
     text_index = cache.text
-    extra["provider"] = store.name
+    extra["provider"] = memory.name
     extra["text_index_mib"] = round(text_index.nbytes / 2**20, 1)
     extra["text_terms"] = len(text_index.vocab.terms)
     return {
@@ -195,7 +195,7 @@ def search_child(db: str) -> dict:
     }
 
 
-def _text_figures(store: object, vectors: np.ndarray) -> dict:
+def _text_figures(memory: object, vectors: np.ndarray) -> dict:
     """Latency of full-text search (top 50 over L1, as hybrid asks) and of hybrid retrieval (top 5) over LoCoMo
     questions, each hybrid with one of `vectors` (the search work of a default /query, no embedder, no HTTP)."""
     samples = dataset.load()
@@ -205,10 +205,10 @@ def _text_figures(store: object, vectors: np.ndarray) -> dict:
     leaf = QueryFilter(level=1)
     for q, v in zip(questions[:SEARCHES], vectors, strict=False):
         t = time.perf_counter()
-        store.search.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
+        memory.search.text.search(DEFAULT_NAMESPACE, q, ranking.POOL, leaf)  # type: ignore[attr-defined]
         text_ms.append((time.perf_counter() - t) * 1000)
         t = time.perf_counter()
-        ranking.hybrid(store.search, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
+        ranking.hybrid(memory.search, DEFAULT_NAMESPACE, q, v, 5, None)  # type: ignore[attr-defined]
         hybrid_ms.append((time.perf_counter() - t) * 1000)
     return {"text_latency_ms": percentiles(text_ms), "hybrid_latency_ms": percentiles(hybrid_ms)}
 

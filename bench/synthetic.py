@@ -83,7 +83,7 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
 LINE_WORDS = 16  # words of a message a synthetic line keeps (a lead sentence is about this long)
 
 
-def fill(store: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = False) -> None:
+def fill(memory: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = False) -> None:
     """Add n sealed L1 nodes (with their messages) and their summaries to namespace `ns` of an empty store.
     with_lines: also a line (a level-0 node, datastore/read/outline.py) per message: its first LINE_WORDS words,
     its vector near its chunk's (5,000 lines per conversation: more than a real one of 1,000 chunks holds)."""
@@ -147,7 +147,7 @@ def fill(store: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = False
         rolled = with_summaries(nodes)
         if with_lines:
             rolled += line_nodes(rng, messages, [c for c, _ in nodes], vecs)
-        store.storage.commit(ns, WriteBatch(source=src, messages=messages, nodes=rolled), 0)
+        memory.storage.commit(ns, WriteBatch(source=src, messages=messages, nodes=rolled), 0)
 
 
 def line_nodes(

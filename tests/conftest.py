@@ -27,17 +27,25 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def store(settings: Settings, embedder: LocalEmbedder) -> Iterator[Memory]:
+def local_memory(settings: Settings, embedder: LocalEmbedder) -> Iterator[Memory]:
+    """A Memory over a fresh SQLite store in tmp_path, the real MiniLM embedder and the extractive summariser.
+    Under tests/datastore, where `memory` is the one parametrised over the providers, this is the local one."""
     memory = open_memory(settings, embedder, ExtractiveSummariser())
     yield memory
     memory.close()
 
 
 @pytest.fixture
-async def client(settings: Settings, store: Memory) -> AsyncIterator[object]:
+def memory(local_memory: Memory) -> Memory:
+    """The local Memory (`local_memory`); tests/datastore/conftest.py overrides it with one per provider."""
+    return local_memory
+
+
+@pytest.fixture
+async def client(settings: Settings, local_memory: Memory) -> AsyncIterator[object]:
     from server.app import create_app
 
-    app = create_app(settings, store)
+    app = create_app(settings, local_memory)
     async with app.test_app() as test_app:
         yield test_app.test_client()
 

@@ -108,17 +108,17 @@ def test_caching_embedder_embeds_each_text_once(tmp_path: Path) -> None:
 
 
 def test_questions_through_the_real_pipeline_find_their_evidence(tmp_path: Path) -> None:
-    store = common.open_store(common.bench_settings(tmp_path / "tiny.db"), HashEmbedder())
+    memory = common.open_store(common.bench_settings(tmp_path / "tiny.db"), HashEmbedder())
     try:
-        assert common.ingest(store, [SAMPLE], "bench") == 5
+        assert common.ingest(memory, [SAMPLE], "bench") == 5
         qs = dataset.questions(SAMPLE, "tiny")
         for mode in ("dense", "text", "hybrid", "tree"):
-            got = answers(store, qs, mode)
+            got = answers(memory, qs, mode)
             assert len(got) == 2 and all(items for items in got)
             scores = [metrics.score(items, q.evidence, (250, 2000)) for items, q in zip(got, qs, strict=True)]
             assert all(s.recall[2000] == 1.0 for s in scores), mode  # one small chunk holds every turn
     finally:
-        store.close()
+        memory.close()
 
 
 def test_results_sections_are_replaced_in_place(tmp_path: Path) -> None:

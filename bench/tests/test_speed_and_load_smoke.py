@@ -73,19 +73,19 @@ def test_the_synthetic_scale_store_is_a_finished_tree(tmp_path: Path, embedder: 
     """bench.speed times queries over bench/synthetic.py's store: its chunks must already be rolled up as
     remember would (else the server's indexer summarises them while queries are timed), and each summary's
     vector is the normalised mean of its children's."""
-    store = open_memory(bench_settings(tmp_path / "synthetic.db"), embedder, ExtractiveSummariser())
-    assert isinstance(store.storage, LocalStorage)
+    memory = open_memory(bench_settings(tmp_path / "synthetic.db"), embedder, ExtractiveSummariser())
+    assert isinstance(memory.storage, LocalStorage)
     try:
-        synthetic.fill(store, "default", 2_000)
-        assert store.storage.unrolled() == []  # nothing left for the background indexer
-        db = store.storage.db.reader
+        synthetic.fill(memory, "default", 2_000)
+        assert memory.storage.unrolled() == []  # nothing left for the background indexer
+        db = memory.storage.db.reader
         rows = db.execute("SELECT level, COUNT(*) FROM nodes GROUP BY level ORDER BY level").fetchall()
         assert [tuple(r) for r in rows] == [(1, 2_000), (2, 400), (3, 80), (4, 16), (5, 2)]
         top = db.execute("SELECT id FROM nodes WHERE level = 5 LIMIT 1").fetchone()[0]
-        node = store.reader.get_node("default", top)
-        vectors = store.storage.get_vectors("default", [node.id, *node.children])
+        node = memory.reader.get_node("default", top)
+        vectors = memory.storage.get_vectors("default", [node.id, *node.children])
         mean = np.sum([vectors[c] for c in node.children], axis=0)
         assert np.allclose(vectors[node.id], mean / np.linalg.norm(mean), atol=1e-3)
-        assert all(store.reader.get_node("default", c).parent_id == node.id for c in node.children)
+        assert all(memory.reader.get_node("default", c).parent_id == node.id for c in node.children)
     finally:
-        store.close()
+        memory.close()

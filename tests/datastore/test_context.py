@@ -18,9 +18,9 @@ from tests.support.synthetic import LONG_NOW, LONG_T0, long_conversation
 
 
 @pytest.fixture
-def filled(store: Memory) -> Memory:
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
-    return store
+def filled(local_memory: Memory) -> Memory:
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    return local_memory
 
 
 def test_time_ago_reads_like_a_person() -> None:
@@ -36,10 +36,10 @@ def test_time_ago_reads_like_a_person() -> None:
     assert time_ago(None, LONG_NOW) == "at an unknown time"
 
 
-def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> None:
-    store.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
-    store.core.put("ns", CorePutRequest(key="diet", value="vegetarian"))
-    store.writer.remember(
+def test_the_default_block_is_compact_one_date_line_per_day(local_memory: Memory) -> None:
+    local_memory.core.put("ns", CorePutRequest(key="name", value="Ann Lee", importance=90))
+    local_memory.core.put("ns", CorePutRequest(key="diet", value="vegetarian"))
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c1",
@@ -62,7 +62,7 @@ def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> No
             ],
         ),
     )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns", ContextRequest(conversation_id="c1", now=LONG_NOW, user_name="Ann", assistant_name="Bo")
     )
     assert res.context == (
@@ -90,8 +90,8 @@ def test_the_default_block_is_compact_one_date_line_per_day(store: Memory) -> No
     assert sum(i.tokens for i in recent.items) + count_tokens("## Recent turns\n") + 1 == recent.tokens_used
 
 
-def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(store: Memory) -> None:
-    store.writer.remember(
+def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(local_memory: Memory) -> None:
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c",
@@ -105,16 +105,16 @@ def test_an_undated_memory_follows_the_dated_ones_under_its_own_line(store: Memo
             ],
         ),
     )
-    store.writer.upsert("ns", [Document(id="tram", text="The tram tour starts at the cathedral on the 4th.")])
+    local_memory.writer.upsert("ns", [Document(id="tram", text="The tram tour starts at the cathedral on the 4th.")])
     req = ContextRequest(
         conversation_id="c", query="When do we land, and where does the tram tour start?", now=LONG_NOW
     )
-    block = store.context.assemble("ns", req.model_copy(update={"budget_tokens": 300})).context
+    block = local_memory.context.assemble("ns", req.model_copy(update={"budget_tokens": 300})).context
     assert block.endswith(
         "## Recent turns\n[2024-05-30, 2 days ago]\nAnn: We land in Lisbon on 3 June.\n\n"
         "## Relevant memories\n[undated, from document tram]\nThe tram tour starts at the cathedral on the 4th."
     )
-    custom = store.context.assemble(
+    custom = local_memory.context.assemble(
         "ns", req.model_copy(update={"budget_tokens": 300, "memory_template": "* {date}: {text}"})
     ).context
     assert "* undated: The tram tour starts" in custom  # a caller's own template is used as written

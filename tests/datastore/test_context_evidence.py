@@ -94,12 +94,12 @@ def repeated(res: ContextResponse) -> list[str]:
 
 
 @pytest.fixture
-def mixed(store: Memory) -> Memory:
+def mixed(local_memory: Memory) -> Memory:
     """Two conversations: Ann's short turns (where lines repeat word for word on different days) and a chat of
     long assistant answers."""
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
-    store.writer.remember("ns", RememberRequest(conversation_id="c2", messages=long_messages()))
-    return store
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c2", messages=long_messages()))
+    return local_memory
 
 
 @pytest.mark.parametrize("budget", [250, 700, 2000, 4000])
@@ -201,15 +201,15 @@ def test_hits_are_drawn_from_several_sessions() -> None:
     assert diversified([]) == []
 
 
-def test_relevant_memories_come_from_several_conversations(store: Memory) -> None:
+def test_relevant_memories_come_from_several_conversations(local_memory: Memory) -> None:
     """One conversation talks about the garden at length, two others in passing: the block holds all three."""
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c1", messages=conversation(("Ann", "Bo"), 60, topics=["garden"], start=LONG_T0, prefix="g")
         ),
     )
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c9",
@@ -218,7 +218,7 @@ def test_relevant_memories_come_from_several_conversations(store: Memory) -> Non
     )
     for k in range(2):
         when = LONG_T0 + timedelta(days=10 * (k + 1))
-        store.writer.remember(
+        local_memory.writer.remember(
             "ns",
             RememberRequest(
                 conversation_id=f"c{k + 2}",
@@ -238,7 +238,7 @@ def test_relevant_memories_come_from_several_conversations(store: Memory) -> Non
                 ],
             ),
         )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c1",
@@ -252,10 +252,10 @@ def test_relevant_memories_come_from_several_conversations(store: Memory) -> Non
     assert {"c1", "c2", "c3"} <= {i.source_id for i in res.sections[3].items}
 
 
-def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) -> None:
+def test_a_small_store_finds_what_its_words_hold_in_another_form(local_memory: Memory) -> None:
     """ "allergic" does not reach "allergy" by BM25 here; the best hit is clearly related (dense floor), and a
     `min_score` above every hit does not empty the section when one hit is clearly the best."""
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="s",
@@ -282,7 +282,7 @@ def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) 
         ),
     )
     for min_score in (None, 0.9):
-        res = store.context.assemble(
+        res = local_memory.context.assemble(
             "ns",
             ContextRequest(
                 conversation_id="s", query="What is Theo allergic to?", recent=False, min_score=min_score, now=LONG_NOW
@@ -290,7 +290,7 @@ def test_a_small_store_finds_what_its_words_hold_in_another_form(store: Memory) 
         )
         assert "peanut allergy" in res.context, min_score
         assert (res.sections[3].items[0].score or 0) < 0.9  # below the floor, kept as clearly related
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="s",
@@ -325,8 +325,8 @@ def instruction_chat(prefix: str, rules: dict[int, str], n: int = 30) -> list[Me
 
 
 @pytest.fixture
-def ruled(store: Memory) -> Memory:
-    store.writer.remember(
+def ruled(local_memory: Memory) -> Memory:
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c1",
@@ -340,13 +340,13 @@ def ruled(store: Memory) -> Memory:
             ),
         ),
     )
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c2", messages=instruction_chat("o", {2: "From now on answer in French."}, n=6)
         ),
     )
-    return store
+    return local_memory
 
 
 def test_standing_instructions_have_their_own_section(ruled: Memory) -> None:
@@ -410,9 +410,9 @@ def test_an_instruction_said_in_a_recent_turn_is_read_there(ruled: Memory) -> No
     ]
 
 
-def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -> None:
+def test_an_instruction_said_inside_a_longer_turn_is_shown_once(local_memory: Memory) -> None:
     rule = "From now on answer in French."
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c3",
@@ -422,7 +422,7 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -
             ),
         ),
     )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c3",
@@ -436,7 +436,7 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(store: Memory) -
     assert f"user: {rule} Also, the pottery class" in "\n".join(i.text for i in res.sections[3].items)
     assert not res.sections[1].items and "## Standing" not in res.context
     # where no memory shows its turn, the instruction has its own line
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c3",

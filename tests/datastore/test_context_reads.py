@@ -35,11 +35,11 @@ def _dated_lines(block: str) -> list[tuple[str | None, str]]:
     return out
 
 
-def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(store: Memory) -> None:
+def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(local_memory: Memory) -> None:
     # three days a chunk: a chunk of this conversation spans days (one span date line before)
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
     said = {m.content: m.created_at for m in long_conversation()}
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c1",
@@ -62,8 +62,8 @@ def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(store
     assert any(i.start_time and i.end_time and i.start_time.date() != i.end_time.date() for i in spans)
 
 
-def test_a_memory_from_another_conversation_names_it_on_its_date_line(store: Memory) -> None:
-    store.writer.remember(
+def test_a_memory_from_another_conversation_names_it_on_its_date_line(local_memory: Memory) -> None:
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="trip",
@@ -74,21 +74,21 @@ def test_a_memory_from_another_conversation_names_it_on_its_date_line(store: Mem
             ],
         ),
     )
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="pets",
             messages=[Message(id="p1", speaker="Ann", content="My cat Miso hates the vacuum.", created_at=LONG_T0)],
         ),
     )
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="today",
             messages=[Message(id="n1", speaker="Ann", content="Hello again!", created_at=LONG_NOW)],
         ),
     )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="today", query="When do we land in Lisbon, and what about Miso the cat?", now=LONG_NOW
@@ -103,7 +103,7 @@ def test_a_memory_from_another_conversation_names_it_on_its_date_line(store: Mem
     assert "[2024-06-01, just now]" in lines
 
 
-def test_no_line_is_only_an_elision_mark(store: Memory) -> None:
+def test_no_line_is_only_an_elision_mark(local_memory: Memory) -> None:
     answer = "\n".join(
         [
             "The harbour crane was repaired by Ines in 1901 for twelve florins.",
@@ -115,7 +115,7 @@ def test_no_line_is_only_an_elision_mark(store: Memory) -> None:
             "The spice warehouse was moved by Mei in 1907 to the eastern quay.",
         ]
     )
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c",
@@ -125,7 +125,7 @@ def test_no_line_is_only_an_elision_mark(store: Memory) -> None:
             ],
         ),
     )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c",
@@ -141,9 +141,9 @@ def test_no_line_is_only_an_elision_mark(store: Memory) -> None:
     assert not [ln for ln in res.context.split("\n") if ln.strip() == ELISION]  # ... and no line says only that
 
 
-def test_undated_memories_stand_under_undated(store: Memory) -> None:
-    store.writer.upsert("ns", [Document(id="guide", text="The ferry to Cacilhas leaves every twenty minutes.")])
-    store.writer.upsert(
+def test_undated_memories_stand_under_undated(local_memory: Memory) -> None:
+    local_memory.writer.upsert("ns", [Document(id="guide", text="The ferry to Cacilhas leaves every twenty minutes.")])
+    local_memory.writer.upsert(
         "ns",
         [
             Document(
@@ -153,7 +153,7 @@ def test_undated_memories_stand_under_undated(store: Memory) -> None:
             )
         ],
     )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns", ContextRequest(query="How often does the ferry to Cacilhas leave, and what does its café serve?")
     )
     lines = res.context.split("\n")
@@ -162,23 +162,25 @@ def test_undated_memories_stand_under_undated(store: Memory) -> None:
     assert any(DATE_LINE.match(ln) for ln in lines)  # the dated document under its date
 
 
-def test_a_message_sent_without_a_time_takes_the_time_it_was_received(store: Memory) -> None:
+def test_a_message_sent_without_a_time_takes_the_time_it_was_received(local_memory: Memory) -> None:
     before = datetime.now(UTC)
-    store.writer.remember(
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c", messages=[Message(id="m1", speaker="Ann", content="Book the tram tour, please.")]
         ),
     )
     after = datetime.now(UTC)
-    (stored,) = store.storage.messages("ns", "c")
+    (stored,) = local_memory.storage.messages("ns", "c")
     assert stored.created_at is not None and before <= stored.created_at <= after
-    block = store.context.assemble("ns", ContextRequest(conversation_id="c", now=after + timedelta(hours=2))).context
+    block = local_memory.context.assemble(
+        "ns", ContextRequest(conversation_id="c", now=after + timedelta(hours=2))
+    ).context
     assert f"[{stored.created_at:%Y-%m-%d}, 2 hours ago]\nAnn: Book the tram tour, please." in block
     assert "[undated]" not in block
 
 
-def test_a_line_is_never_in_two_sections(store: Memory) -> None:
+def test_a_line_is_never_in_two_sections(local_memory: Memory) -> None:
     # short lines (under 30 characters) are what a summary keeps of short turns and a chunk shows whole
     msgs: list[Message] = []
     for d in range(24):
@@ -193,9 +195,9 @@ def test_a_line_is_never_in_two_sections(store: Memory) -> None:
             ),
             Message(id=f"{d}c", speaker="Ann", content=f"Quiet at pier {d}.", created_at=when + timedelta(minutes=2)),
         ]
-    store.writer.remember("ns", RememberRequest(conversation_id="c", messages=msgs))
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c", messages=msgs))
     for budget in (600, 1200, 2000):
-        res = store.context.assemble(
+        res = local_memory.context.assemble(
             "ns",
             ContextRequest(
                 conversation_id="c",
@@ -216,8 +218,8 @@ def test_a_line_is_never_in_two_sections(store: Memory) -> None:
         assert len(where) > 10
 
 
-def test_a_preference_is_shown_as_a_preference(store: Memory) -> None:
-    store.writer.remember(
+def test_a_preference_is_shown_as_a_preference(local_memory: Memory) -> None:
+    local_memory.writer.remember(
         "ns",
         RememberRequest(
             conversation_id="c",
@@ -232,7 +234,7 @@ def test_a_preference_is_shown_as_a_preference(store: Memory) -> None:
             ],
         ),
     )
-    res = store.context.assemble(
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c", query="Which CSS framework should I use for the page?", now=LONG_NOW, recent=False
@@ -245,9 +247,9 @@ def test_a_preference_is_shown_as_a_preference(store: Memory) -> None:
     }
 
 
-def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(store: Memory) -> None:
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
-    res = store.context.assemble(
+def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(local_memory: Memory) -> None:
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    res = local_memory.context.assemble(
         "ns",
         ContextRequest(
             conversation_id="c1",
@@ -318,10 +320,10 @@ def _marathon_chat() -> list[Message]:
     return out
 
 
-def test_a_dated_list_keeps_a_follow_up_with_the_message_it_follows(store: Memory) -> None:
+def test_a_dated_list_keeps_a_follow_up_with_the_message_it_follows(local_memory: Memory) -> None:
     # the follow-up names neither the marathon nor the plan: ranked on its own, lines about other films come
     # first; its thread neighbour (said a minute before) carries it (BlockPolicy.thread_weight)
-    store.writer.remember("ns", RememberRequest(conversation_id="c1", messages=_marathon_chat()))
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=_marathon_chat()))
     req = ContextRequest(
         conversation_id="c1",
         query="In what order did I bring up my movie marathon plans across our conversations?",
@@ -330,10 +332,10 @@ def test_a_dated_list_keeps_a_follow_up_with_the_message_it_follows(store: Memor
         budget_tokens=160,
     )
     follow_up = "user: I think we'll start with Encanto at 2 PM, then take a snack break."
-    threaded = [i.text for i in store.context.assemble("ns", req).sections[4].items]
+    threaded = [i.text for i in local_memory.context.assemble("ns", req).sections[4].items]
     assert follow_up in threaded
-    store.context.policy = replace(store.context.policy, thread_weight=0.0)  # each line on its own
-    alone = [i.text for i in store.context.assemble("ns", req).sections[4].items]
+    local_memory.context.policy = replace(local_memory.context.policy, thread_weight=0.0)  # each line on its own
+    alone = [i.text for i in local_memory.context.assemble("ns", req).sections[4].items]
     assert follow_up not in alone and alone
 
 

@@ -59,9 +59,9 @@ def memory(tmp_path: Path, llm: LoopbackOpenAI, embedder: LocalEmbedder) -> Iter
         openai_max_retries=0,
         instruction_model="rules-model",
     )
-    store = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the factory's choice
-    yield store
-    store.close()
+    memory = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the factory's choice
+    yield memory
+    memory.close()
 
 
 def chat(n: int, start: datetime, prefix: str, said: dict[int, str]) -> list[Message]:

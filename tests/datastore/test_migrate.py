@@ -38,16 +38,16 @@ def c2_request() -> RememberRequest:
     return RememberRequest(conversation_id="c2", messages=conversation(("Carol", "Dan"), 12))
 
 
-def keyed_remember(store: Memory, ns: str, key: str, req: RememberRequest) -> tuple[RememberResponse, int]:
+def keyed_remember(memory: Memory, ns: str, key: str, req: RememberRequest) -> tuple[RememberResponse, int]:
     """`req` remembered through the server's Idempotency-Key path (server/idempotency.py): run once, its answer
     kept under `key`; a retry of a kept key answers the kept answer, and then this raises if the write runs."""
 
     async def run() -> tuple[RememberResponse, int]:
-        if store.storage.get_source(ns, req.conversation_id or "") is not None:
+        if memory.storage.get_source(ns, req.conversation_id or "") is not None:
             raise AssertionError("a retry with a kept Idempotency-Key ran the write again")
-        return store.writer.remember(ns, req), 200
+        return memory.writer.remember(ns, req), 200
 
-    return asyncio.run(remember_once(store, ns, key, req, run))
+    return asyncio.run(remember_once(memory, ns, key, req, run))
 
 
 @pytest.fixture
@@ -56,57 +56,57 @@ def source(tmp_path: Path, embedder: LocalEmbedder, ns: str) -> Iterator[Memory]
     `ns`, one conversation in `ns-2`, where Eve states three standing instructions to the assistant (the second
     supersedes the first)."""
     (tmp_path / "src").mkdir()
-    store = open_memory(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser())
-    store.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
-    keyed_remember(store, ns, "retry-c2", c2_request())
-    store.writer.upsert(ns, [Document(id="d1", text=document_text(8, "work"))])
+    memory = open_memory(make_settings(tmp_path / "src"), embedder, ExtractiveSummariser())
+    memory.writer.remember(ns, RememberRequest(conversation_id="c1", messages=conversation(("Alice", "Bob"), 60)))
+    keyed_remember(memory, ns, "retry-c2", c2_request())
+    memory.writer.upsert(ns, [Document(id="d1", text=document_text(8, "work"))])
     other = conversation(("Eve", "assistant"), 9)  # rules said to an assistant (a chat between people has none)
     for i, rule in RULES.items():
         other[i] = other[i].model_copy(update={"content": rule})
-    store.writer.remember(f"{ns}-2", RememberRequest(conversation_id="c1", messages=other))
-    nodes = store.storage.source_nodes(ns, "c1")  # every kind of record: visits, a pin, core memory
-    store.visits.record(ns, [nodes[0].id, nodes[0].id, nodes[1].id])
-    store.visits.flush()
-    store.visits.pin(ns, next(n.id for n in nodes if n.level == 2))
-    store.core.put(ns, CorePutRequest(key="name", value="Alice Smith", importance=90))
-    store.core.put(ns, CorePutRequest(key="project", value="the server migration", conversation_id="c1"))
-    yield store
-    store.close()
+    memory.writer.remember(f"{ns}-2", RememberRequest(conversation_id="c1", messages=other))
+    nodes = memory.storage.source_nodes(ns, "c1")  # every kind of record: visits, a pin, core memory
+    memory.visits.record(ns, [nodes[0].id, nodes[0].id, nodes[1].id])
+    memory.visits.flush()
+    memory.visits.pin(ns, next(n.id for n in nodes if n.level == 2))
+    memory.core.put(ns, CorePutRequest(key="name", value="Alice Smith", importance=90))
+    memory.core.put(ns, CorePutRequest(key="project", value="the server migration", conversation_id="c1"))
+    yield memory
+    memory.close()
 
 
-def _dump(store: Memory, ns: str, sid: str) -> tuple:
-    nodes = store.storage.source_nodes(ns, sid)
-    vectors = store.storage.get_vectors(ns, [n.id for n in nodes])
+def _dump(memory: Memory, ns: str, sid: str) -> tuple:
+    nodes = memory.storage.source_nodes(ns, sid)
+    vectors = memory.storage.get_vectors(ns, [n.id for n in nodes])
     return (
-        store.storage.get_source(ns, sid),
-        [m.model_dump() for m in store.storage.messages(ns, sid, -1)],
+        memory.storage.get_source(ns, sid),
+        [m.model_dump() for m in memory.storage.messages(ns, sid, -1)],
         [n.model_dump() for n in nodes],
         {k: np.round(v, 5).tolist() for k, v in vectors.items()},
     )
 
 
-def _extras(store: Memory, ns: str) -> tuple:
+def _extras(memory: Memory, ns: str) -> tuple:
     """The namespace's marks, core memory entries and standing instructions (with their vectors), as stored."""
     marks = (
         {
             i: (m.visit_count, m.pinned, m.pin_message_ids, m.last_visited_at is not None)
-            for i, m in mark_table(store).get(ns, None).items()
+            for i, m in mark_table(memory).get(ns, None).items()
         }
-        if store.storage.marks
+        if memory.storage.marks
         else {}
     )
-    core = store.storage.core.entries(ns, None) if store.storage.core else []
+    core = memory.storage.core.entries(ns, None) if memory.storage.core else []
     return (
         marks,
         sorted((e.conversation_id or "", e.key, e.value, e.importance, e.tokens) for e in core),
-        instructions(store, ns),
+        instructions(memory, ns),
     )
 
 
-def instructions(store: Memory, ns: str) -> list[tuple]:
+def instructions(memory: Memory, ns: str) -> list[tuple]:
     """Every standing instruction of the namespace, oldest first, with its vector (times to the millisecond:
     providers keep them at different grains)."""
-    table = store.storage.instructions
+    table = memory.storage.instructions
     assert table is not None
     rules = table.entries(ns, include_superseded=True)
     vectors = table.vectors(ns, [i.id for i in rules])
@@ -232,24 +232,24 @@ def test_cli_migrates_local_to_postgres(source: Memory, pg_server, ns: str) -> N
         dst.close()
 
 
-def _everything(store: Memory, namespaces: list[str]) -> dict:
+def _everything(memory: Memory, namespaces: list[str]) -> dict:
     """Every record of the namespaces, exactly as stored: source rows (counters, version, metadata: forks),
     messages (sessions), nodes, their vectors (float32, unrounded), marks, core memory entries and standing
     instructions with their vectors, idempotency records (times to the microsecond)."""
     out: dict = {}
     for space in namespaces:
         sources = {}
-        for sid in store.storage.list_sources(space):
-            nodes = store.storage.source_nodes(space, sid)
-            vectors = store.storage.get_vectors(space, [n.id for n in nodes])
+        for sid in memory.storage.list_sources(space):
+            nodes = memory.storage.source_nodes(space, sid)
+            vectors = memory.storage.get_vectors(space, [n.id for n in nodes])
             sources[sid] = (
-                store.storage.get_source(space, sid),
-                [m.model_dump() for m in store.storage.messages(space, sid, -1)],
+                memory.storage.get_source(space, sid),
+                [m.model_dump() for m in memory.storage.messages(space, sid, -1)],
                 [n.model_dump() for n in nodes],
                 {i: np.asarray(v, dtype=np.float32).tobytes() for i, v in vectors.items()},
             )
-        table, core, marks = store.storage.instructions, store.storage.core, store.storage.marks
-        answers = store.storage.idempotency
+        table, core, marks = memory.storage.instructions, memory.storage.core, memory.storage.marks
+        answers = memory.storage.idempotency
         assert table is not None and core is not None and marks is not None and answers is not None
         rules = table.entries(space, include_superseded=True)
         rule_vectors = table.vectors(space, [i.id for i in rules])
@@ -303,16 +303,16 @@ def test_local_pinecone_postgres_local_round_trip_is_lossless(
         make_settings(tmp_path, datastore="postgres", postgres_url=url),
         make_settings(tmp_path / "back"),
     ]
-    stores = [open_memory(s, embedder, ExtractiveSummariser()) for s in hops]
+    memories = [open_memory(s, embedder, ExtractiveSummariser()) for s in hops]
     try:
         previous = source
-        for store in stores:
-            report = migrate(previous, store, namespaces, None)
+        for memory in memories:
+            report = migrate(previous, memory, namespaces, None)
             assert report["copied"] == report["sources"] == 6 and report["core_memory"] == 3
             assert report["idempotency"] == 1
-            assert _everything(store, namespaces) == expected, store.name
-            previous = store
-        back = stores[-1]
+            assert _everything(memory, namespaces) == expected, memory.name
+            previous = memory
+        back = memories[-1]
         first = keyed_remember(source, ns, "retry-c2", c2_request())
         assert keyed_remember(back, ns, "retry-c2", c2_request()) == first  # the retry after the moves
         q = [Query(query="the server migration ran all weekend", top_k=5)]
@@ -320,6 +320,6 @@ def test_local_pinecone_postgres_local_round_trip_is_lossless(
             r.id for r in source.reader.query(ns, q).results[0].results
         ]
     finally:
-        for store in stores:
-            store.close()
+        for memory in memories:
+            memory.close()
         pg_server.drop_database(url)

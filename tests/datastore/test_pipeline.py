@@ -27,32 +27,32 @@ from tests.support.stores import recompose, text_search
 NS = "default"
 
 
-def remember_sessions(store: Memory, sessions: list[list[Message]], cid: str = "conv") -> None:
+def remember_sessions(memory: Memory, sessions: list[list[Message]], cid: str = "conv") -> None:
     for msgs in sessions:
-        store.writer.remember(NS, RememberRequest(conversation_id=cid, messages=msgs))
+        memory.writer.remember(NS, RememberRequest(conversation_id=cid, messages=msgs))
 
 
-def tree(store: Memory, cid: str = "conv"):  # noqa: ANN201
-    return store.storage.source_nodes(NS, cid)
+def tree(memory: Memory, cid: str = "conv"):  # noqa: ANN201
+    return memory.storage.source_nodes(NS, cid)
 
 
-def check(store: Memory, cid: str = "conv") -> dict[int, int]:
-    s = store.settings
-    return check_tree(tree(store, cid), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+def check(memory: Memory, cid: str = "conv") -> dict[int, int]:
+    s = memory.settings
+    return check_tree(tree(memory, cid), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
 
 
-def test_locomo_slice_builds_a_valid_three_level_tree(store: Memory, locomo: list[dict]) -> None:
+def test_locomo_slice_builds_a_valid_three_level_tree(local_memory: Memory, locomo: list[dict]) -> None:
     sessions = locomo_sessions(locomo[0], limit=8)
-    remember_sessions(store, sessions)
-    counts = check(store)
+    remember_sessions(local_memory, sessions)
+    counts = check(local_memory)
     assert counts[1] >= 25 and counts[2] >= 5 and counts[3] >= 1
-    stats = store.storage.counts(NS)
+    stats = local_memory.storage.counts(NS)
     assert stats["messages"] == sum(len(s) for s in sessions)
     # every message is covered by some chunk
-    covered = {m for n in tree(store) if n.level == 1 for m in n.message_ids}
+    covered = {m for n in tree(local_memory) if n.level == 1 for m in n.message_ids}
     assert covered == {m.id for s in sessions for m in s}
     # summaries carry who made them and the time range of what they cover
-    for n in tree(store):
+    for n in tree(local_memory):
         if n.level > 1:
             assert n.summariser == "extractive" and n.start_time is not None and n.start_time <= n.end_time
 
@@ -71,8 +71,8 @@ def test_incremental_and_one_shot_remember_give_the_same_chunks(
     assert texts[0] == texts[1]
 
 
-def test_open_chunk_is_searchable_at_once_then_extended(store: Memory) -> None:
-    r1 = store.writer.remember(
+def test_open_chunk_is_searchable_at_once_then_extended(local_memory: Memory) -> None:
+    r1 = local_memory.writer.remember(
         NS,
         RememberRequest(
             conversation_id="c",
@@ -80,36 +80,36 @@ def test_open_chunk_is_searchable_at_once_then_extended(store: Memory) -> None:
         ),
     )
     assert len(r1.chunk_ids) == 1 and not r1.updated_chunk_ids
-    hits = store.reader.query(NS, [Query(query="what is the cat's name", top_k=1)]).results[0].results
+    hits = local_memory.reader.query(NS, [Query(query="what is the cat's name", top_k=1)]).results[0].results
     assert hits[0].id == r1.chunk_ids[0] and "Miso" in hits[0].text
-    r2 = store.writer.remember(
+    r2 = local_memory.writer.remember(
         NS,
         RememberRequest(
             conversation_id="c", messages=[Message(id="b", speaker="Bob", content="Miso is a lovely name.")]
         ),
     )
     assert r2.updated_chunk_ids == r1.chunk_ids and not r2.chunk_ids
-    node = store.reader.get_node(NS, r1.chunk_ids[0])
+    node = local_memory.reader.get_node(NS, r1.chunk_ids[0])
     assert node.message_ids == ["a", "b"] and not node.sealed
 
 
-def test_resending_message_ids_changes_nothing(store: Memory, locomo: list[dict]) -> None:
+def test_resending_message_ids_changes_nothing(local_memory: Memory, locomo: list[dict]) -> None:
     sessions = locomo_sessions(locomo[0], limit=3)
-    remember_sessions(store, sessions)
-    before = [(n.id, n.text, n.parent_id) for n in tree(store)]
-    r = store.writer.remember(NS, RememberRequest(conversation_id="conv", messages=sessions[1]))
+    remember_sessions(local_memory, sessions)
+    before = [(n.id, n.text, n.parent_id) for n in tree(local_memory)]
+    r = local_memory.writer.remember(NS, RememberRequest(conversation_id="conv", messages=sessions[1]))
     assert r.skipped_message_ids == [m.id for m in sessions[1]]
     assert not (r.chunk_ids or r.updated_chunk_ids or r.summary_ids)
-    assert [(n.id, n.text, n.parent_id) for n in tree(store)] == before
+    assert [(n.id, n.text, n.parent_id) for n in tree(local_memory)] == before
 
 
-def test_query_filters_by_level_speaker_conversation_and_time(store: Memory, locomo: list[dict]) -> None:
-    remember_sessions(store, locomo_sessions(locomo[0], limit=6), "a")
-    remember_sessions(store, locomo_sessions(locomo[1], limit=2), "b")
+def test_query_filters_by_level_speaker_conversation_and_time(local_memory: Memory, locomo: list[dict]) -> None:
+    remember_sessions(local_memory, locomo_sessions(locomo[0], limit=6), "a")
+    remember_sessions(local_memory, locomo_sessions(locomo[1], limit=2), "b")
     q = "support group"
 
     def hits(flt: QueryFilter):  # noqa: ANN202
-        return store.reader.query(NS, [Query(query=q, top_k=50, filter=flt)]).results[0].results
+        return local_memory.reader.query(NS, [Query(query=q, top_k=50, filter=flt)]).results[0].results
 
     assert {h.level for h in hits(QueryFilter(level=2))} == {2}
     assert all(h.level >= 2 for h in hits(QueryFilter(min_level=2)))
@@ -123,9 +123,9 @@ def test_query_filters_by_level_speaker_conversation_and_time(store: Memory, loc
     assert hits(QueryFilter(document_id="nope")) == []
 
 
-def test_scores_are_cosine_and_sorted(store: Memory, embedder: LocalEmbedder, locomo: list[dict]) -> None:
-    remember_sessions(store, locomo_sessions(locomo[0], limit=2))
-    res = store.reader.query(NS, [Query(query="painting a sunrise", top_k=5, mode="dense")]).results[0].results
+def test_scores_are_cosine_and_sorted(local_memory: Memory, embedder: LocalEmbedder, locomo: list[dict]) -> None:
+    remember_sessions(local_memory, locomo_sessions(locomo[0], limit=2))
+    res = local_memory.reader.query(NS, [Query(query="painting a sunrise", top_k=5, mode="dense")]).results[0].results
     scores = [r.score for r in res]
     assert scores == sorted(scores, reverse=True)
     q = embedder.embed(["painting a sunrise"])[0]
@@ -133,86 +133,86 @@ def test_scores_are_cosine_and_sorted(store: Memory, embedder: LocalEmbedder, lo
     assert abs(float(q @ v) - scores[0]) < 1e-3
 
 
-def test_delete_message_rebuilds_every_level_and_keeps_the_rest(store: Memory, locomo: list[dict]) -> None:
+def test_delete_message_rebuilds_every_level_and_keeps_the_rest(local_memory: Memory, locomo: list[dict]) -> None:
     sessions = locomo_sessions(locomo[0], limit=8)
-    remember_sessions(store, sessions)
-    before = {n.id: n for n in tree(store)}
+    remember_sessions(local_memory, sessions)
+    before = {n.id: n for n in tree(local_memory)}
     victim = sessions[5][3]
     secret = victim.content
-    store.deleter.delete(NS, DeleteRequest(ids=[victim.id]))
-    after = tree(store)
-    check(store)
+    local_memory.deleter.delete(NS, DeleteRequest(ids=[victim.id]))
+    after = tree(local_memory)
+    check(local_memory)
     assert all(secret not in n.text for n in after)
     assert all(victim.id not in n.message_ids for n in after)
     # nothing derived from earlier messages was rebuilt
     early = [n for n in before.values() if n.level == 1 and n.tok_end < 1000]
     assert early and all(n.id in {a.id for a in after} for n in early)
-    found = store.reader.query(NS, [Query(query=secret, top_k=100)]).results[0].results
+    found = local_memory.reader.query(NS, [Query(query=secret, top_k=100)]).results[0].results
     assert all(secret not in r.text for r in found)
-    assert all(secret not in n.text for n, _ in text_search(store).search(NS, secret, 100))
+    assert all(secret not in n.text for n, _ in text_search(local_memory).search(NS, secret, 100))
 
 
-def test_delete_node_forgets_everything_it_covers(store: Memory, locomo: list[dict]) -> None:
-    remember_sessions(store, locomo_sessions(locomo[0], limit=6))
-    l2 = next(n for n in tree(store) if n.level == 2)
-    covered = {m for n in store.reader.subtree(NS, l2.id) for m in n.message_ids}
-    res = store.deleter.delete(NS, DeleteRequest(ids=[l2.id]))
+def test_delete_node_forgets_everything_it_covers(local_memory: Memory, locomo: list[dict]) -> None:
+    remember_sessions(local_memory, locomo_sessions(locomo[0], limit=6))
+    l2 = next(n for n in tree(local_memory) if n.level == 2)
+    covered = {m for n in local_memory.reader.subtree(NS, l2.id) for m in n.message_ids}
+    res = local_memory.deleter.delete(NS, DeleteRequest(ids=[l2.id]))
     assert res.deleted_messages == len(covered)
-    left = {m for n in tree(store) for m in n.message_ids}
+    left = {m for n in tree(local_memory) for m in n.message_ids}
     assert not covered & left
     with pytest.raises(NotFoundError):
-        store.reader.get_node(NS, l2.id)
-    check(store)
+        local_memory.reader.get_node(NS, l2.id)
+    check(local_memory)
 
 
-def test_delete_unknown_id_is_404_and_deletes_nothing(store: Memory, locomo: list[dict]) -> None:
-    remember_sessions(store, locomo_sessions(locomo[0], limit=1))
-    before = store.storage.counts(NS)
+def test_delete_unknown_id_is_404_and_deletes_nothing(local_memory: Memory, locomo: list[dict]) -> None:
+    remember_sessions(local_memory, locomo_sessions(locomo[0], limit=1))
+    before = local_memory.storage.counts(NS)
     with pytest.raises(NotFoundError):
-        store.deleter.delete(NS, DeleteRequest(ids=["D1:1", "no-such-id"]))
-    assert store.storage.counts(NS) == before
+        local_memory.deleter.delete(NS, DeleteRequest(ids=["D1:1", "no-such-id"]))
+    assert local_memory.storage.counts(NS) == before
 
 
-def test_delete_conversation_filter_and_all(store: Memory, locomo: list[dict]) -> None:
-    remember_sessions(store, locomo_sessions(locomo[0], limit=2), "a")
-    remember_sessions(store, locomo_sessions(locomo[1], limit=2), "b")
-    store.writer.remember("other", RememberRequest(conversation_id="a", messages=[Message(content="keep me")]))
-    store.deleter.delete(NS, DeleteRequest(ids=["a"]))
-    assert tree(store, "a") == [] and tree(store, "b")
+def test_delete_conversation_filter_and_all(local_memory: Memory, locomo: list[dict]) -> None:
+    remember_sessions(local_memory, locomo_sessions(locomo[0], limit=2), "a")
+    remember_sessions(local_memory, locomo_sessions(locomo[1], limit=2), "b")
+    local_memory.writer.remember("other", RememberRequest(conversation_id="a", messages=[Message(content="keep me")]))
+    local_memory.deleter.delete(NS, DeleteRequest(ids=["a"]))
+    assert tree(local_memory, "a") == [] and tree(local_memory, "b")
     spk = locomo_sessions(locomo[1], limit=1)[0][0].speaker
-    store.deleter.delete(NS, DeleteRequest(filter={"speaker": spk}))
-    assert all(spk not in n.speakers for n in tree(store, "b"))
-    store.deleter.delete(NS, DeleteRequest(delete_all=True))
-    assert store.storage.counts(NS) == {"sources": 0, "messages": 0}
-    assert store.storage.counts("other")["messages"] == 1
+    local_memory.deleter.delete(NS, DeleteRequest(filter={"speaker": spk}))
+    assert all(spk not in n.speakers for n in tree(local_memory, "b"))
+    local_memory.deleter.delete(NS, DeleteRequest(delete_all=True))
+    assert local_memory.storage.counts(NS) == {"sources": 0, "messages": 0}
+    assert local_memory.storage.counts("other")["messages"] == 1
 
 
-def test_documents_are_chunked_sealed_rolled_up_and_replaced(store: Memory) -> None:
+def test_documents_are_chunked_sealed_rolled_up_and_replaced(local_memory: Memory) -> None:
     text = " ".join(f"Paragraph {i} says the project codename is Falcon {i}." for i in range(150))
-    ids = store.writer.upsert(NS, [Document(id="doc1", text=text)]).ids
-    nodes = tree(store, "doc1")
+    ids = local_memory.writer.upsert(NS, [Document(id="doc1", text=text)]).ids
+    nodes = tree(local_memory, "doc1")
     assert ids == ["doc1"] and all(n.sealed for n in nodes) and any(n.level == 2 for n in nodes)
-    check(store, "doc1")
-    store.writer.upsert(NS, [Document(id="doc1", text="Short replacement text about herons.")])
-    nodes = tree(store, "doc1")
+    check(local_memory, "doc1")
+    local_memory.writer.upsert(NS, [Document(id="doc1", text="Short replacement text about herons.")])
+    nodes = tree(local_memory, "doc1")
     assert len(nodes) == 1 and nodes[0].text.startswith("Short replacement")
-    hit = store.reader.query(NS, [Query(query="herons", top_k=1, filter=QueryFilter(document_id="doc1"))])
+    hit = local_memory.reader.query(NS, [Query(query="herons", top_k=1, filter=QueryFilter(document_id="doc1"))])
     assert hit.results[0].results[0].document_id == "doc1"
 
 
-def test_limits_are_checked_before_anything_is_written(store: Memory) -> None:
-    s = store.settings
+def test_limits_are_checked_before_anything_is_written(local_memory: Memory) -> None:
+    s = local_memory.settings
     too_many = [Message(content=f"m{i}") for i in range(s.max_messages + 1)]
     with pytest.raises(InvalidRequestError) as e:
-        store.writer.remember(NS, RememberRequest(messages=too_many))
+        local_memory.writer.remember(NS, RememberRequest(messages=too_many))
     assert e.value.field == "messages"
     with pytest.raises(InvalidRequestError) as e:
-        store.writer.remember(NS, RememberRequest(messages=[Message(content="x" * (s.max_message_chars + 1))]))
+        local_memory.writer.remember(NS, RememberRequest(messages=[Message(content="x" * (s.max_message_chars + 1))]))
     assert e.value.field == "messages[0].content"
     with pytest.raises(InvalidRequestError) as e:
-        store.reader.query(NS, [Query(query="x", top_k=s.max_top_k + 1)])
+        local_memory.reader.query(NS, [Query(query="x", top_k=s.max_top_k + 1)])
     assert e.value.field == "queries[0].top_k"
-    assert store.storage.counts(NS) == {"sources": 0, "messages": 0}
+    assert local_memory.storage.counts(NS) == {"sources": 0, "messages": 0}
 
 
 class FailingEmbedder:
@@ -292,21 +292,23 @@ def test_forgetting_does_not_wait_for_a_failing_embedder(
     memory.close()
 
 
-def test_opening_with_another_embedding_model_is_a_clear_error(tmp_path: Path, store: Memory) -> None:
+def test_opening_with_another_embedding_model_is_a_clear_error(tmp_path: Path, local_memory: Memory) -> None:
     settings = make_settings(tmp_path, openai_api_key="sk-test", embedder="openai")
     with pytest.raises(EmbeddingMismatchError, match="all-MiniLM-L6-v2"):
         open_memory(settings, OpenAIEmbedder(settings), ExtractiveSummariser())
 
 
-def test_namespaces_never_see_each_other(store: Memory) -> None:
-    a = store.writer.remember(
+def test_namespaces_never_see_each_other(local_memory: Memory) -> None:
+    a = local_memory.writer.remember(
         "alice", RememberRequest(conversation_id="c", messages=[Message(content="Alice's PIN is 4921.")])
     )
-    store.writer.remember("bob", RememberRequest(conversation_id="c", messages=[Message(content="Bob likes tea.")]))
-    res = store.reader.query("bob", [Query(query="PIN number", top_k=10)]).results[0].results
+    local_memory.writer.remember(
+        "bob", RememberRequest(conversation_id="c", messages=[Message(content="Bob likes tea.")])
+    )
+    res = local_memory.reader.query("bob", [Query(query="PIN number", top_k=10)]).results[0].results
     assert all("4921" not in r.text for r in res)
     with pytest.raises(NotFoundError):
-        store.reader.expand("bob", a.chunk_ids[0])
+        local_memory.reader.expand("bob", a.chunk_ids[0])
     with pytest.raises(NotFoundError):
-        store.deleter.delete("bob", DeleteRequest(ids=[a.chunk_ids[0]]))
-    assert store.reader.get_node("alice", a.chunk_ids[0]).text.endswith("4921.\n")
+        local_memory.deleter.delete("bob", DeleteRequest(ids=[a.chunk_ids[0]]))
+    assert local_memory.reader.get_node("alice", a.chunk_ids[0]).text.endswith("4921.\n")

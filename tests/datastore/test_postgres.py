@@ -69,12 +69,12 @@ def test_two_stores_writing_one_conversation_never_summarise_the_same_children(
     messages = conversation(("Alice", "Bob"), 80)
     errors: list[BaseException] = []
 
-    def writer(store: Memory, part: list) -> None:
+    def writer(memory: Memory, part: list) -> None:
         try:
             for i in range(0, len(part), 8):
                 for _ in range(20):  # a writer that keeps losing gets ConflictError (a 409): its client retries
                     try:
-                        store.writer.remember(ns, RememberRequest(conversation_id="c", messages=part[i : i + 8]))
+                        memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=part[i : i + 8]))
                         break
                     except ConflictError:
                         continue

@@ -27,31 +27,31 @@ QUESTIONS = [
 FILTERS = [None, QueryFilter(conversation_id="c1"), QueryFilter(speaker="Eve"), QueryFilter(level=2)]
 
 
-def fill(store: Memory, ns: str) -> None:
+def fill(memory: Memory, ns: str) -> None:
     for i, pair in enumerate((("Ann", "Ben"), ("Cy", "Dee"), ("Eve", "Fay"))):
         messages = conversation(pair, 40, prefix=f"c{i}")
         for j in range(0, len(messages), 10):  # incremental writes, as a chat app sends them
-            store.writer.remember(ns, RememberRequest(conversation_id=f"c{i}", messages=messages[j : j + 10]))
+            memory.writer.remember(ns, RememberRequest(conversation_id=f"c{i}", messages=messages[j : j + 10]))
 
 
-def ranked(store: Memory, ns: str) -> list[list[tuple[str, int, int, tuple[str, ...], float]]]:
+def ranked(memory: Memory, ns: str) -> list[list[tuple[str, int, int, tuple[str, ...], float]]]:
     """Every query's results as (conversation, level, position, message ids, score): node ids are the store's."""
     out = []
     for mode in ("hybrid", "text", "dense", "tree"):
         for flt in FILTERS:
             queries = [Query(query=q, top_k=6, mode=mode, filter=flt) for q in QUESTIONS]
-            for res in store.reader.query(ns, queries, record_visits=False).results:
+            for res in memory.reader.query(ns, queries, record_visits=False).results:
                 out.append(
                     [
-                        (r.conversation_id or "", r.level, _position(store, ns, r.id), tuple(r.message_ids), r.score)
+                        (r.conversation_id or "", r.level, _position(memory, ns, r.id), tuple(r.message_ids), r.score)
                         for r in res.results
                     ]
                 )
     return out
 
 
-def _position(store: Memory, ns: str, node_id: str) -> int:
-    return store.storage.get_nodes(ns, [node_id])[0].position
+def _position(memory: Memory, ns: str, node_id: str) -> int:
+    return memory.storage.get_nodes(ns, [node_id])[0].position
 
 
 def same(a: list, b: list) -> None:
@@ -73,8 +73,8 @@ def test_every_provider_ranks_as_the_embedded_store(
         same(ranked(memory, ns), want)
         again = open_store()  # another process over the same store: its indexes load from the store alone
         same(ranked(again, ns), want)
-        for store in (reference, memory):
-            store.deleter.delete(ns, DeleteRequest(ids=["c1-3", "c1-4"], conversation_id="c1"))
+        for each in (reference, memory):
+            each.deleter.delete(ns, DeleteRequest(ids=["c1-3", "c1-4"], conversation_id="c1"))
         want = ranked(reference, ns)
         same(ranked(memory, ns), want)
         same(ranked(again, ns), want)  # learnt the other process's delete from the store

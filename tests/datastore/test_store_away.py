@@ -30,8 +30,8 @@ async def test_postgres_going_away_is_a_503_naming_it_and_loses_nothing(
         return
     try:
         settings = make_settings(tmp_path, datastore="postgres", postgres_url=pg.create_database(), pg_pool_size=2)
-        store = open_memory(settings, embedder, ExtractiveSummariser())
-        app = create_app(settings, store)
+        memory = open_memory(settings, embedder, ExtractiveSummariser())
+        app = create_app(settings, memory)
         body = {"conversation_id": "c", "wait": True, "messages": [{"speaker": "Ann", "content": "The kiln is blue."}]}
         query = {"queries": [{"query": "kiln", "top_k": 3}]}
         async with app.test_app() as test_app:
@@ -61,6 +61,6 @@ async def test_postgres_going_away_is_a_503_naming_it_and_loses_nothing(
             assert r.status_code == 200
             hits = (await r.get_json())["results"][0]["results"]
             assert [h["text"] for h in hits if "kiln" in h["text"]]
-        store.close()
+        memory.close()
     finally:
         pg.stop()

@@ -184,12 +184,12 @@ def test_the_local_store_keeps_its_text_index_in_step_with_its_own_and_other_pro
         assert text_search(a).search("ns", "xylophone", 5) == [] and text_search(b).search("ns", "xylophone", 5) == []
         said = Message(speaker="Ann", content="I tuned my old xylophones at the lake cabin today.")
         a.writer.remember("ns", RememberRequest(conversation_id="c2", messages=[said]))
-        for store in (a, b):  # a applies its own commit, b reloads at the new namespace version
-            hits = text_search(store).search("ns", "xylophone", 5, QueryFilter(level=1))
+        for memory in (a, b):  # a applies its own commit, b reloads at the new namespace version
+            hits = text_search(memory).search("ns", "xylophone", 5, QueryFilter(level=1))
             assert [n.source_id for n, _ in hits] == ["c2"] and hits[0][1] > 0
-            assert text_search(store).search("ns", "xylophone", 5, QueryFilter(conversation_id="c1")) == []
+            assert text_search(memory).search("ns", "xylophone", 5, QueryFilter(conversation_id="c1")) == []
             q = Query(query="xylophone lake", top_k=3, mode="hybrid")
-            assert store.reader.query("ns", [q]).results[0].results[0].conversation_id == "c2"
+            assert memory.reader.query("ns", [q]).results[0].results[0].conversation_id == "c2"
         b.deleter.delete("ns", DeleteRequest(ids=["c2"]))
         assert text_search(b).search("ns", "xylophone", 5) == [] and text_search(a).search("ns", "xylophone", 5) == []
     finally:
@@ -203,8 +203,8 @@ class _NodesOnly:
 
     rows: RowSearch | None = None
 
-    def __init__(self, store: Memory) -> None:
-        search = store.search
+    def __init__(self, memory: Memory) -> None:
+        search = memory.search
         self.text = search.text
         self.search_vector, self.get_vectors = search.search_vector, search.get_vectors
         self.get_nodes, self.source_nodes = search.get_nodes, search.source_nodes
@@ -216,9 +216,9 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
     """Hybrid fuses row ids from the in-memory indexes and reads only the top_k nodes; the path of a fork's view
     fuses nodes. Same hits, same order, same scores, with and without filters."""
     monkeypatch.setattr(ranking, "POOL", 6)  # pools smaller than the namespace: text-only candidates exist
-    store = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
+    memory = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
     looked_up: list[int] = []
-    row_search = store.search
+    row_search = memory.search
     row_cosines = row_search.row_cosines
 
     def counting(ns: str, rowids: np.ndarray, vector: np.ndarray) -> dict[int, float]:
@@ -228,8 +228,8 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
     row_search.row_cosines = counting  # type: ignore[method-assign]
     try:
         for i, pair in enumerate((("Ann", "Ben"), ("Cy", "Dee"), ("Eve", "Fay"))):
-            store.writer.remember("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
-        assert store.search.rows is not None and _NodesOnly(store).rows is None
+            memory.writer.remember("ns", RememberRequest(conversation_id=f"c{i}", messages=conversation(pair, 60)))
+        assert memory.search.rows is not None and _NodesOnly(memory).rows is None
         questions = [
             "where did they go hiking",
             "the lake cabin trip",
@@ -240,10 +240,10 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
         vectors = embedder.embed(questions)
         for flt in (None, QueryFilter(conversation_id="c1"), QueryFilter(speaker="Eve")):
             for q, v in zip(questions, vectors, strict=True):
-                rows = ranking.hybrid(store.search, "ns", q, v, 4, flt)
-                nodes = ranking.hybrid(_NodesOnly(store), "ns", q, v, 4, flt)
+                rows = ranking.hybrid(memory.search, "ns", q, v, 4, flt)
+                nodes = ranking.hybrid(_NodesOnly(memory), "ns", q, v, 4, flt)
                 assert [n.id for n, _ in rows] == [n.id for n, _ in nodes] and rows, (q, flt)
                 assert np.allclose([s for _, s in rows], [s for _, s in nodes], atol=1e-6)
         assert max(looked_up) > 0  # some text-only candidates took their cosine from the in-memory vectors
     finally:
-        store.close()
+        memory.close()

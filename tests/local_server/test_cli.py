@@ -99,16 +99,16 @@ def test_chatgpt_branches_become_forks_and_bad_mappings_are_named(tmp_path: Path
     from datastore.read.lineage import fork_info, lineage
     from models.settings import Settings
 
-    store = open_memory(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))
+    memory = open_memory(Settings(_env_file=None, local_db_path=tmp_path / "cli.db"))
     try:
-        assert (fork_info(store.storage, "default", "chat-1~a3") or {}).get("parent_id") == "chat-1~a1"
-        assert [sid for sid, _ in lineage(store.storage, "default", "chat-1~a3")] == [
+        assert (fork_info(memory.storage, "default", "chat-1~a3") or {}).get("parent_id") == "chat-1~a1"
+        assert [sid for sid, _ in lineage(memory.storage, "default", "chat-1~a3")] == [
             "chat-1~a3",
             "chat-1~a1",
             "chat-1",
         ]
     finally:
-        store.close()
+        memory.close()
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0  # again: nothing new, no error
 
     mapping["u1"]["parent"] = "u2"  # a cycle: u1 -> u2 -> a1b -> u1

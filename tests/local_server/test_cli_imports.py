@@ -35,13 +35,15 @@ def run_cli(settings: Settings, *args: str) -> str:
     return done.stdout
 
 
-def test_stats_and_show_import_no_model(settings: Settings, store: Memory) -> None:
+def test_stats_and_show_import_no_model(settings: Settings, memory: Memory) -> None:
     messages = [
         Message(id="m1", speaker="Ann", content="We land in Lisbon on 3 June."),
         Message(id="m2", speaker="Bob", content="Book the tram tour for the 4th, please."),
     ]
-    chunk_id = store.writer.remember("default", RememberRequest(conversation_id="trip", messages=messages)).chunk_ids[0]
-    store.close()
+    chunk_id = memory.writer.remember("default", RememberRequest(conversation_id="trip", messages=messages)).chunk_ids[
+        0
+    ]
+    memory.close()
     stats = run_cli(settings, "stats")
     assert re.search(r'"messages": 2\b', stats) and re.search(r'"L1": 1\b', stats), stats
     assert "MODULES: none" in stats

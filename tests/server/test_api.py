@@ -157,9 +157,9 @@ BAD_REQUESTS = [
 
 @pytest.mark.parametrize(("method", "path", "body", "headers", "status", "code", "field"), BAD_REQUESTS)
 async def test_bad_requests_get_one_error_shape_and_change_nothing(  # noqa: PLR0913 (the parametrize columns)
-    client, store, method, path, body, headers, status, code, field
+    client, memory, method, path, body, headers, status, code, field
 ) -> None:
-    before = store.storage.counts("default")
+    before = memory.storage.counts("default")
     hdrs = {**AUTH, **headers} if "Authorization" not in headers else headers
     if not headers.get("Authorization") and status == 401:
         hdrs = {}
@@ -172,7 +172,7 @@ async def test_bad_requests_get_one_error_shape_and_change_nothing(  # noqa: PLR
     assert r.status_code == status, await r.get_data()
     assert r.content_type.startswith("application/json")
     assert is_error(await r.get_json(), code, field)
-    assert store.storage.counts("default") == before
+    assert memory.storage.counts("default") == before
 
 
 async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(client) -> None:
@@ -199,7 +199,7 @@ async def test_a_resend_without_ids_is_new_and_the_returned_ids_make_it_safe(cli
         assert [m["id"] for m in listed] == first["message_ids"] + again["message_ids"]
 
 
-async def test_a_message_remembered_late_takes_its_place_by_time(client, store) -> None:
+async def test_a_message_remembered_late_takes_its_place_by_time(client, memory) -> None:
     """A message re-remembered after its deletion (or any message older than the
     conversation's latest) is inserted by `created_at`, not appended after newer ones, with or without wait."""
     from tests.support.invariants import check_tree
@@ -212,7 +212,7 @@ async def test_a_message_remembered_late_takes_its_place_by_time(client, store) 
             "content": f"Turn {i} of the planning talk: the budget line number {i} is settled.",
         }
 
-    s = store.settings
+    s = memory.settings
     for wait in (True, False):
         cid = f"late-{wait}"
         r = await client.post(
@@ -228,7 +228,7 @@ async def test_a_message_remembered_late_takes_its_place_by_time(client, store) 
         )
         assert r.status_code == (200 if wait else 202), await r.get_json()
         if not wait:
-            store.steps.backlog()  # what the background indexer does
+            memory.steps.backlog()  # what the background indexer does
         listed = (await (await client.get(f"/conversations/{cid}/messages", headers=AUTH)).get_json())["messages"]
         assert [m["id"] for m in listed] == [f"t{i}" for i in range(30)]
         assert [m["seq"] for m in listed] == list(range(30))
@@ -241,4 +241,4 @@ async def test_a_message_remembered_late_takes_its_place_by_time(client, store) 
         )
         hit = (await r.get_json())["results"][0]["results"][0]
         assert "t7" in hit["message_ids"] and hit["text"].index("Turn 6 ") < hit["text"].index("Turn 7 ")
-        check_tree(store.storage.source_nodes("default", cid), s.chunk_size, s.chunk_overlap, s.fan_out)
+        check_tree(memory.storage.source_nodes("default", cid), s.chunk_size, s.chunk_overlap, s.fan_out)

@@ -35,8 +35,8 @@ def bearer(token: str) -> dict[str, str]:
     return {"Authorization": f"Bearer {token}"}
 
 
-async def app_client(settings, store) -> AsyncIterator[Any]:
-    app = create_app(settings, store)
+async def app_client(settings, memory) -> AsyncIterator[Any]:
+    app = create_app(settings, memory)
     async with app.test_app() as test_app:
         yield test_app.test_client()
 
@@ -44,10 +44,10 @@ async def app_client(settings, store) -> AsyncIterator[Any]:
 @pytest.fixture
 async def jwt_client(tmp_path: Path, embedder) -> AsyncIterator[Any]:
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, jwt_audience="pyramind", jwt_issuer="idp")
-    store = open_memory(settings, embedder, ExtractiveSummariser())
-    async for c in app_client(settings, store):
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    async for c in app_client(settings, memory):
         yield c
-    store.close()
+    memory.close()
 
 
 def claims_ok(**extra: Any) -> dict[str, Any]:
@@ -193,14 +193,14 @@ async def test_rs256_public_key_and_es256_jwks(tmp_path: Path, embedder) -> None
         ),
     ]
     for user, settings, good, bad in cases:
-        store = open_memory(settings, embedder, ExtractiveSummariser())
-        async for client in app_client(settings, store):
+        memory = open_memory(settings, embedder, ExtractiveSummariser())
+        async for client in app_client(settings, memory):
             r = await client.post("/remember", headers=bearer(good), json={"messages": [{"content": "hello"}]})
             assert r.status_code == 202, await r.get_json()  # stored; indexed in the background
             r = await client.post("/remember", headers=bearer(bad), json={"messages": [{"content": "hello"}]})
             assert r.status_code == 401
-        assert store.storage.counts(user)["messages"] == 1
-        store.close()
+        assert memory.storage.counts(user)["messages"] == 1
+        memory.close()
 
 
 def _hs_with_public_key(pem_pub: str, exp: int) -> str:
@@ -217,7 +217,7 @@ def _hs_with_public_key(pem_pub: str, exp: int) -> str:
     return f"{head}.{body}.{b64(sig)}"
 
 
-async def test_many_namespaces_never_reach_each_other(client, store) -> None:
+async def test_many_namespaces_never_reach_each_other(client, memory) -> None:
     """Random namespaces and ids: no request in one namespace reads, expands, finds or deletes another's node."""
     rng = random.Random(7)
     spaces = [f"user-{i}" for i in range(8)]
@@ -251,8 +251,8 @@ async def test_many_namespaces_never_reach_each_other(client, store) -> None:
     r = await client.delete("/delete", headers=AUTH, json={"namespace": spaces[0], "delete_all": True})
     assert r.status_code == 200
     for ns in spaces[1:]:
-        assert store.storage.counts(ns)["messages"] == 1
-    assert store.storage.counts(spaces[0])["messages"] == 0
+        assert memory.storage.counts(ns)["messages"] == 1
+    assert memory.storage.counts(spaces[0])["messages"] == 0
 
 
 async def test_namespace_in_request_is_validated(client) -> None:
@@ -264,8 +264,8 @@ async def test_namespace_in_request_is_validated(client) -> None:
 
 async def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder) -> None:
     settings = make_settings(tmp_path, rate_limit_per_minute=3)
-    store = open_memory(settings, embedder, ExtractiveSummariser())
-    async for client in app_client(settings, store):
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    async for client in app_client(settings, memory):
         codes = []
         for _ in range(5):
             r = await client.get("/memories/nope", headers=AUTH)
@@ -273,7 +273,7 @@ async def test_rate_limit_answers_429_with_retry_after(tmp_path: Path, embedder)
         assert codes[:3] == [404] * 3 and codes[3] == 429
         body = await r.get_json()
         assert body["error"]["code"] == "too_many_requests" and int(r.headers["Retry-After"]) >= 1
-    store.close()
+    memory.close()
 
 
 async def test_tokens_never_reach_logs_or_error_bodies(client, caplog) -> None:

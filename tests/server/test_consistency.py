@@ -98,7 +98,7 @@ async def test_every_body_validation_error_is_a_422_naming_the_field(client: Any
     assert r.status_code == 200
 
 
-async def test_an_idempotency_key_stores_once_and_answers_the_same(client: Any, store: Memory) -> None:
+async def test_an_idempotency_key_stores_once_and_answers_the_same(client: Any, memory: Memory) -> None:
     """A retry of a remember after a timeout: messages without ids would be stored twice without the key."""
     plain = [{"speaker": "Ann", "content": "Book the tram tour for Friday."}]
     key = {**AUTH, "Idempotency-Key": "retry-1"}
@@ -106,14 +106,14 @@ async def test_an_idempotency_key_stores_once_and_answers_the_same(client: Any, 
     again = await client.post("/remember", json={"conversation_id": "t", "messages": plain}, headers=key)
     assert first.status_code == again.status_code and first.status_code in (200, 202)
     assert await first.get_json() == await again.get_json()
-    assert store.storage.counts("default")["messages"] == 1
+    assert memory.storage.counts("default")["messages"] == 1
     other = await client.post("/remember", json={"conversation_id": "t", "messages": CHAT}, headers=key)
     body = await other.get_json()
     assert other.status_code == 422 and body["error"]["field"] == "Idempotency-Key", body
-    assert store.storage.counts("default")["messages"] == 1
+    assert memory.storage.counts("default")["messages"] == 1
     # per namespace: the same key elsewhere is a new request
     r = await client.post("/remember", json={"namespace": "b", "conversation_id": "t", "messages": plain}, headers=key)
-    assert r.status_code in (200, 202) and store.storage.counts("b")["messages"] == 1
+    assert r.status_code in (200, 202) and memory.storage.counts("b")["messages"] == 1
     # upsert too
     doc = {"documents": [{"text": "The vault code is kept by officer 7."}]}
     up1 = await client.post("/upsert", json=doc, headers={**AUTH, "Idempotency-Key": "doc-1"})
@@ -143,16 +143,16 @@ async def test_the_openapi_document_describes_warnings_422s_and_the_header(clien
     assert query["maxLength"] == context[0]["maxLength"] == settings.max_query_chars  # one limit
 
 
-async def test_mcp_is_as_strict_as_rest(tmp_path: Path, store: Memory) -> None:
+async def test_mcp_is_as_strict_as_rest(tmp_path: Path, memory: Memory) -> None:
     settings = make_settings(tmp_path)
-    async with serving(settings, store) as url, mcp_client(url, TOKEN) as client:
+    async with serving(settings, memory) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["recall"].input_schema.get("additionalProperties") is False
         assert tools["remember"].input_schema["properties"]["idempotency_key"]
         messages = tools["remember"].input_schema["$defs"]["Message"]["properties"]["content"]
         assert messages["maxLength"] == settings.max_message_chars  # REST's limits
         data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
-        before = store.describer.describe("default")
+        before = memory.describer.describe("default")
         cases: list[tuple[str, dict[str, Any], str]] = [
             ("recall", {"query": "cat", "filtre": {"conversation_id": "c1"}}, "filtre"),
             ("find", {"pattern": "cat", "limit": settings.find_max_limit + 1}, "limit"),
@@ -165,7 +165,7 @@ async def test_mcp_is_as_strict_as_rest(tmp_path: Path, store: Memory) -> None:
             text = error_text(await client.call_tool(tool, args))
             assert "\n" not in text and "http" not in text and "queries[0]" not in text, (tool, text)
             assert f"{field}:" in text.replace("[", ".").replace("]", ""), (tool, text)
-        assert store.describer.describe("default") == before
+        assert memory.describer.describe("default") == before
         # unknown conversation: the same empty answer and warning as REST
         got = data(await client.call_tool("recall", {"query": "cat", "filter": {"conversation_id": "nope"}}))
         assert got["results"][0]["results"] == [] and got["warnings"][0]["conversation_id"] == "nope"
@@ -174,6 +174,6 @@ async def test_mcp_is_as_strict_as_rest(tmp_path: Path, store: Memory) -> None:
         plain = {"conversation_id": "c2", "messages": [{"content": "Remember the milk."}], "idempotency_key": "k"}
         first = data(await client.call_tool("remember", plain))
         assert data(await client.call_tool("remember", plain)) == first
-        assert store.describer.describe("default", "c2").messages == 1
+        assert memory.describer.describe("default", "c2").messages == 1
         changed = {**plain, "messages": [{"content": "Remember the eggs."}]}
         assert "Idempotency-Key" in error_text(await client.call_tool("remember", changed))

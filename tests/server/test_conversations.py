@@ -9,15 +9,15 @@ from tests.support.settings import AUTH
 from tests.support.synthetic import conversation
 
 
-def seed(store, ns: str = "default") -> None:
-    store.writer.remember(ns, RememberRequest(conversation_id="trip", messages=conversation(("Ann", "Bob"), 40)))
-    store.writer.remember(
+def seed(memory, ns: str = "default") -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="trip", messages=conversation(("Ann", "Bob"), 40)))
+    memory.writer.remember(
         ns, RememberRequest(conversation_id="chat", messages=conversation(("Cy", "Di"), 3, prefix="c"))
     )
 
 
-async def test_list_detail_and_messages(client, store) -> None:
-    seed(store)
+async def test_list_detail_and_messages(client, memory) -> None:
+    seed(memory)
     r = await client.get("/conversations?limit=1", headers=AUTH)
     body = await r.get_json()
     assert r.status_code == 200 and [s["id"] for s in body["conversations"]] == ["chat"]
@@ -46,8 +46,8 @@ async def test_list_detail_and_messages(client, store) -> None:
     assert rest["next_cursor"] is None
 
 
-async def test_listing_is_namespace_scoped_and_checks_its_input(client, store) -> None:
-    seed(store, "team-a")
+async def test_listing_is_namespace_scoped_and_checks_its_input(client, memory) -> None:
+    seed(memory, "team-a")
     r = await client.get("/conversations?namespace=team-a", headers=AUTH)
     assert {s["id"] for s in (await r.get_json())["conversations"]} == {"trip", "chat"}
     r = await client.get("/conversations", headers=AUTH)

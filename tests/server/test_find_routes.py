@@ -65,17 +65,17 @@ async def test_find_bad_input_names_the_field(client) -> None:
     assert r.status_code == 401
 
 
-async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: Memory) -> None:
+async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, memory: Memory) -> None:
     settings = make_settings(tmp_path, find_time_limit=2.0)
-    store = recompose(store, settings=settings)  # the services read the limits
+    memory = recompose(memory, settings=settings)  # the services read the limits
     long_a = "a" * 30_000
-    store.writer.remember(
+    memory.writer.remember(
         "default",
         RememberRequest(
             conversation_id="c", messages=[Message(id=f"h{i}", speaker="x", content=long_a + "!") for i in range(20)]
         ),
     )
-    app = create_app(settings, store)
+    app = create_app(settings, memory)
     async with app.test_app() as test_app:
         client = test_app.test_client()
         for pattern in [
@@ -93,8 +93,8 @@ async def test_hostile_regexes_answer_in_bounded_time(tmp_path: Path, store: Mem
             # the limit, plus one RE2 search and the HTTP round trip on a busy 2-core machine
             assert elapsed < settings.find_time_limit + 5, (pattern[:40], elapsed)
     # the scan itself stops at FIND_TIME_LIMIT and says so
-    store = recompose(store, settings=make_settings(tmp_path, find_time_limit=1e-9))
-    app = create_app(store.settings, store)
+    memory = recompose(memory, settings=make_settings(tmp_path, find_time_limit=1e-9))
+    app = create_app(memory.settings, memory)
     async with app.test_app() as test_app:
         r = await test_app.test_client().post("/find", json={"pattern": "a"}, headers=AUTH)
         body = await r.get_json()
@@ -117,15 +117,15 @@ async def test_stats_route(client) -> None:
     assert r.status_code == 422
 
 
-async def test_answers_are_cut_to_max_response_chars(tmp_path: Path, store: Memory) -> None:
+async def test_answers_are_cut_to_max_response_chars(tmp_path: Path, memory: Memory) -> None:
     cap = 3000
     messages = [
         Message(id=f"m{i}", speaker="Ann", content=f"Note {i}: the Lisbon trip budget line {i} " * 12)
         for i in range(40)
     ]
-    store.writer.remember("default", RememberRequest(conversation_id="c", messages=messages))
-    store = recompose(store, settings=make_settings(tmp_path, max_response_chars=cap))
-    app = create_app(store.settings, store)
+    memory.writer.remember("default", RememberRequest(conversation_id="c", messages=messages))
+    memory = recompose(memory, settings=make_settings(tmp_path, max_response_chars=cap))
+    app = create_app(memory.settings, memory)
     async with app.test_app() as test_app:
         client = test_app.test_client()
         r = await client.post("/query", json={"queries": [{"query": "Lisbon budget", "top_k": 30}]}, headers=AUTH)

@@ -30,7 +30,7 @@ async def all_nodes(client, cid: str) -> list[dict]:
     return list(seen.values())
 
 
-async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
+async def test_deleted_text_is_found_by_no_route(client, memory, locomo) -> None:
     sessions = locomo_sessions(locomo[0], limit=7)
     for s in sessions:
         body = {
@@ -45,7 +45,7 @@ async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
     r = await client.delete("/delete", headers=AUTH, json={"ids": [victim.id]})
     assert (await r.get_json())["deleted_messages"] == 1
     after = await all_nodes(client, "c")
-    stored = store.storage.source_nodes("default", "c")
+    stored = memory.storage.source_nodes("default", "c")
     assert len(after) == len([n for n in stored if n.level >= 1])  # listings leave the lines (level 0) out
     assert all(victim.id not in n.message_ids and victim.content not in n.text for n in stored)  # lines included
     assert max(n["level"] for n in after) >= 3
@@ -62,4 +62,4 @@ async def test_deleted_text_is_found_by_no_route(client, store, locomo) -> None:
             assert r.status_code == 200
             for hit in (await r.get_json())["results"][0]["results"]:
                 assert victim.content not in hit["text"] and victim.id not in hit["message_ids"]
-    assert all(victim.content not in n.text for n, _ in text_search(store).search("default", victim.content, 100))
+    assert all(victim.content not in n.text for n, _ in text_search(memory).search("default", victim.content, 100))

@@ -122,11 +122,11 @@ async def test_bad_input_is_a_4xx_naming_the_field(client: Any) -> None:
     assert r.status_code == 422 and is_error(await r.get_json(), field="namespace")
 
 
-async def test_a_store_without_instructions_answers_501(settings: Settings, store: Memory) -> None:
-    storage = store.storage
+async def test_a_store_without_instructions_answers_501(settings: Settings, memory: Memory) -> None:
+    storage = memory.storage
     kept, storage.instructions = storage.instructions, None  # as a provider without the capability
     try:
-        bare = recompose(store)
+        bare = recompose(memory)
         with pytest.raises(UnsupportedError):
             bare.instructions.list("default")
         assert bare.instructions.active("default") == []
@@ -144,4 +144,4 @@ async def test_a_store_without_instructions_answers_501(settings: Settings, stor
                 assert r.status_code == 501 and is_error(await r.get_json(), "not_supported")
     finally:
         storage.instructions = kept
-    assert store.instructions.list("default").instructions == []
+    assert memory.instructions.list("default").instructions == []

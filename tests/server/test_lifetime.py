@@ -58,23 +58,23 @@ async def test_sessions_listed_and_query_filtered(client) -> None:
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
 
 
-async def test_pin_unpin_and_foreign_namespace(client, store) -> None:
+async def test_pin_unpin_and_foreign_namespace(client, memory) -> None:
     await seed_sessions(client)
     r = await client.post("/query", json={"queries": [{"query": "sailing", "top_k": 1}]}, headers=AUTH)
     hit = (await r.get_json())["results"][0]["results"][0]
     r = await client.post(f"/memories/{hit['id']}/pin", headers=AUTH)
     body = await r.get_json()
     assert r.status_code == 200 and body["pinned"] and body["protected_message_ids"] == len(hit["message_ids"])
-    store.visits.flush()
+    memory.visits.flush()
     r = await client.get(f"/memories/{hit['id']}", headers=AUTH)
     node = (await r.get_json())["node"]
     assert node["pinned"] and node["visit_count"] == 1 and node["last_visited_at"]
     r = await client.post(f"/memories/{hit['id']}/pin?namespace=someone-else", headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "id")
-    assert store.visits.protected_messages("someone-else") == set()
+    assert memory.visits.protected_messages("someone-else") == set()
     r = await client.post(f"/memories/{hit['id']}/unpin", headers=AUTH)
     assert r.status_code == 200 and (await r.get_json())["pinned"] is False
-    assert store.visits.protected_messages("default") == set()
+    assert memory.visits.protected_messages("default") == set()
     r = await client.post("/memories/nope/pin", headers=AUTH)
     assert r.status_code == 404
 
@@ -86,24 +86,24 @@ async def test_forget_endpoint_dry_run_then_for_real(tmp_path, embedder) -> None
     from tests.support.settings import make_settings
 
     settings = make_settings(tmp_path, forget_max_nodes=2, forget_fraction=0.5)
-    store = open_memory(settings, embedder, ExtractiveSummariser())
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
     try:
-        app = create_app(settings, store)
+        app = create_app(settings, memory)
         async with app.test_app() as test_app:
             client = test_app.test_client()
             await seed_sessions(client)
-            before = len(store.storage.source_nodes("default", "c"))
+            before = len(memory.storage.source_nodes("default", "c"))
             r = await client.post("/forget", json={}, headers=AUTH)
             body = await r.get_json()
             assert r.status_code == 200 and body["dry_run"] and body["forgotten"] and body["l1_after"] is None
-            assert len(store.storage.source_nodes("default", "c")) == before
+            assert len(memory.storage.source_nodes("default", "c")) == before
             r = await client.post("/forget", json={"dry_run": False}, headers=AUTH)
             body = await r.get_json()
             assert r.status_code == 200 and body["l1_after"] <= 2 and body["deleted_messages"] > 0
             r = await client.post("/forget", json={"dry_run": "yes"}, headers=AUTH)
             assert r.status_code == 422
     finally:
-        store.close()
+        memory.close()
 
 
 async def test_export_endpoint_is_namespace_scoped(client) -> None:
@@ -161,7 +161,7 @@ async def test_fork_over_http(client) -> None:
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
 
 
-async def test_a_context_block_counts_a_visit_of_each_memory_it_includes(client, store) -> None:
+async def test_a_context_block_counts_a_visit_of_each_memory_it_includes(client, memory) -> None:
     await seed_sessions(client)
     r = await client.post(
         "/context",
@@ -172,7 +172,7 @@ async def test_a_context_block_counts_a_visit_of_each_memory_it_includes(client,
     assert r.status_code == 200, body
     shown = [i["id"] for s in body["sections"] for i in s["items"] if i["kind"] in ("chunk", "summary")]
     assert shown
-    store.visits.flush()
+    memory.visits.flush()
     for node_id in shown:
         r = await client.get(f"/memories/{node_id}", headers=AUTH)
         assert (await r.get_json())["node"]["visit_count"] == 1, node_id
@@ -309,7 +309,7 @@ async def test_a_fork_sees_the_messages_just_before_its_fork_point(client) -> No
     assert ids(results) == {"m0", "m1", "m3", "f0"} and not any("elevator" in x["text"] for x in results)
 
 
-async def test_a_fork_inside_a_later_chunk_inherits_the_earlier_ones(client, store) -> None:
+async def test_a_fork_inside_a_later_chunk_inherits_the_earlier_ones(client, memory) -> None:
     """The fork point inside the parent's third chunk: the chunks before it stay the parent's (inherited,
     nothing copied), the part of the straddling chunk up to the fork point is the fork's own."""
     r = await client.post(
@@ -318,7 +318,7 @@ async def test_a_fork_inside_a_later_chunk_inherits_the_earlier_ones(client, sto
         headers=AUTH,
     )
     assert r.status_code == 200
-    chunks = sorted((n for n in store.storage.source_nodes("default", "p", level=1)), key=lambda n: n.position)
+    chunks = sorted((n for n in memory.storage.source_nodes("default", "p", level=1)), key=lambda n: n.position)
     assert len(chunks) >= 4
     third = chunks[2]
     at = third.message_ids[len(third.message_ids) // 2]  # a message in the middle of the third chunk

@@ -63,7 +63,7 @@ def _free_port() -> int:
 
 
 @asynccontextmanager
-async def serving(settings: Any, store: Memory) -> AsyncIterator[str]:
+async def serving(settings: Any, memory: Memory) -> AsyncIterator[str]:
     """The real app under hypercorn on a loopback port; yields its /mcp URL."""
     from hypercorn.asyncio import serve
     from hypercorn.config import Config
@@ -73,7 +73,7 @@ async def serving(settings: Any, store: Memory) -> AsyncIterator[str]:
     config.bind = [f"127.0.0.1:{port}"]
     config.accesslog = None
     stop = asyncio.Event()
-    task = asyncio.create_task(serve(create_app(settings, store), config, shutdown_trigger=stop.wait))
+    task = asyncio.create_task(serve(create_app(settings, memory), config, shutdown_trigger=stop.wait))
     async with httpx.AsyncClient() as http:
         for _ in range(200):
             try:
@@ -109,9 +109,9 @@ def error_text(result: Any) -> str:
     return " ".join(getattr(c, "text", "") for c in result.content)
 
 
-async def test_http_tools_over_the_real_store(tmp_path: Path, store: Memory) -> None:
+async def test_http_tools_over_the_real_store(tmp_path: Path, memory: Memory) -> None:
     settings = make_settings(tmp_path)
-    async with serving(settings, store) as url, mcp_client(url, TOKEN) as client:
+    async with serving(settings, memory) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert set(tools) == TOOLS
         assert all(t.description and t.output_schema for t in tools.values())
@@ -145,10 +145,10 @@ async def test_http_tools_over_the_real_store(tmp_path: Path, store: Memory) -> 
         assert gone["deleted_messages"] == 1
         assert data(await client.call_tool("find", {"pattern": "passport"}))["matches"] == []
     # the tools wrote to the same store the REST routes read
-    assert store.describer.describe("default", "c1").messages == 2
+    assert memory.describer.describe("default", "c1").messages == 2
 
 
-async def test_standing_instructions_over_mcp(tmp_path: Path, store: Memory) -> None:
+async def test_standing_instructions_over_mcp(tmp_path: Path, memory: Memory) -> None:
     """A rule said in a remembered chat is listed with its provenance, and deleted only by the destructive tool;
     another namespace's id is an error that changes nothing."""
     chat = [
@@ -156,7 +156,7 @@ async def test_standing_instructions_over_mcp(tmp_path: Path, store: Memory) -> 
         {"id": "u2", "speaker": "Caroline", "content": "Actually, from now on answer in English."},
         {"id": "u3", "speaker": "assistant", "content": "Always happy to help."},
     ]
-    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+    async with serving(make_settings(tmp_path), memory) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         listing, deleting = tools["instructions_list"].annotations, tools["instructions_delete"].annotations
         assert listing and listing.read_only_hint and deleting and deleting.destructive_hint
@@ -175,8 +175,8 @@ async def test_standing_instructions_over_mcp(tmp_path: Path, store: Memory) -> 
         assert missing["instructions"] == [] and missing["warnings"][0]["conversation_id"] == "nope"
 
 
-async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, store: Memory) -> None:
-    async with serving(make_settings(tmp_path), store) as url:
+async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, memory: Memory) -> None:
+    async with serving(make_settings(tmp_path), memory) as url:
         async with httpx.AsyncClient() as http:
             r = await http.post(
                 url,
@@ -190,7 +190,7 @@ async def test_http_without_or_with_a_wrong_token_is_refused(tmp_path: Path, sto
                 async with mcp_client(url, token) as client:
                     await client.list_tools()
             assert any(isinstance(e, MCPError) for e in _leaves(err.value)), repr(err.value)
-    assert store.describer.describe("default").messages == 0
+    assert memory.describer.describe("default").messages == 0
 
 
 def _leaves(exc: BaseException) -> list[BaseException]:
@@ -203,12 +203,12 @@ def _jwt(sub: str) -> str:
     return jwt.encode({"sub": sub, "exp": int(time.time()) + 600}, SECRET, algorithm="HS256")
 
 
-async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_path: Path, store: Memory) -> None:
-    store.writer.remember("bob", RememberRequest(conversation_id="bob-c", messages=[Message(**m) for m in CHAT]))
-    bob_node = store.describer.describe("bob")
-    bob_chunk = store.storage.source_nodes("bob", "bob-c")[0].id
+async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_path: Path, memory: Memory) -> None:
+    memory.writer.remember("bob", RememberRequest(conversation_id="bob-c", messages=[Message(**m) for m in CHAT]))
+    bob_node = memory.describer.describe("bob")
+    bob_chunk = memory.storage.source_nodes("bob", "bob-c")[0].id
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET, bearer_token=None)
-    async with serving(settings, store) as url, mcp_client(url, _jwt("alice")) as alice:
+    async with serving(settings, memory) as url, mcp_client(url, _jwt("alice")) as alice:
         data(
             await alice.call_tool(
                 "remember",
@@ -244,15 +244,15 @@ async def test_jwt_caller_cannot_reach_another_namespace_through_any_tool(tmp_pa
         assert unseen["messages"] == 0 and unseen["warnings"][0]["conversation_id"] == "bob-c"
         gone = data(await alice.call_tool("forget", {"delete_all": True}))
         assert gone["deleted_messages"] == 1
-    after = store.describer.describe("bob")
+    after = memory.describer.describe("bob")
     assert after == bob_node  # bob's memories untouched by everything alice did
-    assert store.describer.describe("alice").messages == 0
+    assert memory.describer.describe("alice").messages == 0
 
 
-async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_path: Path, store: Memory) -> None:
-    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_path: Path, memory: Memory) -> None:
+    async with serving(make_settings(tmp_path), memory) as url, mcp_client(url, TOKEN) as client:
         data(await client.call_tool("remember", {"conversation_id": "c1", "messages": CHAT}))
-        before = store.describer.describe("default")
+        before = memory.describer.describe("default")
         unknown = await client.call_tool("no_such_tool", {})
         assert "no_such_tool" in error_text(unknown)
         cases: list[tuple[str, dict[str, Any], str]] = [
@@ -278,7 +278,7 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
         ]
         for tool, args, field in cases:
             assert field in error_text(await client.call_tool(tool, args)), (tool, args)
-        assert store.describer.describe("default") == before
+        assert memory.describer.describe("default") == before
 
 
 async def test_stdio_transport(tmp_path: Path) -> None:
@@ -296,10 +296,10 @@ async def test_stdio_transport(tmp_path: Path) -> None:
         assert "id" in error_text(await client.call_tool("expand", {"id": "nope"}))
 
 
-async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_path: Path, store: Memory) -> None:
+async def test_local_server_mcp_needs_no_token_but_refuses_foreign_hosts(tmp_path: Path, memory: Memory) -> None:
     from local_server.main import local_settings
 
-    async with serving(local_settings(make_settings(tmp_path)), store) as url:
+    async with serving(local_settings(make_settings(tmp_path)), memory) as url:
         async with mcp_client(url, None) as client:  # AUTH=none: the local server, like its REST routes
             assert {t.name for t in (await client.list_tools()).tools} == TOOLS
         async with httpx.AsyncClient() as http:  # DNS rebinding: a page on another host cannot drive it
@@ -318,10 +318,10 @@ def readme_mcp_tools() -> list[str]:
     return re.findall(r"^\| `([a-z_]+)` \|", section, re.M)
 
 
-async def test_tools_are_documented_one_line_each_and_answer_compact_text(tmp_path: Path, store: Memory) -> None:
+async def test_tools_are_documented_one_line_each_and_answer_compact_text(tmp_path: Path, memory: Memory) -> None:
     """The README lists every tool the server lists; no description has a hard line break;
     recall's `query` says it is what to search for; a tool's text content is compact JSON (no indentation)."""
-    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+    async with serving(make_settings(tmp_path), memory) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert sorted(readme_mcp_tools()) == sorted(tools)
         for tool in tools.values():
@@ -339,7 +339,7 @@ async def test_tools_are_documented_one_line_each_and_answer_compact_text(tmp_pa
             assert text == json.dumps(data(res), ensure_ascii=False, separators=(",", ":")), text[:200]
 
 
-async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> None:
+async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, memory: Memory) -> None:
     """RATE_LIMIT_PER_MINUTE applies to /mcp (mounted beside Quart, outside its hooks), per caller,
     with the REST 429 shape and Retry-After."""
     list_tools = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
@@ -348,7 +348,7 @@ async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> No
         "Authorization": f"Bearer {TOKEN}",
         "MCP-Protocol-Version": "2025-06-18",
     }
-    async with serving(make_settings(tmp_path, rate_limit_per_minute=3), store) as url:
+    async with serving(make_settings(tmp_path, rate_limit_per_minute=3), memory) as url:
         async with httpx.AsyncClient() as http:
             codes = [(await http.post(url, json=list_tools, headers=headers)).status_code for _ in range(3)]
             assert codes == [200, 200, 200]
@@ -360,7 +360,7 @@ async def test_mcp_gets_the_rest_rate_limit(tmp_path: Path, store: Memory) -> No
             assert r.status_code == 401
 
 
-async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, store: Memory) -> None:
+async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, memory: Memory) -> None:
     """The 413 of /mcp, like the REST one, names the limit in bytes and its setting."""
     headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}"}
     big = {
@@ -369,7 +369,7 @@ async def test_a_body_over_max_body_bytes_names_the_limit(tmp_path: Path, store:
         "method": "tools/call",
         "params": {"name": "recall", "arguments": {"query": "x" * 5000}},
     }
-    async with serving(make_settings(tmp_path, max_body_bytes=4096), store) as url, httpx.AsyncClient() as http:
+    async with serving(make_settings(tmp_path, max_body_bytes=4096), memory) as url, httpx.AsyncClient() as http:
         r = await http.post(url, json=big, headers=headers)
         assert r.status_code == 413, r.text
         assert r.json()["error"]["message"] == "the request body is larger than 4096 bytes (MAX_BODY_BYTES)"

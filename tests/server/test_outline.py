@@ -13,12 +13,12 @@ from tests.support.settings import AUTH, TOKEN, make_settings
 from tests.support.synthetic import long_conversation
 
 
-def seed(store: Memory, ns: str = "default") -> None:
-    store.writer.remember(ns, RememberRequest(conversation_id="trips", messages=long_conversation(8), title="Trips"))
+def seed(memory: Memory, ns: str = "default") -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="trips", messages=long_conversation(8), title="Trips"))
 
 
-async def test_the_outline_lists_dated_lines_oldest_first_cut_at_the_budget(client, store) -> None:
-    seed(store)
+async def test_the_outline_lists_dated_lines_oldest_first_cut_at_the_budget(client, memory) -> None:
+    seed(memory)
     r = await client.get("/conversations/trips/outline?budget_tokens=100000", headers=AUTH)
     body = await r.get_json()
     assert r.status_code == 200 and body["title"] == "Trips" and body["omitted"] == 0
@@ -43,8 +43,8 @@ async def test_the_outline_lists_dated_lines_oldest_first_cut_at_the_budget(clie
     assert all(ln["score"] is not None for ln in shown)
 
 
-async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_checked(client, store) -> None:
-    seed(store, "team-a")
+async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_checked(client, memory) -> None:
+    seed(memory, "team-a")
     r = await client.get("/conversations/trips/outline", headers=AUTH)  # another namespace's: not found
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found")
     r = await client.get("/conversations/nope/outline?namespace=team-a", headers=AUTH)
@@ -57,9 +57,9 @@ async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_chec
     assert r.status_code == 200 and (await r.get_json())["total_lines"] == 24
 
 
-async def test_the_outline_tool_over_mcp(tmp_path: Path, store: Memory) -> None:
-    seed(store)
-    async with serving(make_settings(tmp_path), store) as url, mcp_client(url, TOKEN) as client:
+async def test_the_outline_tool_over_mcp(tmp_path: Path, memory: Memory) -> None:
+    seed(memory)
+    async with serving(make_settings(tmp_path), memory) as url, mcp_client(url, TOKEN) as client:
         tools = {t.name: t for t in (await client.list_tools()).tools}
         assert tools["outline"].output_schema and tools["outline"].annotations.read_only_hint  # type: ignore[union-attr]
         got = data(await client.call_tool("outline", {"conversation_id": "trips", "budget_tokens": 100000}))

@@ -39,8 +39,8 @@ def body(cid: str, n: int, word: str, **extra: Any) -> dict:
 
 
 @asynccontextmanager
-async def app_client(settings: Settings, store: Memory) -> AsyncIterator[Any]:
-    app = create_app(settings, store)
+async def app_client(settings: Settings, memory: Memory) -> AsyncIterator[Any]:
+    app = create_app(settings, memory)
     async with app.test_app() as test_app:
         yield test_app.test_client()
 
@@ -73,19 +73,19 @@ async def test_remember_answers_202_with_pending_ids_then_the_indexer_makes_them
     assert r.status_code == 200 and (await r.get_json())["skipped_message_ids"] == ["c-0", "c-1", "c-2"]
 
 
-async def test_wait_true_answers_with_the_chunks_and_summaries(client, store) -> None:
+async def test_wait_true_answers_with_the_chunks_and_summaries(client, memory) -> None:
     r = await client.post("/remember", json=body("c", 40, "trombone", wait=True), headers=AUTH)
     made = await r.get_json()
     assert r.status_code == 200 and not made["pending_message_ids"], made
     assert made["chunk_ids"] and made["summary_ids"]
-    nodes = {n.id: n for n in store.storage.source_nodes("default", "c")}
+    nodes = {n.id: n for n in memory.storage.source_nodes("default", "c")}
     assert set(made["chunk_ids"]) == {i for i, n in nodes.items() if n.level == 1}
     assert set(made["summary_ids"]) == {i for i, n in nodes.items() if n.level > 1}
     assert await found(client, "trombone")
     # the next call extends the open chunk and says so
     more = body("c", 41, "trombone", wait=True)
     more["messages"] = more["messages"][40:]
-    open_before = store.steps.open_chunk_id("default", "c")
+    open_before = memory.steps.open_chunk_id("default", "c")
     made = await (await client.post("/remember", json=more, headers=AUTH)).get_json()
     assert made["updated_chunk_ids"] == ([open_before] if open_before else []), made
 
@@ -94,30 +94,30 @@ async def test_a_restarted_app_indexes_the_backlog_it_finds_in_the_store(
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     settings = make_settings(tmp_path)
-    store = open_memory(settings, embedder, ExtractiveSummariser())
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
     try:
         msgs = [Message(**m) for m in body("c", 80, "accordion")["messages"]]
-        store.writer.accept("default", RememberRequest(conversation_id="c", messages=msgs))  # then the server died
-        assert store.storage.backlog() == [("default", "c")]
-        async with app_client(settings, store) as client:
+        memory.writer.accept("default", RememberRequest(conversation_id="c", messages=msgs))  # then the server died
+        assert memory.storage.backlog() == [("default", "c")]
+        async with app_client(settings, memory) as client:
             await until(lambda: found(client, "accordion"))
 
             async def summarised() -> bool:
-                return not store.storage.backlog() and not store.storage.unrolled()
+                return not memory.storage.backlog() and not memory.storage.unrolled()
 
             await until(summarised)
-        assert any(n.level > 1 for n in store.storage.source_nodes("default", "c"))
+        assert any(n.level > 1 for n in memory.storage.source_nodes("default", "c"))
     finally:
-        store.close()
+        memory.close()
 
 
 async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(
     tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     settings = make_settings(tmp_path, max_pending_tokens=500)
-    store = open_memory(settings, embedder, ExtractiveSummariser())
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
     try:
-        async with app_client(settings, store) as client:
+        async with app_client(settings, memory) as client:
             big = body("big", 100, "cello", namespace="bulk")  # ~6,000 characters: ~1,500 tokens queued
             assert (await client.post("/remember", json=big, headers=AUTH)).status_code == 202
             r = await client.post("/remember", json=body("more", 2, "cello", namespace="bulk"), headers=AUTH)
@@ -128,7 +128,7 @@ async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(
             assert r.status_code == 202
             await until(lambda: found(client, "flute", "other"))
             await until(lambda: found(client, "cello", "bulk"))
-            assert store.storage.counts("bulk")["messages"] == 100  # the refused call stored nothing
+            assert memory.storage.counts("bulk")["messages"] == 100  # the refused call stored nothing
 
             async def accepted() -> bool:  # once the backlog is indexed, the namespace may send again
                 r = await client.post("/remember", json=body("more", 2, "cello", namespace="bulk"), headers=AUTH)
@@ -136,23 +136,25 @@ async def test_a_namespace_over_its_backlog_cap_gets_429_and_others_do_not(
 
             await until(accepted)
     finally:
-        store.close()
+        memory.close()
 
 
 async def test_one_namespace_big_backlog_does_not_hold_back_another(tmp_path: Path, embedder: LocalEmbedder) -> None:
     """The indexer takes namespaces in turn, a bounded step each: a small call waits one step, not the backlog."""
     settings = make_settings(tmp_path, index_chunk_batch=4)
-    store = open_memory(settings, embedder, ExtractiveSummariser())
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
     try:
-        async with app_client(settings, store) as client:
+        async with app_client(settings, memory) as client:
             big = body("big", 400, "bassoon", namespace="bulk")
             assert (await client.post("/remember", json=big, headers=AUTH)).status_code == 202
             r = await client.post("/remember", json=body("c", 2, "ukulele", namespace="other"), headers=AUTH)
             assert r.status_code == 202
             await until(lambda: found(client, "ukulele", "other"))
-            assert ("bulk", "big") in store.storage.backlog(), "the small call was indexed only after the whole backlog"
+            assert ("bulk", "big") in memory.storage.backlog(), (
+                "the small call was indexed only after the whole backlog"
+            )
     finally:
-        store.close()
+        memory.close()
 
 
 async def test_summaries_of_different_conversations_are_made_concurrently(
@@ -166,29 +168,31 @@ async def test_summaries_of_different_conversations_are_made_concurrently(
             openai_max_retries=0,
             index_summary_concurrency=3,
         )
-        store = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
+        memory = open_memory(settings, embedder, OpenAISummariser(settings, ExtractiveSummariser()))
         try:
-            async with app_client(settings, store) as client:
+            async with app_client(settings, memory) as client:
                 for cid in ("a", "b", "c"):
                     r = await client.post("/remember", json=body(cid, 150, "oboe"), headers=AUTH)
                     assert r.status_code == 202
 
                 async def summarised() -> bool:
                     return (
-                        not store.storage.backlog()
-                        and not store.storage.unrolled()
+                        not memory.storage.backlog()
+                        and not memory.storage.unrolled()
                         and all(
-                            any(n.level > 1 for n in store.storage.source_nodes("default", cid))
+                            any(n.level > 1 for n in memory.storage.source_nodes("default", cid))
                             for cid in ("a", "b", "c")
                         )
                     )
 
                 await until(summarised)
             assert llm.peak_concurrent >= 2, "summaries of different conversations were made one at a time"
-            made_by = {n.summariser for cid in "abc" for n in store.storage.source_nodes("default", cid) if n.level > 1}
+            made_by = {
+                n.summariser for cid in "abc" for n in memory.storage.source_nodes("default", cid) if n.level > 1
+            }
             assert made_by == {"openai:gpt-4o-mini"}
         finally:
-            store.close()
+            memory.close()
 
 
 class SlowEmbedder:
@@ -225,9 +229,9 @@ async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(
     one holds them."""
     settings = make_settings(tmp_path, index_chunk_batch=4)
     slow = SlowEmbedder(embedder, 1.5)
-    store = open_memory(settings, slow, ExtractiveSummariser())
+    memory = open_memory(settings, slow, ExtractiveSummariser())
     try:
-        app = create_app(settings, store)
+        app = create_app(settings, memory)
         async with app.test_app() as test_app:
             client = test_app.test_client()
             indexer = app.extensions["pyramind.indexer"]
@@ -243,9 +247,9 @@ async def test_stopping_waits_for_a_running_step_and_the_lock_table_empties(
             assert slow.bulk_calls_done == done  # nothing runs after stop: no step is left on the store
             assert len(indexer.chunks.locks) == 0 and len(indexer.summaries.locks) == 0
             app.extensions.pop("pyramind.indexer")  # stopped here; the app's own stop would find nothing
-        assert store.storage.backlog()  # the queued steps never started: their messages stay backlog
+        assert memory.storage.backlog()  # the queued steps never started: their messages stay backlog
     finally:
-        store.close()
+        memory.close()
 
 
 async def _true(value: bool) -> bool:
@@ -284,9 +288,9 @@ async def test_chunks_are_searchable_while_the_model_reads_them_for_instructions
             openai_base_url=llm.base_url,
             openai_max_retries=0,
         )
-        store = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the model
+        memory = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the model
         try:
-            async with app_client(settings, store) as client:
+            async with app_client(settings, memory) as client:
                 payload = body("c", 12, "kazoo")
                 payload["messages"][4]["content"] = "I prefer Bootstrap over Foundation."
                 assert (await client.post("/remember", json=payload, headers=AUTH)).status_code == 202
@@ -296,16 +300,16 @@ async def test_chunks_are_searchable_while_the_model_reads_them_for_instructions
 
                 await until(asked)  # the model holds the messages...
                 assert await found(client, "kazoo")  # ...and their chunks are searchable already
-                assert not store.instructions.list("default").instructions
+                assert not memory.instructions.list("default").instructions
                 release.set()
 
                 async def kept() -> bool:
-                    return bool(store.instructions.list("default").instructions)
+                    return bool(memory.instructions.list("default").instructions)
 
                 await until(kept)
-                assert [i.message_id for i in store.instructions.list("default").instructions] == ["c-4"]
-                source = store.storage.get_source("default", "c")
+                assert [i.message_id for i in memory.instructions.list("default").instructions] == ["c-4"]
+                source = memory.storage.get_source("default", "c")
                 assert source is not None and "unread_from" not in source.metadata
         finally:
             release.set()
-            store.close()
+            memory.close()

@@ -23,11 +23,11 @@ from tests.support.stores import mark_table
 @pytest.fixture
 async def app_and_store(tmp_path: Path, embedder) -> AsyncIterator[tuple[Any, Memory]]:
     settings = make_settings(tmp_path, auth="jwt", jwt_secret=SECRET)
-    store = open_memory(settings, embedder, ExtractiveSummariser())
-    app = create_app(settings, store)
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    app = create_app(settings, memory)
     async with app.test_app() as test_app:
-        yield test_app.test_client(), store
-    store.close()
+        yield test_app.test_client(), memory
+    memory.close()
 
 
 async def say(client, headers, cid: str, text: str) -> None:
@@ -40,7 +40,7 @@ async def say(client, headers, cid: str, text: str) -> None:
 
 
 async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:
-    client, store = app_and_store
+    client, memory = app_and_store
     team = bearer(hs_token("team"))
     alice = bearer(hs_token("alice", read_namespaces=["team"]))
     bob = bearer(hs_token("bob"))
@@ -52,16 +52,16 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:
     results = (await r.get_json())["results"][0]["results"]
     assert r.status_code == 200 and {x["namespace"] for x in results} == {"alice", "team"}
     assert next(x for x in results if x["namespace"] == "team")["conversation_id"] == "handbook"
-    store.visits.flush()
-    assert mark_table(store).get("team", None) == {}  # reading a granted namespace writes nothing there
-    assert mark_table(store).get("alice", None)
+    memory.visits.flush()
+    assert mark_table(memory).get("team", None) == {}  # reading a granted namespace writes nothing there
+    assert mark_table(memory).get("alice", None)
 
     r = await client.post("/query", json=body, headers=bob)  # no grant
     assert r.status_code == 403 and is_error(await r.get_json(), "forbidden", "namespaces")
     r = await client.post("/query", json={"namespaces": ["alice", "bob"], "queries": [{"query": "x"}]}, headers=bob)
     assert r.status_code == 403
 
-    before = store.storage.counts("team")
+    before = memory.storage.counts("team")
     for method, path, payload in (
         ("post", "/remember", {"namespace": "team", "messages": [{"content": "overwrite"}]}),
         ("post", "/upsert", {"namespace": "team", "documents": [{"text": "overwrite"}]}),
@@ -72,7 +72,7 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:
     hit = results[0]["id"] if results[0]["namespace"] == "team" else results[1]["id"]
     r = await client.post(f"/memories/{hit}/pin?namespace=team", headers=alice)
     assert r.status_code == 403
-    assert store.storage.counts("team") == before
+    assert memory.storage.counts("team") == before
 
     bad = bearer(hs_token("carol", read_namespaces="not a list!"))
     r = await client.post("/query", json=body, headers=bad)
@@ -81,15 +81,15 @@ async def test_grant_missing_grant_and_write_attempt(app_and_store) -> None:
 
 async def test_static_token_read_only_namespaces(tmp_path: Path, embedder) -> None:
     settings = make_settings(tmp_path, read_only_namespaces="library")
-    store = open_memory(settings, embedder, ExtractiveSummariser())
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
     try:
-        store.writer.remember(
+        memory.writer.remember(
             "library",
             RememberRequest(
                 conversation_id="shelf", messages=[Message(speaker="x", content="The atlas is on the top shelf.")]
             ),
         )
-        app = create_app(settings, store)
+        app = create_app(settings, memory)
         async with app.test_app() as test_app:
             client = test_app.test_client()
             r = await client.post(
@@ -112,4 +112,4 @@ async def test_static_token_read_only_namespaces(tmp_path: Path, embedder) -> No
             )
             assert r.status_code == 200
     finally:
-        store.close()
+        memory.close()

@@ -146,7 +146,7 @@ def open_store(settings: Settings, embedder: Embedder) -> Memory:
     return open_memory(settings, embedder, ExtractiveSummariser())
 
 
-def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict[str, dict[str, str]]:
+def check_store(memory: Memory, settings: Settings, indexed: bool = True) -> dict[str, dict[str, str]]:
     """Assert every invariant of every source of every namespace; returns {ns: {message id: source id}}.
 
     indexed=False: a store the background indexer has not caught up with (after a crash): messages past the
@@ -157,7 +157,7 @@ def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict
     at least one chunk, and the chunks covering a message are consecutive; summaries carry no message ids of
     their own but their subtrees are whole (check_tree). The SQLite file passes `PRAGMA integrity_check`.
     """
-    db = local_storage(store).db.reader
+    db = local_storage(memory).db.reader
     assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     assert (
         db.execute(
@@ -174,12 +174,12 @@ def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict
         == 0
     ), "orphan messages"
     out: dict[str, dict[str, str]] = {}
-    for ns in store.storage.list_namespaces():
+    for ns in memory.storage.list_namespaces():
         seen: dict[str, str] = {}
-        for sid in store.storage.list_sources(ns):
-            src = store.storage.get_source(ns, sid)
+        for sid in memory.storage.list_sources(ns):
+            src = memory.storage.get_source(ns, sid)
             assert src is not None
-            messages = store.storage.messages(ns, sid, 0)
+            messages = memory.storage.messages(ns, sid, 0)
             ids = [m.id for m in messages]
             assert len(ids) == len(set(ids)), f"{sid}: duplicate messages"
             assert [m.seq for m in messages] == list(range(len(messages))), f"{sid}: seq has gaps"
@@ -189,7 +189,7 @@ def check_store(store: Memory, settings: Settings, indexed: bool = True) -> dict
                 assert m.tok_offset == offset, f"{sid}: token offsets of {m.id} not contiguous"
                 offset += m.n_tokens
             assert src.n_tokens == offset, f"{sid}: n_tokens {src.n_tokens} != {offset}"
-            nodes = store.storage.source_nodes(ns, sid)
+            nodes = memory.storage.source_nodes(ns, sid)
             check_tree(
                 nodes,
                 settings.chunk_size,

@@ -25,9 +25,9 @@ DEEP = 10_000
 TOO_LARGE = f"larger than {4 * 1024 * 1024} bytes (MAX_BODY_BYTES)"
 
 
-def counts(store: Memory) -> tuple[int, ...]:
+def counts(memory: Memory) -> tuple[int, ...]:
     """Rows of every table a write touches, over all namespaces."""
-    db = local_storage(store).db.reader
+    db = local_storage(memory).db.reader
     return tuple(db.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in ("sources", "messages", "nodes"))
 
 
@@ -129,21 +129,21 @@ CASES = [
     ("name", "method", "path", "body", "headers", "status", "code"), CASES, ids=[c[0] for c in CASES]
 )
 async def test_bad_bodies_get_one_error_shape_and_write_nothing(  # noqa: PLR0913 (the parametrize columns)
-    client, store, name, method, path, body, headers, status, code
+    client, memory, name, method, path, body, headers, status, code
 ) -> None:
-    before = counts(store)
+    before = counts(memory)
     r = await client.open(path, method=method, data=body, headers={**AUTH, **headers})
     assert r.status_code == status, (name, await r.get_data())
     assert r.content_type.startswith("application/json")
     assert is_error(await r.get_json(), code)
     if status == 413:  # the limit, in bytes, and the setting that raises it
         assert TOO_LARGE in (await r.get_json())["error"]["message"]
-    assert counts(store) == before
+    assert counts(memory) == before
 
 
-async def test_a_streamed_10_mb_body_without_length_is_refused(client, store) -> None:
+async def test_a_streamed_10_mb_body_without_length_is_refused(client, memory) -> None:
     """No Content-Length (chunked): the limit is enforced on the bytes as they arrive."""
-    before = counts(store)
+    before = counts(memory)
     async with client.request("/remember", method="POST", headers={**AUTH, **JSON}) as conn:
         await conn.send(b'{"messages": [{"content": "')
         piece = b"z" * (256 * 1024)
@@ -155,7 +155,7 @@ async def test_a_streamed_10_mb_body_without_length_is_refused(client, store) ->
     assert resp.status_code == 413
     assert is_error(json.loads(await resp.get_data()))
     assert TOO_LARGE in json.loads(await resp.get_data())["error"]["message"]
-    assert counts(store) == before
+    assert counts(memory) == before
 
 
 NOT_ALLOWED = [
@@ -180,18 +180,18 @@ NOT_ALLOWED = [
 
 
 @pytest.mark.parametrize(("method", "path"), NOT_ALLOWED)
-async def test_methods_not_allowed_get_405_with_allow(client, store, method, path) -> None:
-    before = counts(store)
+async def test_methods_not_allowed_get_405_with_allow(client, memory, method, path) -> None:
+    before = counts(memory)
     r = await client.open(path, method=method, data=VALID.encode(), headers={**AUTH, **JSON})
     assert r.status_code == 405, await r.get_data()
     assert is_error(await r.get_json(), "method_not_allowed")
     allowed = {m.strip() for m in r.headers.get("Allow", "").split(",")}
     assert method not in allowed and allowed - {"HEAD", "OPTIONS"}, r.headers.get("Allow")
-    assert counts(store) == before
+    assert counts(memory) == before
 
 
 @pytest.mark.parametrize("field", ["level", "min_level", "max_level"])
-async def test_a_level_beyond_64_bits_is_a_4xx(client, store, field: str) -> None:
+async def test_a_level_beyond_64_bits_is_a_4xx(client, memory, field: str) -> None:
     await client.post("/remember", json=json.loads(VALID), headers=AUTH)  # something to search
     body: Any = {"queries": [{"query": "hello", "filter": {field: 2**64}}]}
     r = await client.post("/query", json=body, headers=AUTH)

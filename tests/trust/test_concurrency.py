@@ -116,14 +116,14 @@ async def test_fifty_concurrent_clients_keep_every_invariant(
     assert "unhandled error" not in procs[0].log_tail(10**7)
 
     settings = store_settings(tmp_path / "pyramind.db", ENV)
-    store = open_store(settings, embedder)
+    memory = open_store(settings, embedder)
     try:
-        check_store(store, settings, indexed=False)  # what the servers left is whole, if not all indexed yet
-        store.steps.backlog()
-        stored = {m: c for per_ns in check_store(store, settings).values() for m, c in per_ns.items()}
-        top = local_storage(store).db.reader.execute("SELECT MAX(level) FROM nodes").fetchone()[0]
+        check_store(memory, settings, indexed=False)  # what the servers left is whole, if not all indexed yet
+        memory.steps.backlog()
+        stored = {m: c for per_ns in check_store(memory, settings).values() for m, c in per_ns.items()}
+        top = local_storage(memory).db.reader.execute("SELECT MAX(level) FROM nodes").fetchone()[0]
     finally:
-        store.close()
+        memory.close()
     expected = {
         m["id"]: conversation_of(p)
         for p in range(CLIENTS // 2)

@@ -113,13 +113,13 @@ def check_after_crash(
     """Open the file directly (the server is down) and check it; returns {message id: conversation id}.
     indexed: require every message indexed and every group summarised (else only what is there is whole)."""
     settings = store_settings(db, ENV)
-    store = open_store(settings, embedder)
+    memory = open_store(settings, embedder)
     try:
-        checked = check_store(store, settings, indexed=indexed)
+        checked = check_store(memory, settings, indexed=indexed)
         stored = {m: c for per_ns in checked.values() for m, c in per_ns.items()}
-        ledger.interrupted += bool(store.storage.backlog() or store.storage.unrolled())
+        ledger.interrupted += bool(memory.storage.backlog() or memory.storage.unrolled())
     finally:
-        store.close()
+        memory.close()
     lost = {m: c for m, c in ledger.acked.items() if stored.get(m) != c}
     assert not lost, f"{note}: {len(lost)} acknowledged messages lost, e.g. {list(lost)[:5]}"
     for conv_id, msgs in ledger.unknown:
@@ -182,25 +182,25 @@ async def test_sigkill_loses_nothing_acknowledged_and_writes_nothing_by_half(
 async def _backlog_after(db: Path, embedder: LocalEmbedder, timeout: float) -> list[tuple[str, str]]:
     """Poll the file (beside the running server) until nothing is left to index, or `timeout` s; returns what
     is left: sources with messages past their last chunk or groups awaiting a summary."""
-    store = open_store(store_settings(db, ENV), embedder)
+    memory = open_store(store_settings(db, ENV), embedder)
     try:
         deadline = time.monotonic() + timeout
         while True:
-            left = sorted(set(store.storage.backlog()) | set(store.storage.unrolled()))
+            left = sorted(set(memory.storage.backlog()) | set(memory.storage.unrolled()))
             if not left or time.monotonic() > deadline:
                 return left
             await asyncio.sleep(0.2)
     finally:
-        store.close()
+        memory.close()
 
 
 def _chunk_counts(db: Path, embedder: LocalEmbedder) -> dict[str, int]:
-    store = open_store(store_settings(db, ENV), embedder)
+    memory = open_store(store_settings(db, ENV), embedder)
     try:
         return {
-            sid: sum(1 for n in store.storage.source_nodes(ns, sid) if n.level == 1)
-            for ns in store.storage.list_namespaces()
-            for sid in store.storage.list_sources(ns)
+            sid: sum(1 for n in memory.storage.source_nodes(ns, sid) if n.level == 1)
+            for ns in memory.storage.list_namespaces()
+            for sid in memory.storage.list_sources(ns)
         }
     finally:
-        store.close()
+        memory.close()

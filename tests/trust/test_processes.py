@@ -154,17 +154,17 @@ async def test_three_processes_on_one_store_are_one_memory(
         f"{len(lags)} reads through the others: lag p50 {statistics.median(lags):.3f} s, max {max(lags):.3f} s"
     )
     settings = Settings(_env_file=None, **{k.lower(): v for k, v in env.items()})  # type: ignore[arg-type]
-    store = open_memory(settings, embedder, ExtractiveSummariser())
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
     try:
         ns = "default"
-        assert store.storage.get_source(ns, "w1") is None
+        assert memory.storage.get_source(ns, "w1") is None
         for w in [w for w in range(WRITERS) if w != 1]:
-            messages = store.storage.messages(ns, f"w{w}")
+            messages = memory.storage.messages(ns, f"w{w}")
             want = [f"w{w}-c{c}-m{j}" for c in range(CALLS) for j in range(PER_CALL)]
             assert [m.id for m in messages] == want  # 0 lost, none twice, in order
-            check_tree(store.storage.source_nodes(ns, f"w{w}"), 64, 16, 5, settings.max_level)
+            check_tree(memory.storage.source_nodes(ns, f"w{w}"), 64, 16, 5, settings.max_level)
     finally:
-        store.close()
+        memory.close()
 
 
 def test_two_processes_indexing_one_conversation_keep_its_tree_sound(

@@ -45,29 +45,29 @@ SHORT_TITLE = "Cy and Di <b>catch up</b>"  # a title (RememberRequest.title), sh
 
 def seed(db: Path, embedder: LocalEmbedder) -> None:
     """The data every browser test sees (namespace `default`)."""
-    store = open_memory(make_settings(db.parent, local_db_path=db), embedder, ExtractiveSummariser())
+    memory = open_memory(make_settings(db.parent, local_db_path=db), embedder, ExtractiveSummariser())
     try:
         start = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
         msgs = conversation(("Ann", "Bob"), LONG_MESSAGES, start=start)
         for i in range(0, len(msgs), 60):
-            store.writer.remember("default", RememberRequest(conversation_id=LONG, messages=msgs[i : i + 60]))
-        store.writer.remember(
+            memory.writer.remember("default", RememberRequest(conversation_id=LONG, messages=msgs[i : i + 60]))
+        memory.writer.remember(
             "default",
             RememberRequest(
                 conversation_id="short-chat", title=SHORT_TITLE, messages=conversation(("Cy", "Di"), 4, prefix="s")
             ),
         )
-        store.writer.remember(
+        memory.writer.remember(
             "default",
             RememberRequest(conversation_id="to-delete", messages=conversation(("Eve", "Fay"), 12, prefix="d")),
         )
-        store.writer.upsert("default", [Document(id="garden-notes", text=document_text(6, "garden"))])
-        store.writer.remember(
+        memory.writer.upsert("default", [Document(id="garden-notes", text=document_text(6, "garden"))])
+        memory.writer.remember(
             "elsewhere",
             RememberRequest(conversation_id="secret-talk", messages=conversation(("Xan", "Yul"), 3, prefix="x")),
         )
     finally:
-        store.close()
+        memory.close()
 
 
 @pytest.fixture(scope="module")

@@ -328,11 +328,11 @@ def test_pin_and_unpin_a_summary(tab: Page) -> None:
 
 def test_a_server_without_auth_needs_no_token(browser, tmp_path: Path, embedder) -> None:
     db = tmp_path / "open.db"
-    store = open_memory(make_settings(tmp_path, local_db_path=db), embedder, ExtractiveSummariser())
-    store.writer.remember(
+    memory = open_memory(make_settings(tmp_path, local_db_path=db), embedder, ExtractiveSummariser())
+    memory.writer.remember(
         "default", RememberRequest(conversation_id="open-chat", messages=conversation(("Ann", "Bob"), 3))
     )
-    store.close()
+    memory.close()
     server = ServerProcess(db, tmp_path / "server.log", env={"AUTH": "none"}).start()
     try:
         tab = Page(browser, server)
