@@ -39,7 +39,7 @@ from datetime import datetime
 from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from datastore.memory import Memory
 from datastore.portability.migrate import copy
@@ -175,13 +175,7 @@ class _Marks(BaseModel):
     pin_message_ids: list[str]
 
 
-class _Answer(BaseModel):
-    key: str
-    operation: str
-    fingerprint: str
-    status: int
-    response: str
-    created_at: datetime
+_ANSWER = TypeAdapter(IdempotencyRecord)  # an idempotency line's record, validated as the dataclass it is
 
 
 class Dump:
@@ -297,10 +291,10 @@ class Dump:
                             )
                         d.rule_vectors[(ns, rule.id)] = vec
                 elif kind == "idempotency":
-                    answer = _Answer.model_validate(obj["record"])
+                    answer = _ANSWER.validate_python(obj["record"])
                     if answer.created_at.tzinfo is None:
                         raise DumpError(f"line {n}: an idempotency record's created_at has no time zone", f"line {n}")
-                    d.answers.setdefault(str(obj["namespace"]), []).append(IdempotencyRecord(**answer.model_dump()))
+                    d.answers.setdefault(str(obj["namespace"]), []).append(answer)
                 else:
                     raise DumpError(f"line {n}: unknown record type {kind!r}", f"line {n}")
             except (KeyError, TypeError, ValueError, ValidationError) as exc:

@@ -417,13 +417,7 @@ class PostgresStorage:
     # ------------------------------------------------------------------ reads
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
         """The source's row, or None."""
-        rows = self.all("SELECT * FROM pyramind_sources WHERE namespace = %s AND source_id = %s", (ns, source_id))
-        if not rows:
-            return None
-        r = rows[0]
-        return SourceRow(
-            r["source_id"], r["source_type"], r["version"], r["n_messages"], r["n_tokens"], r["max_seq"], r["metadata"]
-        )
+        return self.get_sources(ns, [source_id]).get(source_id)
 
     def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
         """{source id: its row} of the ids found, in one round trip."""
