@@ -76,7 +76,8 @@ class Leases:
             if lease is not None:
                 return lease
             if time.monotonic() >= deadline:
-                raise ConflictError(f"{key!r} is being written by another process", "conversation_id")
+                what = "conversation_id" if not key.startswith("\x00") else None  # core's and instructions' keys
+                raise ConflictError(f"{key!r} is being written by another process", what)
             time.sleep(max(self.settle, 0.01) * random.uniform(1.0, 3.0))  # noqa: S311 (jitter, not secrecy)
 
     def release(self, ns: str, key: str, lease: Lease) -> None:
