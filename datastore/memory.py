@@ -38,7 +38,7 @@ from datastore.lifetime.instructions import Instructions
 from datastore.lifetime.policy import ForgettingPolicy
 from datastore.lifetime.sessions import Sessions
 from datastore.lifetime.visits import Visits
-from datastore.locks import SourceLocks
+from datastore.locks import Leases, SourceLocks
 from datastore.read.find import Finder
 from datastore.read.listing import Listing
 from datastore.read.outline import Outline
@@ -92,7 +92,10 @@ class Memory:
         self.summariser = summariser
         self.detector = detector
         self.clock = clock
-        locks = SourceLocks()
+        leases = storage.leases  # a provider without transactions: its writers' locks span processes
+        locks = SourceLocks(
+            None if leases is None else Leases(leases, settings.lease_seconds, settings.lease_settle_seconds, clock)
+        )
         builder = TreeBuilder(settings, embedder, summariser)
         keeper = InstructionKeeper(storage, detector, embedder, locks)
         self.visits = Visits(storage)

@@ -13,7 +13,7 @@ another process) the sources whose stamps changed are listed again, so several s
 search one memory. `search_vector` stays a provider method (a provider's own vector index, for tools that want
 it without the in-memory index); the read path does not use it.
 
-Four capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
+Five capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
 reads them once when it is composed (datastore/memory.py), and a service that needs one says so in its
 constructor:
 
@@ -22,7 +22,10 @@ constructor:
 - `instructions: InstructionTable`  standing instructions and preferences with their embeddings (without it,
   none are detected or kept, and /instructions answers 501);
 - `idempotency: IdempotencyTable`  the answers of writes sent with an Idempotency-Key, kept where the memory is
-  kept, so a retry after a restart is answered too (without it, the key is refused with 501).
+  kept, so a retry after a restart is answered too (without it, the key is refused with 501);
+- `leases: LeaseTable`  lease records that let a provider without transactions (Pinecone) serialise the writers
+  of one conversation across processes (datastore/locks.py takes, checks and releases them); a provider whose
+  commit checks the version and writes in one transaction (SQLite, PostgreSQL) leaves it None.
 
 The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics every provider applies
 (`node_matches`, `message_matches`, the SQL of the local and PostgreSQL stores do the same) live here too.
@@ -275,6 +278,31 @@ class IdempotencyTable(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a key's lease (`owner`: a random token per taking) and until when (`expires_at`, aware UTC)."""
+
+    owner: str
+    expires_at: datetime
+
+
+class LeaseTable(Protocol):
+    """One lease record per (namespace, key): plain reads and writes, no atomicity asked; the protocol that makes
+    them a lock (write, wait, read back) is above the providers (datastore/locks.py)."""
+
+    def get(self, ns: str, key: str) -> Lease | None:
+        """The key's lease record in the namespace (an expired one too), or None."""
+        ...
+
+    def put(self, ns: str, key: str, lease: Lease) -> None:
+        """Write the key's lease record, replacing any."""
+        ...
+
+    def delete(self, ns: str, key: str) -> None:
+        """Remove the key's lease record (none is fine)."""
+        ...
+
+
 class MarkTable(Protocol):
     """Visits and pins, kept apart from the node rows: recording a visit never rewrites a node or its vector."""
 
@@ -303,6 +331,7 @@ class Storage(Protocol):
     marks: MarkTable | None
     instructions: InstructionTable | None
     idempotency: IdempotencyTable | None
+    leases: LeaseTable | None
 
     @property
     def location(self) -> str:

@@ -185,6 +185,20 @@ class Settings(BaseSettings):
         description="Seconds between scans of the store for unindexed messages (embedder failures, other "
         "processes); 0 = only at start.",
     )
+    lease_seconds: float = Field(
+        default=30.0,
+        gt=0,
+        le=3600,
+        description="Seconds a process's lease on a conversation lasts on a store without transactions (Pinecone); "
+        "a crashed holder's lease is taken over after it.",
+    )
+    lease_settle_seconds: float = Field(
+        default=0.05,
+        ge=0,
+        le=5,
+        description="Seconds a process waits between writing its lease and reading it back (must exceed the "
+        "store's read-to-write delay).",
+    )
     index_chunk_batch: int = Field(
         default=16,
         ge=1,

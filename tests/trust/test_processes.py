@@ -13,7 +13,8 @@ The scale is bounded for a shared 2-core machine (WRITERS x CALLS x PER_CALL = 8
 run of issue 24 (8 writers x 1,000 messages) is the same test with `PYRAMIND_PROCESSES_CALLS=100
 PYRAMIND_PROCESSES_PER_CALL=10` in the environment (its figures are in bench/RESULTS.md, "Several processes").
 A second, fast test runs what several processes' indexers do to one conversation at once (its steps, from three
-Memories over one store): its tree stays sound on PostgreSQL; on Pinecone it does not yet (xfail, strict).
+Memories over one store): its tree stays sound on PostgreSQL (one transaction per commit) and on Pinecone (the
+writers' lease on the conversation, datastore/locks.py).
 """
 
 from __future__ import annotations
@@ -93,10 +94,13 @@ async def seen_within(client: httpx.AsyncClient, text: str, conversation: str, p
         await asyncio.sleep(0.02)
 
 
-@pytest.fixture(params=["postgres", "pinecone"])
+@pytest.fixture(params=["local", "postgres", "pinecone"])
 def store_env(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[dict[str, str]]:
-    """The settings (as environment) of one fresh shared store: a new PostgreSQL database, or a needledb index."""
-    if request.param == "postgres":
+    """The settings (as environment) of one fresh shared store: a new SQLite file, a new PostgreSQL database, or
+    a needledb index."""
+    if request.param == "local":
+        yield {"DATASTORE": "local", "LOCAL_DB_PATH": str(tmp_path / "shared.sqlite")}
+    elif request.param == "postgres":
         try:
             pg = Postgres().start()
         except Exception as exc:
@@ -168,18 +172,14 @@ async def test_three_processes_on_one_store_are_one_memory(
 
 
 def test_two_processes_indexing_one_conversation_keep_its_tree_sound(
-    store_env: dict[str, str], request: pytest.FixtureRequest, tmp_path: Path, embedder: LocalEmbedder
+    store_env: dict[str, str], tmp_path: Path, embedder: LocalEmbedder
 ) -> None:
     """What the processes' indexers do when their scans (`Storage.backlog`, `Storage.unrolled`) find a conversation
     that another process is indexing: three Memories over one store (three processes' worth) run the chunk and
     summary steps of one conversation at once, a step at a time, after each call accepted through one of them.
     On PostgreSQL the version check and the write are one transaction; Pinecone's commit reads the version, then
-    writes, so two steps can both commit: the full-scale run's broken tree (bench/RESULTS.md, "Several server
-    processes")."""
-    if store_env["DATASTORE"] == "pinecone":
-        request.applymarker(
-            pytest.mark.xfail(strict=True, reason="Pinecone's commit is check-then-write: concurrent steps both commit")
-        )
+    writes, so two steps could both commit (the full-scale run's broken tree, bench/RESULTS.md, "Several server
+    processes") but for the lease each Memory's locks take on the conversation around its commit."""
     settings = Settings(_env_file=None, **{k.lower(): v for k, v in {**ENV, **store_env}.items()})  # type: ignore[arg-type]
     memories = [open_memory(settings, embedder, ExtractiveSummariser()) for _ in range(PROCESSES)]
     ns, failures = "race", []

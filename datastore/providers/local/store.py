@@ -31,6 +31,7 @@ from datastore.storage import (
     IdempotencyTable,
     IndexEntry,
     InstructionTable,
+    LeaseTable,
     MarkTable,
     NodeMarks,
     SourceFacts,
@@ -75,6 +76,7 @@ class LocalStorage:
         self.marks: MarkTable | None = LocalMarks(self.db)
         self.instructions: InstructionTable | None = LocalInstructions(self.db)
         self.idempotency: IdempotencyTable | None = LocalIdempotency(self.db)
+        self.leases: LeaseTable | None = None  # its commit checks and writes in one transaction
 
     @property
     def location(self) -> str:

@@ -56,12 +56,14 @@ from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponen
 
 from datastore.providers.pinecone import records as rec
 from datastore.providers.pinecone.idempotency import PineconeIdempotency
+from datastore.providers.pinecone.leases import PineconeLeases
 from datastore.storage import (
     CoreTable,
     Hits,
     IdempotencyTable,
     IndexEntry,
     InstructionTable,
+    LeaseTable,
     MarkTable,
     NodeMarks,
     SourceFacts,
@@ -128,6 +130,7 @@ class PineconeStorage:
         self.marks: MarkTable | None = PineconeMarks(self)
         self.instructions: InstructionTable | None = PineconeInstructions(self)
         self.idempotency: IdempotencyTable | None = PineconeIdempotency(self)
+        self.leases: LeaseTable | None = PineconeLeases(self)  # no transactions: writers lease a source
         self._open()
 
     # ------------------------------------------------------------------ lifecycle

@@ -40,6 +40,7 @@ from datastore.storage import (
     IdempotencyTable,
     IndexEntry,
     InstructionTable,
+    LeaseTable,
     MarkTable,
     NodeMarks,
     SourceFacts,
@@ -329,6 +330,7 @@ class PostgresStorage:
         self.marks: MarkTable | None = PgMarks(self)
         self.instructions: InstructionTable | None = PgInstructions(self)
         self.idempotency: IdempotencyTable | None = PgIdempotency(self)
+        self.leases: LeaseTable | None = None  # its commit checks and writes in one transaction
         self._versions: dict[str, int] = {}  # namespace -> version, while the listener is connected
         self._listen_generation = 0  # bumped by every (re)connection of the listener; 0: not listening
         self._versions_lock = threading.Lock()
