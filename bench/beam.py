@@ -12,7 +12,9 @@ embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes 
   `<n>/probing_questions/probing_questions.json`). Required.
 - `--datastore local|postgres|pinecone`: the provider of the chat stores (bench/common.py starts PostgreSQL or the
   needledb emulator); not local: the section `beam-<provider>`.
-- `--chats 11-20`: which chats, e.g. `11-20`, `1,3,5-7` (default 11-20, the development set).
+- `--chats 11-20`: which chats, e.g. `11-20`, `1,3,5-7` (default 11-20, the development set; `1-10` is the
+  held-out set: every tuned number of the block was chosen on 11-20, and a change is checked on 1-10 before it is
+  kept).
 - `--budgets 250,500,1000,2000`: token budgets (cl100k) of the block and of the cut /query results.
 - `--out PATH`: the JSON of every number (default bench/out/beam.json).
 - `--types event_ordering,summarization`: only these question types (a quicker development loop).
@@ -21,7 +23,7 @@ embedding cache, ~95% of it embedding the chunks and summaries; under 2 minutes 
 - `--policy thread_weight=0.7,line_tokens=30`: the block's policy with these fields changed
   (datastore/context/policy.py `BlockPolicy`; numbers only), to measure a tuned number without editing code.
 A run on the default chats and budgets (all types, no `--reuse`, no `--policy`) also writes the `beam` section of
-bench/RESULTS.md; other runs leave it.
+bench/RESULTS.md (`--chats 1-10`: the `beam-held-out` section); other runs leave it.
 
 1. Ingest. Each chat goes into a fresh local store (tree store, default settings, MiniLM through the on-disk
    embedding cache, as bench/context.py) as one conversation, `beam-<n>`. chat.json is a list of 5 batches,
@@ -81,6 +83,8 @@ from services.tokens import count_tokens
 
 BUDGETS = (250, 500, 1000, 2000)
 DEFAULT_CHATS = "11-20"
+HELD_OUT_CHATS = "1-10"
+"""BEAM 100K's other chats: never tuned on; a change kept on the development set is checked here before it lands."""
 TOP_K = 40
 NS = "bench"
 MIN_SENTENCE = 40
@@ -97,6 +101,9 @@ TYPES = (
 )
 VARIANTS = ("context", "query")
 DIR = common.OUT / "beam"
+MAX_MESSAGE_CHARS = 400_000
+"""The stores' MAX_MESSAGE_CHARS: BEAM 100K chats 4 and 5 hold a pasted document of 349k and 53k characters in one
+message (the server's default, 32,000, refuses it with a 413; a user with such messages raises the setting)."""
 OUT_JSON = common.OUT / "beam.json"
 MAX_MEMORY_CHARS = ContextRequest.model_fields["max_memory_chars"].default  # /context cuts a longer memory
 _MARKER = re.compile(r"\s*->->[\d\s,)]*$")
@@ -293,7 +300,7 @@ def open_chat_store(number: int, embedder: Embedder, folder: Path = DIR, reuse: 
     """A fresh tree store (default settings) at `folder`/chat-<n>.db (by default under bench/out/beam); with
     `reuse`, the store a run left there (when there is one)."""
     folder.mkdir(parents=True, exist_ok=True)
-    settings = common.bench_settings(folder / f"chat-{number}.db")
+    settings = common.bench_settings(folder / f"chat-{number}.db", max_message_chars=MAX_MESSAGE_CHARS)
     if reuse and settings.local_db_path.exists():
         return open_memory(settings, embedder, ExtractiveSummariser())
     return common.open_store(settings, embedder)
@@ -490,7 +497,7 @@ def markdown(results: dict, command: str) -> str:
     s = results["summary"]
     budgets = results["budgets"]
     lines = [
-        "## Context block on BEAM",
+        "## Context block on BEAM" + (", held-out chats" if results["chats_spec"] == HELD_OUT_CHATS else ""),
         "",
         common.header(command),
         f"Evidence share: the fraction of a question's evidence messages (`source_chat_ids`) present in the text "
@@ -622,12 +629,14 @@ def _run(args: argparse.Namespace) -> None:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(results, indent=1, default=str))
     command = f".venv/bin/python -m bench.beam --data {args.data}"
+    command += "" if args.chats == DEFAULT_CHATS else f" --chats {args.chats}"
     command += "" if args.datastore == "local" else f" --datastore {args.datastore}"
     md = markdown(results, command)
     print(md, flush=True)
     default = args.block_policy == DEFAULT_POLICY
-    if args.chats == DEFAULT_CHATS and budgets == list(BUDGETS) and not types and not args.reuse and default:
-        common.write_section("beam" + ("" if args.datastore == "local" else f"-{args.datastore}"), md)
+    sections = {DEFAULT_CHATS: "beam", HELD_OUT_CHATS: "beam-held-out"}
+    if args.chats in sections and budgets == list(BUDGETS) and not types and not args.reuse and default:
+        common.write_section(sections[args.chats] + ("" if args.datastore == "local" else f"-{args.datastore}"), md)
         print(f"wrote {common.RESULTS}")
 
 
