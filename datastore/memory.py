@@ -65,9 +65,8 @@ class Memory:
     once, by the services that use them). embedder: chunk and query embeddings. summariser: the roll-up's
     summaries. detector: finds standing instructions in the messages being indexed (services/instructions.py,
     `make_detector`). clock: the time the services read (services/clock.py; tests move one by hand). Raises
-    EmbeddingMismatchError (closing the storage) when the store holds another model's
-    vectors.
-    """
+    EmbeddingMismatchError when the store holds another model's vectors (or, on Pinecone, the index has another
+    dimension); the storage is closed whenever this raises (it is the Memory's from here on)."""
 
     def __init__(
         self,
@@ -79,13 +78,17 @@ class Memory:
         clock: Clock = system_clock,
     ) -> None:
         model, dimension = embedder.model_name, embedder.dimension
-        recorded = storage.record_embedding(model, dimension)
-        if recorded != (model, dimension):
-            storage.close()
-            raise EmbeddingMismatchError(
-                f"the {storage.name} store ({storage.location}) holds {recorded[0]} vectors of dimension "
-                f"{recorded[1]}, but the embedder is {model} ({dimension}); use another store or the same embedder"
-            )
+        try:  # a provider may refuse in record_embedding itself (Pinecone: the index's own dimension)
+            recorded = storage.record_embedding(model, dimension)
+            if recorded != (model, dimension):
+                raise EmbeddingMismatchError(
+                    f"the {storage.name} store ({storage.location}) holds {recorded[0]} vectors of dimension "
+                    f"{recorded[1]}, but the embedder is {model} ({dimension}); use another store or the same "
+                    "embedder"
+                )
+        except BaseException:
+            storage.close()  # the Memory owns the storage it is given: a refused one is closed, not left open
+            raise
         self.settings = settings
         self.storage = storage
         self.embedder = embedder

@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from datastore.factory import open_storage
 from datastore.memory import Memory
 from datastore.storage import SourceRow, WriteBatch
 from models.api import (
@@ -23,8 +24,11 @@ from models.api import (
     RememberRequest,
 )
 from models.memory import MemoryNode
+from models.settings import Settings
 from services.embedding import LocalEmbedder
 from services.errors import ConflictError, EmbeddingMismatchError, InvalidRequestError, NotFoundError
+from services.instructions import make_detector
+from services.summarising import ExtractiveSummariser
 from tests.support.embedders import FailingEmbedder, OtherEmbedder
 from tests.support.invariants import check_tree
 from tests.support.stores import recompose, text_search
@@ -381,6 +385,16 @@ def test_opening_with_another_embedding_dimension_is_refused(memory: Memory, ope
         open_store(OtherEmbedder())
     assert "384" in str(err.value) and "8" in str(err.value)
     open_store()  # the same embedder opens it again
+
+
+def test_a_store_refused_for_its_embedding_model_is_closed(memory: Memory, provider_settings: Settings) -> None:
+    # Pinecone refuses in record_embedding itself (the index's dimension); its HTTP client was left open
+    storage = open_storage(provider_settings, OtherEmbedder().dimension)
+    with pytest.raises(EmbeddingMismatchError):
+        Memory(provider_settings, storage, OtherEmbedder(), ExtractiveSummariser(), make_detector(provider_settings))
+    with pytest.raises(Exception) as closed:  # each provider's error for a closed client (sqlite3, psycopg_pool,
+        storage.counts("t-closed")  # httpx): a store left open would answer
+    assert "closed" in str(closed.value).lower(), closed.value
 
 
 # ---------------------------------------------------------------------- listing (datastore/read/listing.py)

@@ -33,6 +33,7 @@ class Connections:
         self._all: list[sqlite3.Connection] = []
         self._guard = threading.Lock()
         self._write_lock = threading.Lock()
+        self._closed = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             self.writer = self.connect()
@@ -44,7 +45,10 @@ class Connections:
             raise StoreError(f"cannot open the local store at {self.path.resolve()}: {exc}") from exc
 
     def connect(self) -> sqlite3.Connection:
-        """A new connection, kept for `close`: autocommit mode (transactions are begun explicitly), rows by name."""
+        """A new connection, kept for `close`: autocommit mode (transactions are begun explicitly), rows by name.
+        Raises StoreError once the store is closed (a closed store does not open connections again)."""
+        if self._closed:
+            raise StoreError(f"the local store at {self.path} is closed")
         try:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         except sqlite3.Error as exc:
@@ -67,6 +71,7 @@ class Connections:
     def close(self) -> None:
         """Close every connection made; the store can't be used afterwards."""
         with self._guard:
+            self._closed = True
             for conn in self._all:
                 conn.close()
             self._all.clear()
