@@ -74,8 +74,9 @@ class BlockPolicy:
     BEAM 11-20 @1000 (RESULTS "BEAM: the dated list ranked by threads", 2026-11-26): event_ordering 0.380 ->
     0.459, multi_session_reasoning 0.547 -> 0.568 (0.5: 0.440 / 0.568; 0.7: 0.438 / 0.568; summarization 0.248 /
     0.248 / 0.264); applied to every block's lines it cost knowledge_update and preference_following 0.025.
-    Held-out BEAM chats 1-3: event_ordering 0.492 -> 0.608 (= before), summarization 0.344 -> 0.307: not confirmed
-    there for summarization."""
+    Held-out BEAM chats 1-10 (RESULTS "BEAM: the held-out chats"): 0 / 0.5 / 0.6 / 0.7 gave event_ordering 0.342 /
+    0.358 / 0.371 / 0.371, multi_session_reasoning 0.529 / 0.567 / 0.567 / 0.571, summarization 0.244 / 0.252 /
+    0.277 / 0.259: confirmed there (on chats 1-3 alone, 6 questions a type, it was not for summarization)."""
     thread_gap_s: float = 600.0
     """Seconds: lines this close are one exchange's (a message and its follow-up)."""
     line_misses: int = 8
