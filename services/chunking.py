@@ -15,6 +15,7 @@ window, shorter than that, is *open*: searchable at once, extended by the next c
 from __future__ import annotations
 
 import bisect
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,6 +34,13 @@ def shows_time(created_at: datetime | None, previous: datetime | None) -> bool:
         return False
     return previous is None or abs(created_at - previous) >= SESSION_GAP
 
+
+SPEAKER_LINE = re.compile(r"(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]][^:\n\[\]]{0,127}): ")
+"""The start of a line `render` writes for a conversation message: its time stamp when shown, the speaker (a name
+never starts with whitespace and holds no colon, bracket or line break, models/api.py) and ": " (written even
+before an empty message, so a line ending in a bare colon is no speaker's). Groups `stamp` (or None) and
+`speaker`; the message's text is the rest of the line. The one parser of rendered text (the summariser's lines,
+the excerpts' units)."""
 
 CONTINUATION = "  "
 """Indent of a message's second and later lines: a speaker line starts with `[` (its time) or the speaker's name,

@@ -17,7 +17,7 @@ from typing import Protocol
 
 from models.settings import Settings
 from services import tokens as tok
-from services.chunking import CONTINUATION
+from services.chunking import CONTINUATION, SPEAKER_LINE
 from services.openai_client import openai_client
 from services.speakers import is_human
 from services.text import WORD, fold, stem, words
@@ -25,8 +25,6 @@ from services.text import sentences as text_sentences
 
 log = logging.getLogger(__name__)
 
-# a speaker line (services/chunking.render): a name never starts with whitespace, a message's later lines always do
-_LINE = re.compile(r"^(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]][^:\n\[\]]{0,127}): (?P<body>.*)$")
 _CUT_STAMP = re.compile(r"[^\[\]\n]{1,39}\] (?=\S)")  # the tail of `[YYYY-MM-DD HH:MM] ` (a window cut it)
 _STOP = frozenset(
     "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
@@ -142,7 +140,7 @@ def _speaker_lines(texts: list[str]) -> set[str]:
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]
         for ln in lines[1:]:
-            if (m := _LINE.match(ln)) is not None:
+            if (m := SPEAKER_LINE.match(ln)) is not None:
                 known.add(m["speaker"])
     return known
 
@@ -164,7 +162,7 @@ def _is_conversation(texts: list[str]) -> bool:
     """Whether the texts are a chat's: at least half of their lines that are not a message's later lines (indented)
     are speaker lines (a document's "Note: ..." line does not make it one)."""
     heads = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.startswith(CONTINUATION)]
-    return bool(heads) and 2 * sum(_LINE.match(ln) is not None for ln in heads) >= len(heads)
+    return bool(heads) and 2 * sum(SPEAKER_LINE.match(ln) is not None for ln in heads) >= len(heads)
 
 
 def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
@@ -186,10 +184,10 @@ def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
     message = -1
     for text in texts:
         lines = [ln for ln in text.splitlines() if ln.strip()]
-        if lines and (cut := _CUT_STAMP.match(lines[0])) and _LINE.match(lines[0][cut.end() :]):
+        if lines and (cut := _CUT_STAMP.match(lines[0])) and SPEAKER_LINE.match(lines[0][cut.end() :]):
             lines[0] = lines[0][cut.end() :]  # a window that starts inside a line's time stamp: the line is whole
         for i, ln in enumerate(lines):
-            m = _LINE.match(ln)
+            m = SPEAKER_LINE.match(ln)
             skip_first = False
             if m is not None:
                 speaker = m["speaker"] if i > 0 else _whole_speaker(m["speaker"], known)
@@ -198,7 +196,7 @@ def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
                     body = ""
                 else:
                     prefix = f"{m['stamp'] or ''}{speaker}: "
-                    body = m["body"]
+                    body = ln[m.end() :]
                 message += 1
             else:
                 if i > 0 and not ln.startswith(CONTINUATION):

@@ -23,7 +23,7 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Literal
 
-from services.chunking import CONTINUATION
+from services.chunking import CONTINUATION, SPEAKER_LINE
 from services.text import line_spans
 
 ELISION = "…"
@@ -62,9 +62,6 @@ class Unit:
     block: int | None
 
 
-# a speaker line (chunking.render): a name never starts with whitespace and holds no colon, bracket or line break;
-# render always writes ": " after it, even before an empty message, so a line ending in a bare colon is no speaker's
-_SPEAKER = re.compile(r"(\[[^\]\n]{1,40}\] )?([^\s:\[\]][^:\n\[\]]{0,127}): ")
 _FENCE = re.compile(r" {0,3}(`{3,}|~{3,})")
 _ITEM = re.compile(r"\s*(?:[-*+•]|\d{1,3}[.)])\s+\S")
 _WHOLE_LINE = re.compile(r"\s*(?:#{1,6}\s|\||>\s*$|[-*_]{3,}\s*$)")
@@ -127,7 +124,7 @@ def _starts_in_fence(
 def _speaker(line: str, speakers: Collection[str] | None) -> re.Match[str] | None:
     if line[:1].isspace():
         return None
-    m = _SPEAKER.match(line)
+    m = SPEAKER_LINE.match(line)
     if m is None or (speakers is not None and m.group(2) not in speakers):
         return None
     return m
