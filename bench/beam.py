@@ -103,7 +103,8 @@ VARIANTS = ("context", "query")
 DIR = common.OUT / "beam"
 MAX_MESSAGE_CHARS = 400_000
 """The stores' MAX_MESSAGE_CHARS: BEAM 100K chats 4 and 5 hold a pasted document of 349k and 53k characters in one
-message (the server's default, 32,000, refuses it with a 413; a user with such messages raises the setting)."""
+message (the default, 32,000, refuses it: a 422 naming `messages[i].content`; a user with such messages raises the
+setting)."""
 OUT_JSON = common.OUT / "beam.json"
 MAX_MEMORY_CHARS = ContextRequest.model_fields["max_memory_chars"].default  # /context cuts a longer memory
 _MARKER = re.compile(r"\s*->->[\d\s,)]*$")

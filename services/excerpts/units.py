@@ -125,7 +125,7 @@ def _speaker(line: str, speakers: Collection[str] | None) -> re.Match[str] | Non
     if line[:1].isspace():
         return None
     m = SPEAKER_LINE.match(line)
-    if m is None or (speakers is not None and m.group(2) not in speakers):
+    if m is None or (speakers is not None and m["speaker"] not in speakers):
         return None
     return m
 
@@ -219,7 +219,7 @@ def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | N
         if m is not None:
             flush()
             turn += 1
-            speaker, prefix, speaker_line = m.group(2), f"{m.group(1) or ''}{m.group(2)}: ", ln
+            speaker, prefix, speaker_line = m["speaker"], f"{m['stamp'] or ''}{m['speaker']}: ", ln
             fence = fence0 if ln == 0 else None  # a new message never continues a block (a header line may)
             cs = ls + m.end()
         elif conversation and line.startswith(CONTINUATION):
