@@ -12,7 +12,8 @@ Caroline!", "Sure!", "Great question.", "Sounds great!", "How about you?") and t
 speakers (and short forms of them: "Mel" for "Melanie"), no word is left, or a single one that is not specific
 (shorter than SPECIFIC_CHARS, without a digit, not a capitalised name): "Thanks for the tip!" says nothing, "I'm
 vegetarian." informs. A short sentence (PRAISE_WORDS words at most) that opens with praise (PRAISE: "That sounds
-like a solid plan.") says nothing either.
+like a solid plan.", "It sounds like you have a solid plan in place.") says nothing either, unless it names someone
+or holds a number ("That sounds like a productive meeting with Patrick!").
 
 **Lead** (`lead_lines`). The first sentence that is not filler, cut to MAX_LINE_TOKENS (at a word, with "…").
 A message of only filler has no line. A long message (more than LONG_MESSAGE_TOKENS tokens, typically an
@@ -68,12 +69,15 @@ POINT_MARKERS = re.compile(
 )
 
 PRAISE = re.compile(
-    r"^(that|this|it|what)('s| is| sounds| looks| seems)( like)?( such)? (a |an )?(really |very |truly )?"
+    r"^(that|this|it|what)('s| is| sounds| looks| seems)( like)?( such)?( you('ve| have)( got)?)? (a |an )?"
+    r"(really |very |truly )?"
     r"(great|good|solid|thoughtful|excellent|wonderful|fantastic|smart|sensible|reasonable|well[- ]\w+|"
-    r"interesting|important|valid|fair|brilliant|lovely|nice|perfect)\b",
+    r"interesting|important|valid|fair|brilliant|lovely|nice|perfect|helpful|thorough|wise|fascinating|"
+    r"productive|significant|exactly what)\b",
     re.IGNORECASE,
 )
-"""An opener of praise ("That sounds like a solid plan."): with at most PRAISE_WORDS words, the sentence is filler."""
+"""An opener of praise ("That sounds like a solid plan.", "It sounds like you have a solid plan in place.",
+"That's exactly what I needed."): with at most PRAISE_WORDS words, the sentence is filler."""
 PRAISE_WORDS = 10
 
 _MARKUP = re.compile(r"\*\*|__|`|^#{1,6}\s+|^(?:[-*+•]|\d{1,3}[.)])\s+")
@@ -117,17 +121,23 @@ def content_words(sentence: str, names: Collection[str] = ()) -> list[str]:
 def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
     """Whether `sentence` says nothing (module docstring): no content word once stop words, FILLER_WORDS and
     the speakers' names (`names`, and short forms of them) are dropped, or a single one that is not specific
-    (shorter than SPECIFIC_CHARS, no digit, not a capitalised word inside the sentence)."""
-    if PRAISE.match(sentence) and len(WORD.findall(sentence)) <= PRAISE_WORDS:
-        return True
+    (shorter than SPECIFIC_CHARS, no digit, not a capitalised word inside the sentence); a short opener of praise
+    (PRAISE) says nothing unless it names someone or holds a number ("That sounds like a productive meeting with
+    Patrick!")."""
     content = content_words(sentence, names)
+    if PRAISE.match(sentence) and len(WORD.findall(sentence)) <= PRAISE_WORDS:
+        return not any(_specific(w, sentence) for w in content)
     if len(content) != 1:
         return not content
     word = content[0]
-    if len(word) >= SPECIFIC_CHARS or any(c.isdigit() for c in word):
-        return False
-    inner = WORD.findall(sentence)[1:]
-    return not any(fold(w) == word and w[:1].isupper() for w in inner)
+    return not (len(word) >= SPECIFIC_CHARS or _specific(word, sentence))
+
+
+def _specific(word: str, sentence: str) -> bool:
+    """Whether content `word` (folded) of `sentence` holds a digit or is capitalised inside it (a name)."""
+    if any(c.isdigit() for c in word):
+        return True
+    return any(fold(w) == word and w[:1].isupper() for w in WORD.findall(sentence)[1:])
 
 
 def _cut(sentence: str, max_tokens: int) -> str:

@@ -26,6 +26,11 @@ NAMES = {"Caroline", "Melanie"}
         "Take care of yourself.",
         "Thanks for the tip, Caroline.",  # one content word, short and common: says nothing
         "Long time no see!",
+        "That sounds like a really thorough plan.",  # praise openers seen leading BEAM's answers
+        "That sounds like a wise decision.",
+        "It sounds like you have a solid plan in place.",
+        "That's exactly what I needed.",
+        "That's really helpful!",
     ],
 )
 def test_filler_says_nothing(sentence: str) -> None:
@@ -40,6 +45,8 @@ def test_filler_says_nothing(sentence: str) -> None:
         "My flight lands at 9.",  # a number
         "We met Oscar.",  # a name inside the sentence
         "Researching adoption agencies.",
+        "That's why the probability is 0.",  # opens like praise, says something
+        "That sounds like a productive meeting with Patrick!",  # a name: it informs
     ],
 )
 def test_a_sentence_that_informs_is_not_filler(sentence: str) -> None:
