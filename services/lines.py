@@ -16,11 +16,14 @@ like a solid plan.", "It sounds like you have a solid plan in place.") says noth
 or holds a number ("That sounds like a productive meeting with Patrick!").
 
 **Lead** (`lead_lines`). The first sentence that is not filler, cut to MAX_LINE_TOKENS (at a word, with "…").
-A message of only filler has no line. A long message (more than LONG_MESSAGE_TOKENS tokens, typically an
-assistant's answer) adds its point: among its later sentences, the one that shares the most content words with
-the rest of the message (its centre; per square root of its own content words, so a long list item does not win
-by length), counted double when it opens with a conclusion marker ("In short",
-"Overall", "I recommend", "The key ..."; POINT_MARKERS); none when no later sentence shares a word.
+A message of only filler has no line. A short message (LONG_MESSAGE_TOKENS tokens at most, a turn of a chat)
+says all it says in its line: its later sentences that are not filler follow the lead while the line holds
+MAX_LINE_TOKENS ("Preikestolen at sunrise. Next month I am going skiing in Chamonix.": the plan is not lost).
+A long message (more than LONG_MESSAGE_TOKENS tokens, typically an assistant's answer) adds its point: among
+its later sentences, the one that shares the most content words with the rest of the message (its centre; per
+square root of its own content words, so a long list item does not win by length), counted double when it
+opens with a conclusion marker ("In short", "Overall", "I recommend", "The key ..."; POINT_MARKERS); none
+when no later sentence shares a word.
 """
 
 from __future__ import annotations
@@ -53,7 +56,7 @@ FILLER_WORDS = frozenset(
     dear buddy friend friends pal mate guys doing something anything everything nothing yourself hope hoping kind
     words news tip tips gorgeous stunning cute adorable impressive inspiring inspired lucky blessed sorry hear
     heard looks look looking seems seem wish luck enjoy enjoyed enjoying blast stoked thrilled joy wonderful
-    appreciated makes made glad totally honestly gonna wanna kinda sorta like ya yay woohoo hooray whoo day
+    appreciated makes made glad totally honestly gonna wanna kinda sorta like ya yay woohoo hooray whoo day please pls
     helped help helps meant means long time talk chat talking chatting catch breakdown breaking explanation
     explaining advice info information insight insights suggestion suggestions detailed solid""".split()
 )
@@ -153,7 +156,8 @@ def _cut(sentence: str, max_tokens: int) -> str:
 
 
 def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
-    """[lead] or [lead, point] of a message (module docstring), each at most MAX_LINE_TOKENS; [] when every
+    """[lead] or [lead, point] of a message (module docstring; a short message's lead holds its later informative
+    sentences too), each at most MAX_LINE_TOKENS; [] when every
     sentence is filler (or the message has no prose). `names`: the conversation's speakers (never content)."""
     said = sentences(content)
     first = next((i for i, s in enumerate(said) if not is_filler(s, names)), None)
@@ -161,7 +165,14 @@ def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
         return []
     out = [_cut(said[first], MAX_LINE_TOKENS)]
     later = said[first + 1 :]
-    if len(later) < 2 or count_tokens(content) <= LONG_MESSAGE_TOKENS:
+    if count_tokens(content) <= LONG_MESSAGE_TOKENS:  # a short message: all it says, while the line holds it
+        for s in later:
+            if not is_filler(s, names):
+                if count_tokens(f"{out[0]} {s}") > MAX_LINE_TOKENS:
+                    break
+                out[0] = f"{out[0]} {s}"
+        return out
+    if len(later) < 2:
         return out
     sets = [set(content_words(s, names)) for s in said]
     counts: Counter[str] = Counter(w for ws in sets for w in ws)

@@ -681,9 +681,14 @@ class _Assembly:
         (their summaries closest to it, `timeline_level`), oldest first, each with its people's lines (what the
         user brought up) and then its sentences closest to the query; namespace-wide, the summaries of every
         conversation."""
+        listed = False
         if self.o.lines is not None and self.cid is not None and self.vector is not None:
+            before = len(sec.entries)
             self._fill_lines(sec, sec.room if self.overview else int(sec.room * self.p.line_share))
+            listed = self.overview and len(sec.entries) > before
         periods = self._periods(sec, self.p.period_tokens)
+        if listed:  # a dated list: a chunk would repeat its lines (a small conversation has no summaries yet)
+            periods = [(p, score) for p, score in periods if p.level > 1]
         if not periods:
             return
         per = max(self.p.min_item + 8, min(self.p.period_tokens * 2, sec.room // len(periods)))
@@ -711,8 +716,7 @@ class _Assembly:
         threads = self.p.thread_weight > 0 and self.overview
         ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text))
         if self.overview and asks_what_user_said(self.query or ""):
-            people = [ln for ln in ranked if is_human(ln.speaker)]
-            ranked = people if len(people) >= self.p.min_lines or len(people) == len(ranked) else ranked
+            ranked = [ln for ln in ranked if is_human(ln.speaker)] or ranked
         scores = {ln.id: ln.score or 0.0 for ln in ranked}
         if threads:
             scores = self._threaded(ranked)

@@ -26,6 +26,7 @@ from models.memory import MemoryNode, StoredMessage
 from services import excerpts
 from services.chunking import render
 from services.excerpts import Excerpt, Unit
+from services.lines import is_filler
 from services.speakers import is_human
 from services.tokens import count_tokens
 
@@ -279,8 +280,11 @@ def cut(
 
 
 def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.distinct_chars) -> set[str]:
-    """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn not
-    shown whole (a turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn); in a longer
+    """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn (a
+    turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn), which is left out whole
+    when each of its units that is not filler (services/lines.is_filler) is shown (its message's line, which
+    holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown again
+    after "I just got back from Norway."); in a longer
     turn, a unit of `distinct_chars` or more ("Thanks!" is said in many turns); in a summary, every unit shown
     (its lines are the lead sentences of messages: one shown already is the same message's)."""
     out: set[str] = set()
@@ -293,11 +297,12 @@ def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.dis
         if not any(seen):
             continue
         short = units[0].turn in piece.short
-        if short and not all(seen):
+        if short:  # left out whole when all it says is shown (its line holds it); else kept whole
+            said = [was or not is_filler(u.text, piece.node.speakers) for was, u in zip(seen, units, strict=True)]
+            if all(was for was, s in zip(seen, said, strict=True) if s):
+                out.update(prints)
             continue
-        out.update(
-            p for p, was, u in zip(prints, seen, units, strict=True) if was and (short or len(u.text) >= distinct_chars)
-        )
+        out.update(p for p, was, u in zip(prints, seen, units, strict=True) if was and len(u.text) >= distinct_chars)
     return out
 
 

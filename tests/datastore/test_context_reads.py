@@ -272,6 +272,47 @@ def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(local_
         assert match.start_time is not None and day == f"{match.start_time:%Y-%m-%d}"
 
 
+def _trips_chat() -> list[Message]:
+    """A short chat (no summaries yet) of a user's trips, with greetings and "Yes please." around what they say."""
+    t0 = datetime(2024, 1, 10, 10, 0, tzinfo=UTC)
+    said = [
+        ("user", "Hi! I just got back from a week of hiking in Norway, the fjords were amazing."),
+        ("assistant", "Welcome back! Norway sounds wonderful. What was the highlight?"),
+        ("user", "Preikestolen at sunrise. Next month I am going skiing in the Alps, in Chamonix."),
+        ("assistant", "Chamonix is a great choice for skiing. Do you want tips on the best runs?"),
+        ("user", "Yes please. Also I booked a weekend in Rome for my birthday in April."),
+    ]
+    return [
+        Message(id=f"t{k}", speaker=who, created_at=t0 + timedelta(minutes=k), content=text)
+        for k, (who, text) in enumerate(said)
+    ]
+
+
+def test_a_dated_list_of_a_short_chat_shows_each_message_once_and_only_the_users(local_memory: Memory) -> None:
+    # a new user's block repeated every message (as its line, then inside its chunk), showed the assistant's
+    # lines for "did I bring up", and lost the plans said after a short first sentence
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="travel", messages=_trips_chat()))
+    req = ContextRequest(
+        conversation_id="travel",
+        query="In what order did I bring up my trips?",
+        now=datetime(2024, 2, 1, tzinfo=UTC),
+        recent=False,
+        budget_tokens=1000,
+    )
+    timeline = local_memory.context.assemble("ns", req).context.split("## Timeline")[1]
+    shown = [line for _, line in _dated_lines(timeline)]
+    assert shown == [
+        "user: I just got back from a week of hiking in Norway, the fjords were amazing.",
+        "user: Preikestolen at sunrise. Next month I am going skiing in the Alps, in Chamonix.",
+        "user: Also I booked a weekend in Rome for my birthday in April.",
+    ]
+    req = req.model_copy(update={"query": "Summarize how my trip planning went"})
+    memories = "## " + local_memory.context.assemble("ns", req).context.split("\n## ", 1)[1]  # without the frame
+    said = [line for _, line in _dated_lines(memories)]
+    assert "assistant: Chamonix is a great choice for skiing. Do you want tips on the best runs?" in said
+    assert len(said) == len({line.split(": ", 1)[1].removeprefix("Hi! ") for line in said})  # no message twice
+
+
 def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None:
     q = (
         "Can you walk me through the order in which I brought up different aspects of using AI in our hiring "

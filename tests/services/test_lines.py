@@ -80,7 +80,28 @@ def test_a_long_message_adds_the_sentence_that_states_its_point() -> None:
         "In short, PostgreSQL suits your relational data best, with replication for the read load.",
     ]
     assert line_text(answer) == SEPARATOR.join(lines)
-    assert lead_lines("Short one. With two sentences. And a third one here.") == ["Short one."]
+    assert lead_lines("Short one. With two sentences. And a third one here.") == [
+        "Short one. With two sentences. And a third one here."  # a short message: all of it, no point added
+    ]
+
+
+def test_a_short_message_says_all_it_says_without_its_filler() -> None:
+    # a new user's outline kept "Preikestolen at sunrise." and "Yes please." and lost the plans that followed
+    assert line_text("Preikestolen at sunrise. Next month I am going skiing in the Alps, in Chamonix.") == (
+        "Preikestolen at sunrise. Next month I am going skiing in the Alps, in Chamonix."
+    )
+    assert line_text("Yes please. Also I booked a weekend in Rome for my birthday in April.") == (
+        "Also I booked a weekend in Rome for my birthday in April."
+    )
+    assert line_text("Hi Mel! I adopted a dog. Thanks so much! She is a beagle.", NAMES) == (
+        "I adopted a dog. She is a beagle."  # filler between two informative sentences is left out
+    )
+    first = "I planted tomatoes, peppers, beans, squash, cucumbers, lettuce, carrots and onions in the garden."
+    second = "We are hoping for a good harvest this year if the weather holds up and the rabbits stay away."
+    third = "My neighbour Alice lent me her old red tiller last weekend, so I turned the soil on Sunday evening."
+    text = line_text(f"{first} {second} {third}")
+    assert text is not None and count_tokens(text) <= MAX_LINE_TOKENS and text.startswith(f"{first} {second}")
+    assert third not in text  # the line stops at the sentence that would take it past MAX_LINE_TOKENS
 
 
 def test_a_long_sentence_is_cut_at_a_word() -> None:
