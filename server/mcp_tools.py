@@ -124,14 +124,21 @@ async def _call(make: Callable[[], Awaitable[BaseModel]]) -> CallToolResult:
 
 class _StrictTool(Tool):
     """The SDK's Tool whose arguments are validated by their model first, so that a bad call is one line naming
-    the field (the SDK's own message is pydantic's multi-line text with URLs)."""
+    the field (the SDK's own message is pydantic's multi-line text with URLs); a store's error is that line too
+    (the SDK prefixes "Error executing tool <name>: " to a ToolError the tool raises: left off, so every error
+    of every tool reads `code: field: message`)."""
 
     async def run(self, arguments: dict[str, Any], context: Any, convert_result: bool = False) -> Any:
         try:
             self.fn_metadata.arg_model.model_validate(self.fn_metadata.pre_parse_json(arguments))
         except ValidationError as exc:
             raise invalid_arguments(exc) from exc
-        return await super().run(arguments, context, convert_result)
+        try:
+            return await super().run(arguments, context, convert_result)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ToolError):  # ours (`_call`), wrapped by the SDK
+                raise exc.__cause__ from exc.__cause__.__cause__
+            raise
 
 
 def _schema_with_limits(model: type[BaseModel], settings: Settings) -> dict[str, Any]:

@@ -279,6 +279,14 @@ async def test_bad_calls_are_errors_naming_the_argument_and_change_nothing(tmp_p
         for tool, args, field in cases:
             assert field in error_text(await client.call_tool(tool, args)), (tool, args)
         assert memory.describer.describe("default") == before
+        # every error reads `code: field: message`, a store's as an argument's (no SDK prefix before it)
+        assert error_text(await client.call_tool("outline", {"conversation_id": "nope"})).startswith(
+            "not_found: conversation_id: "
+        )
+        assert error_text(await client.call_tool("expand", {"id": "nope"})).startswith("not_found: id: ")
+        assert error_text(await client.call_tool("recall", {"query": "cat", "top_k": -3})).startswith(
+            "invalid_request: top_k: "
+        )
 
 
 async def test_stdio_transport(tmp_path: Path) -> None:
