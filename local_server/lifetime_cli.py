@@ -29,21 +29,27 @@ def looks_like_dump(path: Path) -> bool:
 
 def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) -> None:
     """Restore a dump into the configured store (created when missing); exits 2 naming the bad line (nothing
-    written)."""
+    written, and a local store file this import created is removed again)."""
     from local_server.cli import _settings, _store, console
     from services.errors import PyramindError
 
-    store = _store(_settings(db), create=True)
+    settings = _settings(db)
+    local = settings.resolved_datastore == "local"
+    created = local and not settings.local_db_path.exists()
+    store = _store(settings, create=True)
     try:
         from datastore.portability.dump import import_dump
 
         with path.open(encoding="utf-8") as f:
             report = import_dump(store, f, namespace)
     except PyramindError as exc:
+        store.close()
+        if created:  # the file and its journal: an empty store the refused import left would look restored
+            for suffix in ("", "-wal", "-shm"):
+                Path(f"{settings.local_db_path}{suffix}").unlink(missing_ok=True)
         console.print(f"[red]cannot import {path}: {exc.message}[/red]")
         raise typer.Exit(2) from exc
-    finally:
-        store.close()
+    store.close()
     console.print(
         f"restored {report['sources']} sources, {report['messages']} messages, {report['nodes']} nodes, "
         f"{report['marks']} marks, {report['core_memory']} core memory entries, "

@@ -86,7 +86,7 @@ class Listing:
         roll-up groups a level from its start, so what is left unparented is the tail). Raises NotFoundError."""
         summaries = self._summaries(ns, [source_id])
         if not summaries:
-            raise NotFoundError(f"no conversation or document with id {source_id!r}", "id")
+            raise NotFoundError(f"no conversation or document with id {source_id!r}", "conversation_id")
         roots = sorted(self.storage.roots(ns, source_id, MAX_ROOTS), key=lambda n: (-n.level, n.position))
         return SourceDetail(conversation=summaries[0], top_nodes=[node_view(n) for n in roots])
 
@@ -118,7 +118,7 @@ class Listing:
         if limit < 1:
             raise InvalidRequestError("limit must be at least 1", "limit")
         if self.storage.get_source(ns, source_id) is None:
-            raise NotFoundError(f"no conversation or document with id {source_id!r}", "id")
+            raise NotFoundError(f"no conversation or document with id {source_id!r}", "conversation_id")
         tok_from, tok_to = self._token_range(ns, source_id, node_id) if node_id else (0, None)
         if cursor:
             value = _decode("t", cursor)

@@ -325,6 +325,9 @@ def test_export_then_import_into_a_fresh_store(tmp_path: Path) -> None:
     other = {**e, "LOCAL_DB_PATH": str(tmp_path / "other.db")}
     res = runner.invoke(app, ["import", str(broken)], env=other)
     assert res.exit_code == 2 and "cut short" in res.output and "line" in res.output
+    assert not list(tmp_path.glob("other.db*"))  # the refused import leaves no store behind (it created it)
+    res = runner.invoke(app, ["import", str(broken)], env=fresh)  # a store that was there stays as it was
+    assert res.exit_code == 2 and runner.invoke(app, ["export"], env=fresh).stdout == dump.stdout
 
 
 def test_query_prints_ids_whole_at_80_columns_and_show_prints_a_node_once(tmp_path: Path) -> None:

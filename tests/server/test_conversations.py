@@ -54,7 +54,7 @@ async def test_listing_is_namespace_scoped_and_checks_its_input(client, memory) 
     assert (await r.get_json()) == {"conversations": [], "next_cursor": None}
     for path in ("/conversations/trip", "/conversations/trip/messages"):
         r = await client.get(path, headers=AUTH)
-        assert r.status_code == 404 and is_error(await r.get_json(), "not_found")
+        assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "conversation_id")
     r = await client.get("/conversations/trip/messages?namespace=team-a&node_id=nope", headers=AUTH)
     assert r.status_code == 404 and is_error(await r.get_json(), "not_found", "node_id")
 
