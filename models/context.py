@@ -132,7 +132,10 @@ class ContextSection(BaseModel):
 
     name: SectionName = Field(description="The section: core, instructions, recent, relevant or timeline.")
     budget_tokens: int = Field(description="Its share plus what earlier sections left unused.")
-    tokens_used: int = Field(description="cl100k tokens its items and heading take in the block.")
+    tokens_used: int = Field(
+        description="cl100k tokens its items and heading take, counted on their own (the sections' sum can pass the "
+        "block's tokens_used by a few: tokens merge where the sections join)."
+    )
     items: list[ContextItem] = Field(description="The memories included, in the order they appear in the block.")
     left_out: int = Field(description="Candidates that did not fit.")
 

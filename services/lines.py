@@ -16,9 +16,9 @@ like a solid plan.", "It sounds like you have a solid plan in place.") says noth
 or holds a number ("That sounds like a productive meeting with Patrick!").
 
 **Lead** (`lead_lines`). The first sentence that is not filler, cut to MAX_LINE_TOKENS (at a word, with "…").
-A message of only filler has no line. A short message (LONG_MESSAGE_TOKENS tokens at most, a turn of a chat)
-says all it says in its line: its later sentences that are not filler follow the lead while the line holds
-MAX_LINE_TOKENS ("Preikestolen at sunrise. Next month I am going skiing in Chamonix.": the plan is not lost).
+A message of only filler has no line. In a short message (LONG_MESSAGE_TOKENS tokens at most, a turn of a chat)
+a lead shorter than SHORT_LEAD_TOKENS takes the later sentences that are not filler until the line is that long
+("Preikestolen at sunrise. Next month I am going skiing in Chamonix.": the plan is not lost).
 A long message (more than LONG_MESSAGE_TOKENS tokens, typically an assistant's answer) adds its point: among
 its later sentences, the one that shares the most content words with the rest of the message (its centre; per
 square root of its own content words, so a long list item does not win by length), counted double when it
@@ -41,6 +41,12 @@ MAX_LINE_TOKENS = 60
 """A lead or point sentence longer than this (cl100k tokens) is cut at a word and ends with "…"."""
 LONG_MESSAGE_TOKENS = 80
 """A message longer than this (cl100k tokens) adds the sentence that states its point to its lead."""
+SHORT_LEAD_TOKENS = 12
+"""A short message's lead shorter than this (cl100k tokens: "Preikestolen at sunrise." is 7) takes the message's
+next sentences that are not filler until the line is this long; a longer lead says enough (a dated list has
+room for more lines). BEAM @1000, dev 11-20 / held-out 1-10 (bench/RESULTS.md "BEAM: the held-out chats"):
+every short message's line holding all of it cost dev event_ordering 0.453 -> 0.393; 16 cost preference_following
+0.717 -> 0.667; 12 gives overall 0.688 -> 0.691 / 0.637 -> 0.640."""
 SEPARATOR = " … "
 """Between the lead and the point of a long message in a line's text."""
 
@@ -156,8 +162,8 @@ def _cut(sentence: str, max_tokens: int) -> str:
 
 
 def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
-    """[lead] or [lead, point] of a message (module docstring; a short message's lead holds its later informative
-    sentences too), each at most MAX_LINE_TOKENS; [] when every
+    """[lead] or [lead, point] of a message (module docstring; a short message's short lead takes its next
+    informative sentences), each at most MAX_LINE_TOKENS; [] when every
     sentence is filler (or the message has no prose). `names`: the conversation's speakers (never content)."""
     said = sentences(content)
     first = next((i for i, s in enumerate(said) if not is_filler(s, names)), None)
@@ -165,8 +171,10 @@ def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
         return []
     out = [_cut(said[first], MAX_LINE_TOKENS)]
     later = said[first + 1 :]
-    if count_tokens(content) <= LONG_MESSAGE_TOKENS:  # a short message: all it says, while the line holds it
+    if count_tokens(content) <= LONG_MESSAGE_TOKENS:  # a short message: a short lead says what follows too
         for s in later:
+            if count_tokens(out[0]) >= SHORT_LEAD_TOKENS:
+                break
             if not is_filler(s, names):
                 if count_tokens(f"{out[0]} {s}") > MAX_LINE_TOKENS:
                     break
