@@ -4,8 +4,8 @@ Each of the 6 conversations is chunked and rolled up as remember does (services/
 default settings: CHUNK_SIZE 200, CHUNK_OVERLAP 20, FAN_OUT 5, SUMMARY_MAX_TOKENS 200; the extractive
 summariser), without a store or an embedder. Every line of every L2 summary is classified:
 
-- filler: `services.summarising.is_filler` says its sentence says nothing (the rule in services/summarising.FILLER:
-  greetings, thanks, acknowledgements, bare exclamations, a question back);
+- filler: `services.filler.is_filler` says its sentence says nothing (the one rule of services/filler.py:
+  greetings, thanks, acknowledgements, bare exclamations, praise, a question back);
 - cut: its speaker is not one of the conversation's speakers ("anie: Sounds great!"), or its sentence starts
   with a lower-case letter or punctuation (", can't agree more!");
 - short: its sentence has at most three words (a rule-independent check on the filler rule).
@@ -25,7 +25,8 @@ from bench import dataset
 from models.memory import StoredMessage
 from models.settings import Settings
 from services.chunking import TokenStream, measure, plan_windows
-from services.summarising import ExtractiveSummariser, is_filler
+from services.filler import is_filler
+from services.summarising import ExtractiveSummariser
 from services.tree import Frontier, chunk_nodes, roll_up
 
 _LINE = re.compile(r"^(?:\[[^\]]*\] )?(?P<speaker>[^:]+): (?P<body>.*)$")

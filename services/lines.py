@@ -6,14 +6,7 @@ the sentence that states its point). Pure logic over strings; datastore/write/bu
 (code, fences, headings and table rows are no one's lead). This is the one place that names the splitter, so
 swapping it (services/text.py, once it exists) changes every line at once.
 
-**Filler** (`is_filler`). A sentence says nothing when, after dropping stop words (services/text.STOP_WORDS),
-the words of FILLER_WORDS (greetings, thanks, acknowledgements, bare exclamations and praise: "Thanks,
-Caroline!", "Sure!", "Great question.", "Sounds great!", "How about you?") and the names of the conversation's
-speakers (and short forms of them: "Mel" for "Melanie"), no word is left, or a single one that is not specific
-(shorter than SPECIFIC_CHARS, without a digit, not a capitalised name): "Thanks for the tip!" says nothing, "I'm
-vegetarian." informs. A short sentence (PRAISE_WORDS words at most) that opens with praise (PRAISE: "That sounds
-like a solid plan.", "It sounds like you have a solid plan in place.") says nothing either, unless it names someone
-or holds a number ("That sounds like a productive meeting with Patrick!").
+**Filler**: services/filler.py (`is_filler`), the rule the summaries share.
 
 **Lead** (`lead_lines`). The first sentence that is not filler, cut to MAX_LINE_TOKENS (at a word, with "…").
 A message of only filler has no line. In a short message (LONG_MESSAGE_TOKENS tokens at most, a turn of a chat)
@@ -34,7 +27,7 @@ from collections import Counter
 from collections.abc import Collection
 
 from services.excerpts import segment
-from services.text import STOP_WORDS, WORD, fold, words
+from services.filler import content_words, is_filler
 from services.tokens import count_tokens, decode, encode
 
 MAX_LINE_TOKENS = 60
@@ -50,44 +43,12 @@ every short message's line holding all of it cost dev event_ordering 0.453 -> 0.
 SEPARATOR = " … "
 """Between the lead and the point of a long message in a line's text."""
 
-FILLER_WORDS = frozenset(
-    """hi hello hey hiya heya yo morning evening afternoon night good bye goodbye goodnight cya see later soon
-    thanks thank thx ty cheers appreciate appreciated welcome np problem worries sure ok okay k alright right yes
-    yeah yep yup ya no nope nah oh ah aw aww awww hmm hm um uh wow whoa woah omg lol haha hahaha hehe great cool
-    nice awesome amazing wonderful fantastic fabulous incredible excellent perfect lovely sweet neat brilliant
-    beautiful super glad happy excited exciting fun sounds sound absolutely definitely totally exactly indeed
-    true agreed agree course certainly question questions care take let know mean guess well really much lot
-    love congrats congratulations proud keep up work job way go feel feels thing things stuff pretty quite
-    always happy also glad am m re ve ll d i'm it's that's what's you're we're there's here's let's
-    dear buddy friend friends pal mate guys doing something anything everything nothing yourself hope hoping kind
-    words news tip tips gorgeous stunning cute adorable impressive inspiring inspired lucky blessed sorry hear
-    heard looks look looking seems seem wish luck enjoy enjoyed enjoying blast stoked thrilled joy wonderful
-    appreciated makes made glad totally honestly gonna wanna kinda sorta like ya yay woohoo hooray whoo day please pls
-    helped help helps meant means long time talk chat talking chatting catch breakdown breaking explanation
-    explaining advice info information insight insights suggestion suggestions detailed solid""".split()
-)
-SPECIFIC_CHARS = 6
-"""A sentence with a single content word informs only when that word is specific: this long or longer, holding
-a digit, or capitalised inside the sentence (a name)."""
-
 POINT_MARKERS = re.compile(
     r"^(in short|in summary|to summari[sz]e|to sum up|overall|in conclusion|the (key|main|bottom line|short answer|"
     r"best)\b|bottom line|so,|therefore|thus|i (would |'d )?recommend|i (would |'d )?suggest|my recommendation|"
     r"the answer is|the point is|you should|the most important)",
     re.IGNORECASE,
 )
-
-PRAISE = re.compile(
-    r"^(that|this|it|what)('s| is| sounds| looks| seems)( like)?( such)?( you('ve| have)( got)?)? (a |an )?"
-    r"(really |very |truly )?"
-    r"(great|good|solid|thoughtful|excellent|wonderful|fantastic|smart|sensible|reasonable|well[- ]\w+|"
-    r"interesting|important|valid|fair|brilliant|lovely|nice|perfect|helpful|thorough|wise|fascinating|"
-    r"productive|significant|exactly what)\b",
-    re.IGNORECASE,
-)
-"""An opener of praise ("That sounds like a solid plan.", "It sounds like you have a solid plan in place.",
-"That's exactly what I needed."): with at most PRAISE_WORDS words, the sentence is filler."""
-PRAISE_WORDS = 10
 
 _MARKUP = re.compile(r"\*\*|__|`|^#{1,6}\s+|^(?:[-*+•]|\d{1,3}[.)])\s+")
 _PROSE = ("sentence", "item")
@@ -104,49 +65,6 @@ def sentences(text: str) -> list[str]:
             if s:
                 out.append(s)
     return out
-
-
-def _name_words(names: Collection[str]) -> set[str]:
-    return {w for n in names for w in words(n)}
-
-
-def _is_name(word: str, names: set[str]) -> bool:
-    """A speaker's name, or a short form of it ("Mel", "Mell" for "Melanie")."""
-    if word in names:
-        return True
-    if len(word) < 3:
-        return False
-    short = word[:-1] if len(word) > 3 and word[-1] == word[-2] else word
-    return any(n.startswith(short) for n in names)
-
-
-def content_words(sentence: str, names: Collection[str] = ()) -> list[str]:
-    """The words of `sentence` (services/text.words: folded, "that's" is "that" and "s") that are neither stop
-    words, FILLER_WORDS nor a speaker's name (a word of `names`, or a short form of one)."""
-    skip = _name_words(names)
-    return [w for w in words(sentence) if w not in STOP_WORDS and w not in FILLER_WORDS and not _is_name(w, skip)]
-
-
-def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
-    """Whether `sentence` says nothing (module docstring): no content word once stop words, FILLER_WORDS and
-    the speakers' names (`names`, and short forms of them) are dropped, or a single one that is not specific
-    (shorter than SPECIFIC_CHARS, no digit, not a capitalised word inside the sentence); a short opener of praise
-    (PRAISE) says nothing unless it names someone or holds a number ("That sounds like a productive meeting with
-    Patrick!")."""
-    content = content_words(sentence, names)
-    if PRAISE.match(sentence) and len(WORD.findall(sentence)) <= PRAISE_WORDS:
-        return not any(_specific(w, sentence) for w in content)
-    if len(content) != 1:
-        return not content
-    word = content[0]
-    return not (len(word) >= SPECIFIC_CHARS or _specific(word, sentence))
-
-
-def _specific(word: str, sentence: str) -> bool:
-    """Whether content `word` (folded) of `sentence` holds a digit or is capitalised inside it (a name)."""
-    if any(c.isdigit() for c in word):
-        return True
-    return any(fold(w) == word and w[:1].isupper() for w in WORD.findall(sentence)[1:])
 
 
 def _cut(sentence: str, max_tokens: int) -> str:

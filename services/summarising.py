@@ -18,6 +18,7 @@ from typing import Protocol
 from models.settings import Settings
 from services import tokens as tok
 from services.chunking import CONTINUATION, SPEAKER_LINE
+from services.filler import content_words, is_filler
 from services.openai_client import openai_client
 from services.speakers import is_human
 from services.text import WORD, fold, stem, words
@@ -33,29 +34,6 @@ _STOP = frozenset(
     "where why how all any both each more most other some such only own same also up down out over again "
     "yeah yes oh really like got get im s t m re ve ll d".split()
 )
-# words that say nothing on their own: greetings, thanks, acknowledgements, praise, exclamations (see FILLER)
-_FILLER_WORDS = frozenset(
-    """
-hi hey hello hiya howdy yo bye goodbye cheers later soon thanks thank thx ty tysm appreciate appreciated
-ok okay k kk sure yep yup nope nah right true exactly indeed agreed agree totally definitely absolutely certainly
-course gotcha know see sounds sound looks look seems seem great good nice cool awesome amazing wonderful lovely
-fantastic fabulous incredible brilliant perfect sweet wow whoa omg haha hahaha hehe lol lmao hmm ah aw aww awww
-ooh yay woohoo congrats congratulations glad happy hear heard welcome luck care morning evening night afternoon
-talk chat catch same agree kind words thoughtful support supportive much lot means mean world cute beautiful fun
-exciting excited interesting impressive inspiring inspired stunning gorgeous proud love loved lovely hope hoping
-wait share sharing news plan idea makes sense bet worries problem deal let keep going awesome super neat wish
-enjoy enjoyed dear thing things stuff definitely sorry wonderful fascinating incredible cheering rooting best
-hugs hug xoxo take nice glad feel feeling felt tell telling told say saying said think thought guess suppose
-""".split()
-)
-# a question back that asks nothing of substance ("How about you?", "And you?", "How's it going?")
-_QUESTION_BACK = re.compile(
-    r"^(?:(?:and|so|but)\s+)?(?:(?:how|what)\s+about\s+you|you\?|and\s+you|what's\s+up|how's\s+(?:it\s+going|"
-    r"everything|life|things|your\s+\w+(?:\s+going)?)|how\s+(?:are|have)\s+you(?:\s+(?:been|doing|feeling))?|"
-    r"how\s+(?:was|is)\s+your\s+\w+|what's\s+new|anything\s+new|what\s+(?:have\s+you|are\s+you)\s+(?:been\s+)?"
-    r"(?:up\s+to|doing)|you\s+(?:too|as\s+well))\b(?:[\s,]+\w+)?[\s?!.]*$",
-    re.I,
-)
 _MONTHS = frozenset(
     "january february march april may june july august september october november december monday tuesday "
     "wednesday thursday friday saturday sunday yesterday tomorrow tonight weekend week month year ago last "
@@ -63,43 +41,10 @@ _MONTHS = frozenset(
 )
 
 
-def is_filler(sentence: str, names: Collection[str] = ()) -> bool:
-    """Whether a sentence says nothing (FILLER): a greeting, thanks, an acknowledgement, a bare exclamation or a
-    question back. `names`: the speakers' names (and their first names), never content words."""
-    text = sentence.strip().replace("\u2019", "'")
-    if _QUESTION_BACK.match(text):
-        return True
-    return not _content(text, names)
-
-
-def _content(sentence: str, names: Collection[str] = ()) -> list[str]:
-    """The content words of a sentence (services/text.words): not a stop word, a filler word or a word of a name
-    of `names`."""
-    skip = {w for n in names for w in words(n)}
-    tokens = WORD.findall(sentence)
-    out = []
-    for i, token in enumerate(tokens):
-        word = fold(token)
-        if word in _STOP or word in _FILLER_WORDS or word in skip:
-            continue
-        if i > 0 and token[0].isupper() and not any(ch.isdigit() for ch in token) and len(tokens) <= 4:
-            continue  # "Wow, Caroline!": a short sentence's only name is whom it addresses
-        out.append(word)
-    return out
-
-
-FILLER = """A summary line never says nothing. A sentence is filler when, after leaving out stop words, names of the
-speakers and, in a sentence of at most four words, any capitalised name (whom it addresses), every word left is
-one of greetings, thanks, acknowledgements, praise and exclamations (`_FILLER_WORDS`: "Thanks, Caroline!",
-"Wow, that's so cool!", "Sounds great!", "I'm so proud of you!", "Take care!"), or when it is a question back
-that asks nothing of substance (`_QUESTION_BACK`: "How about you?", "And you?", "How's it going?", "How was
-your weekend?"). A sentence with one content word left ("I love painting!" has "painting") is not filler."""
-
-
 def informativeness(sentence: str, names: Collection[str] = ()) -> float:
     """What a sentence carries: its distinct content words, plus one for each name (a capitalised word not at its
     start), number and date word (months, weekdays, `yesterday`, `last week`)."""
-    content = set(_content(sentence, names))
+    content = set(content_words(sentence, names))
     tokens = WORD.findall(sentence)
     skip = {w for n in names for w in words(n)}
     names_in = {t for t in tokens[1:] if t[0].isupper() and fold(t) not in skip}
@@ -253,8 +198,8 @@ class ExtractiveSummariser:
     dates), plus half its lexical centrality (its content terms weighted by how often the children use them,
     length-normalised). Then the rest of the budget with the other sentences. The selection is by maximal
     marginal relevance against the sentences already picked and the previous summary (context), until
-    `max_tokens` is reached. Filler is never picked (FILLER): a summary says something or is empty. The picked
-    lines are returned in their original order, each a whole sentence of a message under its speaker's full
+    `max_tokens` is reached. Filler is never picked (services/filler.py): a summary says something or is empty.
+    The picked lines are returned in their original order, each a whole sentence of a message under its speaker's full
     name, attributed `[time] speaker: ` as in the children. Deterministic; no model needed.
     """
 

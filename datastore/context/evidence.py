@@ -26,7 +26,7 @@ from models.memory import MemoryNode, StoredMessage
 from services import excerpts
 from services.chunking import render
 from services.excerpts import Excerpt, Unit
-from services.lines import is_filler
+from services.filler import is_filler
 from services.speakers import is_human
 from services.tokens import count_tokens
 
@@ -282,7 +282,7 @@ def cut(
 def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.distinct_chars) -> set[str]:
     """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn (a
     turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn), which is left out whole
-    when each of its units that is not filler (services/lines.is_filler) is shown (its message's line, which
+    when each of its units that is not filler (services/filler.py) is shown (its message's line, which
     holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown again
     after "I just got back from Norway."); in a longer
     turn, a unit of `distinct_chars` or more ("Thanks!" is said in many turns); in a summary, every unit shown
