@@ -366,7 +366,6 @@ class _Assembly:
         self.scores: dict[str, float] = {}
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
         self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
-        self.memory_units: set[str] = set()  # the fingerprints of every unit the memory sections show
         self.source_names: dict[str, str] = {}
         self.sources: dict[str, SourceRow] = {}  # the candidates' source rows, read at once (`_gather`)
 
@@ -417,7 +416,7 @@ class _Assembly:
         sections["timeline"] = timeline
         # an instruction said in a short turn a memory shows whole is read there (a turn is kept whole)
         sections["instructions"].discard(
-            {i for i, units in self.instruction_units.items() if units <= self.memory_units}
+            {i for i, units in self.instruction_units.items() if units <= self.shown.memory}
         )
         return self._response(list(sections.values()))
 
@@ -625,7 +624,7 @@ class _Assembly:
         if not sec.admit(item, _when(n), parts):  # clipped to max_memory_chars
             return False
         self.shown.fingerprints |= ex.fingerprints()
-        self.memory_units |= ex.fingerprints()
+        self.shown.memory |= ex.fingerprints()
         self.shown.nodes.add(n.id)
         if ex.whole:
             self.shown.messages.update(n.message_ids if n.level == 1 else [])
@@ -761,7 +760,7 @@ class _Assembly:
                 fails += 1
                 continue
             self.shown.fingerprints |= prints
-            self.memory_units |= prints
+            self.shown.memory |= prints
 
     def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
         """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,

@@ -36,9 +36,11 @@ _SENTENCE_END = re.compile(r"[.!?…][\"')\]”’]*(?=\s|$)")
 
 @dataclass
 class Shown:
-    """What the block holds so far: unit fingerprints, messages shown whole, node ids used."""
+    """What the block holds so far: unit fingerprints (`memory`: those the memory sections show, not the
+    instructions' or the recent turns'), messages shown whole, node ids used."""
 
     fingerprints: set[str] = field(default_factory=set)
+    memory: set[str] = field(default_factory=set)
     messages: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
 
@@ -282,9 +284,10 @@ def cut(
 def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.distinct_chars) -> set[str]:
     """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn (a
     turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn), which is left out whole
-    when each of its units that is not filler (services/filler.py) is shown (its message's line, which
-    holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown again
-    after "I just got back from Norway."); in a longer
+    when each of its units that is not filler (services/filler.py) is shown by a memory section (its message's
+    line, which holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown
+    again after "I just got back from Norway."; an instruction's turn is still shown whole, and its line in the
+    instructions section then goes); in a longer
     turn, a unit of `distinct_chars` or more ("Thanks!" is said in many turns); in a summary, every unit shown
     (its lines are the lead sentences of messages: one shown already is the same message's)."""
     out: set[str] = set()
@@ -297,9 +300,11 @@ def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.dis
         if not any(seen):
             continue
         short = units[0].turn in piece.short
-        if short:  # left out whole when all it says is shown (its line holds it); else kept whole
-            said = [was or not is_filler(u.text, piece.node.speakers) for was, u in zip(seen, units, strict=True)]
-            if all(was for was, s in zip(seen, said, strict=True) if s):
+        if short:  # left out whole when all of it is shown, or all it says is (its line holds it); else kept whole
+            names = piece.node.speakers
+            if all(seen) or all(
+                p in shown.memory or is_filler(u.text, names) for p, u in zip(prints, units, strict=True)
+            ):
                 out.update(prints)
             continue
         out.update(p for p, was, u in zip(prints, seen, units, strict=True) if was and len(u.text) >= distinct_chars)
