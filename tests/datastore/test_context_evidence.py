@@ -450,6 +450,24 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(local_memory: Me
     assert [i.text for i in res.sections[1].items] == [rule] and res.context.count(rule) == 1
 
 
+def test_an_instruction_said_with_only_filler_beside_it_is_shown_once_in_its_turn(local_memory: Memory) -> None:
+    # the turn's one informative sentence is the instruction's line: the turn is still shown whole, as said (a
+    # dated list's line, not the instructions section, is what lets a memory leave such a turn out)
+    rule = "From now on answer in French."
+    local_memory.writer.remember(
+        "ns", RememberRequest(conversation_id="c4", messages=instruction_chat("q", {6: f"{rule} Thanks a lot!"}))
+    )
+    res = local_memory.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c4", recent=False, budget_tokens=1000, query="Which language do I want answers in?"
+        ),
+    )
+    assert res.context.count(rule) == 1
+    assert f"user: {rule} Thanks a lot!" in res.context  # the message as said
+    assert not res.sections[1].items
+
+
 # ------------------------------------------------------------------------------------------------ timeline
 def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory) -> None:
     assert asks_overview("In what order did I bring up these topics?")
