@@ -33,7 +33,7 @@ The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
@@ -63,6 +63,20 @@ class SourceRow:
     n_tokens: int = 0
     max_seq: int = -1
     metadata: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, record: Mapping[str, Any], metadata: dict[str, Any]) -> SourceRow:
+        """The row a provider stored as `record` (its columns or metadata fields named as this class's; numbers
+        as ints, whatever their stored type: Pinecone keeps floats), with `metadata` decoded by the provider."""
+        return cls(
+            str(record["source_id"]),
+            record["source_type"],
+            int(record["version"]),
+            int(record["n_messages"]),
+            int(record["n_tokens"]),
+            int(record["max_seq"]),
+            metadata,
+        )
 
 
 @dataclass

@@ -111,15 +111,7 @@ class LocalStorage:
         ).fetchone()
         if r is None:
             return None
-        return SourceRow(
-            r["source_id"],
-            r["source_type"],
-            r["version"],
-            r["n_messages"],
-            r["n_tokens"],
-            r["max_seq"],
-            json.loads(r["metadata"]),
-        )
+        return SourceRow.of(r, json.loads(r["metadata"]))
 
     def get_sources(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceRow]:
         """{source id: its row} of the ids found (an indexed read each, in process)."""

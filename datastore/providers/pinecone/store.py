@@ -282,18 +282,7 @@ class PineconeStorage:
         if not source_ids:
             return {}
         found = self._fetch(ns, [f"src#{rec.h(sid)}" for sid in dict.fromkeys(source_ids)])
-        return {
-            m["source_id"]: SourceRow(
-                m["source_id"],
-                m["source_type"],
-                int(m["version"]),
-                int(m["n_messages"]),
-                int(m["n_tokens"]),
-                int(m["max_seq"]),
-                json.loads(m.get("source_meta") or "{}"),
-            )
-            for m in found.values()
-        }
+        return {m["source_id"]: SourceRow.of(m, json.loads(m.get("source_meta") or "{}")) for m in found.values()}
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds (fetched by record id)."""

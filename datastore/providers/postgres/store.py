@@ -428,18 +428,7 @@ class PostgresStorage:
         rows = self.all(
             "SELECT * FROM pyramind_sources WHERE namespace = %s AND source_id = ANY(%s)", (ns, list(source_ids))
         )
-        return {
-            r["source_id"]: SourceRow(
-                r["source_id"],
-                r["source_type"],
-                r["version"],
-                r["n_messages"],
-                r["n_tokens"],
-                r["max_seq"],
-                r["metadata"],
-            )
-            for r in rows
-        }
+        return {r["source_id"]: SourceRow.of(r, r["metadata"]) for r in rows}
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds."""
