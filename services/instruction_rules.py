@@ -47,7 +47,7 @@ def mask(content: str) -> str:
 
 def sentences(masked: str) -> list[tuple[int, int]]:
     """(start, end) offsets of the sentences of a masked message: the project's one splitter
-    (services/text.sentence_spans: BlingFire, and every line break); pieces with fewer than two word characters
+    (services/text.sentence_spans: syntok, and every line break); pieces with fewer than two word characters
     are dropped; spans are trimmed."""
     return [(a, b) for a, b in sentence_spans(masked) if len(re.findall(r"\w", masked[a:b])) >= 2]
 

@@ -13,104 +13,50 @@ of the text lower-cased with the diacritics of Latin letters removed (`fold`: "C
 (`STOP_WORDS`): the function words a query's terms leave out (`text_terms`, `terms`); a text of stop words only
 keeps them.
 
-**Sentences** (`sentence_spans`, `sentences`, `line_spans`) are split by BlingFire (`blingfire` on PyPI, MIT,
-Microsoft): a finite-state splitter whose model ships inside the wheel, so nothing is downloaded at run time.
-Compared on the 3,435 LoCoMo dev messages and the 388 of BEAM 100K chat 11 with pysbd and the regex the summariser
-used before (bench/RESULTS.md, "Sentence splitter"): it keeps closing quotes inside their sentence (`"Finding
-Freedom."`, which the regex cut before the quote), is 40 to 140 times faster than pysbd, and does not miss plain
-sentence ends as pysbd did ("... to me. I'm living ..."). Every line break ends a sentence too (chat messages use
-lines for list items and code). Where BlingFire's native library cannot be loaded (a platform without a build in
-the wheel), a regex splitter that cuts after `.`, `!` or `?` and a space (not after common abbreviations) takes
-its place.
+**Sentences** (`sentence_spans`, `sentences`, `line_spans`) are split by syntok (`syntok` on PyPI, MIT, 24 kB of
+pure Python, no model files): a rule-based segmenter that knows abbreviations and titles ("Dr. Smith", "e.g.",
+"3 p.m."), keeps closing quotes with their sentence (`"Finding Freedom."`) and gives character offsets. It replaced
+BlingFire (issue 33: 99 MB of tokenizer models Pyramind never used); compared on LoCoMo dev and BEAM in
+bench/RESULTS.md ("Sentence splitter"). Every line break ends a sentence too (chat messages use lines for list
+items and code). Sentences are split once, when a message is stored (services/chunking.split_message), and kept
+with it: ids and chunk cuts never depend on a later version of the splitter.
 """
 
 from __future__ import annotations
 
-import logging
 import re
 import threading
 import unicodedata
-from collections.abc import Callable
 from functools import lru_cache
 
 import Stemmer
+from syntok import segmenter
 
-log = logging.getLogger(__name__)
-
-_ABBREV = re.compile(r"\b(?:e\.g|i\.e|etc|vs|mr|mrs|ms|dr|prof|approx|fig|cf|jr|sr|st|no|p\.m|a\.m)\.$", re.I)
-# titles: BlingFire reads a sentence end before one as no end ("trip. Dr. Smith" one sentence) or cuts after it when
-# it opens a sentence ("Great. Dr. | Lee said hi."); a title opens its sentence, whatever stands before it
-_TITLES = r"(?:Mr|Mrs|Ms|Dr|Prof|Sr|Jr|St|Mt|Gen|Col|Capt|Lt|Sgt|Gov|Sen|Rep|Rev|Hon)\."
-_TITLE = re.compile(_TITLES, re.I)
-_END_BEFORE_TITLE = re.compile(r"(?<=\w\w[.!?])[\"'”’)\]]*(?=\s+" + _TITLES + r"\s)")
-_SENT_END = re.compile(r"[.!?\u3002\uff01\uff1f]+[\"')\]\u201d\u2019]*(?=\s)")
+_MORE_ENDS = re.compile(r"(?:[\u3002\uff01\uff1f]+|(?<=[\u2600-\u27bf\U0001f300-\U0001faff])[.!?]+)\s*(?=\S)")
+"""Sentence ends syntok does not read: a full-width end (。！？) and an end right after an emoji ("Love it 😅. See
+you"), each with text after it."""
 
 
-def _regex_spans(line: str) -> list[tuple[int, int]]:
-    spans: list[tuple[int, int]] = []
-    start = 0
-    for m in _SENT_END.finditer(line):
-        if _ABBREV.search(line[max(start, m.start() - 8) : m.end()]):
-            continue
-        spans.append((start, m.end()))
-        start = m.end()
-    spans.append((start, len(line)))
-    return spans
-
-
-def _cut_before_titles(line: str, a: int, b: int) -> list[tuple[int, int]]:
-    """The span line[a:b] cut after each sentence end that a title follows ("trip. | Dr. Smith")."""
+@lru_cache(maxsize=32768)
+def _spans(line: str) -> tuple[tuple[int, int], ...]:
     out: list[tuple[int, int]] = []
-    for m in _END_BEFORE_TITLE.finditer(line, a, b):
-        before = line[a : m.start()].split()
-        if before and _TITLE.fullmatch(before[-1]):
-            continue  # "Mr. Dr. Who": the end is a title's own dot
-        out.append((a, m.end()))
-        a = m.end()
-    out.append((a, b))
-    return out
-
-
-def _load_blingfire() -> Callable[[str], list[tuple[int, int]]]:
-    try:
-        import blingfire
-
-        if blingfire.text_to_sentences("Load this. Then test it.") != "Load this.\nThen test it.":
-            raise OSError("unexpected sentences")
-    except Exception as exc:  # an ImportError, or OSError from a native library missing for this platform
-        log.warning("blingfire unavailable (%s); sentences are split by the regex fallback", type(exc).__name__)
-        return _regex_spans
-
-    def offsets(line: str) -> list[tuple[int, int]]:
-        """BlingFire's sentences of a line, found in it in order: `text_to_sentences` is 2-3 times faster than
-        `text_to_sentences_and_offsets`, whose wrapper maps byte offsets to characters byte by byte, and gives
-        the same pieces (every one of 23,101 LoCoMo and BEAM lines); where a piece is not found, the latter."""
-        spans: list[tuple[int, int]] = []
-        pos = 0
-        for piece in blingfire.text_to_sentences(line).split("\n"):
-            k = line.find(piece, pos) if piece else -1
-            if k < 0:
-                return [(int(a), int(b)) for a, b in blingfire.text_to_sentences_and_offsets(line)[1]]
-            spans.append((k, k + len(piece)))
-            pos = k + len(piece)
-        return spans
-
-    @lru_cache(maxsize=32768)
-    def spans(line: str) -> tuple[tuple[int, int], ...]:
-        out: list[tuple[int, int]] = []
-        for a, b in offsets(line):
-            if out and _TITLE.fullmatch(line[out[-1][0] : out[-1][1]].strip()):
-                out[-1] = (out[-1][0], b)  # a title is never a sentence: it opens the next one
-            else:
+    for paragraph in segmenter.analyze(line):
+        for sentence in paragraph:
+            tokens = [t for t in sentence if t.value]
+            if tokens:
+                a, b = tokens[0].offset, tokens[-1].offset + len(tokens[-1].value)
+                for m in _MORE_ENDS.finditer(line, a, b):
+                    out.append((a, m.end()))  # sentence_spans trims the space after it
+                    a = m.end()
                 out.append((a, b))
-        return tuple(piece for a, b in out for piece in _cut_before_titles(line, a, b))
-
-    return lambda line: list(spans(line))
+    return tuple(out)
 
 
-line_spans: Callable[[str], list[tuple[int, int]]] = _load_blingfire()
-"""(start, end) character offsets of the sentences of one line (no line break in it), as the splitter gives
-them: untrimmed, pieces without a letter included. `sentence_spans` is what most callers want."""
+def line_spans(line: str) -> list[tuple[int, int]]:
+    """(start, end) character offsets of the sentences of one line (no line break in it), as syntok gives them:
+    pieces without a letter included. Cached (a chunk's lines come back in later requests).
+    `sentence_spans` is what most callers want."""
+    return list(_spans(line))
 
 
 def sentence_spans(text: str) -> list[tuple[int, int]]:

@@ -6,7 +6,7 @@ message indented by CONTINUATION) is cut into units, each with its character spa
 joined when the next starts in lower case); a list item (`- `, `* `, `+ `, `•`, `1.`, `1)`), a heading or a
 table row, whole; one line of code (a line of a fenced block, or an indented line of 4+ spaces or a tab), whole,
 with the fence lines as units of their own that go with the block. Where a sentence of a paragraph ends is the
-project's one splitter's answer (services/text.py, BlingFire; line breaks inside a paragraph read as spaces), and
+project's one splitter's answer (services/text.py, syntok; line breaks inside a paragraph read as spaces), and
 an excerpt's elision mark between sentences is a cut too, so a speaker's prefix is never a unit, a line of code is
 never cut, and a character (or an emoji sequence) is never split. The splitter does not end a sentence at an
 abbreviation (Dr., e.g., i.e., U.S.), an initial, or a dot inside a number, version or URL; unlike the rules

@@ -129,10 +129,10 @@ def test_multibyte_characters_and_emoji_sequences_are_never_split() -> None:
             "See https://example.com/a.b?x=1 for details. Next one.",
             ["See https://example.com/a.b?x=1 for details.", "Next one."],
         ),
-        ("I was thinking... maybe not. Well... I agree.", ["I was thinking... maybe not. Well...", "I agree."]),
+        ("I was thinking... maybe not. Well... I agree.", ["I was thinking... maybe not.", "Well...", "I agree."]),
         (
-            "J. K. Rowling wrote it. Mr. and Mrs. Smith read No. 5 at 3 p.m. Then they slept.",
-            ["J. K. Rowling wrote it.", "Mr. and Mrs. Smith read No. 5 at 3 p.m.", "Then they slept."],
+            "J. K. Rowling wrote it. Mr. and Mrs. Smith read No. 5 at 3 p.m. today. Then they slept.",
+            ["J. K. Rowling wrote it.", "Mr. and Mrs. Smith read No. 5 at 3 p.m. today.", "Then they slept."],
         ),
         ("No. I don't think so! Really? ok. see you", ["No.", "I don't think so!", "Really? ok. see you"]),
         (
