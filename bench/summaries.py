@@ -24,7 +24,7 @@ from pathlib import Path
 from bench import dataset
 from models.memory import StoredMessage
 from models.settings import Settings
-from services.chunking import TokenStream, measure, plan_windows
+from services.chunking import SentenceStream, measure, plan_windows
 from services.filler import is_filler
 from services.summarising import ExtractiveSummariser
 from services.tree import Frontier, chunk_nodes, roll_up
@@ -41,7 +41,7 @@ def l2_lines(sample: dict, settings: Settings) -> list[str]:
         for i, m in enumerate(m for session in dataset.sessions(sample) for m in session)
     ]
     measure(messages, None, 0)
-    stream = TokenStream.from_messages(messages)
+    stream = SentenceStream.from_messages(messages)
     windows = plan_windows(stream, 0, settings.chunk_size, settings.chunk_overlap, final=False)
     chunks = chunk_nodes(stream, windows, "conversation", "c", 0)
     summariser = ExtractiveSummariser()

@@ -33,6 +33,7 @@ The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -43,7 +44,7 @@ import numpy as np
 from models.api import DeleteFilter, QueryFilter
 from models.core import CoreEntry
 from models.instructions import Instruction
-from models.memory import MemoryNode, SourceType, StoredMessage
+from models.memory import MemoryNode, Sentence, SourceType, StoredMessage
 from models.time import utc
 from services.instructions import said_order
 
@@ -52,6 +53,23 @@ Hits = list[tuple[MemoryNode, float]]
 
 
 # ---------------------------------------------------------------------- records
+def sentences_text(m: StoredMessage) -> str:
+    """A message's sentences as every provider stores them: compact JSON, `[[start, end, tokens], ...]` with a
+    fourth item 1 for a piece of a cut sentence."""
+    return json.dumps(
+        [[s.start, s.end, s.tokens, 1] if s.cut else [s.start, s.end, s.tokens] for s in m.sentences],
+        separators=(",", ":"),
+    )
+
+
+def sentences_of(stored: str | None) -> list[Sentence]:
+    """The sentences `sentences_text` wrote; [] for a message stored before sentences were kept (NULL or
+    absent: services/chunking splits it when it is read into a stream)."""
+    if not stored:
+        return []
+    return [Sentence(start=s[0], end=s[1], tokens=s[2], cut=len(s) > 3 and bool(s[3])) for s in json.loads(stored)]
+
+
 @dataclass
 class SourceRow:
     """A conversation or document: its counters and a version bumped by every commit."""

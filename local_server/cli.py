@@ -371,6 +371,34 @@ def migrate(
 
 
 @app.command()
+def upgrade(db: Db = None) -> None:
+    """Rebuild a store written before messages kept their sentences: every conversation and document whose
+    messages were stored without them gets chunks of whole, dated sentences (nothing else changes). Safe to
+    run again: what is current is left as it is.
+    """
+    from datastore.portability.upgrade import upgrade as upgrade_store
+    from services.errors import PyramindError
+
+    memory = _store(_settings(db))
+    try:
+
+        def step(ns: str, source_id: str, action: str) -> None:
+            if action == "rebuilt":
+                status.print(f"{ns}: rebuilt {source_id}", highlight=False)
+
+        report = upgrade_store(memory, step)
+    except PyramindError as exc:
+        console.print(f"[red]{exc.message}[/red]")
+        raise typer.Exit(1) from exc
+    finally:
+        memory.close()
+    console.print(
+        f"{report.rebuilt} sources rebuilt on sentences ({report.messages} messages split), "
+        f"{report.current} already current"
+    )
+
+
+@app.command()
 def mcp(
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Namespace of tool calls that name none (default: default).")

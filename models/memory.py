@@ -10,12 +10,32 @@ from pydantic import BaseModel, Field
 SourceType = Literal["conversation", "document"]
 
 
+class Sentence(BaseModel):
+    """One sentence of a message, as split once when the message is stored (services/chunking.split_message).
+
+    `start`, `end`: character offsets in the message's content; `tokens`: its length in cl100k_base tokens;
+    `cut`: a piece of a sentence longer than MAX_SENTENCE_TOKENS, cut at a word boundary. Its id is
+    `<message id>:<index>` (`sentence_id`).
+    """
+
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+    tokens: int = Field(ge=0)
+    cut: bool = False
+
+
+def sentence_id(message_id: str, index: int) -> str:
+    """The stable id of a message's sentence: `<message id>:<index>` (index from 0, in order)."""
+    return f"{message_id}:{index}"
+
+
 class StoredMessage(BaseModel):
     """One chat message (or one document) as kept in the store, the source every node is derived from.
 
-    `seq` orders the messages of a source; `tok_offset` is where the message's rendered line starts in the
-    source's token stream (cl100k_base tokens), `n_tokens` its length in tokens; `show_time` whether the line
-    carries the time (the first message of a session).
+    `seq` orders the messages of a source. A source's *stream* is its messages' sentences in order, each
+    `tokens` long: `tok_offset` is where the message's first sentence starts in it, `n_tokens` the sum of its
+    sentences' tokens (cl100k_base); `sentences` its sentences (at least one; an empty message's is empty and
+    1 token long); `show_time` whether the message starts a session (its line carries the time).
     """
 
     id: str
@@ -29,12 +49,15 @@ class StoredMessage(BaseModel):
     n_tokens: int = 0
     show_time: bool = False
     session_id: str | None = None
+    sentences: list[Sentence] = Field(default_factory=list)
 
 
 class MemoryNode(BaseModel):
     """A node of the memory tree.
 
-    level 1 is a chunk of at most CHUNK_SIZE tokens covering `message_ids`; level n >= 2 summarises exactly
+    level 1 is a chunk: whole consecutive sentences of its source, rendered with the date of its first message
+    and the speaker of every message it shows, at most CHUNK_SIZE tokens (services/chunking.py), covering
+    `message_ids`; level n >= 2 summarises exactly
     FAN_OUT contiguous nodes of level n-1 (`children`, in order). Times are the covered messages' range. Level 0
     is a line: one message's informative lead (services/lines.py), `message_ids` that message, `parent_id` the
     chunk holding it (datastore/read/outline.py); searches, listings and the roll-up leave lines out.

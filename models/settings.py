@@ -46,7 +46,9 @@ class Settings(BaseSettings):
 
     # Chunking and the tree
     chunk_size: int = Field(default=200, ge=16, le=8192, description="Max tokens (cl100k_base) of an L1 chunk.")
-    chunk_overlap: int = Field(default=20, ge=0, description="Tokens shared by consecutive L1 chunks.")
+    chunk_overlap: int = Field(
+        default=20, ge=0, description="At most this many tokens of whole sentences shared by consecutive L1 chunks."
+    )
     fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
     max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
     summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")

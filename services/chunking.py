@@ -1,15 +1,25 @@
-"""Chunking: a source's messages rendered as lines, one token stream, cut into overlapping L1 windows.
+"""Chunking: a source's messages split into sentences once, and L1 chunks as windows of whole sentences.
 
-A source (a conversation or a document) is the concatenation of its messages' rendered lines, tokenised line by
-line with cl100k_base: its *token stream*. An L1 chunk is a window `[start, end)` of that stream with
-`end - start <= chunk_size`; the next window starts at `end - overlap`, so consecutive chunks share exactly
-`overlap` tokens. Each cut prefers, within the window's second half, the last message boundary, else the last
-sentence boundary (where the project's one splitter, services/text.py, ends a sentence or a line), else the
-window's full size.
+A message is split into sentences when it is stored (`split_message`: services/text.py's splitter; a sentence
+over MAX_SENTENCE_TOKENS cut at word boundaries, marked `cut`), and its sentences are kept with it. A source's
+*stream* is its messages' sentences in order, each as long as its own cl100k_base tokens: a message's
+`tok_offset` is where its first sentence starts, `n_tokens` their sum (`measure`).
 
-Windowing is prefix-stable: a window is *sealed* only once the stream extends past `start + chunk_size`, and
-then its cut depends on nothing after that point, so appending messages never changes a sealed chunk. The last
-window, shorter than that, is *open*: searchable at once, extended by the next call, sealed when full.
+An L1 chunk is a window `[start, end)` of that stream that starts and ends at sentence boundaries and whose
+rendered text (`SentenceStream.text`) is at most `chunk_size` tokens: a window grows sentence by sentence while
+its text fits, then is cut at the last message boundary in its second half, else after its last sentence. The
+next window opens with the last sentences of the one before whose tokens add up to at most `overlap` (none when
+its last sentence alone is longer). A chunk's text is self-contained: its first line carries the date and time
+of its first message (`[YYYY-MM-DD HH:MM] `), a message that starts a session or another day carries its own,
+and every message it shows, in part or whole, is written `speaker: sentences` (the first message's speaker
+even when the chunk opens inside it). A chunk holds at least one sentence: one longer than `chunk_size`
+(possible only for a CHUNK_SIZE under MAX_SENTENCE_TOKENS plus a header, or a single word longer than that) is
+a chunk alone.
+
+Windowing is prefix-stable: a window is *sealed* only once the stream holds the sentence that does not fit in
+it, and then its cut depends on nothing after that sentence, so appending messages never changes a sealed chunk.
+The last window, which everything after its start fits in, is *open*: searchable at once, extended by the next
+call, sealed when full.
 """
 
 from __future__ import annotations
@@ -17,11 +27,10 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from itertools import accumulate
 
-from models.memory import StoredMessage
+from models.memory import Sentence, StoredMessage
 from services import text
 from services import tokens as tok
 
@@ -58,129 +67,200 @@ def render(m: StoredMessage) -> str:
     """
     if m.source_type == "document":
         return m.content.rstrip("\n") + "\n"
-    first, *rest = [ln.rstrip() for ln in m.content.strip().splitlines()] or [""]
-    body = "\n".join([first] + [CONTINUATION + ln if ln else "" for ln in rest])
     stamp = f"[{m.created_at:%Y-%m-%d %H:%M}] " if m.show_time and m.created_at else ""
-    return f"{stamp}{m.speaker}: {body}\n"
+    return f"{stamp}{m.speaker}: {_body(m.content)}\n"
+
+
+MAX_SENTENCE_TOKENS = 100
+"""A sentence longer than this (cl100k_base tokens) is stored as pieces cut at word boundaries (`cut`)."""
+
+_WORD = re.compile(r"\S+")
+
+
+def _pieces(content: str, a: int, b: int) -> list[Sentence]:
+    """content[a:b] (one sentence over MAX_SENTENCE_TOKENS) cut at word boundaries into pieces of at most
+    MAX_SENTENCE_TOKENS tokens each (a single longer word stays whole), each marked `cut`."""
+    out: list[Sentence] = []
+    start = end = a
+    for m in _WORD.finditer(content, a, b):
+        if end > start and tok.count_tokens(content[start : m.end()]) > MAX_SENTENCE_TOKENS:
+            out.append(Sentence(start=start, end=end, tokens=tok.count_tokens(content[start:end]), cut=True))
+            start = m.start()
+        end = m.end()
+    out.append(Sentence(start=start, end=end, tokens=tok.count_tokens(content[start:end]), cut=True))
+    return out
+
+
+def split_message(content: str) -> list[Sentence]:
+    """The sentences of a message's content, in order, as stored with it: the splitter's sentences
+    (services/text.sentence_spans) with what lies between them that holds no letter or digit ("...", an emoji)
+    kept with the sentence before (the first also takes what precedes it), so together they hold every
+    character of the content but surrounding whitespace. A sentence over MAX_SENTENCE_TOKENS becomes pieces
+    cut at word boundaries. Content with no letter or digit is one sentence; empty content one empty sentence
+    of 1 token (so that every message has a place in the stream)."""
+    lead, trail = len(content) - len(content.lstrip()), len(content.rstrip())
+    if lead >= trail:
+        return [Sentence(start=0, end=0, tokens=1)]
+    spans = text.sentence_spans(content) or [(lead, trail)]
+    starts = [lead] + [a for a, _ in spans[1:]]
+    ends = [len(content[:nxt].rstrip()) for nxt in [a for a, _ in spans[1:]] + [trail]]
+    out: list[Sentence] = []
+    for a, b in zip(starts, ends, strict=True):
+        n = tok.count_tokens(content[a:b])
+        out.extend([Sentence(start=a, end=b, tokens=n)] if n <= MAX_SENTENCE_TOKENS else _pieces(content, a, b))
+    return out
 
 
 def measure(messages: Sequence[StoredMessage], previous_time: datetime | None, offset: int) -> int:
-    """Set `show_time`, `tok_offset` and `n_tokens` of consecutive messages (in order) from the time of the
-    message before them and the stream offset where they start; returns the offset after them."""
+    """Set `show_time`, `sentences` (split when not yet), `tok_offset` and `n_tokens` of consecutive messages (in
+    order) from the time of the message before them and the stream offset where they start; returns the offset
+    after them."""
     for m in messages:
         m.show_time = m.source_type == "conversation" and shows_time(m.created_at, previous_time)
         previous_time = m.created_at or previous_time
+        if not m.sentences:
+            m.sentences = split_message(m.content)
         m.tok_offset = offset
-        m.n_tokens = len(tok.encode(render(m)))
+        m.n_tokens = sum(s.tokens for s in m.sentences)
         offset += m.n_tokens
     return offset
 
 
 @dataclass(frozen=True)
 class Window:
-    """A chunk's place in the token stream: tokens `[start, end)`; `sealed` when it can no longer change."""
+    """A chunk's place in the stream: `[start, end)`, both sentence boundaries; `sealed` when it can no longer
+    change."""
 
     start: int
     end: int
     sealed: bool
 
 
+@dataclass(frozen=True)
+class Unit:
+    """A sentence in the stream: `messages[message].sentences[index]`, starting at stream offset `start`."""
+
+    message: int
+    index: int
+    start: int
+    tokens: int
+
+
+def _body(content: str) -> str:
+    """A message's text as its line shows it: trailing spaces dropped, second and later lines indented by
+    CONTINUATION, blank lines blank, every line break written `\n`."""
+    first, *rest = [ln.rstrip() for ln in content.strip().splitlines()] or [""]
+    return "\n".join([first] + [CONTINUATION + ln if ln else "" for ln in rest])
+
+
 @dataclass
-class TokenStream:
-    """A suffix of a source's token stream, starting at absolute offset `base`.
+class SentenceStream:
+    """A suffix of a source's stream: the sentences of `messages` (contiguous, in seq order) as `units`, each at
+    its absolute offset (its message's `tok_offset` plus the tokens of the sentences before it). Built by
+    `SentenceStream.from_messages`."""
 
-    `message_starts` holds the absolute offsets where messages begin (sorted); `messages` are the messages the
-    segment covers, in order. Built by `TokenStream.from_messages`.
-    """
-
-    base: int
-    tokens: list[int]
-    message_starts: list[int]
     messages: list[StoredMessage]
-    _sentence_ends: list[int] | None = None
+    units: list[Unit]
+    message_starts: list[int]
+    _starts: list[int] = field(default_factory=list)
 
     @classmethod
-    def from_messages(cls, messages: Sequence[StoredMessage]) -> TokenStream:
-        """Stream over `messages` (contiguous, in seq order); each message's tokens are its rendered line's."""
-        base = messages[0].tok_offset if messages else 0
-        toks: list[int] = []
-        starts: list[int] = []
-        for m in messages:
-            starts.append(base + len(toks))
-            toks.extend(tok.encode(render(m)))
-        return cls(base=base, tokens=toks, message_starts=starts, messages=list(messages))
+    def from_messages(cls, messages: Sequence[StoredMessage]) -> SentenceStream:
+        """The stream over `messages` (measured: `measure`); a message read without sentences is split here."""
+        units: list[Unit] = []
+        for k, m in enumerate(messages):
+            if not m.sentences:
+                m.sentences = split_message(m.content)
+            at = m.tok_offset
+            for i, s in enumerate(m.sentences):
+                units.append(Unit(k, i, at, s.tokens))
+                at += s.tokens
+        return cls(list(messages), units, [m.tok_offset for m in messages], [u.start for u in units])
 
     @property
     def end(self) -> int:
-        return self.base + len(self.tokens)
+        """The offset after the stream's last sentence."""
+        last = self.units[-1] if self.units else None
+        return last.start + last.tokens if last else 0
 
-    def slice(self, start: int, end: int) -> list[int]:
-        return self.tokens[start - self.base : end - self.base]
+    def first_at(self, offset: int) -> int:
+        """The index of the first unit starting at or after `offset` (len(units) when none does)."""
+        return bisect.bisect_left(self._starts, offset)
 
-    def sentence_boundaries(self) -> list[int]:
-        """Absolute offsets of the token boundaries where a sentence of a message ends (the project's one
-        splitter, services/text.sentence_spans, over each message's rendered lines; every line break ends one),
-        sorted: the first boundary at or after the sentence's last character and before the next one starts."""
-        if self._sentence_ends is None:
-            enc = tok.get_encoding()
-            ends: list[int] = []
-            starts = self.message_starts + [self.end]
-            for k, m in enumerate(self.messages):
-                rendered = render(m)
-                first = starts[k] - self.base
-                offsets = list(
-                    accumulate(
-                        len(enc.decode_single_token_bytes(t)) for t in self.tokens[first : starts[k + 1] - self.base]
-                    )
-                )
-                spans = text.sentence_spans(rendered)
-                for (_, e), nxt in zip(spans, [a for a, _ in spans[1:]] + [len(rendered)], strict=True):
-                    low, high = len(rendered[:e].encode()), len(rendered[:nxt].encode())
-                    i = bisect.bisect_left(offsets, low)  # tokens 0..i end at or after the sentence's end
-                    if i < len(offsets) - 1 and offsets[i] <= high:
-                        ends.append(self.base + first + i + 1)
-            self._sentence_ends = ends
-        return self._sentence_ends
+    def text(self, first: int, stop: int) -> str:
+        """The rendered text of units `[first, stop)` (module doc): per message, its shown sentences as they
+        stand in its content (`speaker: ...` for a conversation), the date and time before the first and before
+        any that starts a session or another day; ends with a newline when its last message is shown to its end."""
+        out: list[str] = []
+        day = None
+        k = first
+        while k < stop:
+            u = self.units[k]
+            m = self.messages[u.message]
+            last = k
+            while last + 1 < stop and self.units[last + 1].message == u.message:
+                last += 1
+            piece = m.content[m.sentences[u.index].start : m.sentences[self.units[last].index].end]
+            if m.source_type == "document":
+                out.append(piece)
+            else:
+                stamp = ""
+                if m.created_at is not None and (k == first or m.show_time or m.created_at.date() != day):
+                    stamp = f"[{m.created_at:%Y-%m-%d %H:%M}] "
+                    day = m.created_at.date()
+                out.append(f"{stamp}{m.speaker}: {_body(piece)}")
+            k = last + 1
+        tail = self.units[stop - 1] if stop > first else None
+        whole = tail is not None and tail.index == len(self.messages[tail.message].sentences) - 1
+        return "\n".join(out) + ("\n" if whole else "")
+
+    def window_text(self, w: Window) -> str:
+        """The rendered text of a window (`text` over its units)."""
+        return self.text(self.first_at(w.start), self.first_at(w.end))
 
     def messages_in(self, start: int, end: int) -> list[StoredMessage]:
-        """Messages whose tokens intersect `[start, end)`, in order."""
+        """Messages whose sentences intersect `[start, end)`, in order."""
         first = max(bisect.bisect_right(self.message_starts, start) - 1, 0)
         last = bisect.bisect_left(self.message_starts, end)
         return self.messages[first:last]
 
 
-def _last_boundary(bounds: Sequence[int], low: int, high: int) -> int | None:
-    """Largest boundary b with low < b <= high, or None."""
-    i = bisect.bisect_right(bounds, high) - 1
-    return bounds[i] if i >= 0 and bounds[i] > low else None
+def plan_windows(stream: SentenceStream, start: int, chunk_size: int, overlap: int, final: bool) -> list[Window]:
+    """Windows covering `stream` from the first sentence boundary at or after `start` to its end (module doc).
 
-
-def plan_windows(stream: TokenStream, start: int, chunk_size: int, overlap: int, final: bool) -> list[Window]:
-    """Windows covering `stream` from absolute offset `start` to its end.
-
-    chunk_size, overlap: tokens (overlap < chunk_size / 2). `final`: the source is complete (a document), so
-    the last window is sealed too. Returns [] when nothing lies past `start`.
+    chunk_size: tokens of a chunk's rendered text; overlap: tokens of the sentences a window shares with the one
+    before (overlap < chunk_size / 2). `final`: the source is complete (a document), so the last window is
+    sealed too. Returns [] when nothing lies past `start`.
     """
-    windows: list[Window] = []
-    s = start
-    end = stream.end
-    while end > s:
-        if end - s <= chunk_size:
-            windows.append(Window(s, end, sealed=final))
+    units, windows = stream.units, []
+    i, n = stream.first_at(start), len(stream.units)
+    while i < n:
+        j = i + 1
+        while j < n and tok.count_tokens(stream.text(i, j + 1)) <= chunk_size:
+            j += 1
+        if j == n:
+            windows.append(Window(units[i].start, stream.end, sealed=final))
             break
-        limit = s + chunk_size
-        low = s + max(overlap, chunk_size // 2)
-        e = (
-            _last_boundary(stream.message_starts, low, limit)
-            or _last_boundary(stream.sentence_boundaries(), low, limit)
-            or limit
-        )
-        windows.append(Window(s, e, sealed=True))
-        s = e - overlap
+        low, e = units[i].start + max(overlap, chunk_size // 2), j
+        for k in range(j, i, -1):  # the last message boundary in the window's second half
+            if units[k].start <= low:
+                break
+            if units[k].index == 0:
+                e = k
+                break
+        windows.append(Window(units[i].start, units[e].start, sealed=True))
+        i = max(stream.first_at(units[e].start - overlap), i + 1)
     return windows
 
 
-def window_meta(stream: TokenStream, w: Window) -> tuple[list[str], list[str], datetime | None, datetime | None]:
+def next_start(tok_start: int, tok_end: int, overlap: int) -> int:
+    """Where the window after a sealed `[tok_start, tok_end)` starts, before `plan_windows` moves it to the next
+    sentence boundary: `overlap` tokens before its end, and after its start (so a window shorter than the overlap
+    is not planned again)."""
+    return max(tok_end - overlap, tok_start + 1)
+
+
+def window_meta(stream: SentenceStream, w: Window) -> tuple[list[str], list[str], datetime | None, datetime | None]:
     """(message ids, speakers in order of first appearance, earliest time, latest time) covered by `w`."""
     msgs = stream.messages_in(w.start, w.end)
     speakers = list(dict.fromkeys(m.speaker for m in msgs if m.source_type == "conversation"))

@@ -1,5 +1,5 @@
-"""The memory tree: L1 chunks from token windows, the roll-up of every FAN_OUT sealed nodes into a summary, and
-the level-0 lines below the chunks (one per message that says something, services/lines.py).
+"""The memory tree: L1 chunks from windows of whole sentences, the roll-up of every FAN_OUT sealed nodes into a
+summary, and the level-0 lines below the chunks (one per message that says something, services/lines.py).
 
 Pure logic over in-memory nodes; the datastore loads the frontier, calls these, and writes what they return.
 
@@ -17,7 +17,7 @@ from datetime import datetime
 
 from models.memory import MemoryNode, SourceType, StoredMessage
 from services import tokens as tok
-from services.chunking import TokenStream, Window, window_meta
+from services.chunking import SentenceStream, Window, next_start, window_meta
 from services.lines import line_text, spoken
 from services.sessions import sessions_of
 
@@ -31,7 +31,7 @@ def new_node_id(level: int) -> str:
 
 
 def chunk_nodes(
-    stream: TokenStream,
+    stream: SentenceStream,
     windows: list[Window],
     source_type: SourceType,
     source_id: str,
@@ -45,6 +45,7 @@ def chunk_nodes(
     nodes = []
     for i, w in enumerate(windows):
         ids, speakers, start, end = window_meta(stream, w)
+        text = stream.window_text(w)
         nodes.append(
             MemoryNode(
                 id=first_id if (i == 0 and first_id) else new_node_id(1),
@@ -52,8 +53,8 @@ def chunk_nodes(
                 source_id=source_id,
                 level=1,
                 position=first_position + i,
-                text=tok.decode(stream.slice(w.start, w.end)),
-                token_count=w.end - w.start,
+                text=text,
+                token_count=tok.count_tokens(text),
                 message_ids=ids,
                 speakers=speakers,
                 start_time=start,
@@ -134,12 +135,13 @@ class Frontier:
     base: int = 0
 
     def chunk_start(self, overlap: int) -> int:
-        """Token offset where chunking resumes: the open chunk's start (it is re-cut with what follows), else
-        `overlap` tokens before the last chunk's end, else `base`."""
+        """Stream offset where chunking resumes: the open chunk's start (it is re-cut with what follows), else
+        where the window after the last chunk starts (services/chunking.next_start: `overlap` tokens before its
+        end, moved to the next sentence boundary by the planner), else `base`."""
         last = self.last.get(1)
         if self.open_chunk is not None:
             return self.open_chunk.tok_start
-        return last.tok_end - overlap if last is not None else self.base
+        return next_start(last.tok_start, last.tok_end, overlap) if last is not None else self.base
 
     @classmethod
     def from_nodes(cls, nodes: Iterable[MemoryNode], base: int = 0) -> Frontier:

@@ -1,9 +1,8 @@
 """What a memory shows in the block: a chunk's text made whole at both ends, cut to what is closest to the query.
 
-A chunk is a window of tokens, so its text may start or end inside a line, even inside a word: `Texts.of`
-completes its first line from its message (services/excerpts.complete_start) or drops it (a short turn the chunk
-before holds whole), completes a short last turn or cuts a long one back to a sentence end, and takes the
-session stamps (`[2024-03-15 09:00] `) out (the block writes dates once, on its date lines). `Texts.piece` cuts
+A chunk is whole sentences, each message's with its speaker (services/chunking.py): `Texts.of` shows a short turn
+that the chunk opens or closes inside whole, and takes the stamps (`[2024-03-15 09:00] `) out (the block writes
+dates once, on its date lines). `Texts.piece` cuts
 that text into units (services/excerpts: whole sentences, list items and code lines, each with its speaker) and
 says which turns are short (`short_turn` tokens or less, datastore/context/policy.py, and whole: not the piece of
 a long message a window starts or ends inside). `cut` keeps the units closest to the query (`…` where text was
@@ -24,7 +23,7 @@ from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage
 from services import excerpts
-from services.chunking import render
+from services.chunking import CONTINUATION, render
 from services.excerpts import Excerpt, Unit
 from services.filler import is_filler
 from services.speakers import is_human
@@ -105,32 +104,41 @@ class Texts:
         return [m] if m is not None else []
 
     def of(self, node: MemoryNode) -> str:
-        """A chunk's text made whole at both ends (a summary's as it is), stamps removed: its first line
-        completed from its message (services/excerpts.complete_start: the whole line of a short turn, else the
-        head of its first sentence); its last line, when the window cut it,
-        completed from its message when that is a short turn (`short_turn` tokens: shown whole, as a turn is), else
-        cut back to its last whole sentence."""
+        """A chunk's text (a summary's as it is), stamps removed, with a short turn shown whole: a chunk is whole
+        sentences (services/chunking.py), and where it opens or closes inside a message of `long_turn` tokens or
+        less, that message's lines are replaced by the whole message, as a turn is shown; a longer one stays
+        as the chunk cut it (its sentences, its speaker named)."""
         text = self._done.get(node.id)
         if text is None:
             text = node.text
             starts_inside = ends_inside = False
             if node.level == 1 and node.source_type == "conversation":
                 first = self._message_at(node.source_id, node.tok_start)
-                message = render(first[0]) if first else None
-                partial = None if not first else first[0].tok_offset != node.tok_start
-                short = bool(first) and count_tokens(first[0].content) <= self.policy.long_turn
-                if partial and short and "\n" in text:  # the overlap with the chunk before: a turn it holds whole
-                    text = text.split("\n", 1)[1]
-                else:
-                    text = excerpts.complete_start(
-                        text, message, speakers=node.speakers, partial=partial, mode="line" if short else "sentence"
-                    )
-                    starts_inside = bool(partial) and not short
-                if text and not node.text.endswith("\n"):
-                    text, ends_inside = self._complete_end(node, text)
+                made_whole = None
+                if first and first[0].tok_offset != node.tok_start:
+                    text, starts_inside = self._whole(first[0], text, at_start=True)
+                    made_whole = None if starts_inside else first[0].id
+                if not node.text.endswith("\n"):
+                    last = self._message_at(node.source_id, node.tok_end - 1)
+                    if last and last[0].id != made_whole:
+                        text, ends_inside = self._whole(last[0], text, at_start=False)
             text = self._done[node.id] = strip_stamps(text).strip("\n")
             self._inside[node.id] = (starts_inside, ends_inside)
         return text
+
+    def _whole(self, message: StoredMessage, text: str, at_start: bool) -> tuple[str, bool]:
+        """`text` with its first (`at_start`) or last message's lines replaced by the whole message when it is a
+        short turn; and whether the text still opens (closes) inside that message."""
+        if count_tokens(message.content) > self.policy.long_turn:
+            return text, True
+        lines = text.rstrip("\n").split("\n")
+        heads = [k for k, ln in enumerate(lines) if ln and not ln.startswith(CONTINUATION)]
+        whole = render(message).rstrip("\n")
+        if at_start:
+            rest = lines[heads[1] :] if len(heads) > 1 else []
+            return "\n".join([whole, *rest]) + ("\n" if text.endswith("\n") else ""), False
+        kept = lines[: heads[-1]] if heads else []
+        return "\n".join([*kept, whole]), False
 
     def dated(self, node: MemoryNode, text: str) -> list[tuple[datetime | None, str]] | None:
         """`text` (an excerpt of the node) cut where the day changes: (time, lines) per run of lines said on one
@@ -205,22 +213,6 @@ class Texts:
             }
         done = self._pieces[node.id] = Piece(node, text, units, frozenset(short))
         return done
-
-    def _complete_end(self, node: MemoryNode, text: str) -> tuple[str, bool]:
-        """`text` whose last line the chunk's window cut: the whole message when it is a short turn, else the
-        line cut back to its last sentence end (nothing of it when it has none); and whether the text now ends
-        inside a message."""
-        last = self._message_at(node.source_id, node.tok_end - 1)
-        head, _, tail = text.rpartition("\n")
-        if last and count_tokens(last[0].content) <= self.policy.long_turn:
-            rendered = render(last[0]).rstrip("\n")
-            whole = strip_stamps(rendered)
-            line = strip_stamps(tail)
-            if whole.endswith(line.strip()) or line.strip() in whole or whole.startswith(line.rstrip()):
-                return (f"{head}\n{rendered}" if head else rendered), False
-        ends = list(_SENTENCE_END.finditer(tail))
-        kept = tail[: ends[-1].end()] if ends else ""
-        return (f"{head}\n{kept}" if head and kept else (head or kept)), bool(kept)
 
 
 def _fold(text: str) -> str:

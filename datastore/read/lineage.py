@@ -34,6 +34,7 @@ from datastore.read.ranking import RowSearch, Searchable, TextSearch
 from datastore.storage import Hits, Storage
 from models.api import QueryFilter
 from models.memory import MemoryNode, StoredMessage
+from services.chunking import next_start
 
 SEARCH_CAP = 1000  # most nodes drawn from one ancestor per search (top_k plus its nodes past the fork point)
 Lineage = list[tuple[str, set[str] | None]]  # [(source id, ids of its nodes the fork sees, None = all)]
@@ -81,10 +82,11 @@ class Base:
     """What a fork holds of its parent's token stream (token offsets, one coordinate system along the lineage).
 
     inherit_to: the parent's L1 chunks (its own or inherited) ending at or before it are inherited (the end of
-    the last sealed one before the fork point; 0: none). chunk_from: where the fork's own chunks start
-    (inherit_to - CHUNK_OVERLAP, or 0). tok_at: the fork point, where the fork's own messages start. messages:
-    the parent's stream messages overlapping [chunk_from, tok_at), in order (the first may start before
-    chunk_from), which the fork's own chunks are cut from.
+    the last sealed one before the fork point; 0: none). chunk_from: where the fork's own chunks start (where
+    the window after the last inherited chunk starts, services/chunking.next_start; 0 without one). tok_at: the
+    fork point, where the fork's own messages start. messages: the parent's stream messages overlapping
+    [chunk_from, tok_at), in order (the first may start before chunk_from), which the fork's own chunks are cut
+    from.
     """
 
     chunk_from: int = 0
@@ -106,12 +108,18 @@ def fork_base(storage: Storage, ns: str, fork: dict[str, Any], overlap: int) -> 
     at = fork_point(storage, ns, parent, fork)
     if at <= 0:
         return Base()
-    inherit_to = 0
+    last: MemoryNode | None = None  # the last sealed chunk ending before the fork point
     for sid, ids in lineage(storage, ns, parent):
         for n in storage.source_nodes(ns, sid, level=1):
-            if (ids is None or n.id in ids) and n.sealed and n.tok_end <= at:
-                inherit_to = max(inherit_to, n.tok_end)
-    start = max(inherit_to - overlap, 0) if inherit_to else 0
+            if (
+                (ids is None or n.id in ids)
+                and n.sealed
+                and n.tok_end <= at
+                and (last is None or n.tok_end > last.tok_end)
+            ):
+                last = n
+    inherit_to = last.tok_end if last is not None else 0
+    start = next_start(last.tok_start, last.tok_end, overlap) if last is not None else 0
     return Base(start, inherit_to, at, stream_messages(storage, ns, parent, start, at))
 
 

@@ -17,7 +17,7 @@ import numpy as np
 
 from models.memory import MemoryNode, SourceType, StoredMessage
 from models.settings import Settings
-from services.chunking import TokenStream, plan_windows
+from services.chunking import SentenceStream, plan_windows
 from services.embedding import Embedder
 from services.summarising import Summariser
 from services.tree import Frontier, chunk_nodes, embedded_text, line_nodes, roll_up
@@ -55,7 +55,7 @@ class TreeBuilder:
         `limit` are returned). The open chunk keeps its id and position; new chunks follow the last position.
         `final`: the source is complete (a document), so its last chunk is sealed too. No embedding yet."""
         s = self.settings
-        stream = TokenStream.from_messages(messages)
+        stream = SentenceStream.from_messages(messages)
         windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final)
         more = limit is not None and len(windows) > limit
         if limit is not None:

@@ -5,7 +5,6 @@ One module per concern:
 
 - `units`: a rendered text cut into units (sentences, list items, headings, table rows, code lines), each with
   its span and its message's speaker (`segment`, `Unit`);
-- `fragments`: a chunk's partial first line completed from its first message, or dropped (`complete_start`);
 - `lexical`: how close a unit is to a query (`term_weights`, numbers and dates; words and terms are
   services/text.py's, `terms` re-exported here for the block's callers);
 - `choose`: the units kept under the budget and rendered with elision marks (`excerpt`, `Excerpt`);
@@ -16,7 +15,6 @@ The names below are the package's API; callers import them from `services.excerp
 
 from services.excerpts.choose import MIN_FILL_WORDS, Excerpt, Scores, excerpt, inline_elisions
 from services.excerpts.dedup import fingerprint, fingerprints, normalise_line, remove_seen
-from services.excerpts.fragments import complete_start
 from services.excerpts.lexical import NUMBER_BONUS, term_weights
 from services.excerpts.units import BROKEN, ELISION, Kind, Unit, segment
 from services.text import terms
@@ -30,7 +28,6 @@ __all__ = [
     "Kind",
     "Scores",
     "Unit",
-    "complete_start",
     "excerpt",
     "fingerprint",
     "fingerprints",

@@ -32,7 +32,6 @@ from functools import lru_cache
 
 from services.chunking import CONTINUATION
 from services.excerpts.dedup import fingerprint
-from services.excerpts.fragments import complete_start
 from services.excerpts.lexical import _lexical
 from services.excerpts.units import ELISION, Unit, segment
 from services.text import WORD
@@ -162,8 +161,6 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
     weights: Mapping[str, float] | None = None,
     scores: Scores | None = None,
     seen: Collection[str] = frozenset(),
-    chunk: bool = False,
-    message: str | None = None,
     first_speaker: str | None = None,
     speakers: Collection[str] | None = None,
 ) -> Excerpt:
@@ -173,14 +170,13 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
     kept). budget_tokens: the most tokens `Excerpt.text` may count (0 gives ""). weights: term -> weight
     (`term_weights` over the request's candidates; default: IDF over this text's units). scores: a
     caller's closeness per unit instead (a list aligned with `segment(source)`, or a function of a Unit);
-    higher is closer. seen: fingerprints already shown elsewhere in the block: those units are left out. chunk:
-    apply `complete_start(text, message, first_speaker=..., speakers=...)` first. first_speaker, speakers: as
-    in `segment`. A text that fits (and holds nothing seen) comes back as it is. Raises ValueError for a
+    higher is closer. seen: fingerprints already shown elsewhere in the block: those units are left out. first_speaker,
+    speakers: as in `segment`. A text that fits (and holds nothing seen) comes back as it is. Raises ValueError for a
     negative budget or a `scores` list of the wrong length.
     """
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
-    source = complete_start(text, message, first_speaker=first_speaker, speakers=speakers) if chunk else text
+    source = text
     units = segment(source, first_speaker=first_speaker, speakers=speakers)
     if scores is not None and not callable(scores) and len(scores) != len(units):
         raise ValueError(f"scores has {len(scores)} values for {len(units)} units")

@@ -92,7 +92,7 @@ def test_upsert_fetch_query_replace_delete(memory: Memory, ns: str) -> None:
 
 
 def test_scores_are_cosine_similarities_best_first(memory: Memory, ns: str, embedder: LocalEmbedder) -> None:
-    remember(memory, ns, "c", conversation(("Alice", "Bob"), 40))
+    remember(memory, ns, "c", conversation(("Alice", "Bob"), 60))
     text = "the night train to Vienna was delayed"
     hits = search(memory, ns, text, top_k=8)
     assert len(hits) == 8
@@ -203,7 +203,9 @@ def test_incremental_remembers_keep_the_tree_invariants(memory: Memory, ns: str)
     s = memory.settings
     chunks = [n for n in memory.storage.source_nodes(ns, "c") if n.level == 1]
     assert all(c.token_count <= s.chunk_size for c in chunks) and s.chunk_size == 200
-    assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chunks, chunks[1:], strict=False))
+    # each chunk opens with the last whole sentences of the one before, at most CHUNK_OVERLAP tokens of them
+    assert all(a.tok_start < b.tok_start <= a.tok_end for a, b in zip(chunks, chunks[1:], strict=False))
+    assert all(a.tok_end - b.tok_start <= s.chunk_overlap for a, b in zip(chunks, chunks[1:], strict=False))
     assert {m for c in chunks for m in c.message_ids} == {m.id for m in messages}
     src = memory.storage.get_source(ns, "c")
     assert src is not None and src.n_messages == len(messages) and src.max_seq == len(messages) - 1

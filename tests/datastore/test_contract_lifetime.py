@@ -365,9 +365,9 @@ def test_a_fork_read_through_a_grant_sees_its_inheritance_within_the_limits_and_
             with pytest.raises(InvalidRequestError) as err:
                 memory.reader.query(team if namespaces is None else ns, [bad], namespaces)
             assert err.value.field == field
-    near = memory.reader.query(team, [q.model_copy(update={"top_k": 2, "neighbours": 1})]).results[0].results
+    near = memory.reader.query(team, [q.model_copy(update={"top_k": 1, "neighbours": 1})]).results[0].results
     hits = [r for r in near if r.context_of is None]
-    assert len(hits) == 2 and any(r.context_of in {h.id for h in hits} for r in near)  # neighbours were added
+    assert len(hits) == 1 and any(r.context_of in {h.id for h in hits} for r in near)  # neighbours were added
     assert all(
         r.conversation_id in ("p", "f") and all(index(m) <= 19 for m in covered(memory, team, r.id)) for r in near
     )
@@ -427,7 +427,10 @@ def test_a_fork_holds_the_part_of_the_straddling_chunk_before_its_fork_point(mem
         they cover the parent's messages up to `last` and none after."""
         inherited, own = view(cid)
         chain = inherited + own
-        assert all(b.tok_start == a.tok_end - s.chunk_overlap for a, b in zip(chain, chain[1:], strict=False))
+        assert all(
+            a.tok_start < b.tok_start <= a.tok_end and a.tok_end - b.tok_start <= s.chunk_overlap
+            for a, b in zip(chain, chain[1:], strict=False)
+        )
         assert [n.position for n in own] == list(range(len(own)))
         parent_ids = [m.id for m in memory.storage.messages(ns, "p")]
         covered = {m for n in chain for m in n.message_ids if m in parent_ids}

@@ -1,8 +1,18 @@
 from datetime import datetime, timedelta
 
-from models.memory import StoredMessage
+from models.memory import Sentence, StoredMessage
 from services import tokens
-from services.chunking import TokenStream, measure, plan_windows, render, window_meta
+from services.chunking import (
+    MAX_SENTENCE_TOKENS,
+    SentenceStream,
+    Window,
+    measure,
+    next_start,
+    plan_windows,
+    render,
+    split_message,
+    window_meta,
+)
 
 SIZE, OVERLAP = 200, 40
 
@@ -35,61 +45,116 @@ def test_render_marks_session_starts_only() -> None:
     assert sum(m.n_tokens for m in msgs) == msgs[-1].tok_offset + msgs[-1].n_tokens
 
 
-def test_windows_respect_size_and_share_exact_overlap() -> None:
-    stream = TokenStream.from_messages(conversation(40))
+def chunk_texts(stream: SentenceStream, windows: list[Window]) -> list[str]:
+    return [stream.window_text(w) for w in windows]
+
+
+def test_windows_fit_the_size_and_share_whole_sentences_up_to_the_overlap() -> None:
+    stream = SentenceStream.from_messages(conversation(40))
     windows = plan_windows(stream, 0, SIZE, OVERLAP, final=False)
     assert len(windows) > 5
-    assert all(w.end - w.start <= SIZE for w in windows)
+    assert all(tokens.count_tokens(t) <= SIZE for t in chunk_texts(stream, windows))
     assert all(w.sealed for w in windows[:-1]) and not windows[-1].sealed
+    bounds = {u.start for u in stream.units} | {stream.end}
     for a, b in zip(windows, windows[1:], strict=False):
-        assert b.start == a.end - OVERLAP
-        shared = tokens.decode(stream.slice(b.start, a.end))
-        assert tokens.decode(stream.slice(a.start, a.end)).endswith(shared)
-        assert tokens.decode(stream.slice(b.start, b.end)).startswith(shared)
+        assert {a.start, a.end, b.start} <= bounds  # every cut is a sentence boundary
+        assert a.start < b.start <= a.end and a.end - b.start <= OVERLAP
+        shared = [u for u in stream.units if b.start <= u.start < a.end]
+        # the overlap is the longest run of last sentences that fits it
+        before = [u for u in stream.units if u.start < b.start][-1]
+        assert before.start < a.start or a.end - before.start > OVERLAP
+        assert all(a.start <= u.start for u in shared)
     assert windows[-1].end == stream.end
 
 
+def test_a_chunk_is_whole_dated_sentences_that_name_their_speakers() -> None:
+    msgs = conversation(40)
+    stream = SentenceStream.from_messages(msgs)
+    windows = plan_windows(stream, 0, SIZE, OVERLAP, final=False)
+    texts = chunk_texts(stream, windows)
+    by_id = {m.id: m for m in msgs}
+    for w, text in zip(windows, texts, strict=True):
+        ids, *_ = window_meta(stream, w)
+        lines = text.rstrip("\n").split("\n")
+        first = by_id[ids[0]]
+        assert first.created_at is not None
+        assert lines[0].startswith(f"[{first.created_at:%Y-%m-%d %H:%M}] {first.speaker}: ")  # the date, the speaker
+        assert len(lines) == len(ids)  # one line per message shown, each naming its speaker
+        for line, mid in zip(lines, ids, strict=True):
+            said = line.split(": ", 1)[1] if line.startswith("[") else line.removeprefix(f"{by_id[mid].speaker}: ")
+            assert said in by_id[mid].content  # whole sentences as they stand in the message
+            assert line.split("] ", 1)[-1].startswith(f"{by_id[mid].speaker}: ")
+    # a message that starts a session carries its own date inside a chunk
+    assert any("\n[2024-01-01 11:" in t for t in texts)
+
+
 def test_cuts_prefer_message_boundaries() -> None:
-    stream = TokenStream.from_messages(conversation(40))
+    stream = SentenceStream.from_messages(conversation(40))
     windows = plan_windows(stream, 0, SIZE, OVERLAP, final=False)
     starts = set(stream.message_starts)
-    # messages are ~35 tokens, so a message boundary always falls in a window's second half
+    # messages are ~40 tokens, so a message boundary always falls in a window's second half
     assert all(w.end in starts for w in windows[:-1])
 
 
-def test_long_message_is_cut_at_sentence_or_size() -> None:
+def test_long_message_is_cut_between_sentences_and_a_long_sentence_between_words() -> None:
     long = " ".join(f"This is sentence number {i} of a very long message." for i in range(60))
-    msgs = [StoredMessage(id="x", source_id="d", source_type="document", seq=0, speaker="doc", content=long)]
+    run_on = " ".join(f"word{i}" for i in range(400))
+    msgs = [
+        StoredMessage(id="x", source_id="d", source_type="document", seq=0, speaker="doc", content=long),
+        StoredMessage(id="y", source_id="d", source_type="document", seq=1, speaker="doc", content=run_on),
+    ]
     measure(msgs, None, 0)
-    stream = TokenStream.from_messages(msgs)
+    assert not any(s.cut for s in msgs[0].sentences)
+    pieces = msgs[1].sentences
+    assert len(pieces) > 1 and all(s.cut and s.tokens <= MAX_SENTENCE_TOKENS for s in pieces)
+    assert " ".join(run_on[s.start : s.end] for s in pieces) == run_on  # cut between words, nothing lost
+    stream = SentenceStream.from_messages(msgs)
     windows = plan_windows(stream, 0, SIZE, OVERLAP, final=True)
     assert all(w.sealed for w in windows)
-    for w in windows[:-1]:
-        assert tokens.decode(stream.slice(w.start, w.end)).endswith(".")
+    for text in chunk_texts(stream, windows):
+        assert tokens.count_tokens(text) <= SIZE
+        assert text.strip() in long or text.strip() in run_on or text.startswith("This")
+        first_word = text.split()[0]
+        assert first_word.startswith(("This", "word")) and (first_word in long.split() or first_word in run_on)
 
 
 def test_windowing_is_prefix_stable() -> None:
     """Chunking a stream in one go or as it grows gives the same sealed windows."""
     msgs = conversation(60)
-    whole = plan_windows(TokenStream.from_messages(msgs), 0, SIZE, OVERLAP, final=False)
-    grown, start = [], 0
+    whole = plan_windows(SentenceStream.from_messages(msgs), 0, SIZE, OVERLAP, final=False)
+    grown: list[Window] = []
+    start = 0
     for k in [*range(7, 60, 7), 60]:
-        stream = TokenStream.from_messages([m for m in msgs[:k] if m.tok_offset + m.n_tokens > start])
+        stream = SentenceStream.from_messages([m for m in msgs[:k] if m.tok_offset + m.n_tokens > start])
         ws = plan_windows(stream, start, SIZE, OVERLAP, final=False)
         grown += [w for w in ws if w.sealed]
-        start = ws[-1].start if not ws[-1].sealed else ws[-1].end - OVERLAP
+        start = ws[-1].start if not ws[-1].sealed else next_start(ws[-1].start, ws[-1].end, OVERLAP)
     assert [w for w in whole if w.sealed] == grown
 
 
 def test_window_meta_lists_covered_messages_speakers_and_times() -> None:
     msgs = conversation(12)
-    stream = TokenStream.from_messages(msgs)
+    stream = SentenceStream.from_messages(msgs)
     w = plan_windows(stream, 0, SIZE, OVERLAP, final=False)[1]
     ids, speakers, start, end = window_meta(stream, w)
     covered = [m for m in msgs if m.tok_offset < w.end and m.tok_offset + m.n_tokens > w.start]
     assert ids == [m.id for m in covered]
     assert set(speakers) == {m.speaker for m in covered}
     assert start == covered[0].created_at and end == covered[-1].created_at
+
+
+def test_a_message_is_split_once_into_sentences_that_hold_all_its_text() -> None:
+    content = "  Great trip!  Dr. Lee came too... 😊\nWe left at 3 p.m. Then rain. 🎉  "
+    got = split_message(content)
+    # what holds no letter (an ellipsis, an emoji) stays with its sentence; "3 p.m. Then" is one of syntok's misses
+    assert [content[s.start : s.end] for s in got] == [
+        "Great trip!",
+        "Dr. Lee came too... 😊",
+        "We left at 3 p.m. Then rain. 🎉",
+    ]
+    assert all(s.tokens == tokens.count_tokens(content[s.start : s.end]) for s in got)
+    assert split_message("") == [Sentence(start=0, end=0, tokens=1)]  # an empty message keeps its place
+    assert [(s.start, s.end) for s in split_message("...")] == [(0, 3)]
 
 
 def test_render_keeps_line_breaks_and_indents_later_lines() -> None:

@@ -12,11 +12,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.memory import MemoryNode, StoredMessage
-from services.chunking import TokenStream, measure, plan_windows, render
+from services.chunking import SentenceStream, measure, plan_windows, render
 from services.excerpts import (
     BROKEN,
     ELISION,
-    complete_start,
     excerpt,
     fingerprint,
     fingerprints,
@@ -69,7 +68,7 @@ def conversation(n: int = 40, seed: int = 3) -> list[StoredMessage]:
 
 
 def chunks(msgs: list[StoredMessage]) -> list[MemoryNode]:
-    stream = TokenStream.from_messages(msgs)
+    stream = SentenceStream.from_messages(msgs)
     return chunk_nodes(stream, plan_windows(stream, 0, 200, 20, final=True), "conversation", "c", 0)
 
 
@@ -197,80 +196,6 @@ def test_list_items_are_units() -> None:
     ]
 
 
-# -------------------------------------------------------------------------------------------- leading fragment
-
-
-HEADER = r"(\[[^\]]+\] )?[^:\n]+: …"
-
-
-def _unmarked(text: str) -> str:
-    """The text less what complete_start adds: a header line `X: …` and a `… ` after a lead."""
-    lines = text.split("\n")
-    if re.fullmatch(HEADER, lines[0]):
-        lines = lines[1:]
-    return "\n".join(lines).replace(f"{ELISION} ", "", 1)
-
-
-def test_leading_fragment_is_completed_from_the_message() -> None:
-    changed = 0
-    for c in CHUNKS[1:]:
-        first = render(BY_ID[c.message_ids[0]])
-        for mode in ("sentence", "line"):
-            out = complete_start(c.text, first, mode=mode)
-            # every line is a real line of the conversation, or its tail after `speaker: … `
-            for line in _unmarked(out).split("\n"):
-                tail = re.sub(r"^(\[[^\]]+\] )?[^:\n]+: ", "", line)
-                assert line in FULL or tail in FULL
-            # it starts at a unit of the conversation: never mid-word
-            first_unit = segment(out)[0]
-            pos = FULL.find(first_unit.text)
-            assert pos >= 0 and (pos == 0 or not FULL[pos - 1].isalnum())
-            # then the chunk's text follows, whole, less its broken characters and the partial lead (whitespace,
-            # a cut speaker prefix) before its first unit
-            chunk = c.text.strip(BROKEN)
-            assert any(out.endswith(chunk[j:]) for j in range(40)) and BROKEN not in out
-            changed += out != c.text
-    assert changed > len(CHUNKS)  # most chunks start mid-line (the overlap starts them anywhere), in both modes
-
-
-def test_leading_fragment_examples() -> None:
-    msg = "[2023-05-01 09:00] Ann: Hello there. We went to the aiseki restaurant that Ann liked. Nice.\n"
-    chunk = "seki restaurant that Ann liked. Nice.\nBob: Great!"
-    assert complete_start(chunk, msg) == (
-        "[2023-05-01 09:00] Ann: … We went to the aiseki restaurant that Ann liked. Nice.\nBob: Great!"
-    )
-    assert complete_start(chunk, msg, mode="line") == msg.rstrip("\n") + "\nBob: Great!"
-    # without the message the partial sentence is dropped, the speaker kept when known
-    assert complete_start(chunk, None, first_speaker="Ann") == "Ann: … Nice.\nBob: Great!"
-    assert complete_start(chunk) == "… Nice.\nBob: Great!"
-    assert complete_start("seki place\nBob: Great!", None, first_speaker="Ann") == "Bob: Great!"
-    # a chunk that starts exactly at a message (or a line) is not partial
-    assert complete_start(msg + "Bob: Great!", msg) == msg + "Bob: Great!"
-    assert complete_start("Bob: Great!", None) == "Bob: Great!"
-    code = render(StoredMessage(id="x", source_id="c", seq=0, speaker="Ann", content=CODE))
-    at_line = code[code.index("  def") :]
-    assert complete_start(at_line, code) == "Ann: …\n" + at_line
-    assert complete_start(at_line, None, first_speaker="Ann") == "Ann: …\n" + at_line
-    mid_code = code[code.index("ean(x)") :]
-    assert complete_start(mid_code, code) == "Ann: …\n  def clean(x):" + mid_code[len("ean(x):") :]
-    assert complete_start(mid_code, None, first_speaker="Ann").startswith("Ann: …\n      return x.strip()")
-    # a character cut by the token window is removed, never shown half
-    cut = "\ufffd司はとても美味しかったです。 ok."
-    sushi = "東京の寿司はとても美味しかったです。 ok."
-    assert complete_start(cut, f"Bob: {sushi}\n") == f"Bob: {sushi}"  # the sentence starts the line: no mark
-    assert complete_start(cut, f"Bob: Yes. {sushi}\n") == f"Bob: … {sushi}"
-    assert complete_start(cut, None, first_speaker="Bob") == "Bob: … ok."
-    assert complete_start("Ann: fine 😀\ufffd") == "Ann: fine 😀"
-    # the caller knows better than the guess: a partial line that looks like a speaker's is not one
-    assert complete_start("Note: whole line. Two.", None, partial=False) == "Note: whole line. Two."
-    assert complete_start("half line. Two.", None, partial=True, speakers=()) == "… Two."
-    assert complete_start("is this: a plan. Two.\nBob: ok", None, partial=True, first_speaker="Ann") == (
-        "Ann: … Two.\nBob: ok"
-    )
-    # a window that starts at a line break starts at the next line, whole
-    assert complete_start("\n  Try it.\nBob: ok", code) == "Ann: …\n  Try it.\nBob: ok"
-
-
 # ---------------------------------------------------------------------------------------------------- excerpts
 
 EXAMPLE = (
@@ -383,11 +308,10 @@ QUERIES = st.lists(
 
 
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(i=st.integers(0, len(CHUNKS) - 1), budget=st.integers(0, 260), query=QUERIES, chunk=st.booleans())
-def test_budget_order_and_whole_units(i: int, budget: int, query: str, chunk: bool) -> None:
+@given(i=st.integers(0, len(CHUNKS) - 1), budget=st.integers(0, 260), query=QUERIES)
+def test_budget_order_and_whole_units(i: int, budget: int, query: str) -> None:
     c = CHUNKS[i]
-    message = render(BY_ID[c.message_ids[0]]) if chunk else None
-    e = excerpt(c.text, query, budget, chunk=True, message=message, first_speaker=c.speakers[0])
+    e = excerpt(c.text, query, budget, first_speaker=c.speakers[0])
     assert e.tokens == count_tokens(e.text) <= budget
     assert BROKEN not in e.text or (e.whole and BROKEN in e.source)
     pos = 0
@@ -425,8 +349,7 @@ def test_fingerprints_fold_whitespace_and_keep_case() -> None:
 def test_overlap_between_consecutive_chunks_is_shown_once() -> None:
     repeated = 0
     for a, b in zip(CHUNKS, CHUNKS[1:], strict=False):
-        ta = complete_start(a.text, render(BY_ID[a.message_ids[0]]))
-        tb = complete_start(b.text, render(BY_ID[b.message_ids[0]]))
+        ta, tb = a.text, b.text
         seen = fingerprints(ta)
         repeated += len(fingerprints(tb) & seen)
         kept = remove_seen(segment(tb), seen)

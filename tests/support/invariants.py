@@ -6,6 +6,7 @@ from collections import defaultdict
 
 from models.memory import MemoryNode
 from services import tokens
+from services.chunking import MAX_SENTENCE_TOKENS
 
 
 def check_tree(
@@ -16,7 +17,8 @@ def check_tree(
 
     Each L(n+1) has exactly `fan_out` children, contiguous nodes of level n in order, each pointing back; only
     sealed nodes have parents; no node has two parents; positions run 0.. per level; L1 chunks have at most
-    `chunk_size` tokens and consecutive chunks share exactly `overlap` tokens of the stream. The lines (level 0)
+    `chunk_size` tokens (one sentence alone may have more), open with the date of their first message, and
+    consecutive chunks share whole sentences of at most `overlap` tokens. The lines (level 0)
     are checked by `check_lines` and not counted.
     """
     check_lines(nodes)
@@ -47,11 +49,14 @@ def check_tree(
             assert parents_of.get(n.id) == n.parent_id, f"{n.id} points to a parent that does not list it"
     chunks = levels.get(1, [])
     for c in chunks:
-        assert c.tok_end - c.tok_start <= chunk_size
-        assert tokens.count_tokens(c.text) <= chunk_size + 2  # re-encoding a cut text may merge differently
+        # at most chunk_size tokens of text, unless it is one sentence (piece) longer than that
+        assert tokens.count_tokens(c.text) <= chunk_size or c.tok_end - c.tok_start <= MAX_SENTENCE_TOKENS
+        if c.source_type == "conversation" and c.start_time is not None:
+            assert c.text.startswith(f"[{c.start_time:%Y-%m-%d} "), c.text[:40]  # dated by its first message
     for a, b in zip(chunks, chunks[1:], strict=False):
         assert a.sealed
-        assert b.tok_start == a.tok_end - overlap
+        # the next chunk opens with the last whole sentences of this one, up to `overlap` tokens
+        assert a.tok_start < b.tok_start <= a.tok_end and a.tok_end - b.tok_start <= overlap
     # every group of fan_out sealed nodes below the top has been rolled up
     for lvl, ns in levels.items():
         sealed = [n for n in ns if n.sealed]

@@ -6,13 +6,17 @@ import json
 import sqlite3
 from datetime import UTC, datetime
 
+from datastore.storage import sentences_of
 from models.memory import MemoryNode, StoredMessage
 
 NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
     "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
+MSG_COLS = (
+    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id, "
+    "sentences"
+)
 
 
 def ts(when: datetime | None) -> float | None:
@@ -64,4 +68,5 @@ def message_of(row: sqlite3.Row) -> StoredMessage:
         n_tokens=row["n_tokens"],
         show_time=bool(row["show_time"]),
         session_id=row["session_id"],
+        sentences=sentences_of(row["sentences"]),
     )

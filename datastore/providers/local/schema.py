@@ -132,6 +132,12 @@ def _m009_source_stamps(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE sources ADD COLUMN stamp INTEGER NOT NULL DEFAULT 0")
 
 
+def _m011_sentences(db: sqlite3.Connection) -> None:
+    """Each message's sentences as split when it was stored (datastore/storage.sentences_text; NULL for a message
+    stored before: `pyramind upgrade` rebuilds such a store's trees on sentences)."""
+    db.execute("ALTER TABLE messages ADD COLUMN sentences TEXT")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -143,4 +149,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("008_messages_by_offset", _m008_messages_by_offset),
     ("009_source_stamps", _m009_source_stamps),
     ("010_idempotency", _m010_idempotency),
+    ("011_sentences", _m011_sentences),
 ]

@@ -37,6 +37,7 @@ from datastore.storage import (
     SourceFacts,
     SourceRow,
     WriteBatch,
+    sentences_text,
 )
 from models.api import DeleteFilter, QueryFilter
 from models.core import CoreEntry
@@ -372,7 +373,7 @@ class LocalStorage:
                     ),
                 )
                 db.executemany(
-                    f"INSERT INTO messages (namespace, {MSG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    f"INSERT INTO messages (namespace, {MSG_COLS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     [
                         (
                             ns,
@@ -387,6 +388,7 @@ class LocalStorage:
                             m.n_tokens,
                             m.show_time,
                             m.session_id,
+                            sentences_text(m),
                         )
                         for m in batch.messages
                     ],

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from typing import Any
 
+from datastore.storage import sentences_of, sentences_text
 from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
@@ -179,6 +180,7 @@ def message_meta(m: StoredMessage) -> dict[str, Any]:
         "n_tokens": m.n_tokens,
         "tok_end": m.tok_offset + m.n_tokens,
         "show_time": m.show_time,
+        "sentences": sentences_text(m),
     }
     if m.created_at is not None:
         meta["created_at"] = m.created_at.timestamp()
@@ -201,6 +203,7 @@ def to_message(m: dict[str, Any]) -> StoredMessage:
         n_tokens=int(m["n_tokens"]),
         show_time=bool(m["show_time"]),
         session_id=m.get("session_id"),
+        sentences=sentences_of(m.get("sentences")),
     )
 
 

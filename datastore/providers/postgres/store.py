@@ -47,6 +47,8 @@ from datastore.storage import (
     SourceRow,
     WriteBatch,
     instruction_order,
+    sentences_of,
+    sentences_text,
 )
 from models.api import DeleteFilter, QueryFilter
 from models.core import CoreEntry
@@ -60,7 +62,10 @@ _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
     "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
 )
-_MSG_COLS = "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id"
+_MSG_COLS = (
+    "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id, "
+    "sentences"
+)
 _MIGRATION_LOCK = 0x5079_7261_6D69  # any constant bigint: serialises migrations across processes
 _HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`; above it search is exact
 
@@ -169,6 +174,12 @@ def _m008_no_search_indexes(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("ALTER TABLE pyramind_nodes DROP COLUMN IF EXISTS tsv")
 
 
+def _m010_sentences(conn: psycopg.Connection, dimension: int) -> None:
+    """Each message's sentences as split when it was stored (datastore/storage.sentences_text; NULL for a message
+    stored before: `pyramind upgrade` rebuilds such a store's trees on sentences)."""
+    conn.execute("ALTER TABLE pyramind_messages ADD COLUMN sentences text")
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -179,6 +190,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("007_namespace_versions", _m007_namespace_versions),
     ("008_no_search_indexes", _m008_no_search_indexes),
     ("009_idempotency", _m009_idempotency),
+    ("010_sentences", _m010_sentences),
 ]
 
 
@@ -242,6 +254,7 @@ def _message(r: dict[str, Any]) -> StoredMessage:
         n_tokens=r["n_tokens"],
         show_time=r["show_time"],
         session_id=r["session_id"],
+        sentences=sentences_of(r["sentences"]),
     )
 
 
@@ -658,7 +671,7 @@ class PostgresStorage:
             with conn.cursor() as cur:
                 cur.executemany(
                     f"INSERT INTO pyramind_messages (namespace, {_MSG_COLS}) "
-                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
+                    "VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
                     [
                         (
                             ns,
@@ -673,6 +686,7 @@ class PostgresStorage:
                             m.n_tokens,
                             m.show_time,
                             m.session_id,
+                            sentences_text(m),
                         )
                         for m in batch.messages
                     ],
