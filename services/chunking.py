@@ -51,6 +51,16 @@ before an empty message, so a line ending in a bare colon is no speaker's). Grou
 `speaker`; the message's text is the rest of the line. The one parser of rendered text (the summariser's lines,
 the excerpts' units)."""
 
+STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
+"""A time stamp at the head of a rendered line (`[2024-03-15 09:00] `)."""
+
+
+def strip_stamps(text: str) -> str:
+    """A rendered text without its time stamps: what was said, as a chunk's embedding and BM25 entry read it
+    (the dates are the node's `start_time`/`end_time`; the block writes them on its own date lines)."""
+    return STAMP.sub("", text)
+
+
 CONTINUATION = "  "
 """Indent of a message's second and later lines: a speaker line starts with `[` (its time) or the speaker's name,
 which never starts with whitespace (models/api.py), so no line of a message can pass for another speaker's."""

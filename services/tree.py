@@ -17,7 +17,7 @@ from datetime import datetime
 
 from models.memory import MemoryNode, SourceType, StoredMessage
 from services import tokens as tok
-from services.chunking import SentenceStream, Window, next_start, window_meta
+from services.chunking import SentenceStream, Window, next_start, strip_stamps, window_meta
 from services.lines import line_text, spoken
 from services.sessions import sessions_of
 
@@ -68,9 +68,18 @@ def chunk_nodes(
     return nodes
 
 
+def indexed_text(level: int, text: str, speakers: Sequence[str]) -> str:
+    """What a node's embedding and its BM25 entry are of (datastore/indexes/namespaces.py): a chunk's text without
+    its time stamps (its dates are its times, services/chunking.strip_stamps); a line's (level 0)
+    `speaker: text` (services/lines.spoken); a summary's text."""
+    if level == 0:
+        return spoken(speakers[0] if speakers else None, text)
+    return strip_stamps(text) if level == 1 else text
+
+
 def embedded_text(node: MemoryNode) -> str:
-    """What a node's embedding is of: its text; for a line (level 0), `speaker: text` (services/lines.spoken)."""
-    return spoken(node.speakers[0] if node.speakers else None, node.text) if node.level == 0 else node.text
+    """What a node's embedding is of (`indexed_text`)."""
+    return indexed_text(node.level, node.text, node.speakers)
 
 
 def line_nodes(

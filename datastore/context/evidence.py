@@ -14,7 +14,6 @@ turn's sentences, an instruction), the messages shown whole, the nodes used. The
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
@@ -23,14 +22,11 @@ from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage
 from services import excerpts
-from services.chunking import CONTINUATION, render
+from services.chunking import CONTINUATION, render, strip_stamps
 from services.excerpts import Excerpt, Unit
 from services.filler import is_filler
 from services.speakers import is_human
 from services.tokens import count_tokens
-
-STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
-_SENTENCE_END = re.compile(r"[.!?…][\"')\]”’]*(?=\s|$)")
 
 
 @dataclass
@@ -60,11 +56,6 @@ class Piece:
     text: str
     units: list[Unit]
     short: frozenset[int]
-
-
-def strip_stamps(text: str) -> str:
-    """The text without its session stamps (`[2024-03-15 09:00] ` at the head of a speaker line)."""
-    return STAMP.sub("", text)
 
 
 class Texts:

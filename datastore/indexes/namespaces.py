@@ -36,7 +36,7 @@ import numpy as np
 from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
 from datastore.storage import IndexEntry, Storage
-from services.lines import spoken
+from services.tree import indexed_text
 
 LOAD_SLICE = 5_000  # entries added to the indexes at a time
 LOAD_SOURCES = 20  # sources listed at a time when a namespace is loaded (the next listed while one is indexed)
@@ -96,11 +96,15 @@ class NamespaceIndex:
         line = levels == 0
         nodes = ~line
         if nodes.any():
-            texts = [e.text for e, keep in zip(entries, nodes.tolist(), strict=True) if keep]
+            texts = [
+                indexed_text(e.level, e.text, e.speakers)
+                for e, keep in zip(entries, nodes.tolist(), strict=True)
+                if keep
+            ]
             self.vectors.add(rows[nodes], vectors[nodes], levels[nodes], starts[nodes], ends[nodes])
             self.text.add(rows[nodes], texts, levels[nodes], starts[nodes], ends[nodes])
         if line.any():
-            said = [spoken(e.speakers[0] if e.speakers else None, e.text) for e in entries if e.level == 0]
+            said = [indexed_text(0, e.text, e.speakers) for e in entries if e.level == 0]
             self.lines.vectors.add(rows[line], vectors[line], levels[line], starts[line], ends[line])
             self.lines.text.add(rows[line], said, levels[line], starts[line], ends[line])
         for row, e in zip(rows.tolist(), entries, strict=True):

@@ -41,20 +41,22 @@ and those under its ancestors' chunks that it sees (datastore/read/lineage.py).
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
 
 import numpy as np
 
 from datastore.indexes.search import IndexedSearch
-from datastore.read.lineage import lineage
+from datastore.indexes.text import TextIndex
+from datastore.read.lineage import lineage, stream_messages
 from datastore.read.ranking import POOL, TEXT_WEIGHT, fuse
 from datastore.storage import Storage
-from models.memory import MemoryNode
+from models.memory import MemoryNode, StoredMessage, sentence_id
 from models.outline import UNDATED, OutlineDay, OutlineLine, OutlineResponse
 from models.time import utc
 from services.embedding import Embedder
 from services.errors import NotFoundError
+from services.filler import is_filler
 from services.lines import spoken
 from services.text import text_terms
 from services.tokens import count_tokens
@@ -176,38 +178,129 @@ class Outline:
         self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
     ) -> OutlineResponse:
         """The conversation's outline: its lines grouped under their dates (UTC; untimed ones under
-        'undated'), oldest first, rendered `[date]` then `speaker: line` per line, at most `budget_tokens`
-        tokens (cl100k) of `text`. Without `query`: the lines from the oldest while they fit. With `query`:
-        the lines closest to it (hybrid), best first while they fit, then shown oldest first. Raises
-        NotFoundError (field `conversation_id`) for a conversation the namespace does not hold (a document
-        is not a conversation)."""
+        'undated'), oldest first, rendered `[date]` then `speaker: line` per line, then `(N of M lines left
+        out)` when some are, at most `budget_tokens` tokens (cl100k) of `text`. Without `query`: the lines from
+        the oldest while they fit. With `query` (`relevant`): every sentence of the conversation that shares a
+        word with it (BM25 over all its informative sentences, not only the leads: a lead sentence shows as its
+        line), best first, then the lines whose cosine to it reaches OUTLINE_COSINE_FLOOR, closest first,
+        while they fit, shown oldest first; nothing else: when nothing passes, the text says so in one line.
+        Raises NotFoundError (field `conversation_id`) for a conversation the namespace does not hold (a
+        document is not a conversation)."""
         src = self.storage.get_source(ns, conversation_id)
         if src is None or src.source_type != "conversation":
             raise NotFoundError(f"no conversation with id {conversation_id!r}", "conversation_id")
         title = src.metadata.get("title")
         every = self.lines(ns, conversation_id)
-        order = {line.id: i for i, line in enumerate(every)}
         if query is None:
+            order = {line.id: i for i, line in enumerate(every)}
             shown = _fit(every, budget_tokens, order, stop=True)
         else:
-            vector = self.embedder.embed([query])[0]
-            scored = self.lines(ns, conversation_id, vector, None, query)
-            ranked = sorted(scored, key=lambda line: (-(line.score or 0.0), order[line.id]))
+            ranked = self.relevant(ns, conversation_id, query, every)
+            order = _message_order(stream_messages(self.storage, ns, conversation_id), ranked)
             shown = _fit(ranked, budget_tokens, order, stop=False)
+        omitted = max(len(every) - len(shown), 0)
         text = render(shown)
+        if query is not None and not shown:
+            text = f"No line of this conversation is about {query!r}."
+        elif omitted:
+            note = f"({omitted} of {len(every)} lines left out)"
+            while shown and count_tokens(f"{text}\n{note}") > budget_tokens:
+                shown = shown[:-1] if query is None else _drop_last_ranked(shown, ranked)
+                omitted = len(every) - len(shown)
+                note = f"({omitted} of {len(every)} lines left out)"
+                text = render(shown)
+            text = f"{text}\n{note}" if text else note
         return OutlineResponse(
             conversation_id=conversation_id,
             title=title if isinstance(title, str) else None,
             query=query,
             total_lines=len(every),
-            omitted=len(every) - len(shown),
+            omitted=omitted,
             tokens=count_tokens(text) if text else 0,
             days=_days(shown),
             text=text,
         )
 
+    def relevant(self, ns: str, conversation_id: str, query: str, every: Sequence[Line]) -> list[Line]:
+        """What of the conversation answers `query`, best first (see `outline`): the sentences that share a
+        term with it, by BM25 over the conversation's informative sentences (one per message: its best; a
+        sentence inside the message's line shows as that line, scored so), then the lines whose cosine reaches
+        OUTLINE_COSINE_FLOOR, by cosine. Lines keep their ids; a sentence that is no line's gets its sentence id
+        (`<message id>:<n>`)."""
+        by_message = {line.message_id: line for line in every}
+        names = {line.speaker for line in every}
+        rows: list[tuple[StoredMessage, int, str]] = []
+        for m in stream_messages(self.storage, ns, conversation_id):
+            for i, s in enumerate(m.sentences):
+                said = m.content[s.start : s.end]
+                if not is_filler(said, names):
+                    rows.append((m, i, said))
+        found: list[Line] = []
+        if rows and (words := text_terms(query)):
+            index = TextIndex()
+            index.add(
+                list(range(len(rows))),
+                [r[2] for r in rows],
+                [1] * len(rows),
+                [np.nan] * len(rows),
+                [np.nan] * len(rows),
+            )
+            bm25 = index.scores(words)
+            best: dict[str, tuple[float, int]] = {}
+            for k in np.flatnonzero(bm25 > 0).tolist():
+                mid = rows[k][0].id
+                if mid not in best or bm25[k] > best[mid][0]:
+                    best[mid] = (float(bm25[k]), k)
+            for mid, (score, k) in sorted(best.items(), key=lambda kv: -kv[1][0]):
+                m, i, said = rows[k]
+                line = by_message.get(mid)
+                if line is not None and said in line.text:
+                    found.append(replace(line, score=score))
+                else:
+                    found.append(
+                        Line(
+                            sentence_id(m.id, i),
+                            m.id,
+                            m.source_id,
+                            m.speaker,
+                            utc(m.created_at),
+                            said,
+                            -1,
+                            count_tokens(said),
+                            score,
+                        )
+                    )
+        shown = {line.message_id for line in found}
+        vector = self.embedder.embed([query])[0]
+        close = [
+            line
+            for line in self.lines(ns, conversation_id, vector)
+            if line.message_id not in shown and (line.score or 0.0) >= OUTLINE_COSINE_FLOOR
+        ]
+        return found + sorted(close, key=lambda line: -(line.score or 0.0))
+
 
 _ALL = 1 << 30  # a BM25 pool holding every line
+OUTLINE_COSINE_FLOOR = 0.35
+"""The cosine (all-MiniLM-L6-v2) from which a line that shares no word with an outline's query is close enough to
+show: measured on LoCoMo dev (bench/outline.py, bench/RESULTS.md "Outline")."""
+
+
+def _message_order(messages: Sequence[StoredMessage], lines: Sequence[Line]) -> dict[str, int]:
+    """{line id: rank in the conversation's order}: by its message's place in the stream, then its sentence."""
+    place = {m.id: k for k, m in enumerate(messages)}
+    return {
+        line.id: place.get(line.message_id, len(place)) * 100_000
+        + int(line.id.rsplit(":", 1)[1] if ":" in line.id else 0)
+        for line in lines
+    }
+
+
+def _drop_last_ranked(shown: list[Line], ranked: Sequence[Line]) -> list[Line]:
+    """`shown` less its line ranked last (to make room for the count of lines left out)."""
+    rank = {line.id: k for k, line in enumerate(ranked)}
+    worst = max(shown, key=lambda line: rank.get(line.id, 0))
+    return [line for line in shown if line.id != worst.id]
 
 
 def _scores(cosine: dict[int, float], bm25: dict[int, float] | None, top_k: int) -> dict[int, float]:

@@ -43,11 +43,11 @@ def test_outline_prints_each_date_then_the_lines_said_on_it(tmp_path: Path) -> N
         "Bo: My sister adopted a grey cat called Pepper.",
         "Ann: The conference talk about glaciers was moved to Friday.",
     ]
-    r = runner.invoke(app, ["outline", "trip", "--query", "the cat", "--budget-tokens", "25", "--json"], env=e)
+    r = runner.invoke(app, ["outline", "trip", "--query", "the cat", "--budget-tokens", "40", "--json"], env=e)
     assert r.exit_code == 0, r.output
     body = json.loads(r.stdout)
     assert [ln["message_id"] for d in body["days"] for ln in d["lines"]] == ["m2"] and body["omitted"] == 2
-    assert "2 of 3 lines left out" in runner.invoke(app, ["outline", "trip", "-b", "25"], env=e).stderr
+    assert "2 of 3 lines left out" in runner.invoke(app, ["outline", "trip", "-b", "40"], env=e).stderr
 
 
 def test_outline_of_an_unknown_conversation_is_one_line_and_exit_1(tmp_path: Path) -> None:

@@ -3,10 +3,11 @@ the real MCP SDK client), on the real app, store and embedder."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from pathlib import Path
 
 from datastore.memory import Memory
-from models.api import RememberRequest
+from models.api import Message, RememberRequest
 from tests.server.test_api import is_error
 from tests.server.test_mcp import data, error_text, mcp_client, serving
 from tests.support.settings import AUTH, TOKEN, make_settings
@@ -32,7 +33,9 @@ async def test_the_outline_lists_dated_lines_oldest_first_cut_at_the_budget(clie
 
     r = await client.get("/conversations/trips/outline?budget_tokens=80", headers=AUTH)
     cut = await r.get_json()
-    assert cut["tokens"] <= 80 and cut["omitted"] > 0 and body["text"].startswith(cut["text"])
+    shown, note = cut["text"].rsplit("\n", 1)
+    assert cut["tokens"] <= 80 and cut["omitted"] > 0 and body["text"].startswith(shown)
+    assert note == f"({cut['omitted']} of 24 lines left out)"  # the text says that lines were left out
 
     r = await client.get("/conversations/trips/outline?query=the%20trip%20to%20Oslo&budget_tokens=80", headers=AUTH)
     focused = await r.get_json()
@@ -41,6 +44,35 @@ async def test_the_outline_lists_dated_lines_oldest_first_cut_at_the_budget(clie
     assert "d2a" in {ln["message_id"] for ln in shown}  # day 2: "a trip to Oslo"
     assert [ln["created_at"] for ln in shown] == sorted(ln["created_at"] for ln in shown)
     assert all(ln["score"] is not None for ln in shown)
+
+
+async def test_the_outline_query_finds_a_sentence_that_is_no_lead_and_answers_nothing_unrelated(client, memory) -> None:
+    said = [
+        (
+            "Ann",
+            "I finally sent the quarterly tax forms this morning. The accountant wanted three more receipts from "
+            "March. Then I cleaned the whole kitchen and fixed the sink. Oh, I've been to Paris yesterday!",
+        ),
+        ("Bo", "Lovely. I mostly repaired the garden fence and planted tomatoes."),
+        ("Ann", "Nice. My brother started a new job at the hospital."),
+    ]
+    messages = [
+        Message(id=f"p{i}", role="user", speaker=who, content=text, created_at=datetime(2024, 5, 2 + i, 9, tzinfo=UTC))
+        for i, (who, text) in enumerate(said)
+    ]
+    memory.writer.remember("default", RememberRequest(conversation_id="week", messages=messages))
+    r = await client.get("/conversations/week/outline?query=Paris%20trip&budget_tokens=300", headers=AUTH)
+    body = await r.get_json()
+    shown = [ln for d in body["days"] for ln in d["lines"]]
+    # the sentence that answers it, not the message's lead, under its date, with its sentence id
+    assert [ln["text"] for ln in shown] == ["Oh, I've been to Paris yesterday!"] and shown[0]["id"] == "p0:3"
+    assert body["text"].startswith("[2024-05-02]\nAnn: Oh, I've been to Paris yesterday!")
+    r = await client.get("/conversations/week/outline?query=quantum%20chromodynamics%20lecture", headers=AUTH)
+    nothing = await r.get_json()
+    assert (
+        nothing["days"] == []
+        and nothing["text"] == "No line of this conversation is about 'quantum chromodynamics lecture'."
+    )
 
 
 async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_checked(client, memory) -> None:

@@ -38,7 +38,7 @@ CHROMIUM_ARGS = [
     "--disable-extensions",
     "--disable-dev-shm-usage",
 ]
-LONG = "long-talk"  # 180 messages: 30 chunks, 6 L2 summaries, 1 L3
+LONG = "long-talk"  # 180 messages: 27 chunks, 5 L2 summaries, 1 L3
 LONG_MESSAGES = 180
 SHORT_TITLE = "Cy and Di <b>catch up</b>"  # a title (RememberRequest.title), shown as text, never as markup
 
