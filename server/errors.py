@@ -17,6 +17,7 @@ from quart_schema import RequestSchemaValidationError
 from quart_schema.validation import RequestHeadersValidationError
 from werkzeug.exceptions import BadRequest, HTTPException
 
+from server.metrics import note_error
 from services.errors import (
     BacklogFullError,
     ConflictError,
@@ -157,6 +158,7 @@ def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(PyramindError)
     async def _domain(err: PyramindError) -> Response:
         status, headers = http_parts(err)
+        note_error(err)  # a store error is counted (/metrics)
         if status >= 500:
             log.error("request failed: %s: %s", err.code, err.message)
         return error_response(status, err.code, err.message, err.field, headers)
