@@ -285,8 +285,17 @@ def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(x) for x in lines))
     e = env(tmp_path)
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
+    # with the policy off, a dry run reports what it would do (nothing) and says why; forgetting for real refuses
     off = runner.invoke(app, ["forget", "--dry-run"], env=e)
-    assert off.exit_code == 1 and "off" in off.output
+    assert off.exit_code == 0, off.output
+    assert "policy is off" in off.stderr and "FORGET_MAX_NODES" in off.stderr
+    assert "would forget 0" in off.stdout
+    off = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
+    assert off.exit_code == 0, off.output
+    report = json.loads(off.stdout)[0]
+    assert (report["enabled"], report["forgotten"], report["l1_before"] > 2) == (False, [], True)
+    off = runner.invoke(app, ["forget"], env=e)
+    assert off.exit_code == 1 and "policy is off" in off.stderr
     e["FORGET_MAX_NODES"] = "2"
     dry = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
     assert dry.exit_code == 0, dry.output
