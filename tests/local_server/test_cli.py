@@ -361,3 +361,24 @@ def test_query_prints_ids_whole_at_80_columns_and_show_prints_a_node_once(tmp_pa
     r = runner.invoke(app, ["show", ids[0]], env=narrow)
     assert r.exit_code == 0, r.output
     assert r.stdout.count(ids[0]) == 1 and r.stdout.count("My bike number") == 3
+
+
+def test_help_reads_cleanly() -> None:
+    """`pyramind --help` showed a `<bool>` type beside every flag and `{conversation_id}` on a usage line (typer
+    0.29's defaults); a command's summary was cut where its docstring's lines break."""
+    helps = {"pyramind": runner.invoke(app, ["--help"], env={"COLUMNS": "200"})}
+    for name in ("serve", "import", "query", "show", "stats", "outline", "conversations", "migrate", "mcp"):
+        helps[name] = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+    for name in ("openapi", "forget", "export"):
+        helps[name] = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+    for name, r in helps.items():
+        assert r.exit_code == 0, (name, r.output)
+        assert "<bool>" not in r.output, (name, r.output)
+        usage = next(ln for ln in r.output.splitlines() if "Usage:" in ln)
+        assert "{" not in usage and "}" not in usage, (name, usage)
+    assert "outline [OPTIONS] CONVERSATION_ID" in helps["outline"].output
+    assert "import [OPTIONS] PATH" in helps["import"].output
+    assert "--json  " in helps["outline"].output  # a flag: no type after it
+    assert "<int range>" in helps["outline"].output  # an option taking a value keeps its type
+    # a summary on one line: "... a progress bar; or restore a `pyramind export` dump exactly ..."
+    assert "or restore a `pyramind export` dump exactly" in helps["pyramind"].output
