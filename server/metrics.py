@@ -260,7 +260,8 @@ def note_error(err: PyramindError) -> None:
 
 def hook_memory(app: Quart, memory: Any) -> None:
     """Point the Memory's in-memory indexes at this app's metrics (their loads and refreshes); a no-op when the
-    app has no metrics (METRICS_ENABLED=false)."""
+    app has no metrics (METRICS_ENABLED=false). One hook per Memory: a Memory shared by several apps (tests)
+    reports its loads to the last app made over it."""
     found: Metrics | None = app.extensions.get("pyramind.metrics")
     if found is not None:
         memory.search.indexes.on_load = found.index_loaded
