@@ -16,14 +16,12 @@ from rich.table import Table
 from rich.tree import Tree
 
 from datastore.memory import Memory
-from local_server.help import HelpCommand, HelpGroup
+from local_server.help import HelpTyper
 from models.api import DEFAULT_NAMESPACE, Query, QueryFilter, RememberRequest
 from models.memory import MemoryNode
 from models.settings import Settings
 
-app = typer.Typer(
-    help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True, cls=HelpGroup
-)
+app = HelpTyper(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
 console = Console()
 status = Console(stderr=True, soft_wrap=True)  # the store's location and errors; stdout stays the output (--json)
 
@@ -80,7 +78,7 @@ def serve_settings(settings: Settings, local: bool, host: str | None, port: int 
     return settings.model_copy(update=updates)
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def serve(
     local: Annotated[bool, typer.Option(help="Local mode: no auth, CORS for ChatGPT, port 3333 (or --port).")] = False,
     host: Annotated[str | None, typer.Option(help="Bind address (HOST).")] = None,
@@ -103,7 +101,7 @@ def serve(
     run(settings)  # prints the store's location, or one line and exit 1 when it cannot be opened
 
 
-@app.command("import", cls=HelpCommand)
+@app.command("import")
 def import_(
     path: Annotated[
         Path,
@@ -152,7 +150,7 @@ def import_(
         store.close()
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def query(
     text: Annotated[str, typer.Argument(help="What to recall.")],
     top_k: Annotated[int, typer.Option("--top-k", "-k", min=1, help="How many results.")] = 5,
@@ -205,7 +203,7 @@ def _label(n: MemoryNode) -> str:
     return f"[bold]L{n.level}[/bold] {n.id} [dim]{head[:100]}[/dim]"
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def show(
     node_id: Annotated[str, typer.Argument(help="A memory id.")],
     namespace: Namespace = DEFAULT_NAMESPACE,
@@ -245,7 +243,7 @@ def show(
     console.print(tree)
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
     """Counts of the namespace: sources, messages, nodes per level."""
     store = _store(_settings(db))
@@ -255,7 +253,7 @@ def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
         store.close()
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def outline(
     conversation_id: Annotated[str, typer.Argument(help="The conversation to outline.")],
     query: Annotated[
@@ -292,7 +290,7 @@ def outline(
         status.print(f"{res.omitted} of {res.total_lines} lines left out (--budget-tokens {budget_tokens})")
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def conversations(
     namespace: Namespace = DEFAULT_NAMESPACE,
     as_json: Annotated[bool, typer.Option("--json", help="Print the listing's JSON (GET /conversations).")] = False,
@@ -328,7 +326,7 @@ def conversations(
     console.print(table)
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def migrate(
     source: Annotated[str, typer.Option("--from", help="Provider to copy from: local, postgres or pinecone.")],
     target: Annotated[str, typer.Option("--to", help="Provider to copy into: local, postgres or pinecone.")],
@@ -373,7 +371,7 @@ def migrate(
     )
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def mcp(
     namespace: Annotated[
         str | None, typer.Option("--namespace", "-n", help="Namespace of tool calls that name none (default: default).")
@@ -395,7 +393,7 @@ def mcp(
         store.close()
 
 
-@app.command(cls=HelpCommand)
+@app.command()
 def openapi(
     out: Annotated[Path | None, typer.Option(help="Write here instead of printing.")] = None,
     local: Annotated[bool, typer.Option(help="The local server's document (serve --local: no auth).")] = False,

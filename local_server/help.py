@@ -2,16 +2,21 @@
 
 Recent typer (0.29 here) prints a `<bool>` type beside every on/off flag (`--json <bool>`, `--help <bool>`), a
 required argument in braces on the usage line (`pyramind outline [OPTIONS] {conversation_id}`), and keeps a
-docstring's line breaks in its command list, so a summary is cut mid-sentence. These classes show a flag
-without a type, an argument as click does (`CONVERSATION_ID`, `[PATH]` when optional), and each command's first
-paragraph on one line; everything else is typer's.
+docstring's line breaks, so a summary in the command list, or a paragraph of a command's help, is cut
+mid-sentence. These classes show a flag without a type, an argument as click does (`CONVERSATION_ID`, `[PATH]`
+when optional), and each paragraph of a docstring as one line that the terminal wraps; everything else is
+typer's. `HelpTyper` gives these classes to every command of the app, so a command added later reads the same.
 """
 
 from __future__ import annotations
 
+import inspect
+from collections.abc import Callable
 from typing import Any
 
+import typer
 from typer.core import TyperArgument, TyperCommand, TyperGroup, TyperOption
+from typer.models import CommandFunctionType
 
 # Contexts, parameters and commands are typed Any here: recent typer builds on a copy of click of its own
 # (typer._click, private), older typer on click itself; these classes work with either.
@@ -35,8 +40,19 @@ def usage_name(param: TyperArgument) -> str:
     return name + ("..." if param.nargs != 1 else "")
 
 
+def paragraphs(text: str | None) -> str | None:
+    """A docstring with each paragraph on one line (paragraphs stay apart by a blank line)."""
+    if not text:
+        return text
+    return "\n\n".join(" ".join(p.split()) for p in inspect.cleandoc(text).split("\n\n"))
+
+
 class HelpCommand(TyperCommand):
     """A `pyramind` command whose help reads as the module docstring says."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.help = paragraphs(self.help)
 
     def get_params(self, ctx: Any) -> list[Any]:
         return tidy(super().get_params(ctx))
@@ -49,14 +65,21 @@ class HelpCommand(TyperCommand):
 
 
 class HelpGroup(TyperGroup):
-    """The `pyramind` group: its options tidied like a command's, each command listed by its first paragraph
-    on one line (`short_help`, unless the command sets one)."""
+    """The `pyramind` group: its options tidied like a command's."""
 
     def get_params(self, ctx: Any) -> list[Any]:
         return tidy(super().get_params(ctx))
 
-    def get_command(self, ctx: Any, cmd_name: str) -> Any:
-        command = super().get_command(ctx, cmd_name)
-        if command is not None and command.short_help is None and command.help:
-            command.short_help = " ".join(command.help.split("\n\n")[0].split())
-        return command
+
+class HelpTyper(typer.Typer):
+    """A typer app whose group is a HelpGroup and whose commands are HelpCommands unless they name a class."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("cls", HelpGroup)
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[CommandFunctionType], CommandFunctionType]:
+        """typer's `command`, with `cls` HelpCommand by default."""
+        if kwargs.get("cls") is None:
+            kwargs["cls"] = HelpCommand
+        return super().command(*args, **kwargs)

@@ -60,9 +60,8 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
 def register(app: typer.Typer) -> None:
     """Add the lifetime commands to the `pyramind` CLI."""
     from local_server.cli import _settings, _store, console, status
-    from local_server.help import HelpCommand
 
-    @app.command(cls=HelpCommand)
+    @app.command()
     def forget(
         dry_run: Annotated[bool, typer.Option("--dry-run", help="Only show what would be forgotten.")] = False,
         namespace: OneNamespace = None,
@@ -115,7 +114,7 @@ def register(app: typer.Typer) -> None:
                 )
             console.print(table)
 
-    @app.command(cls=HelpCommand)
+    @app.command()
     def export(
         namespace: OneNamespace = None,
         embeddings: Annotated[
