@@ -396,6 +396,7 @@ def main(argv: list[str] | None = None) -> None:
         serve_child(args.serve[0], int(args.serve[1]))
         return
     if args.postgres:
+        common.OUT.mkdir(parents=True, exist_ok=True)  # a fresh clone has none: made before the minutes of work
         started = time.perf_counter()
         samples = dataset.load()
         questions = [q.text for s in samples for q in dataset.questions(s, s["sample_id"])]

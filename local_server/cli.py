@@ -16,11 +16,12 @@ from rich.table import Table
 from rich.tree import Tree
 
 from datastore.memory import Memory
+from local_server.help import HelpTyper
 from models.api import DEFAULT_NAMESPACE, Query, QueryFilter, RememberRequest
 from models.memory import MemoryNode
 from models.settings import Settings
 
-app = typer.Typer(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
+app = HelpTyper(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
 console = Console()
 status = Console(stderr=True, soft_wrap=True)  # the store's location and errors; stdout stays the output (--json)
 

@@ -59,7 +59,7 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
 
 def register(app: typer.Typer) -> None:
     """Add the lifetime commands to the `pyramind` CLI."""
-    from local_server.cli import _settings, _store, console
+    from local_server.cli import _settings, _store, console, status
 
     @app.command()
     def forget(
@@ -68,14 +68,20 @@ def register(app: typer.Typer) -> None:
         as_json: Annotated[bool, typer.Option("--json", help="Print the reports as JSON.")] = False,
         db: Db = None,
     ) -> None:
-        """Apply the forgetting policy (FORGET_MAX_NODES, FORGET_AFTER_DAYS, FORGET_FRACTION) now."""
+        """Apply the forgetting policy (FORGET_MAX_NODES, FORGET_AFTER_DAYS, FORGET_FRACTION) now.
+
+        With the policy off, a dry run reports that nothing would be forgotten (exit 0); forgetting for real is
+        refused (exit 1). Either way stderr says how to turn it on.
+        """
         store = _store(_settings(db))
         try:
             if not store.policy.enabled:
-                console.print(
-                    "[yellow]the forgetting policy is off: set FORGET_MAX_NODES or FORGET_AFTER_DAYS[/yellow]"
+                status.print(
+                    "[yellow]the forgetting policy is off: nothing is forgotten until FORGET_MAX_NODES or "
+                    "FORGET_AFTER_DAYS is set[/yellow]"
                 )
-                raise typer.Exit(1)
+                if not dry_run:
+                    raise typer.Exit(1)
             reports = [store.policy.run(namespace, dry_run)] if namespace else store.policy.run_all(dry_run)
         finally:
             store.close()
@@ -93,7 +99,8 @@ def register(app: typer.Typer) -> None:
                 "ends",
                 "messages",
                 title=f"{r.namespace}: {r.l1_before} chunks; {verb} {len(r.forgotten)}"
-                + ("" if dry_run else f", {r.l1_after} left"),
+                + ("" if dry_run else f", {r.l1_after} left")
+                + ("" if r.enabled else " (the forgetting policy is off)"),
             )
             for f in r.forgotten:
                 table.add_row(

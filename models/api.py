@@ -17,6 +17,17 @@ from pydantic_core import PydanticCustomError
 from models.memory import SourceType
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class FieldError(ValueError):
+    """What a check across fields raises to blame one of them: pydantic reports such a check at the model's own
+    location, and the error body's `field` (server/errors.py, `validation_parts`) then names `field` below it."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(message)
+        self.field = field
+
+
 MAX_LEVEL_FILTER = 64
 
 
@@ -116,7 +127,7 @@ class Message(BaseModel):
     @model_validator(mode="after")
     def _non_blank(self) -> Message:
         if not self.content.strip():
-            raise ValueError("content must not be blank")
+            raise FieldError("content", "content must not be blank")
         return self
 
     @property
@@ -219,9 +230,9 @@ class QueryFilter(BaseModel):
     @model_validator(mode="after")
     def _ranges(self) -> QueryFilter:
         if self.min_level and self.max_level and self.min_level > self.max_level:
-            raise ValueError("min_level must not exceed max_level")
+            raise FieldError("min_level", "min_level must not exceed max_level")
         if self.start_date and self.end_date and self.start_date > self.end_date:
-            raise ValueError("start_date must not be after end_date")
+            raise FieldError("start_date", "start_date must not be after end_date")
         return self
 
 
@@ -429,11 +440,16 @@ class DeleteRequest(BaseModel):
 
     @model_validator(mode="after")
     def _one_of(self) -> DeleteRequest:
-        given = [self.ids is not None, self.filter is not None, self.delete_all is not None]
-        if sum(given) != 1:
-            raise ValueError("give exactly one of ids, filter or delete_all=true")
+        """Exactly one way of choosing; the field named is `ids` when none is given, else the second one given."""
+        choices = {"ids": self.ids, "filter": self.filter, "delete_all": self.delete_all}
+        given = [name for name, value in choices.items() if value is not None]
+        one_of = "give exactly one of ids, filter or delete_all=true"
+        if not given:
+            raise FieldError("ids", f"{one_of} (none given)")
+        if len(given) > 1:
+            raise FieldError(given[1], f"{one_of} (got {' and '.join(given)})")
         if self.conversation_id is not None and self.ids is None:
-            raise ValueError("conversation_id goes with ids (a filter has its own conversation_id)")
+            raise FieldError("conversation_id", "conversation_id goes with ids (a filter has its own conversation_id)")
         return self
 
 

@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from models.api import WARNINGS_DESCRIPTION, IsoDateTime, RequestWarning, namespace_field
+from models.api import WARNINGS_DESCRIPTION, FieldError, IsoDateTime, RequestWarning, namespace_field
 from models.memory import SourceType
 
 MAX_PATTERN_CHARS = 1000
@@ -45,7 +45,7 @@ class FindRequest(BaseModel):
     @model_validator(mode="after")
     def _range(self) -> FindRequest:
         if self.start_date and self.end_date and self.start_date > self.end_date:
-            raise ValueError("start_date must not be after end_date")
+            raise FieldError("start_date", "start_date must not be after end_date")
         return self
 
 

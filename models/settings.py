@@ -228,6 +228,9 @@ class Settings(BaseSettings):
     port: int = Field(default=8000, ge=1, le=65535, description="Port the server binds.")
     public_url: str | None = Field(default=None, description="URL clients reach the server at (OpenAPI servers entry).")
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list, description="Origins allowed by CORS.")
+    metrics_enabled: bool = Field(
+        default=True, description="Serve GET /metrics (Prometheus text format), behind the same auth as the API."
+    )
 
     # Limits on one request
     max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024, description="Largest request body.")

@@ -22,6 +22,7 @@ from server.find_routes import explore
 from server.instruction_routes import instructions_api
 from server.lifetime import lifetime
 from server.mcp_http import mount_mcp
+from server.metrics import hook_memory, install_metrics
 from server.openapi import GPTActionsOpenAPI
 from server.routes import api
 from server.ui import install_ui
@@ -80,6 +81,7 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
     app.register_blueprint(conversations)
     install_ui(app)
     app.register_blueprint(lifetime)
+    metrics = install_metrics(app) if settings.metrics_enabled else None
     if settings.cors_origins:
         from quart_cors import cors
 
@@ -89,15 +91,19 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
             allow_headers=["Authorization", "Content-Type", "Idempotency-Key"],
             allow_methods=["GET", "POST", "PUT", "DELETE", "OPTIONS"],
         )
+    if metrics is not None:  # outermost, after mount_mcp: /mcp is measured too
+        app.asgi_app = metrics.asgi(app.asgi_app)  # type: ignore[method-assign]
     app.extensions["pyramind.settings"] = settings
     owns_memory = memory is None and open_store
     if memory is not None:
         app.extensions["pyramind.memory"] = memory
+        hook_memory(app, memory)
 
     @app.before_serving
     async def _open_memory() -> None:
         if owns_memory:
             app.extensions["pyramind.memory"] = opened = await asyncio.to_thread(open_memory, settings)
+            hook_memory(app, opened)
             # load the embedding model now, not on the first request
             await asyncio.to_thread(opened.embedder.embed, ["warm up"])
 

@@ -17,6 +17,8 @@ from quart_schema import RequestSchemaValidationError
 from quart_schema.validation import RequestHeadersValidationError
 from werkzeug.exceptions import BadRequest, HTTPException
 
+from models.api import FieldError
+from server.metrics import note_error
 from services.errors import (
     BacklogFullError,
     ConflictError,
@@ -78,12 +80,17 @@ def tool_message(err: PyramindError) -> str:
 def validation_parts(ve: ValidationError) -> tuple[str | None, str]:
     """(field, message) of a request that failed validation: the first error's location (`queries[0].top_k`)
     and pydantic's message for it, without URLs or internal class names; field None when the value as a whole
-    is not an object."""
+    is not an object. A check across fields that blames one (models.api.FieldError) names that one under the
+    model's location (`ids` of DELETE /delete, `queries[0].filter.min_level`)."""
     errs = ve.errors(include_url=False)
     if not errs:
         return None, "invalid value"
     first: dict[str, Any] = dict(errs[0])
-    field = _loc(tuple(errs[0]["loc"]))
+    loc = tuple(errs[0]["loc"])
+    blamed = (first.get("ctx") or {}).get("error")
+    if isinstance(blamed, FieldError):
+        loc = (*loc, blamed.field)
+    field = _loc(loc)
     msg = _message(first)
     if first.get("type") == "extra_forbidden":
         msg = "unknown field (not accepted here)"
@@ -157,6 +164,7 @@ def install_error_handlers(app: Quart) -> None:
     @app.errorhandler(PyramindError)
     async def _domain(err: PyramindError) -> Response:
         status, headers = http_parts(err)
+        note_error(err)  # a store error is counted (/metrics)
         if status >= 500:
             log.error("request failed: %s: %s", err.code, err.message)
         return error_response(status, err.code, err.message, err.field, headers)

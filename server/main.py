@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
+import socket
 import sys
 
 from pydantic import ValidationError
@@ -32,6 +34,27 @@ def check_store(settings: Settings) -> str:
     return where
 
 
+def listen_or_exit(host: str, port: int) -> socket.socket:
+    """The server's socket, bound to host:port now, before the store is opened and the model loaded: an address
+    in use (a second server on the port) or refused is one line on stderr naming the port and exit status 1, not a
+    traceback after the start-up work. Hypercorn takes the socket over (`fd://` bind) and listens on it."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as hypercorn does: a restart reuses TIME_WAIT
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            why = "it is in use (another server?); stop that one or choose another port with PORT or --port"
+        else:
+            why = exc.strerror or str(exc)
+        print(f"pyramind: cannot listen on port {port} of {host}: {why}", file=sys.stderr)
+        raise SystemExit(1) from None
+    return sock
+
+
 def one_blas_thread() -> None:
     """Run every numpy product of this process on one BLAS thread: requests run side by side in threads, and
     OpenBLAS's own threads fought the request threads and the embedder for the cores (bench.load at 100 req/s
@@ -56,12 +79,13 @@ def serve(settings: Settings) -> None:
     except ValueError as exc:
         print(f"pyramind: {exc}", file=sys.stderr)
         raise SystemExit(2) from None
+    sock = listen_or_exit(settings.host, settings.port)  # a busy port: one line, before any start-up work
     print(f"pyramind: store: {check_store(settings)}", file=sys.stderr, flush=True)
     http_errors.install()
     one_blas_thread()
     app = create_app(settings)
     config = Config()
-    config.bind = [f"{settings.host}:{settings.port}"]
+    config.bind = [f"fd://{sock.detach()}"]  # the bound socket's descriptor, hypercorn's from here on
     config.accesslog = "-"
     config.errorlog = server_log()
     asyncio.run(hypercorn_serve(app, config))

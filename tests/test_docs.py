@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -46,3 +48,21 @@ def test_the_readme_opens_with_where_the_memory_is_kept() -> None:
     opening = "\n".join((ROOT / "README.md").read_text().splitlines()[:12])
     for words in ("`pyramind.db`", "LOCAL_DB_PATH", "another folder"):
         assert words in opening, words
+
+
+def test_the_readme_says_how_to_run_postgresql_locally() -> None:
+    """A new user found DATASTORE=postgres documented but not how to get a PostgreSQL with pgvector to point it at.
+    The section names the packages and the pgserver way; the binaries' folder its first command computes holds
+    the programs the next lines run."""
+    readme = (ROOT / "README.md").read_text()
+    assert "**PostgreSQL on your own machine.**" in readme
+    section = readme.split("**PostgreSQL on your own machine.**")[1].split("**Pinecone**")[0]
+    assert "pgvector" in section and "apt-get install postgresql" in section
+    line = next(ln for ln in section.splitlines() if ln.startswith('PG="$(.venv/bin/python -c '))
+    code = line.split("-c '", 1)[1].rsplit("'", 1)[0]
+    found = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    used = set(re.findall(r'"\$PG/(\w+)"', section))
+    assert used >= {"initdb", "pg_ctl", "createdb"}, used
+    for program in used:
+        assert (Path(found) / program).is_file(), (found, program)
+    assert "POSTGRES_URL=postgresql://" in section and "DATASTORE=postgres" in section

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from types import SimpleNamespace
@@ -89,3 +90,21 @@ def test_the_synthetic_scale_store_is_a_finished_tree(tmp_path: Path, embedder: 
         assert all(memory.reader.get_node("default", c).parent_id == node.id for c in node.children)
     finally:
         memory.close()
+
+
+def test_speed_postgres_writes_its_figures_into_a_fresh_out_folder(tmp_path: Path, monkeypatch) -> None:
+    """`python -m bench.speed --postgres` on a fresh clone ran for minutes, then crashed writing
+    bench/out/speed_pgvector.json: nothing on that path made the folder. The minutes of work are stood in for
+    (no PostgreSQL, no dataset); what is written, and where, is the benchmark's own code."""
+    from bench import common, speed
+
+    out = tmp_path / "fresh" / "out"  # as on a fresh clone: not there
+    sections: dict[str, str] = {}
+    monkeypatch.setattr(common, "OUT", out)
+    monkeypatch.setattr(common, "write_section", lambda name, body, path=None: sections.update({name: body}))
+    monkeypatch.setattr(speed.dataset, "load", lambda: [])
+    monkeypatch.setattr(speed, "postgres_points", lambda questions, sizes: [])
+    speed.main(["--postgres", "--sizes", "10"])
+    written = json.loads((out / "speed_pgvector.json").read_text())
+    assert written["scale_pg"] == [] and written["elapsed_s"] >= 0
+    assert "Speed on PostgreSQL + pgvector" in sections["speed-pgvector"]

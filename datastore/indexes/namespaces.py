@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -177,6 +177,10 @@ class NamespaceIndexes:
     storage: what they are fed from (its `namespace_version`, `source_stamps` and `index_entries`). dimension: the
     embedder's. ann_min_rows: the ANN_MIN_ROWS setting. idle_seconds: INDEX_IDLE_SECONDS (an index unused this
     long is dropped). max_nodes: INDEX_MAX_NODES (the most nodes held over every namespace).
+
+    `on_load`, when set (server/metrics.py sets it), is called after each index is loaded or refreshed from the
+    store, in the searching thread, with the kind ("load": from nothing, a cold namespace; "refresh": only the
+    sources that changed) and the seconds it took.
     """
 
     def __init__(
@@ -190,6 +194,7 @@ class NamespaceIndexes:
         self._indexes: dict[str, NamespaceIndex] = {}
         self._guard = threading.Lock()
         self._swept = time.monotonic()
+        self.on_load: Callable[[str, float], None] | None = None
 
     def __len__(self) -> int:
         return len(self._indexes)
@@ -217,22 +222,25 @@ class NamespaceIndexes:
             token = self.storage.namespace_version(ns)  # outside the lock: searches of a current index never wait
             if token != index.token:
                 with index.lock:
+                    kind, started = ("load" if index.token is None else "refresh"), time.perf_counter()
                     try:
-                        self._refresh(ns, index, token)
+                        refreshed = self._refresh(ns, index, token)
                     except BaseException:
                         index.token = None  # half refreshed: never taken as current
                         raise
+                    if refreshed and self.on_load is not None:
+                        self.on_load(kind, time.perf_counter() - started)
         except BaseException:
             self.drop(ns)
             raise
         self._bound(ns)
         return index
 
-    def _refresh(self, ns: str, index: NamespaceIndex, token: str) -> None:
+    def _refresh(self, ns: str, index: NamespaceIndex, token: str) -> bool:
         """Bring `index` to the store as of `token` (read before this): the sources whose stamps changed are
-        listed again. Called under the index's lock."""
+        listed again. Called under the index's lock. Returns False when another search had done it meanwhile."""
         if token == index.token:
-            return  # another search refreshed it meanwhile
+            return False  # another search refreshed it meanwhile
         stamps = self.storage.source_stamps(ns)
         if index.token is None:
             changed: list[str] | None = None  # everything
@@ -254,6 +262,7 @@ class NamespaceIndexes:
                     self._add(index, entries)
         index.stamps = stamps
         index.token = token
+        return True
 
     def _listed(self, ns: str, source_ids: list[str]) -> list[IndexEntry]:
         """The entries of these sources, in (source, level, position) order."""

@@ -27,10 +27,10 @@ import os
 import threading
 import time
 import weakref
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from datastore.indexing.steps import IndexSteps, Step
@@ -140,6 +140,22 @@ class _Lane:
             self.add(key)
 
 
+@dataclass(frozen=True)
+class IndexingState:
+    """What the indexer holds now, for monitoring (server/metrics.py). chunk_sources: sources with messages not
+    yet searchable, as far as this process knows (accepted here, or found by a scan). summary_sources: sources
+    queued for the summary lane. backlog_tokens: their unindexed tokens (estimated at 4 characters a token until a
+    step counts them; a source found by a scan counts once its first step ran). lag_seconds: how long the oldest
+    of chunk_sources has waited (since it was accepted or found), 0.0 when none waits. failures: failed steps and
+    scans since start, by error code (`internal_error` for an unexpected exception)."""
+
+    chunk_sources: int
+    summary_sources: int
+    backlog_tokens: int
+    lag_seconds: float
+    failures: dict[str, int]
+
+
 class Indexer:
     """Indexes the store's backlog in the background; see the module docstring. `start()` / `stop()` from the
     app's serving hooks; `remember()` is what the HTTP route calls.
@@ -157,6 +173,8 @@ class Indexer:
         self.chunks = _Lane()
         self.summaries = _Lane()
         self.backlog: dict[Key, int] = {}  # unindexed tokens per source (estimated on accept, exact after a step)
+        self.waiting_since: dict[Key, float] = {}  # monotonic time each source with a backlog was accepted or found
+        self.failures: Counter[str] = Counter()  # failed steps and scans by error code (IndexingState)
         self._rate = 2000.0  # tokens/s the chunk lane indexes (moving average), for Retry-After
         self._executor = ThreadPoolExecutor(
             settings.index_summary_concurrency + 2,
@@ -209,11 +227,25 @@ class Indexer:
         if not self._scanned or self.steps.instructions.deferred:
             unrolled = [*unrolled, *await self._run(self.steps.unread)]
             self._scanned = True
+        now = time.monotonic()
         for key in backlog:
+            self.waiting_since.setdefault(key, now)
             self.chunks.add(key)
         for key in unrolled:
             self.summaries.add(key)
         return len(set(backlog) | set(unrolled))
+
+    def state(self) -> IndexingState:
+        """The backlog, its lag and the failures so far (see IndexingState); cheap, read at each metrics scrape."""
+        now = time.monotonic()
+        oldest = min(self.waiting_since.values(), default=now)
+        return IndexingState(
+            chunk_sources=len(self.waiting_since),
+            summary_sources=len(self.summaries.queue),
+            backlog_tokens=sum(self.backlog.values()),
+            lag_seconds=max(0.0, now - oldest),
+            failures=dict(self.failures),
+        )
 
     # ------------------------------------------------------------------ what the route calls
     def check_backlog(self, ns: str) -> None:
@@ -245,6 +277,7 @@ class Indexer:
         key = (ns, resp.conversation_id)
         chars = sum(len(m.content) for m in req.messages) * len(resp.pending_message_ids) // len(req.messages)
         self.backlog[key] = self.backlog.get(key, 0) + chars // 4  # ~4 characters a token until a step counts
+        self.waiting_since.setdefault(key, time.monotonic())
         if not req.wait:
             self.chunks.add(key)
             return resp, 202
@@ -283,7 +316,14 @@ class Indexer:
         with self._in_flight_guard:
             self._in_flight.add(future)
         future.add_done_callback(self._done)
-        return await asyncio.wrap_future(future)
+        try:
+            return await asyncio.wrap_future(future)
+        except PyramindError as exc:  # every step and scan runs here: each failure is counted once, by its code
+            self.failures[exc.code] += 1
+            raise
+        except Exception:
+            self.failures["internal_error"] += 1
+            raise
 
     def _done(self, future: Future[Any]) -> None:  # in the worker thread
         with self._in_flight_guard:
@@ -296,6 +336,7 @@ class Indexer:
         self.backlog[key] = step.backlog_tokens
         if not step.backlog_tokens:
             self.backlog.pop(key, None)
+            self.waiting_since.pop(key, None)
         done = before - step.backlog_tokens
         if step.created and done > 0:
             self._rate = 0.8 * self._rate + 0.2 * done / max(time.monotonic() - t0, 1e-3)

@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from local_server.cli import app
@@ -285,8 +286,17 @@ def test_forget_dry_run_then_for_real(tmp_path: Path) -> None:
     path.write_text("\n".join(json.dumps(x) for x in lines))
     e = env(tmp_path)
     assert runner.invoke(app, ["import", str(path)], env=e).exit_code == 0
+    # with the policy off, a dry run reports what it would do (nothing) and says why; forgetting for real refuses
     off = runner.invoke(app, ["forget", "--dry-run"], env=e)
-    assert off.exit_code == 1 and "off" in off.output
+    assert off.exit_code == 0, off.output
+    assert "policy is off" in off.stderr and "FORGET_MAX_NODES" in off.stderr
+    assert "would forget 0" in off.stdout
+    off = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
+    assert off.exit_code == 0, off.output
+    report = json.loads(off.stdout)[0]
+    assert (report["enabled"], report["forgotten"], report["l1_before"] > 2) == (False, [], True)
+    off = runner.invoke(app, ["forget"], env=e)
+    assert off.exit_code == 1 and "policy is off" in off.stderr
     e["FORGET_MAX_NODES"] = "2"
     dry = runner.invoke(app, ["forget", "--dry-run", "--json"], env=e)
     assert dry.exit_code == 0, dry.output
@@ -352,3 +362,25 @@ def test_query_prints_ids_whole_at_80_columns_and_show_prints_a_node_once(tmp_pa
     r = runner.invoke(app, ["show", ids[0]], env=narrow)
     assert r.exit_code == 0, r.output
     assert r.stdout.count(ids[0]) == 1 and r.stdout.count("My bike number") == 3
+
+
+def test_help_reads_cleanly() -> None:
+    """`pyramind --help` showed a `<bool>` type beside every flag and `{conversation_id}` on a usage line (typer
+    0.29's defaults); a command's summary was cut where its docstring's lines break."""
+    helps = {"pyramind": runner.invoke(app, ["--help"], env={"COLUMNS": "200"})}
+    commands = typer.main.get_command(app).commands  # type: ignore[attr-defined]
+    assert {"serve", "import", "outline", "forget", "export"} <= set(commands)
+    for name in commands:  # every command, those added later too
+        helps[name] = runner.invoke(app, [name, "--help"], env={"COLUMNS": "200"})
+    for name, r in helps.items():
+        assert r.exit_code == 0, (name, r.output)
+        assert "<bool>" not in r.output, (name, r.output)
+        usage = next(ln for ln in r.output.splitlines() if "Usage:" in ln)
+        assert "{" not in usage and "}" not in usage, (name, usage)
+    assert "outline [OPTIONS] CONVERSATION_ID" in helps["outline"].output
+    assert "import [OPTIONS] PATH" in helps["import"].output
+    assert "--json  " in helps["outline"].output  # a flag: no type after it
+    assert "<int range>" in helps["outline"].output  # an option taking a value keeps its type
+    # a summary on one line: "... a progress bar; or restore a `pyramind export` dump exactly ..."
+    assert "or restore a `pyramind export` dump exactly" in helps["pyramind"].output
+    assert "forgetting for real is refused (exit 1)" in helps["forget"].output  # a later paragraph, too

@@ -83,6 +83,21 @@ def test_a_bad_jwt_setting_stops_serve_with_one_line(
     assert not (tmp_path / "pyramind.db").exists()
 
 
+def test_a_busy_port_stops_serve_with_one_line_naming_it(tmp_path: Path) -> None:
+    """A second server on a port already listened on printed a 106-line traceback, after loading the model."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        out, seconds = run_serve(tmp_path, "--port", str(port), BEARER_TOKEN="t" * 32)
+    assert out.returncode == 1, (out.stdout, out.stderr)
+    lines = [ln for ln in out.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and f"port {port}" in lines[0] and "in use" in lines[0], out.stderr
+    assert "Traceback" not in out.stderr
+    assert seconds < 30  # before the model is loaded
+    assert not (tmp_path / "pyramind.db").exists()  # nor the store opened
+
+
 @contextmanager
 def serving(tmp_path: Path, *args: str, **settings: str) -> Iterator[tuple[str, Path]]:
     """`pyramind serve ARGS` running in `tmp_path` until /health answers; yields (its URL, its output file).

@@ -289,7 +289,7 @@ async def test_a_naive_start_after_an_aware_end_is_named(client, memory) -> None
                 {"query": "x", "filter": {"start_date": "2024-01-02T00:00:00", "end_date": "2024-01-01T00:00:00+00:00"}}
             ]
         },
-        "queries[0].filter",
+        "queries[0].filter.start_date",
         status=422,
     )
     assert "start_date" in got["error"]["message"]
