@@ -1,5 +1,10 @@
-"""The instruction detector on the project's labeled set (bench/data/instruction_statements.tsv), run as the
-benchmark runs it: precision and recall reach issue 25's goals."""
+"""The instruction detectors on the project's labeled sets, run as the benchmark runs them.
+
+The development set (bench/data/instruction_statements.tsv) is what the rules were fixed on (and the classifier
+experiment is trained on): its numbers are training numbers, held to issue 25's goals. On the frozen test set
+(bench/data/instruction_statements_test.tsv, issue 34) the rules are held to what they measured there (precision
+1.000, recall 30/154 = 0.195; bench/RESULTS.md), not to the goals they do not reach: a change that finds less on
+statements nobody tuned on fails here."""
 
 from __future__ import annotations
 
@@ -11,7 +16,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_labeled_set_precision_and_recall_reach_the_goals() -> None:
+def test_both_sets_are_scored_and_the_rules_hold_their_numbers() -> None:
     out = subprocess.run(
         [sys.executable, "-m", "bench.instructions", "--labeled"],
         cwd=ROOT,
@@ -20,8 +25,18 @@ def test_labeled_set_precision_and_recall_reach_the_goals() -> None:
         timeout=300,
         check=True,
     ).stdout
-    m = re.search(r"precision (\d+)/(\d+) = [\d.]+; recall (\d+)/(\d+)", out)
-    assert m is not None, out
-    tp, detected, found, positives = (int(g) for g in m.groups())
-    assert positives >= 150 and len((ROOT / "bench/data/instruction_statements.tsv").read_text().splitlines()) > 300
-    assert tp / detected >= 0.95 and found / positives >= 0.85, out
+    scores: dict[str, tuple[int, int, int, int]] = {}
+    for m in re.finditer(
+        r"== (.+?) on the (\w+) set .*?\nprecision (\d+)/(\d+) = [\d.]+; recall (\d+)/(\d+)", out, re.S
+    ):
+        tp, detected, found, positives = (int(g) for g in m.groups()[2:])
+        scores[f"{m.group(1)} {m.group(2)}"] = (tp, detected, found, positives)
+    assert set(scores) == {
+        f"{d} {s}" for d in ("pattern", "classifier alone", "classifier") for s in ("development", "test")
+    }, out
+    assert len((ROOT / "bench/data/instruction_statements.tsv").read_text().splitlines()) > 300
+    assert len((ROOT / "bench/data/instruction_statements_test.tsv").read_text().splitlines()) > 300
+    tp, detected, found, positives = scores["pattern development"]
+    assert positives >= 150 and tp / detected >= 0.95 and found / positives >= 0.85, out
+    tp, detected, found, positives = scores["pattern test"]
+    assert positives >= 150 and tp / detected >= 0.95 and found >= 30, out
