@@ -2,7 +2,7 @@
 # with the PostgreSQL client (DATASTORE=postgres) and the OpenAI client (OPENAI_API_KEY) installed.
 #
 #   docker build -t pyramind .
-#   docker run -d -p 8000:8000 -v pyramind-data:/data -e BEARER_TOKEN=change-me pyramind
+#   docker run -d -p 127.0.0.1:8000:8000 -v pyramind-data:/data -e BEARER_TOKEN=<a long random token> pyramind
 #
 # Configured by the environment only (.env.example, the README's configuration table); no .env is read inside.
 # Build arguments:
