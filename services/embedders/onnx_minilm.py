@@ -13,6 +13,7 @@ mean pooling over the real tokens, L2 normalisation. Vectors agree with the PyTo
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +62,10 @@ def load_tokenizer() -> Any:
 
 
 def load_session(threads: int = 1) -> Any:
-    """An ONNX Runtime CPU session of the int8 model running on `threads` intra-op threads."""
+    """An ONNX Runtime CPU session of the int8 model running on `threads` intra-op threads. ONNX Runtime's
+    telemetry (1.29+ looks up a Microsoft host when it loads a model and keeps a device id under $HOME) is off
+    unless ORT_DISABLE_TELEMETRY is set otherwise: Pyramind runs offline."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     import onnxruntime as ort
 
     options = ort.SessionOptions()
