@@ -56,8 +56,7 @@ STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 
 
 def strip_stamps(text: str) -> str:
-    """A rendered text without its time stamps: what was said, as a chunk's embedding and BM25 entry read it
-    (the dates are the node's `start_time`/`end_time`; the block writes them on its own date lines)."""
+    """A rendered text without its time stamps (the /context block writes dates on its own date lines)."""
     return STAMP.sub("", text)
 
 
