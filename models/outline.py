@@ -26,7 +26,10 @@ class OutlineQuery(BaseModel):
         default=None,
         min_length=1,
         max_length=MAX_OUTLINE_QUERY_CHARS,
-        description="Focus: only the lines closest to it (hybrid: BM25 + cosine), still shown oldest first.",
+        description=(
+            "Focus: only the sentences sharing a word with it (any sentence, not only leads) and the lines close to it "
+            "in meaning, still shown oldest first; none: one line saying so."
+        ),
     )
     budget_tokens: int = Field(
         default=DEFAULT_OUTLINE_BUDGET,
@@ -46,7 +49,7 @@ class OutlineArguments(OutlineQuery):
 class OutlineLine(BaseModel):
     """One line: what one message said, in its own words (its lead; for a long message also its point)."""
 
-    id: str = Field(description="The line's memory id (a level-0 node).")
+    id: str = Field(description="The line's memory id (a level-0 node), or a sentence's id (<message id>:<n>).")
     message_id: str = Field(description="The message it is the lead of.")
     speaker: str = Field(description="Who said it.")
     created_at: datetime | None = Field(description="When it was said (None: the message is untimed).")
@@ -73,4 +76,6 @@ class OutlineResponse(BaseModel):
     omitted: int = Field(description="Lines left out (by the budget, or as farther from the query).")
     tokens: int = Field(description="Tokens (cl100k) of `text`.")
     days: list[OutlineDay] = Field(description="The lines shown, grouped under their dates, oldest first.")
-    text: str = Field(description="The same, rendered: '[YYYY-MM-DD]' lines, then 'speaker: line' per line.")
+    text: str = Field(
+        description="The same, rendered: '[YYYY-MM-DD]' lines, then 'speaker: line' per line, then '(N of M lines left out)'."
+    )

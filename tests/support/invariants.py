@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from models.memory import MemoryNode
 from services import tokens
-from services.chunking import MAX_SENTENCE_TOKENS
+from services.chunking import MAX_SENTENCE_TOKENS, SPEAKER_LINE
 
 
 def check_tree(
@@ -49,8 +49,11 @@ def check_tree(
             assert parents_of.get(n.id) == n.parent_id, f"{n.id} points to a parent that does not list it"
     chunks = levels.get(1, [])
     for c in chunks:
-        # at most chunk_size tokens of text, unless it is one sentence (piece) longer than that
-        assert tokens.count_tokens(c.text) <= chunk_size or c.tok_end - c.tok_start <= MAX_SENTENCE_TOKENS
+        # at most chunk_size tokens of text, unless it is one sentence (piece) or one word longer than that
+        body = SPEAKER_LINE.sub("", c.text, count=1).strip()
+        assert tokens.count_tokens(c.text) <= chunk_size or (
+            len(c.message_ids) == 1 and (c.tok_end - c.tok_start <= MAX_SENTENCE_TOKENS or len(body.split()) == 1)
+        )
         if c.source_type == "conversation" and c.start_time is not None:
             assert c.text.startswith(f"[{c.start_time:%Y-%m-%d} "), c.text[:40]  # dated by its first message
     for a, b in zip(chunks, chunks[1:], strict=False):
