@@ -77,5 +77,7 @@ class OutlineResponse(BaseModel):
     tokens: int = Field(description="Tokens (cl100k) of `text`.")
     days: list[OutlineDay] = Field(description="The lines shown, grouped under their dates, oldest first.")
     text: str = Field(
-        description="The same, rendered: '[YYYY-MM-DD]' lines, then 'speaker: line' per line, then '(N of M lines left out)'."
+        description=(
+            "The same, rendered: '[YYYY-MM-DD]' lines, then 'speaker: line' per line, then '(N of M lines left out)'."
+        )
     )
