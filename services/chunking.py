@@ -223,6 +223,23 @@ class SentenceStream:
         whole = tail is not None and tail.index == len(self.messages[tail.message].sentences) - 1
         return "\n".join(out) + ("\n" if whole else "")
 
+    def added(self, k: int) -> int:
+        """About how many tokens unit `k` adds to the text of the units before it (a window's growth is estimated
+        with it, then counted exactly): its own, a space before it, and for a message's first sentence its line
+        break, `speaker: ` and, when the message starts a session or another day, its stamp."""
+        u = self.units[k]
+        if u.index > 0:
+            return u.tokens + 1
+        m = self.messages[u.message]
+        before = self.messages[self.units[k - 1].message] if k > 0 else None
+        new_day = before is None or (
+            m.created_at is not None
+            and before.created_at is not None
+            and m.created_at.date() != before.created_at.date()
+        )
+        stamp = 11 if m.created_at is not None and (m.show_time or new_day) else 0
+        return u.tokens + 1 + stamp + tok.count_tokens(f"{m.speaker}: ")
+
     def window_text(self, w: Window) -> str:
         """The rendered text of a window (`text` over its units)."""
         return self.text(self.first_at(w.start), self.first_at(w.end))
@@ -245,6 +262,12 @@ def plan_windows(stream: SentenceStream, start: int, chunk_size: int, overlap: i
     i, n = stream.first_at(start), len(stream.units)
     while i < n:
         j = i + 1
+        cost = tok.count_tokens(stream.text(i, j))
+        while j < n and cost + stream.added(j) <= chunk_size:  # grown by estimates, then fixed by exact counts
+            cost += stream.added(j)
+            j += 1
+        while j > i + 1 and tok.count_tokens(stream.text(i, j)) > chunk_size:
+            j -= 1
         while j < n and tok.count_tokens(stream.text(i, j + 1)) <= chunk_size:
             j += 1
         if j == n:
