@@ -6,8 +6,6 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
 
@@ -15,10 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from datastore.factory import open_memory
 from datastore.memory import Memory
-from models.settings import Settings
-from server.app import create_app
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
+from tests.server.test_remember_background import app_client
 from tests.support.embedders import FailingEmbedder
 from tests.support.settings import AUTH, make_settings
 
@@ -52,13 +49,6 @@ def body(cid: str, n: int, word: str, **extra: Any) -> dict:
             for i in range(n)
         ],
     }
-
-
-@asynccontextmanager
-async def app_client(settings: Settings, memory: Memory) -> AsyncIterator[Any]:
-    app = create_app(settings, memory)
-    async with app.test_app() as test_app:
-        yield test_app.test_client()
 
 
 async def until(check: Any, timeout: float = 120) -> None:
