@@ -15,7 +15,7 @@ source's records are listed by id prefix (Pinecone ids must be ASCII; the hash m
 
 (The ids, metadata codecs and the split live in `records.py`.)
 
-Messages and sources carry a dummy unit vector and `kind` metadata; searches filter `kind == "node"`. This keeps
+Messages and sources carry a dummy unit vector and `kind` metadata; reads of nodes filter `kind == "node"`. This keeps
 one namespace self-contained (`delete_all` of the namespace forgets everything) at the price of a few records.
 
 Reads by filter use a filtered query (top_k 1000, Pinecone's cap with metadata); when that cap is reached the
@@ -59,7 +59,6 @@ from datastore.providers.pinecone.idempotency import PineconeIdempotency
 from datastore.providers.pinecone.leases import PineconeLeases
 from datastore.storage import (
     CoreTable,
-    Hits,
     IdempotencyTable,
     IndexEntry,
     InstructionTable,
@@ -74,7 +73,7 @@ from datastore.storage import (
     message_matches,
     unrolled_of,
 )
-from models.api import DeleteFilter, QueryFilter
+from models.api import DeleteFilter
 from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
@@ -541,37 +540,6 @@ class PineconeStorage:
                         m["text"],
                         np.asarray(m["_values"], dtype=np.float32),
                     )
-
-    # ------------------------------------------------------------------ search
-    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)] (a filtered query)."""
-        conds: list[dict[str, Any]] = [{"kind": "node"}, {"level": {"$gte": 1}}]  # lines (level 0) never
-        if flt is not None:
-            lo = flt.level if flt.level is not None else flt.min_level
-            hi = flt.level if flt.level is not None else flt.max_level
-            for kind, sid in (("conversation", flt.conversation_id), ("document", flt.document_id)):
-                if sid is not None:
-                    conds += [{"source_type": kind}, {"source_id": sid}]
-            given: tuple[tuple[dict[str, Any], Any], ...] = (
-                ({"source_type": flt.source_type}, flt.source_type),
-                ({"level": {"$gte": lo}}, lo),
-                ({"level": {"$lte": hi}}, hi),
-                ({"speakers": {"$in": [flt.speaker]}}, flt.speaker),
-                ({"session_ids": {"$in": [flt.session_id]}}, flt.session_id),
-                ({"end_time": {"$gte": rec.ts(utc(flt.start_date))}}, flt.start_date),  # no times: never matches
-                ({"start_time": {"$lte": rec.ts(utc(flt.end_date))}}, flt.end_date),
-            )
-            conds += [cond for cond, value in given if value is not None]
-        res = self._call(
-            self._index.query,
-            vector=np.asarray(vector, dtype=np.float32).tolist(),
-            top_k=top_k,
-            namespace=ns,
-            filter={"$and": conds},
-            include_metadata=True,
-        )
-        recs = self._join_parts(ns, {m.id: dict(m.metadata or {}) for m in res.matches})
-        return [(rec.to_node(recs[m.id]), float(m.score)) for m in res.matches]
 
     def counts(self, ns: str) -> dict[str, int]:
         """Record counts of the namespace: `sources`, `messages`, `nodes` (listed by id prefix; no per-level
