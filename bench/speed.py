@@ -9,12 +9,13 @@ Run: `.venv/bin/python -m bench.speed` (about 6-10 minutes on 2 cores); `--scale
    and the summariser's share of the time, summariser calls per 1000 messages and tokens sent to it; then the
    raw embedder's throughput on the same L1 chunk texts (one call, the embedder's own batching).
 2. Scale points (synthetic, see bench/synthetic.py: texts drawn from LoCoMo's vocabulary, clustered unit vectors):
-   n L1 nodes in one namespace, built in a child process. Search-only latency is `store.search_vector` (top 5,
-   no filter, random unit query vectors) in a fresh child process after the vector cache is loaded; its peak
-   RSS is the store's. End-to-end latency is `POST /query` (one LoCoMo question per request, top 5, the default
-   retrieval mode and then mode dense) over httpx against `create_app(settings)` served by hypercorn in a child
-   process on 127.0.0.1, sequential requests after a warm-up; the server's peak RSS is its VmHWM.
-   Search-only figures also time full-text search (`store.search_text`, top 50 over L1, one LoCoMo question
+   n L1 nodes in one namespace, built in a child process. Search-only latency is `memory.search.search_vector`
+   (the in-memory index, top 5, no filter, random unit query vectors) in a fresh child process after the vector
+   cache is loaded; its peak RSS is the store's. End-to-end latency is `POST /query` (one LoCoMo question per
+   request, top 5, the default retrieval mode and then mode dense) over httpx against `create_app(settings)`
+   served by hypercorn in a child process on 127.0.0.1, sequential requests after a warm-up; the server's peak
+   RSS is its VmHWM.
+   Search-only figures also time full-text search (`memory.search.text.search`, top 50 over L1, one LoCoMo question
    each) and hybrid retrieval (`ranking.hybrid`, top 5, the question's text with a random unit vector: the
    search work of a default /query without the embedder and HTTP), and report the BM25 index's size.
 Results: the `speed` section of bench/RESULTS.md; every number in bench/out/speed.json.

@@ -10,8 +10,7 @@ vector index, the BM25 index, the candidate pools and the hybrid fusion) is one 
 three listing methods every provider implements (`namespace_version`, `source_stamps`, `index_entries`): a
 namespace's version token is read before each search (one small read), and when it moved (a commit of this or of
 another process) the sources whose stamps changed are listed again, so several server processes over one store
-search one memory. `search_vector` stays a provider method (a provider's own vector index, for tools that want
-it without the in-memory index); the read path does not use it.
+search one memory. No provider offers a vector search of its own.
 
 Five capabilities are optional, each an object the provider offers as an attribute or leaves None; `Memory`
 reads them once when it is composed (datastore/memory.py), and a service that needs one says so in its
@@ -27,8 +26,9 @@ constructor:
   of one conversation across processes (datastore/locks.py takes, checks and releases them); a provider whose
   commit checks the version and writes in one transaction (SQLite, PostgreSQL) leaves it None.
 
-The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics every provider applies
-(`node_matches`, `message_matches`, the SQL of the local and PostgreSQL stores do the same) live here too.
+The records a write carries (`SourceRow`, `WriteBatch`) and the filter semantics live here too: `node_matches`
+(what the search above the providers applies to nodes) and `message_matches` (what every provider applies to
+messages; the SQL of the local and PostgreSQL stores does the same).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def unrolled_of(storage: _Frontiers, fan_out: int, max_level: int) -> list[tuple
 # ---------------------------------------------------------------------- filter semantics
 def node_matches(node: MemoryNode, flt: QueryFilter | None) -> bool:
     """Whether `node` passes `flt`'s source, speaker, session and time fields (levels are not checked): what
-    every provider's search applies. A node without times never matches a date bound."""
+    the search over every provider applies. A node without times never matches a date bound."""
     if flt is None:
         return True
     if flt.conversation_id is not None and (node.source_type, node.source_id) != ("conversation", flt.conversation_id):
@@ -452,11 +452,6 @@ class Storage(Protocol):
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{node id: embedding (float32, (dimension,), L2-normalised)} of the ids found."""
-        ...
-
-    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` (float32, (dimension,)) that match `flt`, [(node, cosine)], by the
-        provider's own vector search (the read path ranks with the in-memory indexes instead)."""
         ...
 
     # what the in-memory search indexes are fed from (datastore/indexes/namespaces.py)

@@ -9,62 +9,20 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
-from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.tree import Tree
 
-from datastore.memory import Memory
+from local_server.cli_common import Db, Namespace, console, open_store, settings_for, status
 from local_server.help import HelpTyper
+from local_server.lifetime_cli import import_dump_file, looks_like_dump
+from local_server.lifetime_cli import register as register_lifetime
 from models.api import DEFAULT_NAMESPACE, Query, QueryFilter, RememberRequest
 from models.memory import MemoryNode
 from models.settings import Settings
 
 app = HelpTyper(help="Pyramind: hierarchical long-term memory for LLM chat apps.", no_args_is_help=True)
-console = Console()
-status = Console(stderr=True, soft_wrap=True)  # the store's location and errors; stdout stays the output (--json)
-
-Namespace = Annotated[str, typer.Option("--namespace", "-n", help="Namespace to work in.")]
-Db = Annotated[
-    Path | None,
-    typer.Option("--db", help="SQLite file of the local store (sets DATASTORE=local and LOCAL_DB_PATH)."),
-]
-
-
-def _settings(db: Path | None) -> Settings:
-    """Settings from the environment (a bad value: one line and exit 2), with `--db` (when given) choosing the
-    local store at that file."""
-    from server.main import settings_or_exit
-
-    settings = settings_or_exit()
-    if db is not None:
-        settings = settings.model_copy(update={"datastore": "local", "local_db_path": db})
-    return settings
-
-
-def _store(settings: Settings, create: bool = False) -> Memory:
-    """The opened store, after printing where it is (stderr). A read command (`create` False) refuses a local
-    file that does not exist rather than creating an empty one; a store that cannot be opened is one line on
-    stderr and exit status 1."""
-    from datastore.factory import open_memory, store_location
-
-    where = store_location(settings)
-    if settings.resolved_datastore == "local" and not create and not settings.local_db_path.exists():
-        status.print(
-            f"[red]no store at {settings.local_db_path.expanduser().resolve()}[/red]: give --db PATH or "
-            "set LOCAL_DB_PATH (pyramind import creates one)",
-            highlight=False,
-        )
-        raise typer.Exit(1)
-    status.print(f"store: {where}", highlight=False)
-    try:
-        return open_memory(settings)
-    except Exception as exc:  # any provider, any cause: one line, not a traceback
-        from server.main import open_error
-
-        status.print(f"[red]cannot open the store ({where}):[/red] {open_error(exc)}", highlight=False)
-        raise typer.Exit(1) from None
 
 
 def serve_settings(settings: Settings, local: bool, host: str | None, port: int | None) -> Settings:
@@ -88,7 +46,7 @@ def serve(
     """Run the HTTP server (settings from the environment and .env)."""
     from server.main import serve as run
 
-    settings = serve_settings(_settings(db), local, host, port)
+    settings = serve_settings(settings_for(db), local, host, port)
     try:
         from server.auth import check_auth_settings
 
@@ -113,7 +71,6 @@ def import_(
 ) -> None:
     """Remember every conversation in a chat-history file, with a progress bar; or restore a `pyramind export`
     dump exactly (detected from its first line)."""
-    from local_server.lifetime_cli import import_dump_file, looks_like_dump
     from services.importers import read
 
     if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
@@ -127,7 +84,7 @@ def import_(
         console.print(f"[red]cannot read {path}: {exc}[/red]")
         raise typer.Exit(2) from exc
     total = sum(len(b.messages) for b in batches)
-    store = _store(_settings(db), create=True)
+    store = open_store(settings_for(db), create=True)
     convs: set[str] = set()
     chunks = summaries = 0
     try:
@@ -173,7 +130,7 @@ def query(
 
     if mode is not None and mode not in MODES:
         raise typer.BadParameter(f"one of {', '.join(MODES)}", param_hint="--mode")
-    store = _store(_settings(db))
+    store = open_store(settings_for(db))
     try:
         flt = QueryFilter(level=level, conversation_id=conversation_id) if (level or conversation_id) else None
         res = store.reader.query(namespace, [Query(query=text, top_k=top_k, filter=flt, mode=mode)])
@@ -212,7 +169,7 @@ def show(
     """Print a memory and its subtree down to the L1 chunks."""
     from services.errors import NotFoundError
 
-    store = _store(_settings(db))
+    store = open_store(settings_for(db))
     try:
         nodes = store.reader.subtree(namespace, node_id)
     except NotFoundError as exc:
@@ -246,7 +203,7 @@ def show(
 @app.command()
 def stats(namespace: Namespace = DEFAULT_NAMESPACE, db: Db = None) -> None:
     """Counts of the namespace: sources, messages, nodes per level."""
-    store = _store(_settings(db))
+    store = open_store(settings_for(db))
     try:
         console.print_json(json.dumps(store.storage.counts(namespace)))
     finally:
@@ -271,7 +228,7 @@ def outline(
     """Print what was said in a conversation, line by line: each message's lead under its date, oldest first."""
     from services.errors import NotFoundError
 
-    store = _store(_settings(db))
+    store = open_store(settings_for(db))
     try:
         res = store.outline.outline(namespace, conversation_id, query, budget_tokens)
     except NotFoundError as exc:
@@ -297,7 +254,7 @@ def conversations(
     db: Db = None,
 ) -> None:
     """List the namespace's conversations and documents: id, title, messages, first and last message time."""
-    store = _store(_settings(db))
+    store = open_store(settings_for(db))
     try:
         sources, cursor = [], None
         while True:  # every page of the listing (GET /conversations), in id order
@@ -380,7 +337,7 @@ def upgrade(db: Db = None) -> None:
     from datastore.portability.upgrade import upgrade as upgrade_store
     from services.errors import PyramindError
 
-    memory = _store(_settings(db))
+    memory = open_store(settings_for(db))
     try:
 
         def step(ns: str, source_id: str, action: str) -> None:
@@ -413,8 +370,8 @@ def mcp(
     """
     from server.mcp_tools import build_mcp
 
-    settings = _settings(db)
-    store = _store(settings, create=True)
+    settings = settings_for(db)
+    store = open_store(settings, create=True)
     try:
         build_mcp(lambda: store, settings, namespace).run("stdio")
     finally:
@@ -436,7 +393,7 @@ def openapi(
     from local_server.main import local_settings
     from server.app import create_app
 
-    settings = _settings(None)
+    settings = settings_for(None)
     if local:
         settings = local_settings(settings)
     elif settings.auth != "none":  # the document shows the bearer scheme whatever the key; printing needs none
@@ -455,9 +412,7 @@ def openapi(
         typer.echo(text, nl=False)
 
 
-from local_server.lifetime_cli import register as _register_lifetime  # noqa: E402
-
-_register_lifetime(app)
+register_lifetime(app)
 
 
 def main() -> None:

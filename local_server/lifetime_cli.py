@@ -12,11 +12,7 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-OneNamespace = Annotated[str | None, typer.Option("--namespace", "-n", help="One namespace (default: all).")]
-Db = Annotated[  # as local_server.cli.Db (typer reads the annotation from this module's globals)
-    Path | None,
-    typer.Option("--db", help="SQLite file of the local store (sets DATASTORE=local and LOCAL_DB_PATH)."),
-]
+from local_server.cli_common import Db, OneNamespace, console, open_store, settings_for, status
 
 
 def looks_like_dump(path: Path) -> bool:
@@ -30,13 +26,12 @@ def looks_like_dump(path: Path) -> bool:
 def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) -> None:
     """Restore a dump into the configured store (created when missing); exits 2 naming the bad line (nothing
     written, and a local store file this import created is removed again)."""
-    from local_server.cli import _settings, _store, console
     from services.errors import PyramindError
 
-    settings = _settings(db)
+    settings = settings_for(db)
     local = settings.resolved_datastore == "local"
     created = local and not settings.local_db_path.exists()
-    store = _store(settings, create=True)
+    store = open_store(settings, create=True)
     try:
         from datastore.portability.dump import import_dump
 
@@ -59,7 +54,6 @@ def import_dump_file(path: Path, namespace: str | None, db: Path | None = None) 
 
 def register(app: typer.Typer) -> None:
     """Add the lifetime commands to the `pyramind` CLI."""
-    from local_server.cli import _settings, _store, console, status
 
     @app.command()
     def forget(
@@ -73,7 +67,7 @@ def register(app: typer.Typer) -> None:
         With the policy off, a dry run reports that nothing would be forgotten (exit 0); forgetting for real is
         refused (exit 1). Either way stderr says how to turn it on.
         """
-        store = _store(_settings(db))
+        store = open_store(settings_for(db))
         try:
             if not store.policy.enabled:
                 status.print(
@@ -127,7 +121,7 @@ def register(app: typer.Typer) -> None:
         (`pyramind import` restores it into any provider)."""
         from datastore.portability.dump import export_lines
 
-        store = _store(_settings(db))
+        store = open_store(settings_for(db))
         try:
             target = out.open("w", encoding="utf-8") if out else sys.stdout
             try:

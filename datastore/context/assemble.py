@@ -105,7 +105,7 @@ _COURSE_WORDS = re.compile(
     r"((recent|past|previous|earlier|many) )?(conversations|sessions|chats|discussions|messages|talks)\b|"
     r"\bover the (past|last) (few |several |couple of )?(days|weeks|months|years)\b|"
     r"\b(has|have|had)( been)? (developed|evolved|changed|progressed)( and (developed|evolved|changed))?\b|"
-    r"\bbrought up\b|\bmentioned\b|\bso far\b|\bover time\b|\bmention only and only \w+ items?\b|\bonly\b|"
+    r"\bbrought up\b|\bmentioned\b|\bso far\b|\bover time\b|"
     r"\bdifferent\b|\bhow many\b|\bwe('ve| have)? (discussed|talked about|covered)\b",
     re.I,
 )

@@ -18,8 +18,7 @@ nodes, lines included, and the least provider code. What a record kind would hav
 PostgreSQL) or a record family (Pinecone) per provider, in their commit, deletes, counts, export, import and
 migrate, three times. What level 0 costs instead, all of it a rule in one place each:
 - searches never return lines: the search indexes above the providers hold level 0 apart, in the lines' own
-  indexes that only `Outline` ranks through (datastore/indexes/namespaces.py), and a provider's own
-  `search_vector` filters `level >= 1`;
+  indexes that only `Outline` ranks through (datastore/indexes/namespaces.py);
   `QueryFilter.level` stays >= 1 for callers;
 - the roll-up never groups lines (`Frontier.from_nodes` leaves level 0 out of `pending`; a line always has a
   parent, so it is never a root nor part of `Storage.unrolled`);

@@ -316,12 +316,12 @@ def test_a_dated_list_of_a_short_chat_shows_each_message_once_and_only_the_users
 def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None:
     q = (
         "Can you walk me through the order in which I brought up different aspects of using AI in our hiring "
-        "process across our conversations, in order? Mention ONLY and ONLY six items."
+        "process across our conversations, in order?"
     )
     assert asks_overview(q) and asks_what_user_said(q)
     topic = overview_topic(q)
     assert "aspects of using AI in our hiring process" in topic
-    assert not any(w in topic.lower() for w in ("order", "walk me", "conversations", "mention", "only"))
+    assert not any(w in topic.lower() for w in ("order", "walk me", "conversations", "brought up", "different"))
     assert asks_overview("How many different book series have I mentioned?")
     assert asks_overview("What did we decide across our conversations about the budget?")
     assert not asks_what_user_said("Summarise how the ledgers went") and not asks_overview("Where is Miso?")

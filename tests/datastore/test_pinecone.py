@@ -23,8 +23,8 @@ from pinecone import ApiError
 
 from datastore.factory import open_memory
 from datastore.memory import Memory
+from datastore.providers.pinecone import client as pc_client
 from datastore.providers.pinecone import records as pinecone_records
-from datastore.providers.pinecone import store as pc_store
 from loopback.servers import Needle
 from models.api import Message, Query, RememberRequest
 from models.core import CoreEntry
@@ -46,7 +46,7 @@ def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(memory: Memor
     memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=msgs))
     stored = {m.id: m for m in memory.storage.messages(ns, "c", -1)}
     assert stored["big"].content == big and stored["small"].content == "ok."
-    ids = memory.storage._list(ns, "msg#")  # type: ignore[attr-defined]
+    ids = memory.storage.client.list_ids(ns, "msg#")  # type: ignore[attr-defined]
     assert sum(1 for i in ids if pinecone_records.is_part(i)) >= 2
     s = memory.settings
     check_tree(memory.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
@@ -60,7 +60,7 @@ def test_reads_past_the_query_cap_fall_back_to_listing(
     memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages))
     storage = memory.storage
     full = (storage.messages(ns, "c"), storage.frontier(ns, "c"), storage.find_messages(ns, ids=["m-1", "m-2"]))
-    monkeypatch.setattr(pc_store, "_QUERY_CAP", 3)  # every filtered read now hits the cap
+    monkeypatch.setattr(pc_client, "_QUERY_CAP", 3)  # every filtered read now hits the cap
     capped = (storage.messages(ns, "c"), storage.frontier(ns, "c"), storage.find_messages(ns, ids=["m-1", "m-2"]))
     assert [m.id for m in capped[0]] == [m.id for m in full[0]] == [m.id for m in messages]
     assert {n.id for n in capped[1]} == {n.id for n in full[1]}
@@ -80,11 +80,11 @@ def test_another_model_of_the_same_dimension_is_refused(memory: Memory, open_sto
 def test_only_rate_limits_server_errors_and_dropped_connections_are_retried() -> None:
     from pinecone import PineconeConnectionError
 
-    assert pc_store._retryable(ApiError("slow down", 429))
-    assert pc_store._retryable(ApiError("unavailable", 503))
-    assert pc_store._retryable(PineconeConnectionError("reset"))
-    assert not pc_store._retryable(ApiError("bad filter", 400))
-    assert not pc_store._retryable(ValueError("no"))
+    assert pc_client._retryable(ApiError("slow down", 429))
+    assert pc_client._retryable(ApiError("unavailable", 503))
+    assert pc_client._retryable(PineconeConnectionError("reset"))
+    assert not pc_client._retryable(ApiError("bad filter", 400))
+    assert not pc_client._retryable(ValueError("no"))
 
 
 # ---------------------------------------------------------------------- control plane (scripted responses)
@@ -181,11 +181,11 @@ def test_a_long_core_entry_is_kept_in_parts_and_its_parts_go_with_it(memory: Mem
     at = datetime(2026, 3, 1, tzinfo=UTC)
     long = CoreEntry(key="bio", value='"\x01' * 9000, importance=50, created_at=at, updated_at=at, tokens=1)
     table.write(ns, "", long, [])
-    parts = [i for i in memory.storage._list(ns, "core#") if pinecone_records.is_part(i)]  # type: ignore[attr-defined]
+    parts = [i for i in memory.storage.client.list_ids(ns, "core#") if pinecone_records.is_part(i)]  # type: ignore[attr-defined]
     assert len(parts) >= 2 and table.entries(ns, "") == [long]
     short = long.model_copy(update={"value": "a cellist"})
     table.write(ns, "", short, [])
-    assert memory.storage._list(ns, "core#") == [pinecone_records.core_id("", "bio")]  # type: ignore[attr-defined]
+    assert memory.storage.client.list_ids(ns, "core#") == [pinecone_records.core_id("", "bio")]  # type: ignore[attr-defined]
     assert table.entries(ns, "") == [short]
     table.write(ns, "", long, [])
-    assert table.write(ns, "", None, ["bio"]) == 1 and memory.storage._list(ns, "core#") == []  # type: ignore[attr-defined]
+    assert table.write(ns, "", None, ["bio"]) == 1 and memory.storage.client.list_ids(ns, "core#") == []  # type: ignore[attr-defined]

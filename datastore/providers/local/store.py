@@ -27,7 +27,6 @@ from datastore.providers.local.idempotency import LocalIdempotency
 from datastore.providers.local.instructions import LocalInstructions, write_instructions
 from datastore.storage import (
     CoreTable,
-    Hits,
     IdempotencyTable,
     IndexEntry,
     InstructionTable,
@@ -39,7 +38,7 @@ from datastore.storage import (
     WriteBatch,
     sentences_text,
 )
-from models.api import DeleteFilter, QueryFilter
+from models.api import DeleteFilter
 from models.core import CoreEntry
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
@@ -275,36 +274,6 @@ class LocalStorage:
             out.update((r[0], np.frombuffer(r[1], dtype=np.float32).copy()) for r in rows)
         return out
 
-    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: an exact scan of the stored
-        vectors (the read path ranks with the in-memory indexes instead)."""
-        where: list[str] = ["namespace = ?"]
-        args: list[object] = [ns]
-        if flt is not None:
-            more, more_args = _filter_sql(flt)
-            where += more
-            args += more_args
-            lo = flt.level if flt.level is not None else flt.min_level
-            hi = flt.level if flt.level is not None else flt.max_level
-            for sql, value in (
-                ("level >= ?", lo),
-                ("level <= ?", hi),
-                ("end_time >= ?", ts(utc(flt.start_date))),
-                ("start_time <= ?", ts(utc(flt.end_date))),
-            ):
-                if value is not None:
-                    where.append(sql)
-                    args.append(value)
-        rows = self.db.reader.execute(
-            f"SELECT {NODE_COLS}, embedding FROM nodes WHERE {' AND '.join(where)}", args
-        ).fetchall()
-        if not rows:
-            return []
-        q = np.asarray(vector, dtype=np.float32)
-        scores = np.frombuffer(b"".join(r["embedding"] for r in rows), dtype=np.float32).reshape(len(rows), -1) @ q
-        best = np.argsort(-scores, kind="stable")[:top_k]
-        return [(node_of(rows[i]), float(scores[i])) for i in best]
-
     # ------------------------------------------------------------------ what the search indexes are fed from
     def namespace_version(self, ns: str) -> str:
         """The namespace's row of the `namespaces` table (bumped by every commit), "0" when never written."""
@@ -519,28 +488,6 @@ def _message_where(flt: DeleteFilter | None, where: list[str], args: list[object
     if flt.end_date is not None:
         where.append("created_at <= ?")
         args.append(ts(utc(flt.end_date)))
-
-
-def _filter_sql(flt: QueryFilter) -> tuple[list[str], list[object]]:
-    """SQL conditions (over `nodes`) and their arguments for the filter's source, speaker and session fields."""
-    where: list[str] = []
-    args: list[object] = []
-    if flt.conversation_id is not None:
-        where.append("nodes.source_type = 'conversation' AND nodes.source_id = ?")
-        args.append(flt.conversation_id)
-    if flt.document_id is not None:
-        where.append("nodes.source_type = 'document' AND nodes.source_id = ?")
-        args.append(flt.document_id)
-    if flt.source_type is not None:
-        where.append("nodes.source_type = ?")
-        args.append(flt.source_type)
-    if flt.speaker is not None:
-        where.append("EXISTS (SELECT 1 FROM json_each(nodes.speakers) WHERE value = ?)")
-        args.append(flt.speaker)
-    if flt.session_id is not None:
-        where.append("EXISTS (SELECT 1 FROM json_each(nodes.session_ids) WHERE value = ?)")
-        args.append(flt.session_id)
-    return where, args
 
 
 class LocalCore:

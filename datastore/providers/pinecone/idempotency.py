@@ -9,13 +9,11 @@ namespace removes them with everything else.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from datastore.providers.pinecone import records as rec
+from datastore.providers.pinecone.client import RecordClient
 from datastore.storage import IdempotencyRecord
-
-if TYPE_CHECKING:
-    from datastore.providers.pinecone.store import PineconeStorage
 
 
 def record_id(key: str) -> str:
@@ -33,20 +31,19 @@ def _record(m: dict[str, Any]) -> IdempotencyRecord:
 class PineconeIdempotency:
     """IdempotencyTable over `idem#` records."""
 
-    def __init__(self, store: PineconeStorage) -> None:
-        self.store = store
+    def __init__(self, client: RecordClient) -> None:
+        self.client = client
 
     def get(self, ns: str, key: str) -> IdempotencyRecord | None:
         """The key's record in the namespace, or None."""
-        m = self.store._fetch(ns, [record_id(key)]).get(record_id(key))
+        m = self.client.fetch(ns, [record_id(key)]).get(record_id(key))
         if m is None or m.get("key") != key:
             return None
         return _record(m)
 
     def entries(self, ns: str) -> list[IdempotencyRecord]:
         """Every record of the namespace, by key (the `idem#k#` prefix listed, then fetched)."""
-        store = self.store
-        found = store._fetch(ns, rec.main_ids(store._list(ns, "idem#k#")))
+        found = self.client.fetch(ns, rec.main_ids(self.client.list_ids(ns, "idem#k#")))
         return sorted((_record(m) for m in found.values()), key=lambda r: r.key)
 
     def put(self, ns: str, record: IdempotencyRecord, expired_before: datetime) -> None:
@@ -61,4 +58,4 @@ class PineconeIdempotency:
             "created_at": rec.ts(record.created_at),
         }
         packed = rec.pack(record_id(record.key), meta, "text")
-        self.store._upsert(ns, [(rid, self.store.dummy, m) for rid, m in packed])
+        self.client.upsert(ns, [(rid, self.client.dummy, m) for rid, m in packed])

@@ -9,13 +9,9 @@ A released lease is deleted; one left by a crashed process expires and is replac
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from datastore.providers.pinecone import records as rec
+from datastore.providers.pinecone.client import RecordClient
 from datastore.storage import Lease
-
-if TYPE_CHECKING:
-    from datastore.providers.pinecone.store import PineconeStorage
 
 
 def record_id(key: str) -> str:
@@ -26,12 +22,12 @@ def record_id(key: str) -> str:
 class PineconeLeases:
     """LeaseTable over `lease#` records."""
 
-    def __init__(self, store: PineconeStorage) -> None:
-        self.store = store
+    def __init__(self, client: RecordClient) -> None:
+        self.client = client
 
     def get(self, ns: str, key: str) -> Lease | None:
         """The key's lease in the namespace (an expired one too), or None."""
-        m = self.store._fetch(ns, [record_id(key)]).get(record_id(key))
+        m = self.client.fetch(ns, [record_id(key)]).get(record_id(key))
         if m is None or m.get("key") != key:
             return None
         expires = rec.dt(m["expires_at"])
@@ -41,8 +37,8 @@ class PineconeLeases:
     def put(self, ns: str, key: str, lease: Lease) -> None:
         """Write the key's lease (replacing any)."""
         meta = {"kind": "lease", "key": key, "owner": lease.owner, "expires_at": rec.ts(lease.expires_at)}
-        self.store._upsert(ns, [(record_id(key), self.store.dummy, meta)])
+        self.client.upsert(ns, [(record_id(key), self.client.dummy, meta)])
 
     def delete(self, ns: str, key: str) -> None:
         """Remove the key's lease record."""
-        self.store._delete(ns, [record_id(key)])
+        self.client.delete(ns, [record_id(key)])

@@ -13,9 +13,10 @@ source's records are listed by id prefix (Pinecone ids must be ASCII; the hash m
     core#<h(scope)>#<h(key)>                one core memory entry (scope: a conversation id, "" for the namespace)
     <record id>#p<i>                        part i of a text too large for Pinecone's 40 KB metadata limit
 
-(The ids, metadata codecs and the split live in `records.py`.)
+(The ids, metadata codecs and the split live in `records.py`; the SDK calls, retried and batched, in `client.py`,
+whose `RecordClient` the store passes to each of its capability tables.)
 
-Messages and sources carry a dummy unit vector and `kind` metadata; searches filter `kind == "node"`. This keeps
+Messages and sources carry a dummy unit vector and `kind` metadata; reads of nodes filter `kind == "node"`. This keeps
 one namespace self-contained (`delete_all` of the namespace forgets everything) at the price of a few records.
 
 Reads by filter use a filtered query (top_k 1000, Pinecone's cap with metadata); when that cap is reached the
@@ -45,21 +46,20 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
-from pinecone import ApiError, Pinecone, PineconeConnectionError, PineconeTimeoutError, ServerlessSpec
 from pinecone import ConflictError as IndexExists
-from tenacity import retry, retry_if_exception, stop_after_attempt, wait_exponential_jitter
+from pinecone import Pinecone, ServerlessSpec
 
 from datastore.providers.pinecone import records as rec
+from datastore.providers.pinecone.client import BATCH, RecordClient, chunks, retried
 from datastore.providers.pinecone.idempotency import PineconeIdempotency
 from datastore.providers.pinecone.leases import PineconeLeases
 from datastore.storage import (
     CoreTable,
-    Hits,
     IdempotencyTable,
     IndexEntry,
     InstructionTable,
@@ -74,7 +74,7 @@ from datastore.storage import (
     message_matches,
     unrolled_of,
 )
-from models.api import DeleteFilter, QueryFilter
+from models.api import DeleteFilter
 from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
@@ -85,31 +85,6 @@ from services.errors import ConflictError, EmbeddingMismatchError, StoreError, S
 META_NAMESPACE = "__pyramind__"  # reserved: holds the embedding model record
 _META_ID = "meta#embedding"
 _VERSION_ID = "ver#namespace"  # the namespace's version token
-_BATCH = 100  # records per upsert, ids per fetch, ids per `$in` filter
-_DELETE_BATCH = 1000  # ids per delete call (Pinecone's cap)
-_QUERY_CAP = 1000  # Pinecone's top_k cap when metadata or values are returned
-_T = TypeVar("_T")
-
-
-def _retryable(exc: BaseException) -> bool:
-    """True for rate limits (429), server errors (5xx), timeouts and dropped connections."""
-    if isinstance(exc, ApiError):
-        return exc.status_code == 429 or exc.status_code >= 500
-    return isinstance(exc, PineconeConnectionError | PineconeTimeoutError)
-
-
-# The SDK already retries each HTTP request (3 times) on 408/429/5xx; this outer layer retries the whole
-# operation on what survives that (a longer rate limit, a restarting host), with exponential backoff and jitter.
-_retry = retry(
-    retry=retry_if_exception(_retryable),
-    wait=wait_exponential_jitter(multiplier=0.5, max=20),
-    stop=stop_after_attempt(4),
-    reraise=True,
-)
-
-
-def _chunks(items: Sequence[_T], size: int) -> Iterable[Sequence[_T]]:
-    return (items[i : i + size] for i in range(0, len(items), size))
 
 
 class PineconeStorage:
@@ -126,22 +101,23 @@ class PineconeStorage:
     def __init__(self, settings: Settings, dimension: int) -> None:
         self.settings = settings
         self.dimension = dimension
-        self.core: CoreTable | None = PineconeCore(self)
-        self.marks: MarkTable | None = PineconeMarks(self)
-        self.instructions: InstructionTable | None = PineconeInstructions(self)
-        self.idempotency: IdempotencyTable | None = PineconeIdempotency(self)
-        self.leases: LeaseTable | None = PineconeLeases(self)  # no transactions: writers lease a source
-        self._open()
+        self.client = self._open()
+        self.core: CoreTable | None = PineconeCore(self.client)
+        self.marks: MarkTable | None = PineconeMarks(self.client)
+        self.instructions: InstructionTable | None = PineconeInstructions(self.client)
+        self.idempotency: IdempotencyTable | None = PineconeIdempotency(self.client)
+        self.leases: LeaseTable | None = PineconeLeases(self.client)  # no transactions: writers lease a source
 
     # ------------------------------------------------------------------ lifecycle
-    def _open(self) -> None:
+    def _open(self) -> RecordClient:
+        """Connect to the index (made when missing); the client every read and write goes through."""
         s = self.settings
         if s.pinecone_api_key is None:
             raise StoreError("DATASTORE=pinecone needs PINECONE_API_KEY")
         self._pc = Pinecone(api_key=s.pinecone_api_key.get_secret_value())
         host = s.pinecone_host or self._ensure_index()
         self._index = self._pc.Index(host=host)
-        self.dummy = [1.0] + [0.0] * (self.dimension - 1)  # cosine indexes refuse all-zero vectors
+        return RecordClient(self._index, self.dimension, self.location)
 
     def _ensure_index(self) -> str:
         """Create PINECONE_INDEX when missing (serverless, cosine, the embedder's dimension); its host.
@@ -151,7 +127,7 @@ class PineconeStorage:
         control-plane API served from loopback, in front of a real needledb data plane.
         """
         s = self.settings
-        if not _retry(self._pc.has_index)(s.pinecone_index):
+        if not retried(self._pc.has_index)(s.pinecone_index):
             try:  # the SDK's 9.x-compatible surface; it sends the 2026-07 schema/deployment request
                 self._pc.create_index(
                     name=s.pinecone_index,
@@ -162,7 +138,7 @@ class PineconeStorage:
                 )
             except IndexExists:
                 pass  # another process created it meanwhile
-        host = _retry(self._pc.describe_index)(s.pinecone_index).host
+        host = retried(self._pc.describe_index)(s.pinecone_index).host
         if not host:
             raise StoreError(f"Pinecone index {s.pinecone_index!r} has no host yet; retry when it is ready")
         return host
@@ -176,7 +152,7 @@ class PineconeStorage:
     def record_embedding(self, model: str, dimension: int) -> tuple[str, int]:
         """The (model, dimension) recorded in the index's meta namespace, recording these when none. Also checks
         the index itself: its dimension (the most common Pinecone failure) and its metric."""
-        stats = self._call(self._index.describe_index_stats)
+        stats = self.client.stats()
         name = self.settings.pinecone_index
         if stats.dimension is not None and int(stats.dimension) != dimension:
             raise EmbeddingMismatchError(
@@ -186,10 +162,10 @@ class PineconeStorage:
         metric = getattr(stats, "metric", None)
         if metric not in (None, "cosine"):
             raise StoreError(f"the Pinecone index {name!r} uses the {metric} metric; Pyramind needs cosine")
-        recorded = self._fetch(META_NAMESPACE, [_META_ID]).get(_META_ID)
+        recorded = self.client.fetch(META_NAMESPACE, [_META_ID]).get(_META_ID)
         if recorded is None:
             meta = {"kind": "meta", "embedding_model": model, "embedding_dimension": dimension}
-            self._upsert(META_NAMESPACE, [(_META_ID, self.dummy, meta)])
+            self.client.upsert(META_NAMESPACE, [(_META_ID, self.client.dummy, meta)])
             return model, dimension
         return recorded["embedding_model"], int(recorded.get("embedding_dimension", dimension))
 
@@ -197,80 +173,6 @@ class PineconeStorage:
     def location(self) -> str:
         """`PINECONE_INDEX=<name>`."""
         return f"PINECONE_INDEX={self.settings.pinecone_index}"
-
-    # ------------------------------------------------------------------ SDK calls (retried, batched)
-    def _call(self, fn: Callable[..., _T], *args: Any, **kwargs: Any) -> _T:
-        """fn retried; a store that still does not answer is a StoreUnavailableError naming the index."""
-        try:
-            return _retry(fn)(*args, **kwargs)
-        except (PineconeConnectionError, PineconeTimeoutError) as exc:
-            raise StoreUnavailableError(f"the pinecone store ({self.location}) is unreachable: {exc}") from exc
-
-    def _fetch(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
-        """{record id: metadata} of the ids present (with `_values` when asked), parts joined."""
-        out: dict[str, dict[str, Any]] = {}
-        for part in _chunks(list(dict.fromkeys(ids)), _BATCH):
-            res = self._call(self._index.fetch, ids=list(part), namespace=ns)
-            for rid, v in res.vectors.items():
-                out[rid] = dict(v.metadata or {}, **({"_values": v.values} if values else {}))
-        return self._join_parts(ns, out)
-
-    def _join_parts(self, ns: str, recs: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        wanted = {
-            rid: [f"{rid}#p{i}" for i in range(1, int(m["parts"]) + 1)] for rid, m in recs.items() if m.get("parts")
-        }
-        if wanted:
-            parts = self._fetch(ns, [p for ids in wanted.values() for p in ids])
-            for rid, ids in wanted.items():
-                recs[rid][rec.TEXT_FIELD[recs[rid]["kind"]]] = "".join(parts[p]["text"] for p in ids)
-        return recs
-
-    def _list(self, ns: str, prefix: str) -> list[str]:
-        """Every record id of the namespace starting with `prefix` (paginated list)."""
-        ids: list[str] = []
-        token = None
-        while True:
-            page = self._call(
-                self._index.list_paginated, prefix=prefix, limit=100, pagination_token=token, namespace=ns
-            )
-            ids += [v.id for v in page.vectors if v.id]
-            token = page.pagination.next if page.pagination else None
-            if not token:
-                return ids
-
-    def _select(self, ns: str, flt: dict[str, Any], prefix: str, values: bool = False) -> dict[str, dict[str, Any]]:
-        """{record id: metadata} of every record matching `flt` (records under `prefix` only).
-
-        A filtered query answers while it returns fewer than its cap; at the cap the prefix is listed, fetched
-        and filtered here, so a result is never silently cut at 1000.
-        """
-        res = self._call(
-            self._index.query,
-            vector=self.dummy,
-            top_k=_QUERY_CAP,
-            namespace=ns,
-            filter=flt,
-            include_metadata=True,
-            include_values=values,
-        )
-        if len(res.matches) < _QUERY_CAP:
-            recs = {m.id: dict(m.metadata or {}, **({"_values": m.values} if values else {})) for m in res.matches}
-            return self._join_parts(ns, recs)
-        recs = self._fetch(ns, rec.main_ids(self._list(ns, prefix)), values)
-        return {rid: m for rid, m in recs.items() if rec.matches(m, flt)}
-
-    def _upsert(self, ns: str, records: list[tuple[str, list[float], dict[str, Any]]]) -> None:
-        for part in _chunks(records, _BATCH):
-            self._call(
-                self._index.upsert,
-                vectors=[{"id": i, "values": v, "metadata": m} for i, v, m in part],
-                namespace=ns,
-                show_progress=False,
-            )
-
-    def _delete(self, ns: str, ids: Sequence[str]) -> None:
-        for part in _chunks(list(ids), _DELETE_BATCH):
-            self._call(self._index.delete, ids=list(part), namespace=ns)
 
     # ------------------------------------------------------------------ reads
     def get_source(self, ns: str, source_id: str) -> SourceRow | None:
@@ -281,20 +183,20 @@ class PineconeStorage:
         """{source id: its row} of the ids found (their `src#` records, one fetch)."""
         if not source_ids:
             return {}
-        found = self._fetch(ns, [f"src#{rec.h(sid)}" for sid in dict.fromkeys(source_ids)])
+        found = self.client.fetch(ns, [f"src#{rec.h(sid)}" for sid in dict.fromkeys(source_ids)])
         return {m["source_id"]: SourceRow.of(m, json.loads(m.get("source_meta") or "{}")) for m in found.values()}
 
     def known_message_ids(self, ns: str, source_id: str, ids: Sequence[str]) -> set[str]:
         """Which of `ids` the source holds (fetched by record id)."""
         by_rid = {f"msg#{rec.h(source_id)}#{rec.h(i)}": i for i in ids}
-        return {by_rid[rid] for rid in self._fetch(ns, list(by_rid))}
+        return {by_rid[rid] for rid in self.client.fetch(ns, list(by_rid))}
 
     def messages(
         self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
     ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
         flt = {"kind": "msg", "source_id": source_id, "tok_end": {"$gt": tok_from if tok_from > 0 else -1}}
-        recs = self._select(ns, flt, f"msg#{rec.h(source_id)}#")
+        recs = self.client.select(ns, flt, f"msg#{rec.h(source_id)}#")
         found = sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
         return [m for m in found if tok_to is None or m.tok_offset < tok_to][:limit]
 
@@ -324,10 +226,10 @@ class PineconeStorage:
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
         """The source's nodes without a parent, plus the last node of every level (named on `src#`)."""
         h = rec.h(source_id)
-        src = self._fetch(ns, [f"src#{h}"]).get(f"src#{h}")
+        src = self.client.fetch(ns, [f"src#{h}"]).get(f"src#{h}")
         last = json.loads(src.get("frontier") or "{}") if src else {}
-        recs = self._fetch(ns, [f"node#{h}#{nid}" for _, nid in last.values()])
-        recs.update(self._select(ns, {"kind": "node", "source_id": source_id, "has_parent": False}, f"node#{h}#"))
+        recs = self.client.fetch(ns, [f"node#{h}#{nid}" for _, nid in last.values()])
+        recs.update(self.client.select(ns, {"kind": "node", "source_id": source_id, "has_parent": False}, f"node#{h}#"))
         return [rec.to_node(m) for m in recs.values()]
 
     def source_nodes(
@@ -335,7 +237,7 @@ class PineconeStorage:
     ) -> list[MemoryNode]:
         """The source's nodes (of `level`, positions in [first, last], when given), by level then position
         (listed by id prefix, then filtered)."""
-        recs = self._fetch(ns, rec.main_ids(self._list(ns, f"node#{rec.h(source_id)}#")))
+        recs = self.client.fetch(ns, rec.main_ids(self.client.list_ids(ns, f"node#{rec.h(source_id)}#")))
         nodes = sorted((rec.to_node(m) for m in recs.values()), key=lambda n: (n.level, n.position))
         if level is None:
             return nodes
@@ -348,8 +250,8 @@ class PineconeStorage:
 
     def _nodes_by_id(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:
         out: dict[str, dict[str, Any]] = {}
-        for part in _chunks(list(dict.fromkeys(ids)), _BATCH):
-            out.update(self._select(ns, {"kind": "node", "node_id": {"$in": list(part)}}, "node#", values))
+        for part in chunks(list(dict.fromkeys(ids)), BATCH):
+            out.update(self.client.select(ns, {"kind": "node", "node_id": {"$in": list(part)}}, "node#", values))
         return out
 
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
@@ -381,17 +283,17 @@ class PineconeStorage:
                 conds.append({"created_at": {"$lte": rec.ts(utc(flt.end_date))}})
         groups = [conds]
         if ids is not None:
-            groups = [conds + [{"message_id": {"$in": list(p)}}] for p in _chunks(ids, _BATCH)]
+            groups = [conds + [{"message_id": {"$in": list(p)}}] for p in chunks(ids, BATCH)]
         found: dict[str, dict[str, Any]] = {}
         for g in groups:
-            found.update(self._select(ns, {"$and": g}, "msg#"))
+            found.update(self.client.select(ns, {"$and": g}, "msg#"))
         return [(m["source_id"], m["message_id"]) for m in found.values()]
 
     def backlog(self) -> list[tuple[str, str]]:
         """Sources whose messages run past their last chunk (`chunked_to` on `src#`), in every namespace."""
         out = []
         for ns in self.list_namespaces():
-            for m in self._fetch(ns, self._list(ns, "src#")).values():
+            for m in self.client.fetch(ns, self.client.list_ids(ns, "src#")).values():
                 if int(m["n_tokens"]) > int(m.get("chunked_to", 0)):
                     out.append((ns, m["source_id"]))
         return out
@@ -404,12 +306,12 @@ class PineconeStorage:
     def list_namespaces(self) -> list[str]:
         """Every Pinecone namespace of the index but the reserved meta namespace, sorted (a namespace holding any
         record: a source, a core memory entry)."""
-        stats = self._call(self._index.describe_index_stats)
+        stats = self.client.stats()
         return sorted(ns for ns in (stats.namespaces or {}) if ns != META_NAMESPACE)
 
     def list_sources(self, ns: str, after: str | None = None, limit: int | None = None) -> list[str]:
         """Source ids of the namespace greater than `after` (code-point order), ascending, at most `limit`."""
-        ids = sorted(m["source_id"] for m in self._fetch(ns, self._list(ns, "src#")).values())
+        ids = sorted(m["source_id"] for m in self.client.fetch(ns, self.client.list_ids(ns, "src#")).values())
         return [i for i in ids if after is None or i > after][:limit]
 
     def source_facts(self, ns: str, source_ids: Sequence[str]) -> dict[str, SourceFacts]:
@@ -422,15 +324,19 @@ class PineconeStorage:
         replace left over, write `src#` (new version, frontier) last. See the module docstring for the limits."""
         src = batch.source
         h = rec.h(src.source_id)
-        stored = self._fetch(ns, [f"src#{h}"]).get(f"src#{h}")
+        stored = self.client.fetch(ns, [f"src#{h}"]).get(f"src#{h}")
         if (int(stored["version"]) if stored else 0) != expected_version:
             raise ConflictError(f"{src.source_id!r} changed meanwhile")
-        old = self._list(ns, f"msg#{h}#") + self._list(ns, f"node#{h}#") if batch.replace or batch.delete_source else []
+        old = (
+            self.client.list_ids(ns, f"msg#{h}#") + self.client.list_ids(ns, f"node#{h}#")
+            if batch.replace or batch.delete_source
+            else []
+        )
         instructions = self.instructions
         assert isinstance(instructions, PineconeInstructions)
         if batch.delete_source:  # the instructions first: a failure never leaves a forgotten one behind
             instructions.write(ns, batch.instructions, batch.drop_instructions)
-            self._delete(ns, old + [f"src#{h}"])
+            self.client.delete(ns, old + [f"src#{h}"])
             self._bump(ns)
             return
         fresh = batch.replace or stored is None
@@ -444,18 +350,18 @@ class PineconeStorage:
         records: list[tuple[str, list[float], dict[str, Any]]] = []
         for m in batch.messages:
             packed = rec.pack(f"msg#{h}#{rec.h(m.id)}", rec.message_meta(m), "content")
-            records += [(rid, self.dummy, meta) for rid, meta in packed]
+            records += [(rid, self.client.dummy, meta) for rid, meta in packed]
         vectors = [(n, vec) for n, vec in batch.nodes if vec is not None]
         for n, vec in vectors:
             packed = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
             values = np.asarray(vec, dtype=np.float32).tolist()
-            records += [(rid, self.dummy if rec.is_part(rid) else values, meta) for rid, meta in packed]
+            records += [(rid, self.client.dummy if rec.is_part(rid) else values, meta) for rid, meta in packed]
         updates: list[tuple[str, dict[str, Any]]] = []  # nodes without a vector: all metadata, vector kept
         for n, v in batch.nodes:
             if v is None:
                 (rid, meta), *parts = rec.pack(f"node#{h}#{n.id}", rec.node_meta(n), "text")
                 updates.append((rid, meta))
-                records += [(part_id, self.dummy, part) for part_id, part in parts]
+                records += [(part_id, self.client.dummy, part) for part_id, part in parts]
         for i, v in batch.instructions:
             if v is None:
                 updates.append((f"instr#{i.id}", rec.instruction_meta(i)))
@@ -463,7 +369,7 @@ class PineconeStorage:
                 records.append((f"instr#{i.id}", np.asarray(v, dtype=np.float32).tolist(), rec.instruction_meta(i)))
         fetched = [f"node#{h}#{n.id}" for n, _ in vectors]
         fetched += [f"instr#{i.id}" for i, v in batch.instructions if v is not None]
-        existing = set(old) | set(self._fetch(ns, fetched)) | {r for r, _ in updates}
+        existing = set(old) | set(self.client.fetch(ns, fetched)) | {r for r, _ in updates}
         written = {rid for rid, _, _ in records} | {rid for rid, _ in updates}
         source_meta = {
             "kind": "src",
@@ -479,17 +385,17 @@ class PineconeStorage:
             "stamp": uuid.uuid4().hex,
         }
         try:
-            self._delete(ns, [f"instr#{i}" for i in batch.drop_instructions])
-            self._upsert(ns, records)
+            self.client.delete(ns, [f"instr#{i}" for i in batch.drop_instructions])
+            self.client.upsert(ns, records)
             for rid, meta in updates:
-                self._call(self._index.update, id=rid, namespace=ns, set_metadata=meta)
-            self._delete(ns, [rid for rid in old if rid not in written])
-            self._upsert(ns, [(f"src#{h}", self.dummy, source_meta)])
+                self.client.update_metadata(ns, rid, meta)
+            self.client.delete(ns, [rid for rid in old if rid not in written])
+            self.client.upsert(ns, [(f"src#{h}", self.client.dummy, source_meta)])
             self._bump(ns)
         except Exception as exc:
             created = [rid for rid in written if rid not in existing and rec.base(rid) not in existing]
             try:  # best effort: leave no new message that a retry would skip as already remembered
-                self._delete(ns, created)
+                self.client.delete(ns, created)
             finally:
                 kind = StoreUnavailableError if isinstance(exc, StoreUnavailableError) else StoreError
                 raise kind(f"Pinecone write of {src.source_id!r} failed: {exc}") from exc
@@ -497,27 +403,27 @@ class PineconeStorage:
     def delete_namespace(self, ns: str) -> tuple[int, int]:
         """Delete every record of the Pinecone namespace (core memory, marks and instructions too); returns
         (messages, nodes) removed."""
-        ids = rec.main_ids(self._list(ns, ""))
+        ids = rec.main_ids(self.client.list_ids(ns, ""))
         n_msgs = sum(1 for i in ids if i.startswith("msg#"))
         n_nodes = sum(1 for i in ids if i.startswith("node#"))
         if ids:
-            self._call(self._index.delete, delete_all=True, namespace=ns)
+            self.client.delete_all(ns)
         return n_msgs, n_nodes
 
     # ------------------------------------------------------------------ what the search indexes are fed from
     def _bump(self, ns: str) -> None:
         """A fresh version token for the namespace, written after the records of a commit."""
-        self._upsert(ns, [(_VERSION_ID, self.dummy, {"kind": "ver", "token": uuid.uuid4().hex})])
+        self.client.upsert(ns, [(_VERSION_ID, self.client.dummy, {"kind": "ver", "token": uuid.uuid4().hex})])
 
     def namespace_version(self, ns: str) -> str:
         """The token of `ver#namespace` (one fetch), "" when the namespace holds none."""
-        found = self._fetch(ns, [_VERSION_ID]).get(_VERSION_ID)
+        found = self.client.fetch(ns, [_VERSION_ID]).get(_VERSION_ID)
         return str(found["token"]) if found else ""
 
     def source_stamps(self, ns: str) -> dict[str, str]:
         """{source id: its `src#` stamp} (the `src#` prefix listed and fetched; a source written before stamps
         existed: its version)."""
-        recs = self._fetch(ns, self._list(ns, "src#")).values()
+        recs = self.client.fetch(ns, self.client.list_ids(ns, "src#")).values()
         return {m["source_id"]: str(m.get("stamp") or f"v{int(m['version'])}") for m in recs}
 
     def index_entries(self, ns: str, source_ids: Sequence[str] | None) -> Iterator[IndexEntry]:
@@ -525,9 +431,9 @@ class PineconeStorage:
         their values, a page at a time."""
         prefixes = ["node#"] if source_ids is None else [f"node#{rec.h(sid)}#" for sid in source_ids]
         for prefix in prefixes:
-            ids = rec.main_ids(self._list(ns, prefix))
-            for part in _chunks(ids, _BATCH):
-                for m in self._fetch(ns, part, values=True).values():
+            ids = rec.main_ids(self.client.list_ids(ns, prefix))
+            for part in chunks(ids, BATCH):
+                for m in self.client.fetch(ns, part, values=True).values():
                     yield IndexEntry(
                         m["node_id"],
                         m["source_type"],
@@ -542,41 +448,10 @@ class PineconeStorage:
                         np.asarray(m["_values"], dtype=np.float32),
                     )
 
-    # ------------------------------------------------------------------ search
-    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)] (a filtered query)."""
-        conds: list[dict[str, Any]] = [{"kind": "node"}, {"level": {"$gte": 1}}]  # lines (level 0) never
-        if flt is not None:
-            lo = flt.level if flt.level is not None else flt.min_level
-            hi = flt.level if flt.level is not None else flt.max_level
-            for kind, sid in (("conversation", flt.conversation_id), ("document", flt.document_id)):
-                if sid is not None:
-                    conds += [{"source_type": kind}, {"source_id": sid}]
-            given: tuple[tuple[dict[str, Any], Any], ...] = (
-                ({"source_type": flt.source_type}, flt.source_type),
-                ({"level": {"$gte": lo}}, lo),
-                ({"level": {"$lte": hi}}, hi),
-                ({"speakers": {"$in": [flt.speaker]}}, flt.speaker),
-                ({"session_ids": {"$in": [flt.session_id]}}, flt.session_id),
-                ({"end_time": {"$gte": rec.ts(utc(flt.start_date))}}, flt.start_date),  # no times: never matches
-                ({"start_time": {"$lte": rec.ts(utc(flt.end_date))}}, flt.end_date),
-            )
-            conds += [cond for cond, value in given if value is not None]
-        res = self._call(
-            self._index.query,
-            vector=np.asarray(vector, dtype=np.float32).tolist(),
-            top_k=top_k,
-            namespace=ns,
-            filter={"$and": conds},
-            include_metadata=True,
-        )
-        recs = self._join_parts(ns, {m.id: dict(m.metadata or {}) for m in res.matches})
-        return [(rec.to_node(recs[m.id]), float(m.score)) for m in res.matches]
-
     def counts(self, ns: str) -> dict[str, int]:
         """Record counts of the namespace: `sources`, `messages`, `nodes` (listed by id prefix; no per-level
         split)."""
-        ids = rec.main_ids(self._list(ns, ""))
+        ids = rec.main_ids(self.client.list_ids(ns, ""))
         return {
             kind: sum(1 for i in ids if i.startswith(prefix))
             for kind, prefix in (("sources", "src#"), ("messages", "msg#"), ("nodes", "node#"))
@@ -590,13 +465,13 @@ class PineconeStorage:
 class PineconeMarks:
     """MarkTable: visits and pins as `mark#<node id>` records of the namespace."""
 
-    def __init__(self, store: PineconeStorage) -> None:
-        self.store = store
+    def __init__(self, client: RecordClient) -> None:
+        self.client = client
 
     def get(self, ns: str, ids: Sequence[str] | None) -> dict[str, NodeMarks]:
         """{node id: marks} of the given ids (every marked node of the namespace when None) that have any."""
-        store = self.store
-        rids = store._list(ns, "mark#") if ids is None else [f"mark#{i}" for i in ids]
+        client = self.client
+        rids = client.list_ids(ns, "mark#") if ids is None else [f"mark#{i}" for i in ids]
         return {
             m["node_id"]: NodeMarks(
                 int(m.get("visit_count", 0)),
@@ -604,7 +479,7 @@ class PineconeMarks:
                 bool(m.get("pinned", False)),
                 list(m.get("pin_message_ids", [])),
             )
-            for m in store._fetch(ns, rids).values()
+            for m in client.fetch(ns, rids).values()
         }
 
     def add_visits(self, ns: str, visits: dict[str, tuple[int, datetime]]) -> None:
@@ -629,16 +504,16 @@ class PineconeMarks:
             }
             if m.last_visited_at is not None:
                 meta["last_visited_at"] = rec.ts(m.last_visited_at)
-            records.append((f"mark#{i}", self.store.dummy, meta))
-        self.store._upsert(ns, records)
+            records.append((f"mark#{i}", self.client.dummy, meta))
+        self.client.upsert(ns, records)
 
 
 class PineconeInstructions:
     """InstructionTable: standing instructions as `instr#<id>` records of the namespace, the statement's
     embedding as the record's values."""
 
-    def __init__(self, store: PineconeStorage) -> None:
-        self.store = store
+    def __init__(self, client: RecordClient) -> None:
+        self.client = client
 
     def entries(
         self, ns: str, conversation_id: str | None = None, include_superseded: bool = False
@@ -648,25 +523,25 @@ class PineconeInstructions:
         conds: list[dict[str, Any]] = [{"kind": "instr"}]
         if conversation_id is not None:
             conds.append({"conversation_id": conversation_id})
-        found = [rec.to_instruction(m) for m in self.store._select(ns, {"$and": conds}, "instr#").values()]
+        found = [rec.to_instruction(m) for m in self.client.select(ns, {"$and": conds}, "instr#").values()]
         return instruction_order([i for i in found if include_superseded or i.superseded_by is None])
 
     def get(self, ns: str, ids: Sequence[str]) -> list[Instruction]:
         """The namespace's instructions with these ids (fetched by record id)."""
-        return [rec.to_instruction(m) for m in self.store._fetch(ns, [f"instr#{i}" for i in ids]).values()]
+        return [rec.to_instruction(m) for m in self.client.fetch(ns, [f"instr#{i}" for i in ids]).values()]
 
     def vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{instruction id: embedding (float32, (dimension,))}: the records' values."""
-        recs = self.store._fetch(ns, [f"instr#{i}" for i in ids], values=True)
+        recs = self.client.fetch(ns, [f"instr#{i}" for i in ids], values=True)
         return {m["instruction_id"]: np.asarray(m["_values"], dtype=np.float32) for m in recs.values()}
 
     def write(self, ns: str, put: Sequence[tuple[Instruction, np.ndarray | None]], drop: Sequence[str]) -> int:
         """Delete `drop`, upsert `put` (a None vector: the metadata updated, the values kept). Not atomic
         (Pinecone has no transactions): deletions go first. Returns how many of `drop` existed."""
-        store = self.store
-        gone = len(store._fetch(ns, [f"instr#{i}" for i in drop])) if drop else 0
-        store._delete(ns, [f"instr#{i}" for i in drop])
-        store._upsert(
+        client = self.client
+        gone = len(client.fetch(ns, [f"instr#{i}" for i in drop])) if drop else 0
+        client.delete(ns, [f"instr#{i}" for i in drop])
+        client.upsert(
             ns,
             [
                 (f"instr#{i.id}", np.asarray(v, dtype=np.float32).tolist(), rec.instruction_meta(i))
@@ -676,7 +551,7 @@ class PineconeInstructions:
         )
         for i, v in put:
             if v is None:
-                store._call(store._index.update, id=f"instr#{i.id}", namespace=ns, set_metadata=rec.instruction_meta(i))
+                client.update_metadata(ns, f"instr#{i.id}", rec.instruction_meta(i))
         return gone
 
 
@@ -684,14 +559,14 @@ class PineconeCore:
     """CoreTable: core memory entries as `core#<h(scope)>#<h(key)>` records of the namespace (a dummy vector;
     the value split into part records past the 40 KB metadata limit)."""
 
-    def __init__(self, store: PineconeStorage) -> None:
-        self.store = store
+    def __init__(self, client: RecordClient) -> None:
+        self.client = client
 
     def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
         """The stored entries of a scope (every scope when None), expired ones too (the scope's id prefix listed,
         then fetched)."""
-        store = self.store
-        recs = store._fetch(ns, rec.main_ids(store._list(ns, rec.core_prefix(scope))))
+        client = self.client
+        recs = client.fetch(ns, rec.main_ids(client.list_ids(ns, rec.core_prefix(scope))))
         return [rec.to_core(m) for m in recs.values()]
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
@@ -699,18 +574,18 @@ class PineconeCore:
         Not atomic (Pinecone has no transactions): the write goes first, so a failure in between leaves an entry
         moved out to long-term memory in both places rather than in none. Returns how many entries were deleted
         (`put`'s own key counts when it is in `delete` and was stored)."""
-        store = self.store
+        client = self.client
         dropped = [rec.core_id(scope, k) for k in dict.fromkeys(delete)]
         put_id = rec.core_id(scope, put.key) if put is not None else None
-        held = store._fetch(ns, dropped + ([put_id] if put_id else []))
+        held = client.fetch(ns, dropped + ([put_id] if put_id else []))
         stale: list[str] = []  # records to delete: the dropped entries with their parts, `put`'s surplus parts
         if put is not None and put_id is not None:
             packed = rec.pack(put_id, rec.core_meta(scope, put), "value")
-            store._upsert(ns, [(rid, store.dummy, meta) for rid, meta in packed])
+            client.upsert(ns, [(rid, client.dummy, meta) for rid, meta in packed])
             had = int(held[put_id].get("parts") or 0) if put_id in held else 0
             stale += [f"{put_id}#p{i}" for i in range(len(packed), had + 1)]
         for rid in dropped:
             if rid in held and rid != put_id:
                 stale += [rid] + [f"{rid}#p{i}" for i in range(1, int(held[rid].get("parts") or 0) + 1)]
-        store._delete(ns, stale)
+        client.delete(ns, stale)
         return sum(1 for rid in dropped if rid in held)

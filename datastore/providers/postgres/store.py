@@ -6,13 +6,12 @@
 - `commit` is one transaction: `pg_advisory_xact_lock` on a hash of (namespace, source_id) serialises writers
   of one source across processes, then the version check decides (a stale writer gets ConflictError and the
   writer recomputes from the new state, so no children are ever summarised twice in the stored tree).
-- `search_vector` (the provider's own vector search, for tools; the read path does not use it): an exact scan,
-  score = 1 - cosine distance. The HNSW and tsvector indexes of the first migration are dropped by the eighth.
-- Search for the read path is above the store (datastore/indexes/search.py: the in-memory BM25 and vector
-  indexes, the same for every provider), fed by `index_entries`; `pyramind_namespaces` holds each namespace's
-  version, bumped last in every commit (its row lock orders a namespace's commits, so a version read names every
-  commit before it), and each source's `stamp` is the namespace version of its last commit. Every commit
-  NOTIFYs its new version, so a process knows the versions without a round trip per search (`namespace_version`).
+- Search is above the store (datastore/indexes/search.py: the in-memory BM25 and vector indexes, the same for
+  every provider), fed by `index_entries`; the HNSW and tsvector indexes of the first migration are dropped by the
+  eighth. `pyramind_namespaces` holds each namespace's version, bumped last in every commit (its row lock orders a
+  namespace's commits, so a version read names every commit before it), and each source's `stamp` is the
+  namespace version of its last commit. Every commit NOTIFYs its new version, so a process knows the versions
+  without a round trip per search (`namespace_version`).
 - Core memory (`core`), the marks of nodes (`marks`) and standing instructions (`instructions`, with a
   `vector(dimension)` column of their own; read whole per namespace, so no index on it) are tables of their own.
 `PostgresStorage` implements the Storage protocol (datastore/storage.py).
@@ -35,7 +34,6 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from datastore.storage import (
     CoreTable,
-    Hits,
     IdempotencyRecord,
     IdempotencyTable,
     IndexEntry,
@@ -50,7 +48,7 @@ from datastore.storage import (
     sentences_of,
     sentences_text,
 )
-from models.api import DeleteFilter, QueryFilter
+from models.api import DeleteFilter
 from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
@@ -67,7 +65,7 @@ _MSG_COLS = (
     "sentences"
 )
 _MIGRATION_LOCK = 0x5079_7261_6D69  # any constant bigint: serialises migrations across processes
-_HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector`; above it search is exact
+_HNSW_MAX_DIMENSION = 2000  # pgvector's limit for an HNSW index on `vector` (migration 001's; 008 drops it)
 
 
 def _schema_001(dimension: int) -> list[str]:
@@ -271,29 +269,6 @@ def _message_where(flt: DeleteFilter | None, where: list[str], args: list[Any]) 
             if value is not None:
                 where.append(sql)
                 args.append(value)
-
-
-def _filter_sql(flt: QueryFilter | None) -> tuple[str, dict[str, Any]]:
-    """(' AND ...' SQL, its named parameters) for a QueryFilter; same semantics as the local store. Always
-    `level >= 1` (a literal, so the partial HNSW index applies): lines (level 0) are never search results."""
-    if flt is None:
-        return " AND level >= 1", {}
-    lo = flt.level if flt.level is not None else flt.min_level
-    hi = flt.level if flt.level is not None else flt.max_level
-    parts = {
-        "conv": ("source_type = 'conversation' AND source_id = %(conv)s", flt.conversation_id),
-        "doc": ("source_type = 'document' AND source_id = %(doc)s", flt.document_id),
-        "stype": ("source_type = %(stype)s", flt.source_type),
-        "lo": ("level >= %(lo)s", lo),
-        "hi": ("level <= %(hi)s", hi),
-        "speaker": ("%(speaker)s = ANY(speakers)", flt.speaker),
-        "session": ("%(session)s = ANY(session_ids)", flt.session_id),
-        "start": ("end_time >= %(start)s", utc(flt.start_date)),  # rows without times never match
-        "end": ("start_time <= %(end)s", utc(flt.end_date)),
-    }
-    given = {k: (sql, v) for k, (sql, v) in parts.items() if v is not None}
-    where = " AND level >= 1" + "".join(f" AND {sql}" for sql, _ in given.values())
-    return where, {k: v for k, (_, v) in given.items()}
 
 
 class _Pool(ConnectionPool):
@@ -807,24 +782,6 @@ class PostgresStorage:
                         text,
                         vector.to_numpy(),  # float32 already (pgvector's binary loader)
                     )
-
-    # ------------------------------------------------------------------ search
-    def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:
-        """The top_k nodes closest to `vector` that match `flt`, [(node, cosine)]: an exact scan (an HNSW index,
-        where a database keeps one, is used by PostgreSQL's planner)."""
-        where, args = _filter_sql(flt)
-        args.update(ns=ns, q=np.asarray(vector, dtype=np.float32), k=top_k)
-        sql = (
-            f"SELECT {_NODE_COLS}, 1 - (embedding <=> %(q)s) AS score FROM pyramind_nodes "
-            f"WHERE namespace = %(ns)s{where} ORDER BY embedding <=> %(q)s LIMIT %(k)s"
-        )
-        with self.pool.connection() as conn, conn.transaction():
-            conn.execute(f"SET LOCAL hnsw.ef_search = {max(40, min(1000, 2 * top_k))}")
-            rows = conn.execute(sql, args).fetchall()
-            if len(rows) < top_k:  # HNSW may have starved on the filter: answer exactly (no index scan)
-                conn.execute("SET LOCAL enable_indexscan = off")
-                rows = conn.execute(sql, args).fetchall()
-        return [(_node(r), float(r["score"])) for r in rows]
 
     def counts(self, ns: str) -> dict[str, int]:
         """The namespace's `sources`, `messages` and nodes per level (`L1`, `L2`...)."""
