@@ -235,8 +235,8 @@ def test_the_outline_groups_dated_lines_oldest_first_under_a_budget(memory: Memo
 
     small = memory.outline.outline(ns, "c", budget_tokens=120)
     assert 0 < small.tokens <= 120 and small.omitted > 0
-    shown, note = small.text.rsplit("\n", 1)
-    assert full.text.startswith(shown)  # without a query: the oldest lines, cut at the budget
+    head, note = small.text.rsplit("\n", 1)
+    assert full.text.startswith(head)  # without a query: the oldest lines, cut at the budget
     assert note == f"({small.omitted} of {full.total_lines} lines left out)"  # and the text says so
 
     focused = memory.outline.outline(ns, "c", query="the trip to Oslo", budget_tokens=120)
