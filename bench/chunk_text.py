@@ -16,9 +16,6 @@ Prints the counts and writes the section `chunk-text` of bench/RESULTS.md.
 from __future__ import annotations
 
 import argparse
-import platform
-import subprocess
-from datetime import UTC, datetime
 from pathlib import Path
 
 from bench import common, dataset
@@ -109,14 +106,12 @@ def run(data: Path, limit: int | None) -> dict[str, object]:
 
 def markdown(out: dict[str, object], command: str) -> str:
     """The RESULTS section."""
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     counts = out["counts"]
     assert isinstance(counts, dict)
-    rows = "\n".join(f"| {k} | {v} | {v / max(1, int(str(out['results']))):.1%} |" for k, v in counts.items())
+    n = max(1, int(str(out["results"])))
+    rows = "\n".join(f"| {k} | {v} | {v / n:.1%} |" for k, v in counts.items())
     return (
-        "## What /query hands a model: whole, dated, attributed chunks\n\n"
-        f"- date: {datetime.now(UTC):%Y-%m-%d %H:%M} UTC\n- machine: {platform.processor() or platform.machine()}, "
-        f"Python {platform.python_version()}\n- commit: `{commit}`\n- command: `{command}`\n\n"
+        f"## What /query hands a model: whole, dated, attributed chunks\n\n{common.header(command)}\n"
         f"LoCoMo dev, {out['questions']} questions, top {TOP_K} (default mode), {out['results']} chunk results "
         "checked against the sentences stored with their messages (bench/chunk_text.py).\n\n"
         f"| fault | results | share |\n| --- | --- | --- |\n{rows}\n"
