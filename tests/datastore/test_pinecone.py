@@ -25,9 +25,11 @@ from datastore.factory import open_memory
 from datastore.memory import Memory
 from datastore.providers.pinecone import client as pc_client
 from datastore.providers.pinecone import records as pinecone_records
+from datastore.storage import sentences_text
 from loopback.servers import Needle
 from models.api import Message, Query, RememberRequest
 from models.core import CoreEntry
+from services.chunking import split_message
 from services.embedding import LocalEmbedder
 from services.errors import EmbeddingMismatchError, StoreError
 from services.summarising import ExtractiveSummariser
@@ -48,6 +50,21 @@ def test_a_message_over_the_40kb_metadata_limit_is_stored_in_parts(memory: Memor
     assert stored["big"].content == big and stored["small"].content == "ok."
     ids = memory.storage.client.list_ids(ns, "msg#")  # type: ignore[attr-defined]
     assert sum(1 for i in ids if pinecone_records.is_part(i)) >= 2
+    s = memory.settings
+    check_tree(memory.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
+
+
+@pinecone_only
+def test_a_message_of_thousands_of_sentences_keeps_them_without_its_list_in_metadata(memory: Memory, ns: str) -> None:
+    many = " ".join(f"Step {i} done." for i in range(1500))  # 1,500 sentences: their list is ~20 KB of JSON
+    memory.writer.remember(
+        ns, RememberRequest(conversation_id="c", messages=[Message(id="m", speaker="Ann", content=many)])
+    )
+    [stored] = memory.storage.messages(ns, "c")
+    split = split_message(many)
+    assert len(sentences_text(stored.model_copy(update={"sentences": split}))) > pinecone_records.SENTENCES_MAX
+    assert stored.content == many and stored.sentences == []  # left out of the record: split again when read
+    assert sum(x.tokens for x in split) == stored.n_tokens  # the same sentences the offsets were measured on
     s = memory.settings
     check_tree(memory.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out, s.max_level)
 

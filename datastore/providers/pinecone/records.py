@@ -180,13 +180,24 @@ def message_meta(m: StoredMessage) -> dict[str, Any]:
         "n_tokens": m.n_tokens,
         "tok_end": m.tok_offset + m.n_tokens,
         "show_time": m.show_time,
-        "sentences": sentences_text(m),
+        "sentences": _sentences_field(m),
     }
     if m.created_at is not None:
         meta["created_at"] = m.created_at.timestamp()
     if m.session_id is not None:
         meta["session_id"] = m.session_id
     return meta
+
+
+SENTENCES_MAX = 16_000
+"""Bytes of a message's sentences (JSON) kept in its metadata; a longer list (a pasted document of thousands of
+sentences) is left out, and the message is split again when read (services/chunking.SentenceStream): the same
+splitter gives the same sentences, and the record stays under Pinecone's 40 KB."""
+
+
+def _sentences_field(m: StoredMessage) -> str:
+    text = sentences_text(m)
+    return text if len(text) <= SENTENCES_MAX else ""
 
 
 def to_message(m: dict[str, Any]) -> StoredMessage:
