@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 import schemathesis
 from hypothesis import HealthCheck, settings
+from schemathesis.core.parameters import ParameterLocation
 
 from datastore.factory import open_memory
 from datastore.memory import Memory
@@ -79,6 +80,11 @@ AUTH_CHECKS = [schemathesis.checks.ignored_auth, schemathesis.checks.missing_req
 @settings(max_examples=25, deadline=None, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
 def test_api_conforms_to_its_schema(case: Any, api_app: Any) -> None:
     checks = CHECKS + (AUTH_CHECKS if case.operation.path != "/health" else [])
+    if case.meta is not None and case.meta.is_negative_at(ParameterLocation.HEADER):
+        # the case was made invalid by its headers (Authorization left out), but every request is sent with the
+        # token: what the server accepts is then a valid request, and negative_data_rejection would call it a
+        # bug (seen once in a full run: GET /instructions, its Authorization dropped, answered 200 with the token)
+        checks = [c for c in checks if c is not schemathesis.checks.negative_data_rejection]
     case.call_and_validate(headers=AUTH, app=api_app, checks=checks)
 
 
