@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import sqlite3
 from pathlib import Path
 
 from typer.testing import CliRunner
@@ -56,3 +57,15 @@ def test_outline_of_an_unknown_conversation_is_one_line_and_exit_1(tmp_path: Pat
     assert r.exit_code == 1 and "no conversation with id 'nope'" in r.stderr and "Traceback" not in r.output
     r = runner.invoke(app, ["outline", "trip", "-n", "elsewhere"], env=e)
     assert r.exit_code == 1
+
+
+def test_upgrade_rebuilds_a_store_without_sentences_once(tmp_path: Path) -> None:
+    e = imported(tmp_path)
+    with sqlite3.connect(tmp_path / "cli.db") as db:  # what a store written before sentences holds
+        db.execute("UPDATE messages SET sentences = NULL")
+    r = runner.invoke(app, ["upgrade"], env=e)
+    assert r.exit_code == 0, r.output
+    assert "1 sources rebuilt on sentences (4 messages split), 0 already current" in r.stdout
+    r = runner.invoke(app, ["upgrade"], env=e)
+    assert r.exit_code == 0 and "0 sources rebuilt on sentences (0 messages split), 1 already current" in r.stdout
+    assert runner.invoke(app, ["outline", "trip"], env=e).stdout.splitlines()[1].startswith("Ann: ")
