@@ -304,3 +304,12 @@ def test_a_conversations_user_cannot_change(memory: Memory, ns: str) -> None:
     assert caught.value.field == "user"
     assert memory.storage.get_source(ns, "c").n_messages == 3  # type: ignore[union-attr]
     memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages[3:], user="JON"))
+
+
+def test_a_fork_keeps_its_parents_user(memory: Memory, ns: str) -> None:
+    messages = people_chat()
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=messages[:10], user="Jon"))
+    memory.forks.fork(ns, "c", "m-5", "f")
+    own = [m.model_copy(update={"id": "f" + (m.id or "")}) for m in messages[10:]]
+    memory.writer.remember(ns, RememberRequest(conversation_id="f", messages=own))
+    assert [(i.conversation_id, i.message_id, i.speaker) for i in listed(memory, ns)] == [("f", "fm-14", "Jon")]
