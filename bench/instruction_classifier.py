@@ -27,7 +27,7 @@ from models.api import Message
 from models.instructions import Detected, InstructionKind
 from services import instruction_rules as rules
 from services.embedding import Embedder
-from services.instructions import PatternDetector, between_people
+from services.instructions import PatternDetector, between_people, owned
 from services.speakers import is_human
 
 CLASSES = ("none", "instruction", "preference")
@@ -147,9 +147,11 @@ class ClassifierDetector:
         self._rules_first = rules_first
         self._rules = PatternDetector()
 
-    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
-        """The statements of the human speakers' messages, in message order, then sentence order."""
-        people = between_people(messages)
+    def detect(
+        self, messages: Sequence[Message], conversation_id: str | None = None, user: str | None = None
+    ) -> list[Detected]:
+        """The statements of the human speakers' messages, in message order, then sentence order; in a chat
+        between people only `user`'s preferences (services/instructions.owned)."""
         found: list[tuple[int, int, Detected]] = []
         candidates: list[tuple[int, Message, int, int]] = []
         for index, message in enumerate(messages):
@@ -187,4 +189,4 @@ class ClassifierDetector:
                 )
                 found.append((index, start, detected))
         found.sort(key=lambda t: (t[0], t[1]))
-        return [d for _, _, d in found if not people or d.kind == "preference"]
+        return owned([d for _, _, d in found], between_people(messages), user)

@@ -78,12 +78,13 @@ def labeled(path: Path = LABELED) -> list[tuple[str, str, str]]:
 
 
 def detected(detector: Detector, chat: str, text: str) -> list[Detected]:
-    """What the detector finds in one statement, said to an assistant or (`people`) by Ann to Ben."""
+    """What the detector finds in one statement, said to an assistant or (`people`) by Ann to Ben, in Ann's
+    memory (her conversation's `user`)."""
     if chat == "people":
         messages = [Message(id="1", speaker="Ann", content=text), Message(id="2", speaker="Ben", content="Ok.")]
     else:
         messages = [Message(id="1", role="user", content=text)]
-    return [d for d in detector.detect(messages) if d.message_id == "1"]
+    return [d for d in detector.detect(messages, user="Ann") if d.message_id == "1"]
 
 
 def score(

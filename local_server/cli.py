@@ -68,9 +68,17 @@ def import_(
     fmt: Annotated[str, typer.Option("--format", help="auto, locomo, chatgpt, jsonl or dump.")] = "auto",
     namespace: Namespace = DEFAULT_NAMESPACE,
     db: Db = None,
+    user: Annotated[
+        str | None,
+        typer.Option(
+            "--user",
+            help="The speaker whose memory these chats are (e.g. Jon in LoCoMo's chat of Jon and Gina): in a chat "
+            "between people only their preferences are kept, none without it.",
+        ),
+    ] = None,
 ) -> None:
     """Remember every conversation in a chat-history file, with a progress bar; or restore a `pyramind export`
-    dump exactly (detected from its first line)."""
+    dump exactly (detected from its first line). --user names every conversation's `user` (POST /remember)."""
     from services.importers import read
 
     if fmt not in ("auto", "locomo", "chatgpt", "jsonl", "dump"):
@@ -96,7 +104,8 @@ def import_(
                 if b.fork is not None and store.storage.get_source(namespace, b.conversation_id) is None:
                     store.forks.fork(namespace, b.fork[0], b.fork[1], b.conversation_id)  # a ChatGPT branch
                 r = store.writer.remember(
-                    namespace, RememberRequest(conversation_id=b.conversation_id, messages=b.messages, title=b.title)
+                    namespace,
+                    RememberRequest(conversation_id=b.conversation_id, messages=b.messages, title=b.title, user=user),
                 )
                 convs.add(r.conversation_id)
                 chunks += len(r.chunk_ids)

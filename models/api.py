@@ -152,6 +152,13 @@ class RememberRequest(BaseModel):
         description="The conversation's title, kept when it has none yet (a later one does not replace it); "
         "listed by GET /conversations.",
     )
+    user: Name | None = Field(
+        default=None,
+        min_length=1,
+        max_length=256,
+        description="The speaker whose memory this is, in a chat between people (e.g. Jon of Jon and Gina): only "
+        "their preferences are kept; without it none are. Kept by the conversation; it cannot change.",
+    )
     messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
     session_id: str | None = Field(
         default=None,

@@ -42,8 +42,12 @@ class Detector(Protocol):
     name: str
     calls_model: bool
 
-    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
-        """The statements of the human speakers' messages, in message order, then sentence order."""
+    def detect(
+        self, messages: Sequence[Message], conversation_id: str | None = None, user: str | None = None
+    ) -> list[Detected]:
+        """The statements of the human speakers' messages, in message order, then sentence order. In a chat
+        between people (`between_people`) only the preferences `user` (the speaker whose memory this is) stated,
+        none without one (`owned`)."""
         ...
 
 
@@ -60,6 +64,24 @@ def people_only(speakers: Collection[str]) -> bool:
     """Whether speakers are two or more people and no assistant or machinery (see `between_people`)."""
     humans = {s.strip().casefold() for s in speakers if is_human(s)}
     return len(humans) >= 2 and all(is_human(s) for s in speakers)
+
+
+def same_speaker(a: str | None, b: str | None) -> bool:
+    """Whether two speaker names name the same person (case and surrounding spaces ignored)."""
+    return a is not None and b is not None and a.strip().casefold() == b.strip().casefold()
+
+
+def owned(found: Sequence[Detected], people: bool, user: str | None) -> list[Detected]:
+    """What a detector keeps of `found`: all of it in a chat with an assistant (`people` False); in a chat
+    between people, only the preferences `user` stated (the speaker whose memory this is, the conversation's
+    `user`; RememberRequest), none when it is not set. Neither side's encouragement, advice or plans ("And
+    remember, I'm always here for you.") is the user's rule, and what one person tells another to do is no
+    instruction for the assistant."""
+    if not people:
+        return list(found)
+    if user is None:
+        return []
+    return [d for d in found if d.kind == "preference" and same_speaker(d.speaker, user)]
 
 
 class PatternDetector:
@@ -100,8 +122,9 @@ class PatternDetector:
         withdraw X and are no rule of their own (`rules.revocation_topic`)
     facts the speaker asks to keep (preferences): "I'm vegetarian, keep that in mind.", "Please remember: I ..."
 
-    Never (each checked by tests/services/test_instructions.py): instructions in a chat between people (advice
-    one gives another: "And remember to stay patient ..."; `between_people`); messages of the assistant and the
+    Never (each checked by tests/services/test_instructions.py): in a chat between people (`between_people`),
+    any instruction (advice one gives another: "And remember to stay patient ...") and any preference but those
+    of the conversation's `user` (`owned`); messages of the assistant and the
     machinery (services/speakers.NON_HUMAN_SPEAKERS); questions ("Should I always use TypeScript?"); hypotheticals and
     conditions about the past or others ("If I always used tabs, would it matter?", "What if I never ...", "Suppose
     I prefer ..."); text in code blocks, inline code, `>` quote lines or quotation marks, and reported speech ("My
@@ -116,16 +139,14 @@ class PatternDetector:
     name = "pattern"
     calls_model = False
 
-    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
+    def detect(
+        self, messages: Sequence[Message], conversation_id: str | None = None, user: str | None = None
+    ) -> list[Detected]:
         """The statements of the human speakers' messages, in message order, then sentence order. In a chat
-        between people (`between_people`) only preferences: what one person tells another to do is advice to
-        them, no rule for the assistant."""
-        out: list[Detected] = []
-        people = between_people(messages)
-        for message in messages:
-            found = self.detect_message(message, conversation_id)
-            out.extend(d for d in found if not people or d.kind == "preference")
-        return out
+        between people (`between_people`) only the preferences of `user`, the speaker whose memory this is, and
+        none without one (`owned`): what one person tells another is advice to them, no rule for the assistant."""
+        found = [d for message in messages for d in self.detect_message(message, conversation_id)]
+        return owned(found, between_people(messages), user)
 
     def detect_message(self, message: Message, conversation_id: str | None = None) -> list[Detected]:
         """The statements of one message; [] when its speaker is not human."""
@@ -244,8 +265,11 @@ class OpenAIDetector:
         self._fallback = fallback or PatternDetector()
         self._max_chars = max_batch_chars
 
-    def detect(self, messages: Sequence[Message], conversation_id: str | None = None) -> list[Detected]:
-        """The statements of the human speakers' messages, in message order, then sentence order."""
+    def detect(
+        self, messages: Sequence[Message], conversation_id: str | None = None, user: str | None = None
+    ) -> list[Detected]:
+        """The statements of the human speakers' messages, in message order, then sentence order; in a chat
+        between people only `user`'s preferences (`owned`)."""
         out: list[Detected] = []
         for batch in self._batches([m for m in messages if is_human(m.who)]):
             try:
@@ -254,8 +278,8 @@ class OpenAIDetector:
                 log.warning(
                     "instruction model %s failed (%s); using the pattern detector", self.model, type(exc).__name__
                 )
-                out.extend(self._fallback.detect(batch, conversation_id))
-        return out
+                out.extend(d for m in batch for d in self._fallback.detect_message(m, conversation_id))
+        return owned(out, between_people(messages), user)
 
     def _batches(self, messages: list[Message]) -> list[list[Message]]:
         batches: list[list[Message]] = []

@@ -31,7 +31,13 @@ from datastore.locks import SourceLocks, retry_conflicts
 from datastore.read.lineage import chunk_from, stream_messages
 from datastore.storage import SourceRow, Storage, WriteBatch
 from datastore.write.build import TreeBuilder
-from datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
+from datastore.write.instructions import (
+    InstructionKeeper,
+    conversation_user,
+    newly_covered,
+    unread_from,
+    with_unread,
+)
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from services.errors import ConflictError
@@ -134,7 +140,11 @@ class IndexSteps:
             )
             covered = newly_covered(messages, chunked_to, chunks[-1].tok_end if chunks else chunked_to)
             unread = keeper.deferred and src.source_type == "conversation" and bool(covered)
-            found = [] if keeper.deferred else keeper.detect(ns, src.source_type, source_id, covered)
+            found = (
+                []
+                if keeper.deferred
+                else keeper.detect(ns, src.source_type, source_id, covered, conversation_user(src.metadata))
+            )
             lines = builder.lines(frontier, covered, chunks, source_id, messages)
             nodes, said_vectors = builder.embed_with(chunks + lines, [said(i) for i in found])
             with self.locks(ns, source_id):
@@ -240,7 +250,9 @@ class IndexSteps:
                 return Step()
             to = min(chunked_to(src), mark + span)
             messages = window(mark, to)
-            found = keeper.detect(ns, src.source_type, source_id, newly_covered(messages, mark, to))
+            found = keeper.detect(
+                ns, src.source_type, source_id, newly_covered(messages, mark, to), conversation_user(src.metadata)
+            )
             vectors = self.builder.embed_with([], [said(i) for i in found])[1]
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)

@@ -16,10 +16,12 @@ message sent at or before it (by `created_at`; by position when untimed).
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from datastore.read.lineage import fork_info, fork_point, lineage
 from datastore.storage import SourceRow, Storage, WriteBatch
 from datastore.write.delete import Deleter
+from datastore.write.instructions import USER_KEY, conversation_user
 from models.lifetime import ForkResponse
 from services.errors import ConflictError, NotFoundError
 
@@ -74,9 +76,12 @@ class Forks:
             "at_seq": m.seq,
             "at_time": m.created_at.isoformat() if m.created_at else None,
         }
+        parent = storage.get_source(ns, sid)
+        user = conversation_user(parent.metadata) if parent is not None else None
+        metadata: dict[str, Any] = {"fork": fork, **({USER_KEY: user} if user else {})}  # the parent's user
         self.deleter.register_fork(ns, sid, new_id)  # first, so a change of the parent from now on reaches it
         try:
-            storage.commit(ns, WriteBatch(source=SourceRow(new_id, "conversation", 1, metadata={"fork": fork})), 0)
+            storage.commit(ns, WriteBatch(source=SourceRow(new_id, "conversation", 1, metadata=metadata)), 0)
         except ConflictError as exc:
             raise ConflictError(f"{new_id!r} already exists", "new_conversation_id") from exc
         self.deleter.forget_messages(ns, new_id, set())  # its base: the parent's stream up to the fork point

@@ -20,7 +20,13 @@ from datastore.read.lineage import Base, fork_base, lineage
 from datastore.read.nodes import subtree
 from datastore.storage import SourceRow, Storage, WriteBatch
 from datastore.write.build import TreeBuilder
-from datastore.write.instructions import InstructionKeeper, newly_covered, unread_from, with_unread
+from datastore.write.instructions import (
+    InstructionKeeper,
+    conversation_user,
+    newly_covered,
+    unread_from,
+    with_unread,
+)
 from models.api import DeleteRequest, DeleteResponse
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
@@ -161,7 +167,11 @@ class Deleter:
                 deferred = keeper.deferred and src.source_type == "conversation" and bool(uncovered)
                 try:
                     nodes = self.rebuild(ns, src, keep, old, base)
-                    stated = keeper.detect(ns, src.source_type, source_id, uncovered) if nodes and not deferred else []
+                    stated = (
+                        keeper.detect(ns, src.source_type, source_id, uncovered, conversation_user(src.metadata))
+                        if nodes and not deferred
+                        else []
+                    )
                     if stated:  # kept messages no detector had read: read now, as the chunk step would have
                         found = (stated, self.builder.embedder.embed([said(i) for i in stated], bulk=True))
                 except (EmbeddingError, SummaryError) as exc:

@@ -8,8 +8,10 @@ Where each part runs (one rule for every path, and for every provider):
   (the source's last L1 end before the step, the last new chunk's end]. A source's chunks only grow, so every
   message's end falls in exactly one step's window: each message is read by the detector once. Only
   conversations are read (a document's author states no rules for the assistant); the detector itself skips
-  the assistant's and the machinery's messages. A rebuild after a delete keeps the instructions of the kept
-  messages and detects the kept messages no chunk had covered yet (`Deleter.forget_messages`).
+  the assistant's and the machinery's messages, and in a chat between people keeps only the preferences of the
+  conversation's `user` (its source metadata, `conversation_user`; each path passes it to `detect`). A rebuild
+  after a delete keeps the instructions of the kept messages and detects the kept messages no chunk had covered
+  yet (`Deleter.forget_messages`).
 - deferred: a detector that calls a model (`Detector.calls_model`, seconds a call) is not waited on by the chunk
   step. The chunk step commits its chunks with the source metadata's `unread_from` mark (UNREAD_KEY, a token
   offset: the chunked messages ending past it are not read yet; a step lowers it to its window's start, never
@@ -52,7 +54,7 @@ from models.api import Message
 from models.instructions import Instruction
 from models.memory import SourceType, StoredMessage
 from services.embedding import Embedder
-from services.instructions import Detector, Superseder, after_removal, people_only, said, said_order
+from services.instructions import Detector, Superseder, after_removal, owned, people_only, said, said_order
 from services.speakers import is_human
 
 log = logging.getLogger(__name__)
@@ -63,6 +65,8 @@ one Pinecone record's metadata)."""
 LOCK_KEY = "\x00instructions"
 UNREAD_KEY = "unread_from"
 """Source metadata key: the token offset past which chunked messages are not yet read by a deferred detector."""
+USER_KEY = "user"
+"""Source metadata key: the conversation's `user`, the speaker whose memory it is (`conversation_user`)."""
 
 Put = tuple[Instruction, np.ndarray | None]
 
@@ -85,6 +89,13 @@ def unread_from(metadata: dict[str, Any]) -> int | None:
     """The source's `unread_from` mark (see the module docstring), or None when every chunked message is read."""
     mark = metadata.get(UNREAD_KEY)
     return int(mark) if mark is not None else None
+
+
+def conversation_user(metadata: dict[str, Any]) -> str | None:
+    """The conversation's `user` (source metadata USER_KEY, set by RememberRequest.user): the speaker whose memory
+    it is, whose preferences alone are kept in a chat between people; None when not set."""
+    user = metadata.get(USER_KEY)
+    return str(user) if user else None
 
 
 def with_unread(metadata: dict[str, Any], mark: int | None) -> dict[str, Any]:
@@ -125,13 +136,21 @@ class InstructionKeeper:
         return self.locks(ns, LOCK_KEY)
 
     def detect(
-        self, ns: str, source_type: SourceType, source_id: str, messages: Sequence[StoredMessage]
+        self,
+        ns: str,
+        source_type: SourceType,
+        source_id: str,
+        messages: Sequence[StoredMessage],
+        user: str | None = None,
     ) -> list[Instruction]:
         """The instructions stated in `messages` (in order; the caller passes those newly covered), with ids and
         `recorded_at` (now, a microsecond apart in the order said); [] for a document or without the capability.
-        In a chat between people (these messages' speakers and those of the stored nodes at the conversation's
-        frontier: two or more people, no assistant) only preferences: advice one person gives another is no rule
-        for the assistant.
+        user: the conversation's `user` (`conversation_user` of its source metadata), the speaker whose memory it
+        is. In a chat between people (these messages' speakers and those of the stored nodes at the
+        conversation's frontier: two or more people, no assistant) only the preferences `user` stated, none
+        without one (services/instructions.owned): advice, encouragement or plans one person tells another are
+        no rule for the assistant, nor the user's preference. A chat with an assistant: every statement of its
+        people, `user` or not.
         A detector that raises is logged and finds nothing: it never stops indexing."""
         if self.table is None or source_type != "conversation" or not messages:
             return []
@@ -142,12 +161,12 @@ class InstructionKeeper:
             for m in messages
         ]
         try:
-            found = self.detector.detect(spoken, source_id)
+            found = self.detector.detect(spoken, source_id, user)
         except Exception:
             log.exception("instruction detection failed on %d messages of %r; none kept", len(spoken), source_id)
             return []
-        if any(d.kind == "instruction" for d in found) and self._between_people(ns, source_id, messages):
-            found = [d for d in found if d.kind != "instruction"]  # advice one person gives another
+        if found and self._between_people(ns, source_id, messages):  # the stored speakers may say so, not these
+            found = owned(found, True, user)
         now = datetime.now(UTC)
         out: list[Instruction] = []
         per_message: dict[str, int] = {}

@@ -25,7 +25,7 @@ from datastore.locks import SourceLocks, retry_conflicts
 from datastore.read.lineage import chunk_from, stream_messages, tok_at
 from datastore.storage import SourceRow, Storage, WriteBatch
 from datastore.write.build import TreeBuilder
-from datastore.write.instructions import InstructionKeeper, newly_covered
+from datastore.write.instructions import USER_KEY, InstructionKeeper, conversation_user, newly_covered
 from datastore.write.order import place, surviving
 from models.api import Document, RememberRequest, RememberResponse, UpsertResponse
 from models.memory import MemoryNode, SourceType, StoredMessage
@@ -33,7 +33,7 @@ from models.settings import Settings
 from models.time import utc
 from services.chunking import measure
 from services.errors import EmbeddingError, InvalidRequestError, SummaryError
-from services.instructions import said
+from services.instructions import said, same_speaker
 from services.sessions import assign_sessions
 from services.tree import Frontier
 
@@ -63,6 +63,8 @@ class SourceWrite:
     replaced (an upserted document). metadata: the source's metadata when it is new or replaced. index: False
     stores the messages only, as backlog for the background indexer. sessions: message id -> the session id sent
     with it. title: kept in the source's metadata when it has no title yet (with the first messages it stores).
+    user: the speaker whose memory the conversation is (source metadata `user`, kept like title; a different one
+    than it holds is refused), read by the instruction detection of every later write.
     """
 
     source_id: str
@@ -74,6 +76,7 @@ class SourceWrite:
     index: bool = True
     sessions: Mapping[str, str] = field(default_factory=dict)
     title: str | None = None
+    user: str | None = None
 
 
 @dataclass
@@ -125,7 +128,9 @@ class Writer:
         `pending_message_ids` until the background indexer chunks and embeds them.
 
         A message without `created_at` takes the time the call came in. `req.title` is kept as the
-        conversation's title (source metadata `title`) when it has none yet. A
+        conversation's title (source metadata `title`) when it has none yet; `req.user`, the speaker whose
+        memory it is, as its `user` likewise (datastore/write/instructions.py: in a chat between people only
+        their preferences are kept). A
         message older than the conversation's latest is inserted by `created_at` (datastore/write/order.py) and
         the tree rebuilt from there, the conversation's forks too.
 
@@ -134,7 +139,8 @@ class Writer:
         created and the open chunk extended, the summaries created, the message ids skipped as already
         remembered, and the message ids stored but not yet indexed because the embedder failed
         (`pending_message_ids`; indexed by the next call or retry_pending).
-        Raises InvalidRequestError (a limit, or the id names a document): nothing is written then.
+        Raises InvalidRequestError (a limit, the id names a document, or `user` differs from the
+        conversation's): nothing is written then.
         """
         s = self.settings
         if len(req.messages) > s.max_messages:
@@ -162,7 +168,13 @@ class Writer:
             if session:
                 sessions[mid] = session
         write = SourceWrite(
-            conversation_id, "conversation", tuple(incoming), index=index, sessions=sessions, title=req.title
+            conversation_id,
+            "conversation",
+            tuple(incoming),
+            index=index,
+            sessions=sessions,
+            title=req.title,
+            user=req.user,
         )
         done = self.extend(ns, write)
         return RememberResponse(
@@ -251,6 +263,9 @@ class Writer:
 
         def attempt() -> Extended:
             tail = self._read(ns, write)
+            user = conversation_user(tail.state.metadata)
+            if write.user and user and not same_speaker(user, write.user):
+                raise InvalidRequestError(f"{write.source_id!r} is {user!r}'s memory; its user cannot change", "user")
             if not tail.fresh and (tail.chunked_to >= tail.state.n_tokens or not write.index):
                 return Extended(skipped=tail.skipped)
             stored = self._numbered(write, tail)
@@ -260,6 +275,8 @@ class Writer:
             metadata = state.metadata
             if write.title and stored and not metadata.get("title"):
                 metadata = {**metadata, "title": write.title}
+            if write.user and stored and not conversation_user(metadata):
+                metadata = {**metadata, USER_KEY: write.user}
             merged = self._in_time_order(ns, write.source_id, state, stored, last)
             if merged is not None:  # a late message: inserted by time, the tree rebuilt from there
                 refresh[:] = list(state.metadata.get("forks") or [])
@@ -365,7 +382,8 @@ class Writer:
             end = chunks[-1].tok_end if chunks else tail.chunked_to
             covered = newly_covered(prior + stored, tail.chunked_to, end)
             lines = builder.lines(frontier, covered, chunks, source_id, prior)
-            found = keeper.detect(ns, write.source_type, source_id, covered)
+            user = conversation_user(backlog.source.metadata) if backlog.source else None
+            found = keeper.detect(ns, write.source_type, source_id, covered, user)
             nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
             nodes += [(n, None) for n in reparented]
         except (EmbeddingError, SummaryError) as exc:
@@ -478,7 +496,7 @@ class Writer:
             end = chunks[-1].tok_end if chunks else 0
             unlined = [m for m in prior if m.id not in lined and m.tok_offset + m.n_tokens <= end]
             lines = builder.lines(frontier, unlined, chunks, source_id, prior)
-            found = keeper.detect(ns, source_type, source_id, newly)
+            found = keeper.detect(ns, source_type, source_id, newly, conversation_user(metadata))
             made, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
         except (EmbeddingError, SummaryError) as exc:
             log.warning("%s; keeping %d messages of %r to index later", exc.message, len(fresh), source_id)

@@ -179,3 +179,19 @@ def test_a_delete_leaves_the_unread_messages_to_the_detect_step(memory: Memory, 
         "u-4",
         "u-16",
     ]
+
+
+def test_the_deferred_read_keeps_only_the_users_preferences_between_people(memory: Memory) -> None:
+    """The summary lane's read (IndexSteps.detect) passes the conversation's `user` too: in a chat between Jon
+    and Gina, nothing without it, Jon's own preference with it."""
+    messages = conversation(("Jon", "Gina"), 30, start=T0, prefix="p")
+    says = {6: "I prefer Bootstrap over Foundation.", 7: "These days Tailwind is my thing for styling."}
+    messages = [m.model_copy(update={"content": says[i]}) if i in says else m for i, m in enumerate(messages)]
+    for cid, user in (("nobody", None), ("jon", "Jon")):
+        memory.writer.accept("ns", RememberRequest(conversation_id=cid, messages=messages, user=user))
+        while memory.steps.chunks("ns", cid, max_chunks=1).more:
+            pass
+        while memory.steps.detect("ns", cid).more:
+            pass
+    found = memory.instructions.list("ns", include_superseded=True).instructions
+    assert [(i.conversation_id, i.message_id, i.speaker) for i in found] == [("jon", "p-6", "Jon")]

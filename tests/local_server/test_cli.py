@@ -384,3 +384,31 @@ def test_help_reads_cleanly() -> None:
     # a summary on one line: "... a progress bar; or restore a `pyramind export` dump exactly ..."
     assert "or restore a `pyramind export` dump exactly" in helps["pyramind"].output
     assert "forgetting for real is refused (exit 1)" in helps["forget"].output  # a later paragraph, too
+
+
+def test_import_user_names_whose_memory_a_chat_between_people_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pyramind import --user Jon`: of a chat between Jon and Gina only Jon's preferences are kept; without
+    `--user`, none (neither Gina's encouragement nor Jon's diet)."""
+    from local_server.cli_common import open_store, settings_for
+
+    lines = [
+        {"speaker": "Gina", "content": "And remember, I'm always here for you."},
+        {"speaker": "Jon", "content": "Thanks. I'm vegetarian, keep that in mind."},
+        {"speaker": "Gina", "content": "Noted, no steak then."},
+    ]
+    for name, extra in (("nobody", []), ("jon", ["--user", "Jon"])):
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+        r = runner.invoke(app, ["import", str(path), *extra], env=env(tmp_path))
+        assert r.exit_code == 0, r.output
+    monkeypatch.setenv("LOCAL_DB_PATH", str(tmp_path / "cli.db"))
+    store = open_store(settings_for(None))
+    try:
+        found = store.instructions.list("default").instructions
+    finally:
+        store.close()
+    assert [(i.conversation_id, i.speaker, i.statement) for i in found] == [
+        ("jon", "Jon", "I'm vegetarian, keep that in mind.")
+    ]

@@ -145,3 +145,38 @@ async def test_a_store_without_instructions_answers_501(settings: Settings, memo
     finally:
         storage.instructions = kept
     assert memory.instructions.list("default").instructions == []
+
+
+JON_AND_GINA = [  # a LoCoMo-style chat between two people, no assistant
+    {"id": "g1", "speaker": "Gina", "content": "Hey Jon! How did the studio opening go?"},
+    {"id": "j1", "speaker": "Jon", "content": "Slow start. I'm vegetarian, keep that in mind."},
+    {"id": "g2", "speaker": "Gina", "content": "It'll pick up. And remember, I'm always here for you."},
+    {"id": "j2", "speaker": "Jon", "content": "Thanks, that means a lot."},
+]
+
+
+async def test_a_chat_between_people_gives_only_its_users_preferences(client: Any) -> None:
+    """Without `user`, neither Gina's encouragement nor Jon's diet becomes a standing preference (not in GET
+    /instructions, not in /context); with `user` Jon, his diet only. A different user later is a 422 on `user`."""
+    await _remember(client, JON_AND_GINA, cid="friends")
+    assert (await _list(client))["instructions"] == []
+    r = await client.post("/context", json={}, headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and "always here for you" not in body["context"], body
+
+    r = await client.post(
+        "/remember",
+        json={"conversation_id": "jon", "user": "Jon", "messages": JON_AND_GINA, "wait": True},
+        headers=AUTH,
+    )
+    assert r.status_code == 200, await r.get_json()
+    listed = (await _list(client))["instructions"]
+    assert [(i["kind"], i["speaker"], i["message_id"], i["conversation_id"]) for i in listed] == [
+        ("preference", "Jon", "j1", "jon")
+    ]
+    more = [{"id": "j3", "speaker": "Jon", "content": "See you."}]
+    for user in ("Gina", "Jon\nGina", ""):
+        r = await client.post(
+            "/remember", json={"conversation_id": "jon", "user": user, "messages": more}, headers=AUTH
+        )
+        assert r.status_code == 422 and is_error(await r.get_json(), field="user"), user

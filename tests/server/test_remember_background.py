@@ -291,8 +291,8 @@ async def test_chunks_are_searchable_while_the_model_reads_them_for_instructions
         memory = open_memory(settings, embedder, ExtractiveSummariser())  # the detector: the model
         try:
             async with app_client(settings, memory) as client:
-                payload = body("c", 12, "kazoo")
-                payload["messages"][4]["content"] = "I prefer Bootstrap over Foundation."
+                payload = body("c", 12, "kazoo", user="Ann")  # a chat between Ann and Bob: Ann's memory
+                payload["messages"][4]["content"] = "I prefer Bootstrap over Foundation."  # said by Ann
                 assert (await client.post("/remember", json=payload, headers=AUTH)).status_code == 202
 
                 async def asked() -> bool:

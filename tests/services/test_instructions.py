@@ -686,13 +686,48 @@ def test_im_vegetarian_keep_that_in_mind_is_kept() -> None:
 
 def test_advice_between_people_is_not_an_instruction() -> None:
     """In a chat between people (no assistant), one person's advice to the other is no rule for the assistant;
-    what a person says of their own tastes still is a preference."""
+    what the conversation's `user` says of their own tastes is a preference, and nobody's without a `user`."""
     chat = [
         Message(id="1", speaker="Audrey", content="And remember to stay patient during the grooming process."),
         Message(id="2", speaker="Andrew", content="Thanks! Always keep treats in your pocket at the park."),
         Message(id="3", speaker="Audrey", content="My favorite recipe is Chicken Pot Pie."),
     ]
-    found = PatternDetector().detect(chat)
+    found = PatternDetector().detect(chat, user="Audrey")
     assert [(d.message_id, d.kind) for d in found] == [("3", "preference")]
+    assert PatternDetector().detect(chat) == [] and PatternDetector().detect(chat, user="Andrew") == []
     with_assistant = [*chat, Message(id="4", speaker="assistant", content="Noted.")]
     assert {d.message_id for d in PatternDetector().detect(with_assistant)} >= {"1", "2"}
+
+
+JON_AND_GINA = [  # a LoCoMo-style chat between two people, no assistant
+    Message(id="1", speaker="Gina", content="That sounds rough. And remember, I'm always here for you."),
+    Message(id="2", speaker="Jon", content="Thanks Gina. I'm vegetarian, keep that in mind."),
+    Message(id="3", speaker="Gina", content="I prefer Thai food, keep that in mind."),
+]
+
+
+def test_a_chat_between_people_is_read_for_its_user_only() -> None:
+    """Neither side's encouragement or preference is kept without the conversation's `user`; with it, only that
+    speaker's preferences (case aside). A chat with an assistant is read as before, whatever `user` says."""
+    assert PatternDetector().detect(JON_AND_GINA) == []
+    found = PatternDetector().detect(JON_AND_GINA, user="jon")
+    assert [(d.message_id, d.speaker, d.statement) for d in found] == [
+        ("2", "Jon", "I'm vegetarian, keep that in mind.")
+    ]
+    with_assistant = [*JON_AND_GINA, Message(id="4", role="assistant", content="Noted.")]
+    assert {d.message_id for d in PatternDetector().detect(with_assistant)} >= {"2", "3"}
+    assert PatternDetector().detect(CHAT, user="Somebody else") == PatternDetector().detect(CHAT)
+
+
+def test_the_model_detector_keeps_only_the_users_statements_between_people(
+    tmp_path: Path, fake_openai: LoopbackOpenAI
+) -> None:
+    fake_openai.chat_reply = lambda body: answer(
+        {"message_id": "1", "text": "And remember, I'm always here for you.", "kind": "preference", "subject": "x"},
+        {"message_id": "2", "text": "I'm vegetarian, keep that in mind.", "kind": "preference", "subject": "diet"},
+    )
+    detector = llm_detector(tmp_path, fake_openai)
+    assert detector.detect(JON_AND_GINA) == []
+    assert [d.message_id for d in detector.detect(JON_AND_GINA, user="Jon")] == ["2"]
+    fake_openai.fail_next = 10  # the rules' fallback follows the same rule
+    assert [d.message_id for d in detector.detect(JON_AND_GINA, user="Jon")] == ["2"]
