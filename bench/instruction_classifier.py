@@ -174,17 +174,14 @@ class ClassifierDetector:
             for (index, message, start, end), text, kind in zip(candidates, texts, kinds, strict=True):
                 if kind is None:
                     continue
-                detected = Detected(
-                    text=text,
+                detected = Detected.of(
+                    message,
+                    conversation_id,
+                    start,
+                    end,
                     statement=text,
                     kind=kind,
                     subject=rules.subject_key(text),
-                    message_id=message.id,
-                    conversation_id=conversation_id,
-                    speaker=message.who,
-                    created_at=message.created_at,
-                    start=start,
-                    end=end,
                     detector="minilm",
                 )
                 found.append((index, start, detected))

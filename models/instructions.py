@@ -12,7 +12,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.api import NAMESPACE_PATTERN, WARNINGS_DESCRIPTION, RequestWarning
+from models.api import NAMESPACE_PATTERN, WARNINGS_DESCRIPTION, Message, RequestWarning
 
 InstructionKind = Literal["instruction", "preference"]
 """instruction: a rule for the assistant's future behaviour; preference: a durable taste or constraint."""
@@ -46,6 +46,38 @@ class Detected(BaseModel):
     )
     detector: str = Field(default="pattern", description=_DETECTOR)
     rule: str | None = Field(default=None, description="Name of the pattern that matched (pattern detector only).")
+
+    @classmethod
+    def of(  # noqa: PLR0913 (each part of a detection, named at the call)
+        cls,
+        message: Message,
+        conversation_id: str | None,
+        start: int,
+        end: int,
+        *,
+        statement: str,
+        kind: InstructionKind,
+        subject: str,
+        detector: str,
+        rule: str | None = None,
+    ) -> Detected:
+        """The detection of the sentence `message.content[start:end]` (character offsets) that states
+        `statement`: its text the sentence stripped, its speaker and time the message's. What every detector
+        builds (services/instructions.py, and the classifier tried in bench/instruction_classifier.py)."""
+        return cls(
+            text=message.content[start:end].strip(),
+            statement=statement,
+            kind=kind,
+            subject=subject,
+            message_id=message.id,
+            conversation_id=conversation_id,
+            speaker=message.who,
+            created_at=message.created_at,
+            start=start,
+            end=end,
+            detector=detector,
+            rule=rule,
+        )
 
     def to_instruction(self, id: str) -> Instruction:  # noqa: A002 - the field is called id
         """This detection stored as the Instruction `id` (not superseded)."""

@@ -163,17 +163,14 @@ class PatternDetector:
             (c_start, c_end), match = hit
             statement = content[start + c_start : start + c_end].strip()
             found.append(
-                Detected(
-                    text=content[start:end].strip(),
+                Detected.of(
+                    message,
+                    conversation_id,
+                    start,
+                    end,
                     statement=statement,
                     kind=match.kind,
                     subject=rules.subject_key(statement),
-                    message_id=message.id,
-                    conversation_id=conversation_id,
-                    speaker=speaker,
-                    created_at=message.created_at,
-                    start=start,
-                    end=end,
                     detector=self.name,
                     rule=match.rule,
                 )
@@ -321,17 +318,14 @@ class OpenAIDetector:
                 (
                     keys.index(item.message_id),
                     s_start,
-                    Detected(
-                        text=message.content[s_start:s_end].strip(),
+                    Detected.of(
+                        message,
+                        conversation_id,
+                        s_start,
+                        s_end,
                         statement=statement,
                         kind=item.kind,
                         subject=subject,
-                        message_id=message.id,
-                        conversation_id=conversation_id,
-                        speaker=message.who,
-                        created_at=message.created_at,
-                        start=s_start,
-                        end=s_end,
                         detector=self.name,
                     ),
                 )
