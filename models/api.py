@@ -87,6 +87,11 @@ def is_namespace(value: object) -> TypeGuard[str]:
     return isinstance(value, str) and re.fullmatch(NAMESPACE_PATTERN, value) is not None
 
 
+def optional_text(description: str) -> Any:
+    """An optional string field of 1 to 256 characters (an id, a conversation or session id, a name, a title)."""
+    return Field(default=None, min_length=1, max_length=256, description=description)
+
+
 def namespace_field() -> Any:
     return Field(
         default=None,
@@ -100,12 +105,9 @@ class Message(BaseModel):
 
     model_config = Strict
 
-    id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Stable message id; resending it changes nothing. Without one, a message is "
-        "new each time it is sent (its generated id is in the answer's message_ids).",
+    id: str | None = optional_text(
+        "Stable message id; resending it changes nothing. Without one, a message is "
+        "new each time it is sent (its generated id is in the answer's message_ids)."
     )
     speaker: Name | None = Field(
         default=None, min_length=1, max_length=128, description="Who said it, e.g. 'Caroline'."
@@ -117,11 +119,8 @@ class Message(BaseModel):
     created_at: IsoDateTime | None = Field(
         default=None, description="ISO 8601 time the message was sent; default: the time it is received."
     )
-    session_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Session of this message; default the call's session_id, else inferred from time gaps.",
+    session_id: str | None = optional_text(
+        "Session of this message; default the call's session_id, else inferred from time gaps."
     )
 
     @model_validator(mode="after")
@@ -145,27 +144,17 @@ class RememberRequest(BaseModel):
     conversation_id: str | None = Field(
         default=None, min_length=1, max_length=256, description="Conversation to append to; omit to start a new one."
     )
-    title: Name | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="The conversation's title, kept when it has none yet (a later one does not replace it); "
-        "listed by GET /conversations.",
+    title: Name | None = optional_text(
+        "The conversation's title, kept when it has none yet (a later one does not replace it); "
+        "listed by GET /conversations."
     )
-    user: Name | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="The speaker whose memory this is, in a chat between people (e.g. Jon of Jon and Gina): only "
-        "their preferences are kept; without it none are. Kept by the conversation; it cannot change.",
+    user: Name | None = optional_text(
+        "The speaker whose memory this is, in a chat between people (e.g. Jon of Jon and Gina): only "
+        "their preferences are kept; without it none are. Kept by the conversation; it cannot change."
     )
     messages: list[Message] = Field(min_length=1, description="The messages, oldest first.")
-    session_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Session of the messages without their own; default: inferred (a gap of SESSION_GAP_HOURS "
-        "starts one).",
+    session_id: str | None = optional_text(
+        "Session of the messages without their own; default: inferred (a gap of SESSION_GAP_HOURS starts one)."
     )
     wait: bool = Field(
         default=False,
@@ -366,12 +355,7 @@ class Document(BaseModel):
 
     model_config = Strict
 
-    id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Document id; a stored id is replaced. Omit for a new id.",
-    )
+    id: str | None = optional_text("Document id; a stored id is replaced. Omit for a new id.")
     text: str = Field(min_length=1, description="The document text.")
     metadata: DocumentMetadata | None = Field(default=None, description="Optional source, author, time, URL.")
 
@@ -434,11 +418,8 @@ class DeleteRequest(BaseModel):
     ids: list[str] | None = Field(
         default=None, min_length=1, description="Memory, message, conversation or document ids to forget."
     )
-    conversation_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="With `ids`: match message ids in this conversation (or document) only.",
+    conversation_id: str | None = optional_text(
+        "With `ids`: match message ids in this conversation (or document) only."
     )
     filter: DeleteFilter | None = Field(default=None, description="Forget the messages matching every field.")
     delete_all: Annotated[Literal[True], BeforeValidator(_strict_true)] | None = Field(

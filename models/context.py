@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.api import IsoDateTime, RetrievalMode, namespace_field
+from models.api import IsoDateTime, RetrievalMode, namespace_field, optional_text
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
 
@@ -25,12 +25,8 @@ class ContextRequest(BaseModel):
     model_config = Strict
 
     namespace: str | None = namespace_field()
-    conversation_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="The conversation being answered: its recent turns, core entries and timeline. "
-        "None: namespace-wide.",
+    conversation_id: str | None = optional_text(
+        "The conversation being answered: its recent turns, core entries and timeline. None: namespace-wide."
     )
     query: str | None = Field(
         default=None,

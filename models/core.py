@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from models.api import namespace_field
+from models.api import namespace_field, optional_text
 
 Strict = ConfigDict(extra="forbid", str_strip_whitespace=False)
 MAX_TTL_SECONDS = 10 * 365 * 24 * 3600
@@ -60,12 +60,7 @@ class CorePutRequest(BaseModel):
         strict=True,
         description="Seconds until the entry expires (disappears); none: never.",
     )
-    conversation_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Scope the entry to one conversation; none: the namespace.",
-    )
+    conversation_id: str | None = optional_text("Scope the entry to one conversation; none: the namespace.")
 
 
 class CoreQuery(BaseModel):
@@ -74,12 +69,7 @@ class CoreQuery(BaseModel):
     model_config = Strict
 
     namespace: str | None = namespace_field()
-    conversation_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Entries of this conversation; none: the namespace's.",
-    )
+    conversation_id: str | None = optional_text("Entries of this conversation; none: the namespace's.")
 
 
 class CoreKey(CoreQuery):

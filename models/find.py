@@ -6,7 +6,7 @@ from datetime import datetime
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from models.api import WARNINGS_DESCRIPTION, FieldError, IsoDateTime, RequestWarning, namespace_field
+from models.api import WARNINGS_DESCRIPTION, FieldError, IsoDateTime, RequestWarning, namespace_field, optional_text
 from models.memory import SourceType
 
 MAX_PATTERN_CHARS = 1000
@@ -32,12 +32,7 @@ class FindRequest(BaseModel):
     speaker: str | None = Field(
         default=None, min_length=1, max_length=128, description="Only messages by this speaker."
     )
-    session_id: str | None = Field(
-        default=None,
-        min_length=1,
-        max_length=256,
-        description="Only messages of this session (see GET /conversations/{id}/sessions).",
-    )
+    session_id: str | None = optional_text("Only messages of this session (see GET /conversations/{id}/sessions).")
     start_date: IsoDateTime | None = Field(default=None, description="Only messages sent at or after this time.")
     end_date: IsoDateTime | None = Field(default=None, description="Only messages sent at or before this time.")
     limit: int = Field(default=20, ge=1, strict=True, description="Most matching messages to return.")
