@@ -153,8 +153,8 @@ def fill(memory: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = Fals
 def line_nodes(
     rng: np.random.Generator, messages: list[StoredMessage], chunks: list[MemoryNode], vecs: np.ndarray
 ) -> list[tuple[MemoryNode, np.ndarray | None]]:
-    """One level-0 line per message (LINES messages per chunk, in order): its first LINE_WORDS words, its
-    chunk as parent, its vector its chunk's plus noise."""
+    """One level-0 line per message (LINES messages per chunk, in order): its first LINE_WORDS words, no parent
+    (a line is not a node of the tree), its vector its chunk's plus noise."""
     noise = rng.standard_normal((len(messages), vecs.shape[1])).astype(np.float32) * 0.05
     out: list[tuple[MemoryNode, np.ndarray | None]] = []
     for k, m in enumerate(messages):
@@ -167,7 +167,6 @@ def line_nodes(
             position=k,
             text=" ".join(m.content.split()[:LINE_WORDS]),
             token_count=20,
-            parent_id=chunk.id,
             message_ids=[m.id],
             speakers=[m.speaker],
             start_time=m.created_at,

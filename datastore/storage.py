@@ -180,14 +180,14 @@ class _Frontiers(Protocol):
 
 def unrolled_of(storage: _Frontiers, fan_out: int, max_level: int) -> list[tuple[str, str]]:
     """`Storage.unrolled` computed from every source's frontier (for a provider without an aggregate query):
-    (namespace, source id) of the sources with `fan_out` or more sealed, unparented nodes at a level below
-    `max_level`."""
+    (namespace, source id) of the sources with `fan_out` or more sealed, unparented nodes at a level from 1 to
+    below `max_level`."""
     out = []
     for ns in storage.list_namespaces():
         for sid in storage.list_sources(ns):
             counts: dict[int, int] = {}
             for n in {n.id: n for n in storage.frontier(ns, sid)}.values():
-                if n.parent_id is None and n.sealed and n.level < max_level:
+                if n.parent_id is None and n.sealed and 1 <= n.level < max_level:
                     counts[n.level] = counts.get(n.level, 0) + 1
             if any(c >= fan_out for c in counts.values()):
                 out.append((ns, sid))
@@ -432,7 +432,8 @@ class Storage(Protocol):
 
     # nodes
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
-        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+        """The source's nodes of level 1 and up without a parent (a line, level 0, is not in the tree), plus the
+        last node (highest position) of every level, lines included."""
         ...
 
     def source_nodes(
@@ -443,7 +444,8 @@ class Storage(Protocol):
         ...
 
     def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
-        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
+        """Up to `limit` of the source's nodes of level 1 and up without a parent, highest level first, then
+        latest first."""
         ...
 
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
@@ -487,8 +489,8 @@ class Storage(Protocol):
         ...
 
     def unrolled(self) -> list[tuple[str, str]]:
-        """(namespace, source id) of every source with FAN_OUT or more sealed, unparented nodes at a level
-        below MAX_LEVEL (a group awaiting its summary)."""
+        """(namespace, source id) of every source with FAN_OUT or more sealed, unparented nodes at a level from 1
+        to below MAX_LEVEL (a group awaiting its summary)."""
         ...
 
     def counts(self, ns: str) -> dict[str, int]:

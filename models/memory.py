@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 SourceType = Literal["conversation", "document"]
 
@@ -58,9 +58,12 @@ class MemoryNode(BaseModel):
     level 1 is a chunk: whole consecutive sentences of its source, rendered with the date of its first message
     and the speaker of every message it shows, at most CHUNK_SIZE tokens (services/chunking.py), covering
     `message_ids`; level n >= 2 summarises exactly
-    FAN_OUT contiguous nodes of level n-1 (`children`, in order). Times are the covered messages' range. Level 0
-    is a line: one message's informative lead (services/lines.py), `message_ids` that message, `parent_id` the
-    chunk holding it (datastore/read/outline.py); searches, listings and the roll-up leave lines out.
+    FAN_OUT contiguous nodes of level n-1 (`children`, in order), each of which names it in `parent_id`. Times are
+    the covered messages' range. Level 0 is a line: one message's informative lead (services/lines.py),
+    `message_ids` that message (datastore/read/outline.py). A line is not a node of the tree: it belongs to its
+    message, never has a parent or children (a `parent_id` read from a store or an export written before this
+    rule is dropped), and searches, listings and the roll-up leave it out. So the tree has one rule: a node
+    names a parent exactly when that parent lists it among its children.
     """
 
     id: str
@@ -84,6 +87,12 @@ class MemoryNode(BaseModel):
         default_factory=list,
         description="Sessions of the covered messages in order of first appearance; the first is the node's session.",
     )
+
+    @model_validator(mode="after")
+    def _line_outside_the_tree(self) -> MemoryNode:
+        if self.level == 0 and self.parent_id is not None:
+            self.parent_id = None  # stores and exports written before lines left the tree named their chunk
+        return self
 
     @property
     def session_id(self) -> str | None:

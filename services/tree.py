@@ -91,18 +91,14 @@ def line_nodes(
 ) -> list[MemoryNode]:
     """Level-0 line nodes (services/lines.py) of `messages` (the conversation messages of `source_id` only, in
     order: a fork's inherited messages are its parent's, a document has no lines), positions from
-    `first_position`. Each line's parent is the first of `chunks` that holds its message (a message no chunk
-    holds gets no line), `message_ids` its message, its times the message's, `tok_start`/`tok_end` the
-    message's span in the token stream. A message of only filler gets none. `names`: the conversation's
-    speakers (never a line's content). No embedding yet."""
-    holder: dict[str, MemoryNode] = {}
-    for c in chunks:
-        for mid in c.message_ids:
-            holder.setdefault(mid, c)
+    `first_position`, for the messages `chunks` hold (a message no chunk holds gets no line yet). Each has
+    `message_ids` its message, its times the message's, `tok_start`/`tok_end` the message's span in the token
+    stream, and no parent: a line is not a node of the tree (models/memory.MemoryNode). A message of only filler
+    gets none. `names`: the conversation's speakers (never a line's content). No embedding yet."""
+    held = {mid for c in chunks for mid in c.message_ids}
     out: list[MemoryNode] = []
     for m in messages:
-        chunk = holder.get(m.id)
-        if m.source_id != source_id or m.source_type != "conversation" or chunk is None:
+        if m.source_id != source_id or m.source_type != "conversation" or m.id not in held:
             continue
         text = line_text(m.content, names)
         if text is None:
@@ -116,7 +112,6 @@ def line_nodes(
                 position=first_position + len(out),
                 text=text,
                 token_count=tok.count_tokens(text),
-                parent_id=chunk.id,
                 message_ids=[m.id],
                 speakers=[m.speaker],
                 start_time=m.created_at,

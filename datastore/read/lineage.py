@@ -158,8 +158,13 @@ def lineage(storage: Storage, ns: str, conversation_id: str) -> Lineage:
 
 
 def _visible(storage: Storage, ns: str, source_id: str, tok_end: int) -> set[str]:
+    """Ids of the source's nodes a fork inheriting up to `tok_end` sees: the chunks ending there or before, the
+    summaries all of whose children it sees, and the lines of the messages those chunks hold."""
     nodes = storage.source_nodes(ns, source_id)
-    visible = {n.id for n in nodes if n.level == 1 and n.tok_end <= tok_end}
+    chunks = [n for n in nodes if n.level == 1 and n.tok_end <= tok_end]
+    visible = {n.id for n in chunks}
+    held = {mid for n in chunks for mid in n.message_ids}
+    visible |= {n.id for n in nodes if n.level == 0 and n.message_ids and n.message_ids[0] in held}
     for n in sorted((n for n in nodes if n.level > 1), key=lambda n: n.level):
         if n.children and all(c in visible for c in n.children):
             visible.add(n.id)
@@ -203,7 +208,7 @@ class LineageView:
             if ids is None:
                 hits += search(top_k, sub)
             elif ids:
-                n_hidden = sum(1 for n in self.storage.source_nodes(self.ns, sid) if n.level >= 1) - len(ids)
+                n_hidden = sum(1 for n in self.storage.source_nodes(self.ns, sid) if n.level >= 1 and n.id not in ids)
                 k = min(SEARCH_CAP, top_k + n_hidden)
                 hits += [(self._fix(n), s) for n, s in search(k, sub) if n.id in ids][:top_k]
         hits.sort(key=lambda h: -h[1])

@@ -9,8 +9,9 @@ step (datastore/indexing/steps.py) and the rebuild after a delete (datastore/wri
 line (id and vector) of a kept message whose lead is unchanged.
 
 **Why lines are nodes** (the design choice, weighed against a record kind of their own with a table and a
-capability on every provider): a line is stored as a `MemoryNode` of **level 0**, below the chunks: `parent_id`
-the first chunk holding its message, `message_ids` that message, `start_time`/`end_time` its time,
+capability on every provider): a line is stored as a `MemoryNode` of **level 0**, outside the tree (no parent, no
+children: it belongs to its message, and the tree's one rule, a node names a parent exactly when that parent
+lists it, holds for every node), `message_ids` that message, `start_time`/`end_time` its time,
 `tok_start`/`tok_end` its span in the token stream, position 0, 1, 2... in message order. So every provider's
 node storage, vectors, transactional `commit`, `replace`/`delete_source`/`delete_namespace`, export and import
 (datastore/portability/dump.py) and migrate (migrate.py) carry lines with no code of their own: one path for
@@ -20,8 +21,8 @@ migrate, three times. What level 0 costs instead, all of it a rule in one place 
 - searches never return lines: the search indexes above the providers hold level 0 apart, in the lines' own
   indexes that only `Outline` ranks through (datastore/indexes/namespaces.py);
   `QueryFilter.level` stays >= 1 for callers;
-- the roll-up never groups lines (`Frontier.from_nodes` leaves level 0 out of `pending`; a line always has a
-  parent, so it is never a root nor part of `Storage.unrolled`);
+- the roll-up never groups lines, and they are never roots: `Frontier.from_nodes` leaves level 0 out of
+  `pending`, and the providers' frontier, roots and `unrolled` read levels 1 and up only;
 - listings and stats count levels 1 and up; `Storage.counts` and `/health` show `L0` (the lines) as they are;
 - the forgetting policy, visits, pins, sessions and the context block read level 1 and up, as before.
 
@@ -128,7 +129,7 @@ class Outline:
         out: list[MemoryNode] = []
         for sid, visible in reversed(lineage(self.storage, ns, conversation_id)):
             for n in self.storage.source_nodes(ns, sid, level=0):
-                if visible is None or n.parent_id in visible:
+                if visible is None or n.id in visible:
                     out.append(n)
         return out
 
@@ -159,9 +160,8 @@ class Outline:
         for sid, visible in reversed(lineage(self.storage, ns, conversation_id)):
             if visible is None:
                 sources.append((sid, None))
-            else:  # an ancestor's lines under the chunks the fork sees (a fork is rare: one read per ancestor)
-                lines = self.storage.source_nodes(ns, sid, level=0)
-                sources.append((sid, {n.id for n in lines if n.parent_id in visible}))
+            else:  # an ancestor's lines of the messages the fork sees (datastore/read/lineage.py)
+                sources.append((sid, visible))
         terms = text_terms(query_text) if query_text else []
         pool = max(POOL, top_k) if top_k is not None else _ALL
         ids, cosine, bm25 = self.search.line_scores(ns, sources, query_vector, terms, pool)

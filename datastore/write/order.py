@@ -50,9 +50,9 @@ def place(existing: Sequence[StoredMessage], fresh: Sequence[StoredMessage]) -> 
 def surviving(nodes: Sequence[MemoryNode], offset: int, chunk_size: int) -> list[MemoryNode]:
     """The nodes of a source that a change of its token stream at `offset` (tokens) leaves as they are: the
     sealed L1 chunks whose window was decided before `offset` (start + `chunk_size` < offset), and every
-    summary all of whose children survive, and the lines (level 0) of the messages before `offset` whose chunk
-    survives (the others are made again with the chunks rebuilt). A survivor whose parent does not is returned as
-    a copy without `parent_id` (its group is rolled up again). Sorted by level, then position."""
+    summary all of whose children survive, and the lines (level 0) of the messages before `offset` that a
+    surviving chunk holds (the others are made again with the chunks rebuilt). A survivor whose parent does not is
+    returned as a copy without `parent_id` (its group is rolled up again). Sorted by level, then position."""
     kept: dict[str, MemoryNode] = {}
     ordered = sorted(nodes, key=lambda n: (n.level, n.position))
     for n in ordered:
@@ -61,7 +61,8 @@ def surviving(nodes: Sequence[MemoryNode], offset: int, chunk_size: int) -> list
                 kept[n.id] = n
         elif n.children and all(c in kept for c in n.children):
             kept[n.id] = n
-    lines = [n for n in ordered if n.level == 0 and n.parent_id in kept and n.tok_end <= offset]
+    held = {mid for n in kept.values() if n.level == 1 for mid in n.message_ids}
+    lines = [n for n in ordered if n.level == 0 and n.message_ids[0] in held and n.tok_end <= offset]
     kept.update({n.id: n for n in lines})
     return [
         n if n.parent_id is None or n.parent_id in kept else n.model_copy(update={"parent_id": None})

@@ -3,6 +3,7 @@ inline remember; the backlog is found in the store; the indexer's queue takes na
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from datastore.factory import open_memory
@@ -19,10 +20,13 @@ NS = "default"
 
 
 def messages(n: int, prefix: str = "m") -> list[Message]:
+    """`n` messages a minute apart from a fixed time: two stores fed them at different moments render the same
+    stamps (a message without `created_at` is stamped when it is stored)."""
     return [
         Message(
             id=f"{prefix}{i}",
             speaker=("Ann", "Bob")[i % 2],
+            created_at=datetime(2024, 1, 1, 9, 0, tzinfo=UTC) + timedelta(minutes=i),
             content=f"Note {i}: the {('red', 'blue', 'green')[i % 3]} kite flew over hill {i} today. "
             f"We wrote down that the wind was {i % 7} knots.",
         )

@@ -73,14 +73,15 @@ def record_commits(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[Writ
 
 
 def assert_lines_with_their_chunks(batches: list[WriteBatch]) -> set[str]:
-    """Every line is committed in the batch that writes its chunk (with a vector); returns the lined message ids."""
+    """Every line is committed (with a vector, without a parent) in the batch that writes the first chunk holding
+    its message; returns the lined message ids."""
     lined: set[str] = set()
     for b in batches:
-        chunks = {n.id: n for n, v in b.nodes if n.level == 1 and v is not None}
+        held = {mid for n, v in b.nodes if n.level == 1 and v is not None for mid in n.message_ids}
         for n, v in b.nodes:
             if n.level == 0:
-                assert v is not None and n.parent_id in chunks, f"{n.id} committed apart from its chunk"
-                assert n.message_ids[0] in chunks[n.parent_id].message_ids
+                assert v is not None and n.message_ids[0] in held, f"{n.id} committed apart from its chunk"
+                assert n.parent_id is None, f"{n.id} names a parent: a line is not in the tree"
                 lined.add(n.message_ids[0])
     return lined
 

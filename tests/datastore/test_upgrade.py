@@ -3,6 +3,7 @@ rebuilt on them, nothing lost."""
 
 from __future__ import annotations
 
+import json
 import sqlite3
 from pathlib import Path
 
@@ -11,7 +12,7 @@ from datastore.portability.upgrade import upgrade
 from models.api import RememberRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.support.invariants import check_tree
+from tests.support.invariants import check_lines, check_tree
 from tests.support.settings import make_settings
 from tests.support.synthetic import conversation
 
@@ -48,3 +49,35 @@ def test_a_store_without_sentences_is_rebuilt_on_them_and_loses_nothing(
         assert [i.text for i in memory.instructions.list("ns").instructions] == instructions
     assert upgrade(memory).rebuilt == 0  # once is enough
     memory.close()
+
+
+def test_a_store_whose_lines_named_their_chunk_takes_them_out_of_the_tree_on_open(
+    tmp_path: Path, embedder: LocalEmbedder
+) -> None:
+    settings = make_settings(tmp_path)
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    said = conversation(("Alice", "Bob"), 40)
+    memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=said[:30]))
+    memory.close()
+    # what a store written before lines left the tree holds: each line names the first chunk holding its message,
+    # and the index of unparented nodes is over every node
+    with sqlite3.connect(settings.local_db_path) as db:
+        chunks = db.execute("SELECT id, message_ids FROM nodes WHERE level = 1 ORDER BY position").fetchall()
+        for line_id, mids in db.execute("SELECT id, message_ids FROM nodes WHERE level = 0").fetchall():
+            holder = next(c for c, held in chunks if json.loads(mids)[0] in json.loads(held))
+            db.execute("UPDATE nodes SET parent_id = ? WHERE id = ?", (holder, line_id))
+        db.execute("DROP INDEX nodes_unparented")
+        db.execute("CREATE INDEX nodes_unparented ON nodes (namespace, source_id) WHERE parent_id IS NULL")
+        db.execute("DELETE FROM migrations WHERE name = '012_lines_outside_the_tree'")
+        assert db.execute("SELECT COUNT(*) FROM nodes WHERE level = 0 AND parent_id IS NOT NULL").fetchone()[0] > 0
+
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=said[30:]))  # the frontier reads on
+    nodes = memory.storage.source_nodes("ns", "c1")
+    check_tree(nodes, settings.chunk_size, settings.chunk_overlap, settings.fan_out, settings.max_level)
+    assert len(check_lines(nodes)) > 30
+    memory.close()
+    with sqlite3.connect(settings.local_db_path) as db:
+        assert db.execute("SELECT COUNT(*) FROM nodes WHERE level = 0 AND parent_id IS NOT NULL").fetchone()[0] == 0
+        (index,) = db.execute("SELECT sql FROM sqlite_master WHERE name = 'nodes_unparented'").fetchone()
+        assert "level >= 1" in index

@@ -16,7 +16,8 @@ def check_tree(
     for their summary (the background indexer commits chunks first, summaries after).
 
     Each L(n+1) has exactly `fan_out` children, contiguous nodes of level n in order, each pointing back; only
-    sealed nodes have parents; no node has two parents; positions run 0.. per level; L1 chunks have at most
+    sealed nodes have parents; no node has two parents; a node names a parent exactly when that parent lists it
+    (lines included: they name none); positions run 0.. per level; L1 chunks have at most
     `chunk_size` tokens (one sentence alone may have more), open with the date of their first message, and
     consecutive chunks share whole sentences of at most `overlap` tokens. The lines (level 0)
     are checked by `check_lines` and not counted.
@@ -44,9 +45,8 @@ def check_tree(
             assert k.parent_id == n.id, f"{k.id} does not point back to {n.id}"
             assert k.id not in parents_of, f"{k.id} summarised twice"
             parents_of[k.id] = n.id
-    for n in nodes:
-        if n.parent_id is not None:
-            assert parents_of.get(n.id) == n.parent_id, f"{n.id} points to a parent that does not list it"
+    for n in by_id.values():  # the tree's one rule, over every node of the source (lines included)
+        assert n.parent_id == parents_of.get(n.id), f"{n.id} names {n.parent_id}, listed by {parents_of.get(n.id)}"
     chunks = levels.get(1, [])
     for c in chunks:
         # at most chunk_size tokens of text, unless it is one sentence (piece) or one word longer than that
@@ -71,16 +71,16 @@ def check_tree(
 
 def check_lines(nodes: list[MemoryNode]) -> list[MemoryNode]:
     """Assert the lines' invariants among a source's nodes (level 0: one message's lead each), and return them in
-    position order: positions run 0..; each has one message, no children, and a parent chunk (level 1, among
-    `nodes`) holding its message; at most one line per message; lines follow the messages' order."""
-    by_id = {n.id: n for n in nodes}
+    position order: positions run 0..; each has one message, neither parent nor children (a line is not in the
+    tree), and a chunk (level 1, among `nodes`) holds its message; at most one line per message; lines follow
+    the messages' order."""
+    held = {mid for n in nodes if n.level == 1 for mid in n.message_ids}
     lines = sorted((n for n in nodes if n.level == 0), key=lambda n: n.position)
     assert [n.position for n in lines] == list(range(len(lines))), "line positions have gaps"
     for line in lines:
         assert len(line.message_ids) == 1 and not line.children and line.text.strip(), line
-        parent = by_id.get(line.parent_id or "")
-        assert parent is not None and parent.level == 1, f"{line.id} has no chunk above it"
-        assert line.message_ids[0] in parent.message_ids, f"{line.id}'s chunk does not hold its message"
+        assert line.parent_id is None, f"{line.id} names a parent: a line is not in the tree"
+        assert line.message_ids[0] in held, f"{line.id}: no chunk holds its message"
     messages = [line.message_ids[0] for line in lines]
     assert len(set(messages)) == len(messages), "a message has two lines"
     assert [n.tok_start for n in lines] == sorted(n.tok_start for n in lines), "lines out of message order"

@@ -138,6 +138,14 @@ def _m011_sentences(db: sqlite3.Connection) -> None:
     db.execute("ALTER TABLE messages ADD COLUMN sentences TEXT")
 
 
+def _m012_lines_outside_the_tree(db: sqlite3.Connection) -> None:
+    """A line (level 0) has no parent (models/memory.MemoryNode): the lines' chunk links go, and the index of
+    unparented nodes (the frontier, roots and `unrolled` read it) holds levels 1 and up only, not every line."""
+    db.execute("UPDATE nodes SET parent_id = NULL WHERE level = 0 AND parent_id IS NOT NULL")
+    db.execute("DROP INDEX nodes_unparented")
+    db.execute("CREATE INDEX nodes_unparented ON nodes (namespace, source_id) WHERE parent_id IS NULL AND level >= 1")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -150,4 +158,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("009_source_stamps", _m009_source_stamps),
     ("010_idempotency", _m010_idempotency),
     ("011_sentences", _m011_sentences),
+    ("012_lines_outside_the_tree", _m012_lines_outside_the_tree),
 ]

@@ -217,9 +217,11 @@ class LocalStorage:
 
     # ------------------------------------------------------------------ nodes
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
-        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+        """The source's nodes of level 1 and up without a parent, plus the last node (highest position) of every
+        level (lines included: the next line's position follows it)."""
         rows = self.db.reader.execute(
             f"""SELECT {NODE_COLS} FROM nodes WHERE namespace = ?1 AND source_id = ?2 AND parent_id IS NULL
+                AND level >= 1
                 UNION
                 SELECT {NODE_COLS} FROM nodes n WHERE namespace = ?1 AND source_id = ?2 AND position = (
                     SELECT MAX(position) FROM nodes m
@@ -246,10 +248,11 @@ class LocalStorage:
         return [node_of(r) for r in rows]
 
     def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
-        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
+        """Up to `limit` of the source's nodes of level 1 and up without a parent (lines are not in the tree),
+        highest level first, then latest first."""
         rows = self.db.reader.execute(
             f"SELECT {NODE_COLS} FROM nodes WHERE namespace = ? AND source_id = ? AND parent_id IS NULL "
-            "ORDER BY level DESC, position DESC LIMIT ?",
+            "AND level >= 1 ORDER BY level DESC, position DESC LIMIT ?",
             (ns, source_id, limit),
         )
         return [node_of(r) for r in rows]
@@ -405,7 +408,8 @@ class LocalStorage:
         """(namespace, source id) of every source with a complete group of sealed nodes awaiting its summary."""
         rows = self.db.reader.execute(
             """SELECT DISTINCT namespace, source_id FROM (SELECT namespace, source_id FROM nodes
-                   WHERE parent_id IS NULL AND sealed AND level < ? GROUP BY namespace, source_id, level
+                   WHERE parent_id IS NULL AND level >= 1 AND sealed AND level < ?
+                   GROUP BY namespace, source_id, level
                    HAVING COUNT(*) >= ?)""",
             (self.settings.max_level, self.settings.fan_out),
         )

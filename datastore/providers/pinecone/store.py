@@ -224,12 +224,17 @@ class PineconeStorage:
                     yield m
 
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
-        """The source's nodes without a parent, plus the last node of every level (named on `src#`)."""
+        """The source's nodes of level 1 and up without a parent, plus the last node of every level (named on
+        `src#`)."""
         h = rec.h(source_id)
         src = self.client.fetch(ns, [f"src#{h}"]).get(f"src#{h}")
         last = json.loads(src.get("frontier") or "{}") if src else {}
         recs = self.client.fetch(ns, [f"node#{h}#{nid}" for _, nid in last.values()])
-        recs.update(self.client.select(ns, {"kind": "node", "source_id": source_id, "has_parent": False}, f"node#{h}#"))
+        recs.update(
+            self.client.select(
+                ns, {"kind": "node", "source_id": source_id, "has_parent": False, "level": {"$gte": 1}}, f"node#{h}#"
+            )
+        )
         return [rec.to_node(m) for m in recs.values()]
 
     def source_nodes(
@@ -244,8 +249,9 @@ class PineconeStorage:
         return [n for n in nodes if n.level == level and n.position >= first and (last is None or n.position <= last)]
 
     def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
-        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
-        roots = {n.id: n for n in self.frontier(ns, source_id) if n.parent_id is None}
+        """Up to `limit` of the source's nodes of level 1 and up without a parent, highest level first, then
+        latest first."""
+        roots = {n.id: n for n in self.frontier(ns, source_id) if n.parent_id is None and n.level >= 1}
         return sorted(roots.values(), key=lambda n: (-n.level, -n.position))[:limit]
 
     def _nodes_by_id(self, ns: str, ids: Sequence[str], values: bool = False) -> dict[str, dict[str, Any]]:

@@ -178,6 +178,17 @@ def _m010_sentences(conn: psycopg.Connection, dimension: int) -> None:
     conn.execute("ALTER TABLE pyramind_messages ADD COLUMN sentences text")
 
 
+def _m011_lines_outside_the_tree(conn: psycopg.Connection, dimension: int) -> None:
+    """A line (level 0) has no parent (models/memory.MemoryNode): the lines' chunk links go, and the index of
+    unparented nodes (the frontier, roots and `unrolled` read it) holds levels 1 and up only, not every line."""
+    conn.execute("UPDATE pyramind_nodes SET parent_id = NULL WHERE level = 0 AND parent_id IS NOT NULL")
+    conn.execute("DROP INDEX IF EXISTS pyramind_nodes_unparented")
+    conn.execute(
+        "CREATE INDEX pyramind_nodes_unparented ON pyramind_nodes (namespace, source_id) "
+        "WHERE parent_id IS NULL AND level >= 1"
+    )
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -189,6 +200,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("008_no_search_indexes", _m008_no_search_indexes),
     ("009_idempotency", _m009_idempotency),
     ("010_sentences", _m010_sentences),
+    ("011_lines_outside_the_tree", _m011_lines_outside_the_tree),
 ]
 
 
@@ -465,10 +477,11 @@ class PostgresStorage:
         return {(r["at_sid"], r["at_pos"]): _message(r) for r in rows}
 
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
-        """The source's nodes without a parent, plus the last node (highest position) of every level."""
+        """The source's nodes of level 1 and up without a parent, plus the last node (highest position) of every
+        level (lines included: the next line's position follows it)."""
         rows = self.all(
             f"""SELECT {_NODE_COLS} FROM pyramind_nodes
-                WHERE namespace = %(ns)s AND source_id = %(sid)s AND parent_id IS NULL
+                WHERE namespace = %(ns)s AND source_id = %(sid)s AND parent_id IS NULL AND level >= 1
                 UNION
                 SELECT {_NODE_COLS} FROM pyramind_nodes n WHERE namespace = %(ns)s AND source_id = %(sid)s
                 AND position = (SELECT MAX(position) FROM pyramind_nodes m
@@ -497,10 +510,11 @@ class PostgresStorage:
         return [_node(r) for r in rows]
 
     def roots(self, ns: str, source_id: str, limit: int) -> list[MemoryNode]:
-        """Up to `limit` of the source's nodes without a parent, highest level first, then latest first."""
+        """Up to `limit` of the source's nodes of level 1 and up without a parent (lines are not in the tree),
+        highest level first, then latest first."""
         rows = self.all(
             f"SELECT {_NODE_COLS} FROM pyramind_nodes WHERE namespace = %s AND source_id = %s "
-            "AND parent_id IS NULL ORDER BY level DESC, position DESC LIMIT %s",
+            "AND parent_id IS NULL AND level >= 1 ORDER BY level DESC, position DESC LIMIT %s",
             (ns, source_id, limit),
         )
         return [_node(r) for r in rows]
@@ -561,7 +575,8 @@ class PostgresStorage:
         """(namespace, source id) of every source with a complete group of sealed nodes awaiting its summary."""
         rows = self.all(
             """SELECT DISTINCT namespace, source_id FROM (SELECT namespace, source_id FROM pyramind_nodes
-                   WHERE parent_id IS NULL AND sealed AND level < %s GROUP BY namespace, source_id, level
+                   WHERE parent_id IS NULL AND level >= 1 AND sealed AND level < %s
+                   GROUP BY namespace, source_id, level
                    HAVING COUNT(*) >= %s) AS groups""",
             (self.settings.max_level, self.settings.fan_out),
         )
