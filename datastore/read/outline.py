@@ -48,7 +48,7 @@ import numpy as np
 from datastore.indexes.search import IndexedSearch
 from datastore.indexes.text import TextIndex
 from datastore.read.lineage import lineage, stream_messages
-from datastore.read.ranking import POOL, TEXT_WEIGHT, fuse
+from datastore.read.ranking import POOL, TEXT_WEIGHT, Floor, fuse, text_strength
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage, sentence_id
 from models.outline import UNDATED, OutlineDay, OutlineLine, OutlineResponse
@@ -60,6 +60,8 @@ from services.lines import spoken
 from services.text import text_terms
 from services.tokens import count_tokens
 
+FLOOR = Floor(words=0.2, meaning=0.35)  # the settings' defaults (CONTEXT_MIN_SCORE, CONTEXT_MIN_COSINE)
+
 
 @dataclass(frozen=True)
 class Line:
@@ -68,7 +70,8 @@ class Line:
     id: the level-0 node's id. conversation_id: the source holding its message (an ancestor's, for a fork's
     inherited line). position: its index among that source's lines (message order). created_at: the message's
     time (None: untimed). text: the lead (and point). score: closeness to the query (`lines`: hybrid fusion in
-    [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. tokens: cl100k tokens of
+    [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. cosine: its cosine to the
+    query (None without one). tokens: cl100k tokens of
     `text`."""
 
     id: str
@@ -80,9 +83,10 @@ class Line:
     position: int
     tokens: int
     score: float | None = None
+    cosine: float | None = None
 
     @classmethod
-    def of(cls, node: MemoryNode, score: float | None = None) -> Line:
+    def of(cls, node: MemoryNode, score: float | None = None, cosine: float | None = None) -> Line:
         """The Line of a level-0 node."""
         return cls(
             id=node.id,
@@ -94,6 +98,7 @@ class Line:
             position=node.position,
             tokens=node.token_count or count_tokens(node.text),
             score=score,
+            cosine=cosine,
         )
 
 
@@ -114,10 +119,12 @@ class Outline:
     lines returned (`get_nodes`), its source row and a fork's lineage. search: ranks the lines through the
     namespace's shared in-memory line indexes (datastore/indexes/namespaces.py, `IndexedSearch.line_scores`),
     current with the store's namespace version: a line written by another process is ranked at the next read,
-    a forgotten one never. embedder: the query's embedding (`outline` with a query).
+    a forgotten one never. embedder: the query's embedding (`outline` with a query). floor: the relevance floor
+    of an outline's query (CONTEXT_MIN_SCORE, CONTEXT_MIN_COSINE; datastore/read/ranking.py `Floor`).
     """
 
-    def __init__(self, storage: Storage, embedder: Embedder, search: IndexedSearch) -> None:
+    def __init__(self, storage: Storage, embedder: Embedder, search: IndexedSearch, floor: Floor = FLOOR) -> None:
+        self.floor = floor
         self.storage = storage
         self.embedder = embedder
         self.search = search
@@ -171,7 +178,7 @@ class Outline:
         scores = _scores(cosine, bm25 if terms else None, k)
         best = sorted(sorted(scores, key=lambda i: -scores[i])[:k])
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
-        return [Line.of(by_id[ids[i]], scores[i]) for i in best if ids[i] in by_id]
+        return [Line.of(by_id[ids[i]], scores[i], cosine[i]) for i in best if ids[i] in by_id]
 
     def outline(
         self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
@@ -180,9 +187,10 @@ class Outline:
         'undated'), oldest first, rendered `[date]` then `speaker: line` per line, then `(N of M lines left
         out)` when some are, at most `budget_tokens` tokens (cl100k) of `text`. Without `query`: the lines from
         the oldest while they fit. With `query` (`relevant`): every sentence of the conversation that shares a
-        word with it (BM25 over all its informative sentences, not only the leads: a lead sentence shows as its
-        line), best first, then the lines whose cosine to it reaches OUTLINE_COSINE_FLOOR, closest first,
-        while they fit, shown oldest first; nothing else: when nothing passes, the text says so in one line.
+        word with it strongly enough (its BM25 text strength reaches the words floor; BM25 over all its
+        informative sentences, not only the leads: a lead sentence shows as its line), best first, then the lines
+        whose cosine to it reaches the meaning floor (CONTEXT_MIN_COSINE), closest first, while they fit, shown
+        oldest first; nothing else: when nothing passes, the text says so in one line.
         Raises NotFoundError (field `conversation_id`) for a conversation the namespace does not hold (a
         document is not a conversation)."""
         src = self.storage.get_source(ns, conversation_id)
@@ -222,9 +230,10 @@ class Outline:
 
     def relevant(self, ns: str, conversation_id: str, query: str, every: Sequence[Line]) -> list[Line]:
         """What of the conversation answers `query`, best first (see `outline`): the sentences that share a
-        term with it, by BM25 over the conversation's informative sentences (one per message: its best; a
-        sentence inside the message's line shows as that line, scored so), then the lines whose cosine reaches
-        OUTLINE_COSINE_FLOOR, by cosine. Lines keep their ids; a sentence that is no line's gets its sentence id
+        term with it (text strength at the words floor or more), by BM25 over the conversation's informative
+        sentences (one per message: its best; a sentence inside the message's line shows as that line, scored
+        so), then the lines whose cosine reaches the meaning floor (CONTEXT_MIN_COSINE), by cosine. Lines keep
+        their ids; a sentence that is no line's gets its sentence id
         (`<message id>:<n>`)."""
         by_message = {line.message_id: line for line in every}
         names = {line.speaker for line in every}
@@ -247,6 +256,8 @@ class Outline:
             bm25 = index.scores(words)
             best: dict[str, tuple[float, int]] = {}
             for k in np.flatnonzero(bm25 > 0).tolist():
+                if text_strength(float(bm25[k])) < self.floor.words:
+                    continue  # one common word shared: not about the query
                 mid = rows[k][0].id
                 if mid not in best or bm25[k] > best[mid][0]:
                     best[mid] = (float(bm25[k]), k)
@@ -274,15 +285,12 @@ class Outline:
         close = [
             line
             for line in self.lines(ns, conversation_id, vector)
-            if line.message_id not in shown and (line.score or 0.0) >= OUTLINE_COSINE_FLOOR
+            if line.message_id not in shown and (line.score or 0.0) >= self.floor.meaning
         ]
         return found + sorted(close, key=lambda line: -(line.score or 0.0))
 
 
 _ALL = 1 << 30  # a BM25 pool holding every line
-OUTLINE_COSINE_FLOOR = 0.35
-"""The cosine (all-MiniLM-L6-v2) from which a line that shares no word with an outline's query is close enough to
-show: measured on LoCoMo dev (bench/outline.py, bench/RESULTS.md "Outline")."""
 
 
 def _message_order(messages: Sequence[StoredMessage], lines: Sequence[Line]) -> dict[str, int]:
