@@ -124,7 +124,9 @@ def beam_candidates(folder: Path, embedder: CachingEmbedder, chats: Iterable[int
                 label = "other conversation"
                 if own:
                     folded = beam.fold(n.text)
-                    label = "evidence" if any(beam.present(folded, sigs[e]) for e in q.evidence) else "same conversation"
+                    label = (
+                        "evidence" if any(beam.present(folded, sigs[e]) for e in q.evidence) else "same conversation"
+                    )
                 out.append({**c, "q": f"{number}/{j}", "conversation": number, "type": q.type, "label": label})
         memory.close()
     return out
@@ -190,7 +192,7 @@ def markdown(results: dict, command: str) -> str:
             "",
             "Floors (a candidate passes at cosine >= meaning, or else hybrid score >= words): share of evidence "
             "candidates kept / of other-conversation candidates kept / of questions keeping an evidence "
-            "candidate, on the tuning half | the held-out half.",
+            "candidate, on the tuning half ; the held-out half.",
             "",
             "| meaning \\ words | " + " | ".join(str(w) for w in WORDS) + " |",
             "| --- " * (len(WORDS) + 1) + "|",
@@ -200,7 +202,7 @@ def markdown(results: dict, command: str) -> str:
             for w in WORDS:
                 a, b = part["tune"][f"{m}/{w}"], part["held_out"][f"{m}/{w}"]
                 cells.append(
-                    f"{a['evidence']:.2f}/{a['other']:.2f}/{a['questions']:.2f} | "
+                    f"{a['evidence']:.2f}/{a['other']:.2f}/{a['questions']:.2f} ; "
                     f"{b['evidence']:.2f}/{b['other']:.2f}/{b['questions']:.2f}"
                 )
             lines.append(f"| {m} | " + " | ".join(cells) + " |")

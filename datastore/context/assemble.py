@@ -17,9 +17,9 @@ things, `asks_overview`), and the timeline what relevant leaves.
    message), over the whole namespace unless `all_conversations` is false, that pass the relevance floor (close
    in meaning, CONTEXT_MIN_COSINE, or else a hybrid score of CONTEXT_MIN_SCORE or `min_score`: datastore/read/
    ranking.py `Floor`; namespace-wide without a conversation, from the sources the query points at,
-   `_focused`), drawn from several sessions (`diversified`); a chunk of short turns whole, a chunk of long
-   messages cut to its sentences closest to the query (datastore/context/evidence.py), the best hit whole; each
-   with its `neighbours` chunks when asked.
+   `_focused`; when none passes, a clearly leading best hit, `_clear_lead`), drawn from several sessions
+   (`diversified`); a chunk of short turns whole, a chunk of long messages cut to its sentences closest to the
+   query (datastore/context/evidence.py), the best hit whole; each with its `neighbours` chunks when asked.
 5. timeline: what happened when, oldest first and dated: the conversation's lines closest to the query
    (`lines`, datastore/read/outline.py: each message's lead, ranked hybrid over the whole conversation; `line_share`
    of the room), then the periods the query points at (the conversation's L2 summaries closest to it; chunks
@@ -29,8 +29,8 @@ things, `asks_overview`), and the timeline what relevant leaves.
    conversation ranked and each raised to `thread_weight` of its thread neighbours' score (a message and its
    follow-up), taking all the room the relevant memories leave them (`list_share`). A budget with no room for a
    useful line of it has none. Its lines and periods pass the same floor.
-   When a query was asked and no memory passes the floor, the relevant memories are one line, NOTHING ("No memory
-   about this."), and the room is left unfilled.
+   When a query was asked, no memory passes the floor and no other section shows anything, the memories are one
+   line, NOTHING ("No memory about this."), and the room is left unfilled.
 
 The numbers named in `backticks` are fields of the block's policy (datastore/context/policy.py `BlockPolicy`);
 `ContextAssembler.read` reads what a block needs (the conversation's last messages, the query's embedding, the
@@ -317,9 +317,11 @@ class ContextAssembler:
                 self.policy.max_candidates,
                 max(self.policy.min_candidates, budget // self.policy.candidate_tokens),
             )
-            hits = self.passing(ns, self.reader.search(ns, query, vector, top_k, flt, req.mode), vector, floor)
+            found = self.reader.search(ns, query, vector, top_k, flt, req.mode)
+            hits = self.passing(ns, found, vector, floor)
             if flt is None:
                 hits = self._focused(ns, req, query, vector, top_k, hits, floor)
+            hits = hits or self._clear_lead(ns, found, vector)
         return Inputs(
             budget=budget,
             template=template,
@@ -354,21 +356,41 @@ class ContextAssembler:
             (n, sc) for n, sc in hits if floor.passes(sc, float(vectors[n.id] @ vector) if n.id in vectors else 0.0)
         ]
 
+    def _clear_lead(self, ns: str, hits: Hits, vector: np.ndarray) -> Hits:
+        """When no hit passes the floor: the best one still counts if it is clearly the best (`clear_lead` times
+        the next one's score) and related (cosine `lead_floor`). A small store's BM25 is weak (few texts, low
+        IDF): "Which language do I want answers in?" reaches "From now on answer in French." this way."""
+        if not hits:
+            return []
+        (top, best), second = hits[0], (hits[1][1] if len(hits) > 1 else 0.0)
+        if best <= 0 or best < self.policy.clear_lead * second:
+            return []
+        vectors = self.storage.get_vectors(ns, [top.id])
+        cosine = float(vectors[top.id] @ vector) if top.id in vectors else 0.0
+        return hits[:1] if cosine >= self.policy.lead_floor else []
+
     def _focused(
         self, ns: str, req: ContextRequest, query: str, vector: np.ndarray, top_k: int, hits: Hits, floor: Floor
     ) -> Hits:
         """A namespace-wide block's candidates: the sources the query points at (those whose best passing hit
-        scores at least `focus_ratio` of the best one, at most `focus_sources` of them), each ranked on its own as
-        a block scoped to it ranks it, merged best first. A namespace holds many conversations: a chunk of
-        another one that shares the query's common words no longer takes the room of the one it is about, nor
-        pushes its chunks out of the ranked pool."""
+        scores at least `focus_ratio` of the best one's, and the one holding the hit closest in meaning: "When do
+        we land in Lisbon, and what about Miso the cat?" is about two conversations; at most `focus_sources`), each
+        ranked on its own as a block scoped to it ranks it, merged best first. A namespace holds many
+        conversations: a chunk of another one that shares the query's common words no longer takes the room of the
+        one it is about, nor pushes its chunks out of the ranked pool."""
         if not hits:
             return hits
-        best = max(sc for _, sc in hits)
-        top: dict[tuple[str, str], float] = {}
+        vectors = self.storage.get_vectors(ns, [n.id for n, _ in hits])
+        cosine = {n.id: float(vectors[n.id] @ vector) for n, _ in hits if n.id in vectors}
+        best, best_cosine = max(sc for _, sc in hits), max(cosine.values(), default=0.0)
+        top: dict[tuple[str, str], tuple[float, float]] = {}
         for n, sc in hits:
-            top[n.source_type, n.source_id] = max(top.get((n.source_type, n.source_id), 0.0), sc)
-        near = [k for k, sc in sorted(top.items(), key=lambda kv: -kv[1]) if sc >= self.policy.focus_ratio * best]
+            s0, c0 = top.get((n.source_type, n.source_id), (0.0, -1.0))
+            top[n.source_type, n.source_id] = (max(s0, sc), max(c0, cosine.get(n.id, -1.0)))
+        r = self.policy.focus_ratio
+        near = [
+            k for k, (sc, cos) in sorted(top.items(), key=lambda kv: -kv[1][0]) if sc >= r * best or cos >= best_cosine
+        ]
         merged: Hits = []
         for kind, sid in near[: self.policy.focus_sources]:
             flt = QueryFilter(conversation_id=sid) if kind == "conversation" else QueryFilter(document_id=sid)
@@ -447,9 +469,10 @@ class _Assembly:
         if enabled["timeline"]:
             self._fill_timeline(timeline)
         sections["timeline"] = timeline
-        # a query no memory passes the floor for: one line says so (not the room filled with what does not matter)
+        # a query no memory passes the floor for, and nothing else shown: one line says so (not the room filled
+        # with what does not matter)
         self.said_nothing = bool(
-            self.query and enabled["relevant"] and not self.given.hits and not relevant.entries and not timeline.entries
+            self.query and enabled["relevant"] and not self.given.hits and not any(x.entries for x in sections.values())
         )
         # an instruction said in a short turn a memory shows whole is read there (a turn is kept whole)
         sections["instructions"].discard(

@@ -115,6 +115,14 @@ class BlockPolicy:
     focus_sources: int = 3
     """The most sources such a block draws from (one search each)."""
 
+    clear_lead: float = 1.5
+    """When no hit passes the relevance floor, the best one still counts when its score is this many times the
+    next one's ..."""
+    lead_floor: float = 0.25
+    """... and its cosine reaches this (a small store's BM25 is weak; MiniLM: unrelated texts score about 0 to 0.15).
+    LoCoMo and BEAM: no hit passes for 0.2% of LoCoMo's and none of BEAM's own questions (RESULTS "Relevance
+    floor")."""
+
     # ---- standing instructions and preferences
     preference_floor: float = 0.25
     """A stated preference is shown when its cosine to the query reaches this and `preference_ratio` times the

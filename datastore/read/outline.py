@@ -48,7 +48,7 @@ import numpy as np
 from datastore.indexes.search import IndexedSearch
 from datastore.indexes.text import TextIndex
 from datastore.read.lineage import lineage, stream_messages
-from datastore.read.ranking import POOL, TEXT_WEIGHT, Floor, fuse, text_strength
+from datastore.read.ranking import POOL, TEXT_WEIGHT, Floor, fuse
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage, sentence_id
 from models.outline import UNDATED, OutlineDay, OutlineLine, OutlineResponse
@@ -120,7 +120,8 @@ class Outline:
     namespace's shared in-memory line indexes (datastore/indexes/namespaces.py, `IndexedSearch.line_scores`),
     current with the store's namespace version: a line written by another process is ranked at the next read,
     a forgotten one never. embedder: the query's embedding (`outline` with a query). floor: the relevance floor
-    of an outline's query (CONTEXT_MIN_SCORE, CONTEXT_MIN_COSINE; datastore/read/ranking.py `Floor`).
+    (datastore/read/ranking.py `Floor`): its meaning floor (CONTEXT_MIN_COSINE) is where a line sharing no word
+    with an outline's query is close enough to show.
     """
 
     def __init__(self, storage: Storage, embedder: Embedder, search: IndexedSearch, floor: Floor = FLOOR) -> None:
@@ -187,8 +188,9 @@ class Outline:
         'undated'), oldest first, rendered `[date]` then `speaker: line` per line, then `(N of M lines left
         out)` when some are, at most `budget_tokens` tokens (cl100k) of `text`. Without `query`: the lines from
         the oldest while they fit. With `query` (`relevant`): every sentence of the conversation that shares a
-        word with it strongly enough (its BM25 text strength reaches the words floor; BM25 over all its
-        informative sentences, not only the leads: a lead sentence shows as its line), best first, then the lines
+        word with it (BM25 over all its informative sentences, not only the leads: a lead sentence shows as its
+        line; a conversation's own sentence index is small, so the words floor of /context does not apply: "Paris"
+        in a conversation of three messages has a BM25 text strength of 0.18), best first, then the lines
         whose cosine to it reaches the meaning floor (CONTEXT_MIN_COSINE), closest first, while they fit, shown
         oldest first; nothing else: when nothing passes, the text says so in one line.
         Raises NotFoundError (field `conversation_id`) for a conversation the namespace does not hold (a
@@ -230,7 +232,7 @@ class Outline:
 
     def relevant(self, ns: str, conversation_id: str, query: str, every: Sequence[Line]) -> list[Line]:
         """What of the conversation answers `query`, best first (see `outline`): the sentences that share a
-        term with it (text strength at the words floor or more), by BM25 over the conversation's informative
+        term with it, by BM25 over the conversation's informative
         sentences (one per message: its best; a sentence inside the message's line shows as that line, scored
         so), then the lines whose cosine reaches the meaning floor (CONTEXT_MIN_COSINE), by cosine. Lines keep
         their ids; a sentence that is no line's gets its sentence id
@@ -256,8 +258,6 @@ class Outline:
             bm25 = index.scores(words)
             best: dict[str, tuple[float, int]] = {}
             for k in np.flatnonzero(bm25 > 0).tolist():
-                if text_strength(float(bm25[k])) < self.floor.words:
-                    continue  # one common word shared: not about the query
                 mid = rows[k][0].id
                 if mid not in best or bm25[k] > best[mid][0]:
                     best[mid] = (float(bm25[k]), k)
