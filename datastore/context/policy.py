@@ -106,12 +106,13 @@ class BlockPolicy:
     (RESULTS "Context: what the numbers say"): a lower cap or MMR over positions measured neutral to negative."""
     focus_ratio: float = 0.8
     """A block of the whole namespace (no conversation named, as a GPT asks) draws its memories from the sources
-    whose best candidate passing the relevance floor scores at least this share of the best one, each ranked on
-    its own (`ContextAssembler._focused`). LoCoMo dev in one namespace, conversations conv-26/30/41, 80 questions
-    each @1000 (RESULTS "Relevance floor", notes): evidence 0.7178 with every source's candidates in one ranking,
-    0.7112 / 0.7220 / 0.7303 / 0.7269 at 0.6 / 0.7 / 0.8 / 0.9, against 0.7418 for the scoped block; other
-    conversations' share of the memory tokens 0.135 -> 0.070 at 0.8. What is left is mostly a question naming a
-    person two conversations hold ("Jon", "John"): the wrong one leads."""
+    whose best candidate passing the relevance floor scores at least this share of the best one (and the source
+    of the hit closest in meaning), each ranked on its own (`ContextAssembler._focused`). LoCoMo dev in one
+    namespace, conversations conv-26/30/41, 80 questions each @1000 (RESULTS "Relevance floor", notes): evidence
+    0.7178 with every source's candidates in one ranking, 0.7112 / 0.7220 / 0.7303 / 0.7269 at 0.6 / 0.7 / 0.8 /
+    0.9, against 0.7418 for the scoped block; other conversations' share of the memory tokens 0.145 -> 0.082 at 0.8
+    (all 1155 questions: 0.135 -> 0.058). What is left is mostly a question naming a person two conversations hold
+    ("Jon", "John"): the wrong one leads."""
     focus_sources: int = 3
     """The most sources such a block draws from (one search each)."""
 
