@@ -52,9 +52,9 @@ from pathlib import Path
 from bench import common, dataset, synthetic
 from bench.cache import CachingEmbedder
 from bench.meters import percentiles
-from models.api import DEFAULT_NAMESPACE, Query, QueryFilter
 from datastore.factory import open_memory
 from datastore.memory import Memory
+from models.api import DEFAULT_NAMESPACE, Query, QueryFilter
 from models.context import NOTHING, ContextRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
@@ -493,7 +493,9 @@ def main(argv: list[str] | None = None) -> None:
         embedder.release()
         (args.out or common.OUT / "context-one-namespace.json").write_text(json.dumps(res, indent=1))
         command = ".venv/bin/python -m bench.context --one-namespace"
-        command += f" --budgets {','.join(map(str, args.budgets))}" if args.budgets != list(ONE_NAMESPACE_BUDGETS) else ""
+        command += (
+            f" --budgets {','.join(map(str, args.budgets))}" if args.budgets != list(ONE_NAMESPACE_BUDGETS) else ""
+        )
         command += f" --limit {args.limit}" if args.limit else ""
         text = one_namespace_markdown(res, command)
         print(text)
