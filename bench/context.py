@@ -24,6 +24,16 @@ the provider comparison: evidence share and latency per provider, and the share 
    the app's in-process test client (request validation, the store and response serialisation; no network),
    one LoCoMo question and a random conversation per request, the default request (budget 2000, every
    section), sequential, after a warm-up. Reported p50 / p95 / p99.
+3. One namespace (`--one-namespace`, instead of 1 and 2): a user's memory holds all their chats and a GPT asks
+   without a conversation filter. The same store (reused when an earlier run left it whole), each question asked
+   twice at each of `--budgets` (default 500, 1000): the conversation-scoped block of 1 (`context`) and the block
+   of the whole namespace without a conversation (`ContextRequest(query, budget_tokens, now, recent=False)`, no
+   conversation_id). Reported for both: evidence share, the share of the memory sections' tokens (relevant
+   memories and timeline: the items' `tokens`) that come from conversations holding none of the question's
+   evidence (every LoCoMo question's evidence is in its own conversation), the share of blocks holding any such
+   token, and the share of blocks whose memories say "no memory about this"; on all conversations, on those the
+   relevance floor was chosen on (bench/floor.py TUNE_LOCOMO) and on the held-out ones. `--limit N` asks the
+   first N questions of each conversation here. Results: the `context-one-namespace` section.
 Results: the `context` section of bench/RESULTS.md; every number in bench/out/context.json.
 """
 
@@ -42,9 +52,12 @@ from pathlib import Path
 from bench import common, dataset, synthetic
 from bench.cache import CachingEmbedder
 from bench.meters import percentiles
+from datastore.factory import open_memory
+from datastore.memory import Memory
 from models.api import DEFAULT_NAMESPACE, Query, QueryFilter
-from models.context import ContextRequest
+from models.context import NOTHING, ContextRequest
 from services.embedding import LocalEmbedder
+from services.summarising import ExtractiveSummariser
 from services.tokens import count_tokens
 
 BUDGETS = (250, 500, 1000, 2000, 4000)
@@ -182,6 +195,113 @@ def evidence(
     out["elapsed_s"] = round(time.perf_counter() - t0, 1)
     out["ranked"] = ranked
     return out
+
+
+ONE_NAMESPACE_BUDGETS = (500, 1000)
+MEMORY_SECTIONS = ("relevant", "timeline")
+TUNE = ("conv-26", "conv-30", "conv-41")  # the conversations the relevance floor was chosen on (bench/floor.py)
+
+
+def locomo_store(samples: list[dict], embedder: CachingEmbedder) -> Memory:
+    """The store of the 6 conversations in namespace NS under DIR: the one an earlier run left when it holds every
+    message, else a fresh one."""
+    settings = common.bench_settings(DIR / "tree.db")
+    want = sum(len(s) for sample in samples for s in dataset.sessions(sample))
+    if settings.local_db_path.exists():
+        memory = open_memory(settings, embedder, ExtractiveSummariser())
+        if memory.storage.counts(NS).get("messages", 0) == want:
+            return memory
+        memory.close()
+    memory = common.open_store(settings, embedder)
+    common.ingest(memory, samples, NS)
+    return memory
+
+
+def one_namespace(
+    samples: list[dict], embedder: CachingEmbedder, budgets: Sequence[int], limit: int | None = None
+) -> dict:
+    """The scoped block and the namespace-wide block without a conversation (see the module doc, 3)."""
+    memory = locomo_store(samples, embedder)
+    texts = {s["sample_id"]: turns(s) for s in samples}
+    ends = {s["sample_id"]: last_time(s) for s in samples}
+    questions = [q for s in samples for q in dataset.questions(s, s["sample_id"])[:limit]]
+    embedder.embed([q.text for q in questions])
+    rows: list[dict] = []
+    t0 = time.perf_counter()
+    for i, q in enumerate(questions):
+        for b in budgets:
+            for variant, cid in (("scoped", q.conversation_id), ("one namespace", None)):
+                ctx = memory.context.assemble(
+                    NS,
+                    ContextRequest(
+                        conversation_id=cid,
+                        query=q.text,
+                        budget_tokens=b,
+                        now=ends[q.conversation_id],
+                        all_conversations=cid is None,
+                        recent=False,
+                    ),
+                )
+                items = [it for sec in ctx.sections if sec.name in MEMORY_SECTIONS for it in sec.items]
+                rows.append(
+                    {
+                        "conversation": q.conversation_id,
+                        "category": q.category,
+                        "budget": b,
+                        "variant": variant,
+                        "found": found(ctx.context, q.evidence, texts[q.conversation_id]),
+                        "tokens": sum(it.tokens for it in items),
+                        "unrelated": sum(it.tokens for it in items if it.source_id != q.conversation_id),
+                        "nothing": NOTHING in ctx.context,
+                    }
+                )
+        if i % 200 == 0:
+            print(f"  {i}/{len(questions)} questions, {time.perf_counter() - t0:.0f} s", flush=True)
+    memory.close()
+    groups = {"all": None, "tuning conversations": True, "held-out conversations": False}
+    out: dict = {"n_questions": len(questions), "budgets": list(budgets), "groups": {}}
+    for name, tuned in groups.items():
+        picked = [r for r in rows if tuned is None or (r["conversation"] in TUNE) == tuned]
+        table: dict = {}
+        for b in budgets:
+            for variant in ("scoped", "one namespace"):
+                rs = [r for r in picked if r["budget"] == b and r["variant"] == variant]
+                tokens = sum(r["tokens"] for r in rs)
+                table[f"{variant} @{b}"] = {
+                    "questions": len(rs),
+                    "evidence": round(sum(r["found"] for r in rs) / max(1, len(rs)), 4),
+                    "unrelated_share": round(sum(r["unrelated"] for r in rs) / max(1, tokens), 4),
+                    "blocks_with_unrelated": round(sum(r["unrelated"] > 0 for r in rs) / max(1, len(rs)), 4),
+                    "nothing": round(sum(r["nothing"] for r in rs) / max(1, len(rs)), 4),
+                    "memory_tokens": round(tokens / max(1, len(rs)), 1),
+                }
+        out["groups"][name] = table
+    out["elapsed_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def one_namespace_markdown(results: dict, command: str) -> str:
+    lines = [
+        "## Context block in one namespace of every LoCoMo dev conversation, asked without a filter",
+        "",
+        common.header(command),
+        f"{results['n_questions']} questions (bench/context.py, part 3). `scoped`: the block of the question's "
+        "conversation (`all_conversations` false, recent turns off); `one namespace`: the block of the whole "
+        "namespace, no conversation named, as a GPT asks. `unrelated tokens`: the share of the memory sections' "
+        "tokens (relevant memories, timeline) from conversations holding none of the question's evidence; "
+        "`blocks with some`: blocks holding any such token; `nothing`: blocks saying there is no memory about it.",
+        "",
+        "| conversations | block | evidence | unrelated tokens | blocks with some | nothing | memory tokens |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for group, table in results["groups"].items():
+        for name, v in table.items():
+            lines.append(
+                f"| {group} | {name} | {v['evidence']:.3f} | {v['unrelated_share']:.3f} | "
+                f"{v['blocks_with_unrelated']:.3f} | {v['nothing']:.3f} | {v['memory_tokens']} |"
+            )
+    lines += ["", f"- asked in {results['elapsed_s']} s"]
+    return "\n".join(lines) + "\n"
 
 
 def same_share(ranked: list[list[tuple]], reference: list[list[tuple]]) -> float:
@@ -343,6 +463,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--limit", type=int, default=None, help="evidence: ask only the first N questions")
     parser.add_argument("--requests", type=int, default=REQUESTS, help="timed requests per scale point")
     parser.add_argument(
+        "--one-namespace",
+        action="store_true",
+        help="the scoped block against the namespace-wide block without a conversation (part 3 of the doc)",
+    )
+    parser.add_argument(
+        "--budgets",
+        type=lambda v: [int(x) for x in v.split(",")],
+        default=list(ONE_NAMESPACE_BUDGETS),
+        help="--one-namespace: budgets, comma-separated",
+    )
+    parser.add_argument(
         "--variants",
         type=lambda v: ["context"] + [x for x in v.split(",") if x != "context"],
         default=list(VARIANTS),
@@ -356,6 +487,21 @@ def main(argv: list[str] | None = None) -> None:
         parser.error(f"unknown --variants {sorted(unknown)}")
     DIR.mkdir(parents=True, exist_ok=True)
     samples = dataset.load(args.data)
+    if args.one_namespace:
+        embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
+        res = one_namespace(samples, embedder, args.budgets, args.limit)
+        embedder.release()
+        (args.out or common.OUT / "context-one-namespace.json").write_text(json.dumps(res, indent=1))
+        command = ".venv/bin/python -m bench.context --one-namespace"
+        command += (
+            f" --budgets {','.join(map(str, args.budgets))}" if args.budgets != list(ONE_NAMESPACE_BUDGETS) else ""
+        )
+        command += f" --limit {args.limit}" if args.limit else ""
+        text = one_namespace_markdown(res, command)
+        print(text)
+        if args.data == dataset.DATA:
+            common.write_section("context-one-namespace", text)
+        return
     per_provider: dict[str, dict] = {}
     for name in args.datastore:
         with common.datastore(name):

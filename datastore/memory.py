@@ -43,6 +43,7 @@ from datastore.read.find import Finder
 from datastore.read.listing import Listing
 from datastore.read.outline import Outline
 from datastore.read.query import Reader
+from datastore.read.ranking import Floor
 from datastore.read.stats import Describer
 from datastore.storage import Storage
 from datastore.write.build import TreeBuilder
@@ -109,7 +110,9 @@ class Memory:
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)
         self.describer = Describer(storage)
-        self.outline = Outline(storage, embedder, self.search)
+        self.outline = Outline(
+            storage, embedder, self.search, Floor(settings.context_min_score, settings.context_min_cosine)
+        )
         self.core = CoreMemory(settings, storage, self.writer, self.deleter, locks, clock)
         self.instructions = Instructions(storage, keeper)
         self.context = ContextAssembler(

@@ -17,6 +17,8 @@ DEFAULT_CONTEXT_TEMPLATE = "Memory of {user_name}'s conversations with {assistan
 DATE_LINE = "[{date}, {time_ago}]"  # the default rendering: one line per day, then its memories' lines
 CONTEXT_FIELDS = ("user_name", "assistant_name", "memories", "core", "instructions", "recent", "relevant", "timeline")
 MEMORY_FIELDS = ("time_ago", "speaker", "text", "date", "level")
+NOTHING = "No memory about this."
+"""The relevant memories' one line when a query was asked and no memory passes the relevance floor."""
 
 
 class ContextRequest(BaseModel):

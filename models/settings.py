@@ -81,7 +81,18 @@ class Settings(BaseSettings):
         default=8000, ge=100, le=128_000, description="Largest budget_tokens of a /context request (cl100k tokens)."
     )
     context_min_score: float = Field(
-        default=0.1, ge=0, le=1, description="Default floor of the relevant-memories score in /context (hybrid scale)."
+        default=0.2,
+        ge=0,
+        le=1,
+        description="Relevance floor by words: a memory under the meaning floor needs this hybrid score to be shown in "
+        "/context (its relevant memories and timeline) and in an outline's query.",
+    )
+    context_min_cosine: float = Field(
+        default=0.35,
+        ge=-1,
+        le=1,
+        description="Relevance floor by meaning: a memory whose cosine to the query reaches this is shown whatever "
+        "words it shares (MiniLM scale).",
     )
     core_max_tokens: int = Field(
         default=500,

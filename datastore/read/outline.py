@@ -49,7 +49,7 @@ import numpy as np
 from datastore.indexes.search import IndexedSearch
 from datastore.indexes.text import TextIndex
 from datastore.read.lineage import lineage, stream_messages
-from datastore.read.ranking import POOL, TEXT_WEIGHT, fuse
+from datastore.read.ranking import POOL, TEXT_WEIGHT, Floor, fuse
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage, sentence_id
 from models.outline import UNDATED, OutlineDay, OutlineLine, OutlineResponse
@@ -61,6 +61,8 @@ from services.lines import spoken
 from services.text import text_terms
 from services.tokens import count_tokens
 
+FLOOR = Floor(words=0.2, meaning=0.35)  # the settings' defaults (CONTEXT_MIN_SCORE, CONTEXT_MIN_COSINE)
+
 
 @dataclass(frozen=True)
 class Line:
@@ -69,7 +71,8 @@ class Line:
     id: the level-0 node's id. conversation_id: the source holding its message (an ancestor's, for a fork's
     inherited line). position: its index among that source's lines (message order). created_at: the message's
     time (None: untimed). text: the lead (and point). score: closeness to the query (`lines`: hybrid fusion in
-    [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. tokens: cl100k tokens of
+    [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. cosine: its cosine to the
+    query (None without one). tokens: cl100k tokens of
     `text`."""
 
     id: str
@@ -81,9 +84,10 @@ class Line:
     position: int
     tokens: int
     score: float | None = None
+    cosine: float | None = None
 
     @classmethod
-    def of(cls, node: MemoryNode, score: float | None = None) -> Line:
+    def of(cls, node: MemoryNode, score: float | None = None, cosine: float | None = None) -> Line:
         """The Line of a level-0 node."""
         return cls(
             id=node.id,
@@ -95,6 +99,7 @@ class Line:
             position=node.position,
             tokens=node.token_count or count_tokens(node.text),
             score=score,
+            cosine=cosine,
         )
 
 
@@ -115,10 +120,13 @@ class Outline:
     lines returned (`get_nodes`), its source row and a fork's lineage. search: ranks the lines through the
     namespace's shared in-memory line indexes (datastore/indexes/namespaces.py, `IndexedSearch.line_scores`),
     current with the store's namespace version: a line written by another process is ranked at the next read,
-    a forgotten one never. embedder: the query's embedding (`outline` with a query).
+    a forgotten one never. embedder: the query's embedding (`outline` with a query). floor: the relevance floor
+    (datastore/read/ranking.py `Floor`): its meaning floor (CONTEXT_MIN_COSINE) is where a line sharing no word
+    with an outline's query is close enough to show.
     """
 
-    def __init__(self, storage: Storage, embedder: Embedder, search: IndexedSearch) -> None:
+    def __init__(self, storage: Storage, embedder: Embedder, search: IndexedSearch, floor: Floor = FLOOR) -> None:
+        self.floor = floor
         self.storage = storage
         self.embedder = embedder
         self.search = search
@@ -171,7 +179,7 @@ class Outline:
         scores = _scores(cosine, bm25 if terms else None, k)
         best = sorted(sorted(scores, key=lambda i: -scores[i])[:k])
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
-        return [Line.of(by_id[ids[i]], scores[i]) for i in best if ids[i] in by_id]
+        return [Line.of(by_id[ids[i]], scores[i], cosine[i]) for i in best if ids[i] in by_id]
 
     def outline(
         self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
@@ -181,8 +189,10 @@ class Outline:
         out)` when some are, at most `budget_tokens` tokens (cl100k) of `text`. Without `query`: the lines from
         the oldest while they fit. With `query` (`relevant`): every sentence of the conversation that shares a
         word with it (BM25 over all its informative sentences, not only the leads: a lead sentence shows as its
-        line), best first, then the lines whose cosine to it reaches OUTLINE_COSINE_FLOOR, closest first,
-        while they fit, shown oldest first; nothing else: when nothing passes, the text says so in one line.
+        line; a conversation's own sentence index is small, so the words floor of /context does not apply: "Paris"
+        in a conversation of three messages has a BM25 text strength of 0.18), best first, then the lines
+        whose cosine to it reaches the meaning floor (CONTEXT_MIN_COSINE), closest first, while they fit, shown
+        oldest first; nothing else: when nothing passes, the text says so in one line.
         Raises NotFoundError (field `conversation_id`) for a conversation the namespace does not hold (a
         document is not a conversation)."""
         src = self.storage.get_source(ns, conversation_id)
@@ -222,9 +232,10 @@ class Outline:
 
     def relevant(self, ns: str, conversation_id: str, query: str, every: Sequence[Line]) -> list[Line]:
         """What of the conversation answers `query`, best first (see `outline`): the sentences that share a
-        term with it, by BM25 over the conversation's informative sentences (one per message: its best; a
-        sentence inside the message's line shows as that line, scored so), then the lines whose cosine reaches
-        OUTLINE_COSINE_FLOOR, by cosine. Lines keep their ids; a sentence that is no line's gets its sentence id
+        term with it, by BM25 over the conversation's informative
+        sentences (one per message: its best; a sentence inside the message's line shows as that line, scored
+        so), then the lines whose cosine reaches the meaning floor (CONTEXT_MIN_COSINE), by cosine. Lines keep
+        their ids; a sentence that is no line's gets its sentence id
         (`<message id>:<n>`)."""
         by_message = {line.message_id: line for line in every}
         names = {line.speaker for line in every}
@@ -274,15 +285,12 @@ class Outline:
         close = [
             line
             for line in self.lines(ns, conversation_id, vector)
-            if line.message_id not in shown and (line.score or 0.0) >= OUTLINE_COSINE_FLOOR
+            if line.message_id not in shown and (line.score or 0.0) >= self.floor.meaning
         ]
         return found + sorted(close, key=lambda line: -(line.score or 0.0))
 
 
 _ALL = 1 << 30  # a BM25 pool holding every line
-OUTLINE_COSINE_FLOOR = 0.35
-"""The cosine (all-MiniLM-L6-v2) from which a line that shares no word with an outline's query is close enough to
-show: measured on LoCoMo dev (bench/outline.py, bench/RESULTS.md "Outline")."""
 
 
 def _message_order(messages: Sequence[StoredMessage], lines: Sequence[Line]) -> dict[str, int]:

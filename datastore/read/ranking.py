@@ -19,15 +19,19 @@ is the same from query to query within a mode (so a `min_score` floor means some
 
 - `dense`: the cosine, in [-1, 1] (MiniLM: unrelated text ~0-0.2, a paraphrase ~0.5-0.8).
 - `text`: `text_strength(bm25) = bm25 / (bm25 + BM25_HALF)`, in [0, 1) (0.5 at a BM25 of BM25_HALF).
-- `hybrid`: in [0, 1]: the min-max rank fusion times the pool's best absolute match (see `hybrid`); on LoCoMo
-  the top hit of a real question scores 0.35-0.67 (5th-95th percentile, median 0.53), an unrelated query under
-  0.02; the ranking, and so bench.recall, is the same as plain min-max fusion.
+- `hybrid`: in [0, 1]: the min-max rank fusion times the pool's best absolute match (see `hybrid`); the ranking,
+  and so bench.recall, is the same as plain min-max fusion. Measured (bench/RESULTS.md "Relevance floor", the top
+  33 of each question): a candidate holding the question's evidence scores 0.19-0.67 on LoCoMo and 0.19-0.64 on
+  BEAM (5th-95th percentile, median 0.48 / 0.34); one from a conversation holding nothing about the question
+  0.12-0.31 and 0.11-0.35 (median 0.17 / 0.18): a chunk sharing one common word with the query scores ~0.2, so
+  the scales overlap and a floor only removes the weakest matches (`Floor`).
 - `tree`: `cosine + ANCESTOR_WEIGHT * best ancestor cosine`, in [-1.25, 1.25].
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
+from dataclasses import dataclass
 from typing import Protocol, TypeVar, get_args
 
 import numpy as np
@@ -44,6 +48,24 @@ TEXT_WEIGHT = 0.6  # share of BM25 in `hybrid`; tuned on LoCoMo (0.5-0.7 are wit
 BM25_HALF = 8.0  # the BM25 at which the text strength of a `hybrid` match is 0.5 (see text_strength)
 SUMMARY_BEAM = 5  # summaries `tree` descends from
 ANCESTOR_WEIGHT = 0.25  # weight of the best ancestor's cosine in `tree`
+
+
+@dataclass(frozen=True)
+class Floor:
+    """The relevance floor: what a query shares with a memory by meaning (the cosine of their MiniLM embeddings)
+    or by words only (the `hybrid` score of a memory under the meaning floor). A memory passes when its cosine
+    reaches `meaning`, or else its hybrid score reaches `words`. Chosen on LoCoMo dev and BEAM 100K chats 11-20
+    (bench/floor.py, RESULTS "Relevance floor"; the same on the halves chosen on and held out): at 0.35 / 0.2 a
+    candidate holding the question's evidence passes 96-97% of the time, one from a conversation holding nothing
+    about it 45-54%. The two overlap: a higher floor cost the conversation-scoped block evidence (LoCoMo conv-26,
+    30, 41 @1000: 0.746 today, 0.742 at 0.35 / 0.2, 0.740 at 0.35 / 0.25, 0.719 at 0.4 / 0.3)."""
+
+    words: float
+    meaning: float
+
+    def passes(self, score: float, cosine: float) -> bool:
+        """Whether a memory of `score` (hybrid) and `cosine` to the query is relevant enough to show."""
+        return cosine >= self.meaning or score >= self.words
 
 
 class TextSearch(Protocol):

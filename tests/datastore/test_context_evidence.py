@@ -452,7 +452,8 @@ def test_an_instruction_said_inside_a_longer_turn_is_shown_once(local_memory: Me
 
 def test_an_instruction_said_with_only_filler_beside_it_is_shown_once_in_its_turn(local_memory: Memory) -> None:
     # the turn's one informative sentence is the instruction's line: the turn is still shown whole, as said (a
-    # dated list's line, not the instructions section, is what lets a memory leave such a turn out)
+    # dated list's line, not the instructions section, is what lets a memory leave such a turn out); the turn
+    # scores under the relevance floor in this small store of filler (cosine 0.08), so the floor is lowered
     rule = "From now on answer in French."
     local_memory.writer.remember(
         "ns", RememberRequest(conversation_id="c4", messages=instruction_chat("q", {6: f"{rule} Thanks a lot!"}))
@@ -460,7 +461,11 @@ def test_an_instruction_said_with_only_filler_beside_it_is_shown_once_in_its_tur
     res = local_memory.context.assemble(
         "ns",
         ContextRequest(
-            conversation_id="c4", recent=False, budget_tokens=1000, query="Which language do I want answers in?"
+            conversation_id="c4",
+            recent=False,
+            budget_tokens=1000,
+            query="Which language do I want answers in?",
+            min_score=0.0,
         ),
     )
     assert res.context.count(rule) == 1
