@@ -8,20 +8,25 @@ N detections drawn at random (seeded) to judge by eye.
 
     .venv/bin/python -m bench.instructions --data /path/to/beam/chats/100K --chats 1-10 --sample 40
 
-`--labeled` measures precision and recall on the project's two labeled sets, both written for this benchmark (not
+`--labeled` measures precision and recall on the project's labeled sets, all written for this benchmark (not
 taken from a dataset), each statement labeled instruction, preference, correction, revocation (positives) or none,
 said by a user to an assistant or by one person to another (`people`: the statement is Ann's in a chat with Ben):
-the development set (bench/data/instruction_statements.tsv, 307 statements: the rules were fixed on it and the
-classifier is trained on it) and the frozen test set (bench/data/instruction_statements_test.tsv, 337 statements
-written for issue 34 before the rules were read, never tuned on). A statement counts as detected when the
+the development set (bench/data/instruction_statements.tsv, 307 statements: the rules were fixed on it), the
+validation set (bench/data/instruction_statements_validation.tsv: the classifier's design and threshold were
+chosen on it) and, with `--test` only, the frozen test set (bench/data/instruction_statements_test.tsv, 337
+statements written for issue 34 before the rules were read, never tuned on: score it only to report a detector
+already chosen). The classifier's training set (bench/data/instruction_statements_train.tsv) is not scored here
+(`python -m bench.instruction_classifier --cv` cross-validates on it). A statement counts as detected when the
 detector returns anything for it. Detectors: `pattern` (PatternDetector, the rules), `classifier alone`
-(bench/instruction_classifier.py: a classifier over MiniLM sentence embeddings trained on the development set when
-the benchmark starts, behind the rules' rejections) and `classifier` (the rules, plus what that classifier finds).
-`--misses` lists each detector's errors on both sets; `--cv` adds 5-fold cross-validation of the classifier on the
-development set (how its hyper-parameters were chosen). Goal (issues 25 and 34): precision >= 0.95, recall >= 0.85
-on the test set. `--data ... --detector classifier` runs the classifier on BEAM's chats.
+(services/instruction_classifier.py with its shipped weights, behind the rules' rejections) and `classifier` (the
+rules, plus what that classifier finds). `--misses` lists each detector's errors. Goal (issues 25 and 34):
+precision >= 0.95, recall >= 0.85 on the test set. `--data ... --detector classifier` runs the classifier on
+BEAM's chats.
 
-    .venv/bin/python -m bench.instructions --labeled [--misses] [--cv]
+    .venv/bin/python -m bench.instructions --labeled [--misses] [--test] [--data /path/to/beam/chats/100K]
+
+The validation set's statements taken from LoCoMo dev and BEAM chats 16-20 are stored as references to their
+messages (`labeled`), read from ../shared/bench/data and from `--data`; without them those rows are left out.
 
 Measured on BEAM 100K (rules written on chats 1-10, then run once on 11-20): recall 31/43 (72.1%) on chats 1-10,
 32/47 (68.1%) on 11-20, 63/90 (70.0%) on 1-20, with 152 detections in 2,866 user messages. Most misses hold no
@@ -35,20 +40,20 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import sys
 from pathlib import Path
 
-import numpy as np
-
-from bench import instruction_classifier as clf
-from bench.instruction_classifier import ClassifierDetector
+from bench import dataset
 from models.api import Message
 from models.instructions import Detected
-from services.embedding import Embedder, LocalEmbedder
+from services.embedding import LocalEmbedder
+from services.instruction_classifier import ClassifierDetector
 from services.instructions import Detector, PatternDetector
 
 LABELED = Path(__file__).resolve().parent / "data" / "instruction_statements.tsv"
+VALIDATION = Path(__file__).resolve().parent / "data" / "instruction_statements_validation.tsv"
 TEST = Path(__file__).resolve().parent / "data" / "instruction_statements_test.tsv"
-SETS = {"development": LABELED, "test": TEST}
+SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST}
 KEYS = {"instruction_following": "instruction_being_tested", "preference_following": "preference_being_tested"}
 
 
@@ -67,14 +72,71 @@ def load_chat(folder: Path) -> tuple[list[Message], set[str]]:
     return messages, sources
 
 
-def labeled(path: Path = LABELED) -> list[tuple[str, str, str]]:
-    """(label, chat, statement) rows of the labeled set, comments skipped."""
-    rows = []
+def labeled(path: Path = LABELED, beam: Path | None = None) -> list[tuple[str, str, str]]:
+    """(label, chat, statement) rows of a labeled set, comments skipped.
+
+    A statement taken from a dataset is kept in the file as a reference, never as its text (the datasets are not
+    this project's to commit): `@locomo:<sample_id>:<dia_id>:<start>:<end>` or `@beam:<chat>:<message id>:<start>:
+    <end>`, the characters [start, end) of that message, read here from LoCoMo dev (bench/dataset.DATA) and from
+    `beam` (BEAM's chats/100K folder). A reference whose data is not on this machine is left out, and the number
+    left out is printed to stderr. Raises ValueError for a reference that names no message of the data."""
+    rows, missing = [], 0
+    texts = _DatasetTexts(beam)
     for line in path.read_text().splitlines():
         if line.strip() and not line.startswith("#"):
             label, chat, text = line.split("\t")
+            if text.startswith("@"):
+                found = texts.of(text[1:])
+                if found is None:
+                    missing += 1
+                    continue
+                text = found
             rows.append((label, chat, text))
+    if missing:
+        print(f"{path.name}: {missing} statements from data not on this machine left out", file=sys.stderr)
     return rows
+
+
+class _DatasetTexts:
+    """Messages of LoCoMo dev and BEAM's user turns by reference (`labeled`), each file read once when first
+    needed."""
+
+    def __init__(self, beam: Path | None) -> None:
+        self.beam = beam
+        self.messages: dict[str, dict[str, str] | None] = {}
+
+    def of(self, ref: str) -> str | None:
+        """The text `ref` (`locomo:...` or `beam:...`, see `labeled`) names, None when its data is absent."""
+        parts = ref.split(":")  # a LoCoMo dia_id holds a colon itself ("D1:3")
+        kind, source, message, start, end = parts[0], parts[1], ":".join(parts[2:-2]), parts[-2], parts[-1]
+        key = f"{kind}:{source}"
+        if key not in self.messages:
+            self.messages[key] = self._load(kind, source)
+        held = self.messages[key]
+        if held is None:
+            return None
+        if message not in held:
+            raise ValueError(f"{ref}: no such message")
+        return held[message][int(start) : int(end)]
+
+    def _load(self, kind: str, source: str) -> dict[str, str] | None:
+        if kind == "locomo":
+            if not dataset.DATA.exists():
+                return None
+            for sample in dataset.load():
+                if sample["sample_id"] == source:
+                    conv = sample["conversation"]
+                    return {t["dia_id"]: t["text"] for k in dataset.session_keys(conv) for t in conv[k]}
+            return {}
+        chat = self.beam / source / "chat.json" if self.beam is not None else None
+        if chat is None or not chat.exists():
+            return None
+        turns = [t for batch in json.loads(chat.read_text()) for turn in batch["turns"] for t in _listed(turn)]
+        return {str(t["id"]): t["content"] for t in turns if t.get("role") == "user"}
+
+
+def _listed(turn: dict | list) -> list[dict]:
+    return turn if isinstance(turn, list) else [turn]
 
 
 def detected(detector: Detector, chat: str, text: str) -> list[Detected]:
@@ -117,20 +179,24 @@ def score(
     return {"precision": precision, "recall": recall, "tp": tp, "fp": fp, "fn": fn}
 
 
-def score_labeled(show_misses: bool = False) -> dict[str, dict[str, float]]:
-    """The detectors on both labeled sets (development first, the rules first): the rules, the classifier alone
-    behind the rules' rejections, and the two together (the default); {"<detector> <set>": scores}."""
+def score_labeled(
+    show_misses: bool = False, test: bool = False, beam: Path | None = None
+) -> dict[str, dict[str, float]]:
+    """The detectors on the labeled sets (development, validation, and the frozen test set only when `test`; the
+    rules first): the rules, the shipped classifier alone behind the rules' rejections, and the two together;
+    {"<detector> <set>": scores}."""
     embedder = LocalEmbedder(threads=1)
-    trained = train(embedder)
     detectors: dict[str, Detector] = {
         "pattern": PatternDetector(),
-        "classifier alone": ClassifierDetector(embedder, trained, rules_first=False),
-        "classifier": ClassifierDetector(embedder, trained),
+        "classifier alone": ClassifierDetector(embedder, rules_first=False),
+        "classifier": ClassifierDetector(embedder),
     }
     out = {}
     try:
         for set_name, path in SETS.items():
-            rows = labeled(path)
+            if set_name == "test" and not test:
+                continue
+            rows = labeled(path, beam)
             for name, detector in detectors.items():
                 out[f"{name} {set_name}"] = score(
                     detector, rows, show_misses, f"{name} on the {set_name} set ({path.name})"
@@ -138,45 +204,6 @@ def score_labeled(show_misses: bool = False) -> dict[str, dict[str, float]]:
     finally:
         embedder.close()
     return out
-
-
-def train(embedder: Embedder, path: Path = LABELED) -> clf.LinearClassifier:
-    """The classifier trained on the labeled rows at `path` (the development set), embedded by `embedder`."""
-    rows = labeled(path)
-    vectors = embedder.embed([text for _, _, text in rows])
-    return clf.train(vectors, np.array([clf.LABEL_CLASS[label] for label, _, _ in rows]))
-
-
-def cross_validate(folds: int = 5, seed: int = 0) -> None:
-    """5-fold cross-validation of the classifier (alone, behind the rules' rejections: the rules were fixed on this
-    set) on the development set: each fold scored by a classifier trained on the other four, at each threshold of a
-    small grid; prints precision and recall per threshold. How THRESHOLD was chosen (with PENALTY, by the same
-    folds): the highest recall at precision >= 0.95."""
-    rows = labeled(LABELED)
-    embedder = LocalEmbedder(threads=1)
-    try:
-        vectors = embedder.embed([text for _, _, text in rows])
-        classes = np.array([clf.LABEL_CLASS[label] for label, _, _ in rows])
-        order = np.random.default_rng(seed).permutation(len(rows))
-        parts = np.array_split(order, folds)
-        for threshold in (0.5, 0.6, 0.7, 0.8, 0.9):
-            tp = fp = fn = 0
-            for part in parts:
-                rest = np.setdiff1d(order, part)
-                trained = clf.train(vectors[rest], classes[rest])
-                detector = ClassifierDetector(embedder, trained, threshold, rules_first=False)
-                for i in part:
-                    label, chat, text = rows[i]
-                    hit = bool(detected(detector, chat, text))
-                    tp += hit and label != "none"
-                    fp += hit and label == "none"
-                    fn += not hit and label != "none"
-            print(
-                f"cv threshold {threshold}: precision {tp}/{tp + fp} = {tp / max(tp + fp, 1):.3f}; "
-                f"recall {tp}/{tp + fn} = {tp / max(tp + fn, 1):.3f}"
-            )
-    finally:
-        embedder.close()
 
 
 def parse_range(text: str) -> list[int]:
@@ -190,9 +217,13 @@ def parse_range(text: str) -> list[int]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", type=Path, help="folder of numbered BEAM chats (e.g. chats/100K)")
+    ap.add_argument(
+        "--data",
+        type=Path,
+        help="folder of numbered BEAM chats (e.g. chats/100K); with --labeled: the BEAM rows",
+    )
     ap.add_argument("--labeled", action="store_true", help="precision and recall on the labeled sets instead")
-    ap.add_argument("--cv", action="store_true", help="with --labeled: cross-validate the classifier on the dev set")
+    ap.add_argument("--test", action="store_true", help="with --labeled: also the frozen test set (final scoring only)")
     ap.add_argument("--chats", default="1-20", help="chat numbers, e.g. 1-10,15 (default 1-20)")
     ap.add_argument("--sample", type=int, default=0, help="print this many detections drawn at random")
     ap.add_argument("--seed", type=int, default=0)
@@ -202,9 +233,7 @@ def main() -> None:
     ap.add_argument("--misses", action="store_true", help="print the misses (with --labeled: every error)")
     args = ap.parse_args()
     if args.labeled:
-        score_labeled(args.misses)
-        if args.cv:
-            cross_validate()
+        score_labeled(args.misses, args.test, args.data)
         return
     if args.data is None:
         ap.error("--data is required (or --labeled)")
@@ -212,7 +241,7 @@ def main() -> None:
     detector: Detector = PatternDetector()
     if args.detector == "classifier":
         embedder = LocalEmbedder(threads=1)
-        detector = ClassifierDetector(embedder, train(embedder))
+        detector = ClassifierDetector(embedder)
     found_sources = total_sources = user_messages = 0
     detections: list[tuple[int, Detected]] = []
     for n in parse_range(args.chats):

@@ -51,13 +51,14 @@ def open_memory(
     """The Memory over the configured, opened Storage (see `open_storage`).
 
     embedder/summariser/detector default to what the settings choose (tests pass shared instances; the
-    instruction detector is the LLM one when the summariser is openai, else the offline rules). Raises
+    instruction detector is the LLM one when the summariser is openai, else the offline rules plus the classifier,
+    which reads the embedder's vectors when it is the local MiniLM). Raises
     StoreError for a provider that is not available, EmbeddingMismatchError when the store holds another model's
     vectors, OpenAIMissingError when openai is chosen but not installed.
     """
     embedder = embedder or make_embedder(settings)
     summariser = summariser or make_summariser(settings)
-    detector = detector or make_detector(settings)
+    detector = detector or make_detector(settings, embedder)
     return Memory(settings, open_storage(settings, embedder.dimension), embedder, summariser, detector)
 
 

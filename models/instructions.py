@@ -63,7 +63,7 @@ class Detected(BaseModel):
     ) -> Detected:
         """The detection of the sentence `message.content[start:end]` (character offsets) that states
         `statement`: its text the sentence stripped, its speaker and time the message's. What every detector
-        builds (services/instructions.py, and the classifier tried in bench/instruction_classifier.py)."""
+        builds (services/instructions.py, services/instruction_classifier.py)."""
         return cls(
             text=message.content[start:end].strip(),
             statement=statement,

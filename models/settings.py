@@ -154,10 +154,11 @@ class Settings(BaseSettings):
         description="Chat model that finds standing instructions and preferences (SUMMARISER=openai); "
         "default SUMMARY_MODEL.",
     )
-    instruction_detector: Literal["auto", "pattern", "openai"] = Field(
+    instruction_detector: Literal["auto", "classifier", "pattern", "openai"] = Field(
         default="auto",
         description="What finds standing instructions: auto (the chat model when the summariser is openai, else "
-        "the offline rules), pattern (the offline rules: no model call while indexing) or openai.",
+        "the classifier), classifier (offline: the rules plus a classifier over the local MiniLM sentence "
+        "vectors), pattern (the offline rules alone) or openai.",
     )
 
     # OpenAI or any OpenAI-compatible server

@@ -2,8 +2,9 @@
 
 Users state durable rules once ("Always format code with syntax highlighting", "From now on answer in French",
 "I prefer Bootstrap over Foundation", "Call me Sam") and expect them to hold. A detector reads messages and
-returns `Detected` statements (models/instructions.py): the offline `PatternDetector` (rules, precision first), or
-the `OpenAIDetector` (one chat-completions call per batch, falling back to the rules). `Superseder` decides which
+returns `Detected` statements (models/instructions.py): the offline `PatternDetector` (rules, precision first), the
+offline default that adds a classifier to it (services/instruction_classifier.py), or the `OpenAIDetector` (one
+chat-completions call per batch, falling back to the rules). `Superseder` decides which
 stored `Instruction` a later statement on the same subject replaces. Pure logic: no storage, no HTTP.
 """
 
@@ -380,15 +381,25 @@ def _locate(content: str, quoted: str) -> tuple[int, int, int, int] | None:
     return start, end, min(start, inside[0][0]), max(end, inside[-1][1])
 
 
-def make_detector(settings: Settings) -> Detector:
+def make_detector(settings: Settings, embedder: Embedder | None = None) -> Detector:
     """The detector the settings choose (INSTRUCTION_DETECTOR): OpenAIDetector for `openai`, or for `auto` when
-    the summariser is openai (SUMMARISER, else OPENAI_API_KEY set); else PatternDetector. The model is called in
-    the summary lane, after the chunks of the messages it reads are committed (bench/RESULTS.md, "Remember
-    latency"). Raises OpenAIMissingError when openai is chosen but missing."""
+    the summariser is openai (SUMMARISER, else OPENAI_API_KEY set); PatternDetector for `pattern`; else the
+    offline default, the rules plus the classifier (services/instruction_classifier.py; bench/RESULTS.md,
+    "Instruction detection on a frozen test set"), which reads `embedder`'s vectors when it is the local MiniLM,
+    else a local MiniLM of its own. The model is called in the summary lane, after the chunks of the messages it
+    reads are committed (bench/RESULTS.md, "Remember latency"). Raises OpenAIMissingError when openai is chosen
+    but missing."""
     choice = settings.instruction_detector
     if choice == "openai" or (choice == "auto" and settings.resolved_summariser == "openai"):
         return OpenAIDetector(settings)
-    return PatternDetector()
+    if choice == "pattern":
+        return PatternDetector()
+    from services.embedding import LOCAL_DIMENSION, LOCAL_MODEL, LocalEmbedder
+    from services.instruction_classifier import ClassifierDetector  # imports this module
+
+    if embedder is None or embedder.model_name != LOCAL_MODEL or embedder.dimension != LOCAL_DIMENSION:
+        embedder = LocalEmbedder(threads=1)
+    return ClassifierDetector(embedder)
 
 
 # --- supersession --------------------------------------------------------------------------------------------------
