@@ -502,6 +502,28 @@ def test_a_superseded_instruction_is_marked_where_a_memory_shows_it(local_memory
         assert ENGLISH_AGAIN + f" {SUPERSEDED}" not in res.context  # what holds now is not marked
 
 
+def test_a_preference_is_shown_for_questions_about_its_topic(local_memory: Memory) -> None:
+    """A diet matters to a question about a restaurant or dinner (by the meaning of the two sentences, the
+    preference floor measured by bench/preference_topics.py), not to one about a router; an instruction to every
+    question."""
+    diet = "I'm vegetarian, keep that in mind."
+    rules = {4: diet, 10: "I prefer Bootstrap over Foundation for CSS.", 16: "Always include version numbers."}
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c6", messages=instruction_chat("v", rules)))
+
+    def standing(query: str) -> list[str]:
+        res = local_memory.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="c6", recent=False, relevant=False, timeline=False, query=query, now=LONG_NOW
+            ),
+        )
+        return [i.text for i in res.sections[1].items]
+
+    for query in ("Can you suggest a restaurant for dinner on Friday?", "Where should I take my parents for dinner?"):
+        assert standing(query) == [diet, "Always include version numbers."], query
+    assert standing("How do I reset my router?") == ["Always include version numbers."]
+
+
 # ------------------------------------------------------------------------------------------------ timeline
 def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory) -> None:
     assert asks_overview("In what order did I bring up these topics?")
