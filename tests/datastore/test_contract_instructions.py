@@ -116,6 +116,10 @@ def test_active_instructions_come_with_their_statements_vectors(
         assert vector.dtype == np.float32 and vector.shape == (embedder.dimension,)
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4 and float(vector @ want) > 0.999
     assert memory.instructions.active(ns + "-empty") == []
+    in_force, replaced = memory.instructions.standing(ns)  # what the context block reads: one read of both
+    assert [i.id for i, _ in in_force] == [i.id for i, _ in active]
+    assert [i.statement for i in replaced] == [FRENCH]  # superseded by ENGLISH
+    assert memory.instructions.standing(ns + "-empty") == ([], [])
 
 
 def test_the_newest_said_wins_across_conversations_whatever_the_indexing_order(memory: Memory, ns: str) -> None:
