@@ -415,10 +415,18 @@ def to_listener(text: str) -> bool:
     return _LISTENER.search(text.lower().replace("\u2019", "'")) is not None
 
 
+# "I'll keep that in mind", "We will definitely keep that in mind": the speaker keeps what the other said
+_KEEPER = re.compile(
+    r"^(?:i|we)(?:'ll|'d|\s+(?:will|would|shall|can|could|must|should|need\s+to|have\s+to|want\s+to|"
+    r"(?:'ll|will)\s+try\s+to|try\s+to))?(?:\s+(?:\w+ly|also|too|always|sure|just|really|for\s+sure))*$"
+)
+
+
 def _own_fact(fact: str) -> bool:
     """Whether what a speaker asks to keep ("I'm vegetarian" of "I'm vegetarian, keep that in mind") is a fact
-    about the speaker alone: not another's words (`reports`), and not about the listener (`to_listener`)."""
-    return not _REPORTING.search(fact) and not to_listener(fact)
+    about the speaker alone: not another's words (`reports`), not about the listener (`to_listener`), and not
+    only the one who keeps it ("I'll definitely keep that in mind": a promise to remember the other's words)."""
+    return not _REPORTING.search(fact) and not to_listener(fact) and not _KEEPER.match(fact.strip())
 
 
 def reports(clause: str) -> bool:

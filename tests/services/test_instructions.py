@@ -144,6 +144,9 @@ REJECTED = [
     "Never give up!",
     "I prefer not to say.",
     "You always explain things so clearly!",
+    # the speaker keeps what the other said: a promise to remember, no fact of their own
+    "I'll definitely keep that in mind.",
+    "Thanks, we will keep that in mind for next time.",
 ]
 
 
