@@ -1,6 +1,7 @@
 """The preference floor on its labeled pairs (bench/preference_topics.py), as the benchmark measures it: a
 stated preference is shown for questions about its topic (a diet for a restaurant or dinner question) and
-rarely for others. Held to what the floor measured (bench/RESULTS.md, "Showing a preference for its topic")."""
+rarely for others. Held to what the floor measured (bench/RESULTS.md, "Instructions only from the person the
+memory belongs to")."""
 
 from __future__ import annotations
 
