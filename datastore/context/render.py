@@ -54,7 +54,8 @@ def superseded_mark(sentences: Iterable[str]) -> Callable[[str], str] | None:
     if not said:
         return None
     tail = " " + SUPERSEDED
-    pattern = re.compile("|".join(r"\s+".join(map(re.escape, t.split())) for t in said) + f"(?!{re.escape(tail)})")
+    either = "|".join(r"\s+".join(map(re.escape, t.split())) for t in said)
+    pattern = re.compile(f"(?:{either})(?!{re.escape(tail)})")
 
     def mark(text: str) -> str:
         return pattern.sub(lambda m: m.group(0) + tail, text)

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from datastore.context.assemble import asks_overview, diversified
-from datastore.context.render import SUPERSEDED, clip
+from datastore.context.render import SUPERSEDED, clip, superseded_mark
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from models.context import ContextRequest, ContextResponse
@@ -500,6 +500,15 @@ def test_a_superseded_instruction_is_marked_where_a_memory_shows_it(local_memory
         assert all(f"{FRENCH} {SUPERSEDED}" in t for t in shown), shown
         assert res.context.count(FRENCH) == res.context.count(f"{FRENCH} {SUPERSEDED}")
         assert ENGLISH_AGAIN + f" {SUPERSEDED}" not in res.context  # what holds now is not marked
+
+
+def test_the_superseded_mark_follows_each_sentence_once() -> None:
+    mark = superseded_mark([FRENCH, "Call me  Sam.", " "])
+    assert mark is not None and superseded_mark([]) is None
+    text = f"user: {FRENCH}\nuser: Call me\nSam. Thanks!\nuser: {ENGLISH_AGAIN}"
+    once = mark(text)
+    assert once == (f"user: {FRENCH} {SUPERSEDED}\nuser: Call me\nSam. {SUPERSEDED} Thanks!\nuser: {ENGLISH_AGAIN}")
+    assert mark(once) == once  # a section admitting an item again (discard) marks nothing twice
 
 
 def test_a_preference_is_shown_for_questions_about_its_topic(local_memory: Memory) -> None:
