@@ -402,7 +402,31 @@ def fact_to_keep(sentence: str) -> bool:
     if not text or sentence.rstrip().endswith("?") or _HYPOTHETICAL.match(text):
         return False
     fact = _FACT_KEEP.match(_strip_prefix(text)) or _FACT_AFTER.match(_strip_prefix(text))
-    return fact is not None and not _REPORTING.search(fact.group("fact"))
+    return fact is not None and _own_fact(fact.group("fact"))
+
+
+_LISTENER = re.compile(r"\b(?:you|your|yours|yourself|yourselves|you're|you'll|you've|you'd|ya|u)\b")
+
+
+def to_listener(text: str) -> bool:
+    """Whether a statement names the person it is said to (you, your, yourself): "I'm always here for you",
+    "I'll always support you", "you can always count on me" are about the two of them, a promise or
+    encouragement, not a durable trait of the speaker's to keep."""
+    return _LISTENER.search(text.lower().replace("\u2019", "'")) is not None
+
+
+# "I'll keep that in mind", "We will definitely keep that in mind": the speaker keeps what the other said
+_KEEPER = re.compile(
+    r"^(?:i|we)(?:'ll|'d|\s+(?:will|would|shall|can|could|must|should|need\s+to|have\s+to|want\s+to|"
+    r"(?:'ll|will)\s+try\s+to|try\s+to))?(?:\s+(?:\w+ly|also|too|always|sure|just|really|for\s+sure))*$"
+)
+
+
+def _own_fact(fact: str) -> bool:
+    """Whether what a speaker asks to keep ("I'm vegetarian" of "I'm vegetarian, keep that in mind") is a fact
+    about the speaker alone: not another's words (`reports`), not about the listener (`to_listener`), and not
+    only the one who keeps it ("I'll definitely keep that in mind": a promise to remember the other's words)."""
+    return not _REPORTING.search(fact) and not to_listener(fact) and not _KEEPER.match(fact.strip())
 
 
 def reports(clause: str) -> bool:
@@ -485,7 +509,7 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
         if revocation_topic(text) is not None:
             return Match("instruction", "revoke")
         fact = _FACT_KEEP.match(text) or _FACT_AFTER.match(text)
-        if fact and not _REPORTING.search(fact.group("fact")):
+        if fact and _own_fact(fact.group("fact")):
             return Match("preference", "keep-in-mind")
         opener = _CORRECTION_OPENER.match(raw)
         if opener:
@@ -525,7 +549,10 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
     if fact:
         said = re.sub(r"^.*?\b(?:remember|keep\s+in\s+mind|forget|note)\s+(?:that\s+)?", "", text, count=1)
         inner = match_clause(said, question=False, condition=None, durable_lead=False)
-        return inner if inner is not None and inner.kind == "preference" else Match("instruction", "remember-that")
+        if inner is not None and inner.kind == "preference":
+            return inner
+        # "Remember that I'm there for you": about the listener, kept only as what it states itself
+        return inner if to_listener(said) else Match("instruction", "remember-that")
     stop = re.match(rf"^{_PLEASE}stop\s+(?P<verb>[a-z]+)ing\s+(?P<rest>\w.*)", text)
     if (
         stop

@@ -122,6 +122,9 @@ class PatternDetector:
       - forget / ignore what I said about X, never mind the X, I'm no longer X, I don't need X anymore: these
         withdraw X and are no rule of their own (`rules.revocation_topic`)
     facts the speaker asks to keep (preferences): "I'm vegetarian, keep that in mind.", "Please remember: I ..."
+      - about the speaker alone: a fact that names the listener (you, your: a promise, support, encouragement
+        said to someone, `rules.to_listener`) is about the two of them, kept only where a rule above finds it
+        ("Remember: I prefer you to answer briefly.")
 
     Never (each checked by tests/services/test_instructions.py): in a chat between people (`between_people`),
     any instruction (advice one gives another: "And remember to stay patient ...") and any preference but those
@@ -221,7 +224,8 @@ Report a sentence only when the speaker states, in their own voice, a rule for t
 Bootstrap over Foundation", "I'm trying to keep the bundle under 100KB", "I'd rather you didn't use emojis").
 Do NOT report: questions; one-off requests about the current answer ("Write this in French", "Make it \
 shorter"); hypotheticals; quoted or reported words of others; other people's preferences; past habits; \
-feelings; choices among options just offered ("I prefer the second one").
+feelings; choices among options just offered ("I prefer the second one"); what the speaker promises or \
+says to the listener (support, encouragement: "I've got your back"), which is about the two of them.
 
 Answer with JSON only: {"instructions": [{"message_id": "...", "text": "...", "kind": "instruction" or \
 "preference", "subject": "..."}]}, where text is the sentence copied exactly from the message, and subject names \

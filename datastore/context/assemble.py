@@ -36,6 +36,9 @@ The numbers named in `backticks` are fields of the block's policy (datastore/con
 `ContextAssembler.read` reads what a block needs (the conversation's last messages, the query's embedding, the
 retrieval candidates, core entries, instructions) before `_Assembly` builds it.
 
+A sentence that stated an instruction or preference a later one replaced is marked where a memory section
+shows it (render.SUPERSEDED after it): the turn stays as history, and a model does not take it for a rule in force.
+
 No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
 overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
 Rendering (datastore/context/render.py): one date line per day, then the memories' lines.
@@ -57,7 +60,7 @@ from datastore.context import evidence
 from datastore.context.core import CoreMemory
 from datastore.context.evidence import Shown, Texts
 from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
-from datastore.context.render import HEADINGS, Section, template_fields
+from datastore.context.render import DATED, HEADINGS, Section, superseded_mark, template_fields
 from datastore.lifetime.visits import Visits
 from datastore.read.query import Reader, check_query_chars
 from datastore.read.ranking import Floor
@@ -181,8 +184,8 @@ class Lines(Protocol):
 class ActiveInstructions(Protocol):
     """Where the standing instructions come from (datastore/lifetime/instructions.py)."""
 
-    def active(self, ns: str) -> list[tuple[Instruction, np.ndarray]]:
-        """The namespace's active instructions with their embeddings."""
+    def standing(self, ns: str) -> tuple[list[tuple[Instruction, np.ndarray]], list[Instruction]]:
+        """The namespace's active instructions with their embeddings, and those a later one replaced."""
         ...
 
 
@@ -207,7 +210,9 @@ class Inputs:
     that needs one). flt: the conversation filter when `all_conversations` is false. nothing: that conversation
     is not yet remembered (no memories). hits: the read path's candidates that pass the relevance floor (`floor`),
     best first (namespace-wide: `ContextAssembler._focused`). core: the
-    core entries (when asked). instructions: the instructions in force with their embeddings (when asked)."""
+    core entries (when asked). instructions: the instructions in force with their embeddings (when asked).
+    superseded: the sentences of the instructions a later one replaced (when a memory section is asked), marked
+    where a memory shows them (render.superseded_mark)."""
 
     budget: int
     template: str
@@ -225,6 +230,7 @@ class Inputs:
     floor: Floor
     core: list[CoreEntry]
     instructions: list[tuple[Instruction, np.ndarray]]
+    superseded: list[str]
 
 
 class ContextAssembler:
@@ -322,6 +328,12 @@ class ContextAssembler:
             if flt is None:
                 hits = self._focused(ns, req, query, vector, top_k, hits, floor)
             hits = hits or self._clear_lead(ns, found, vector)
+        active: list[tuple[Instruction, np.ndarray]] = []
+        superseded: list[str] = []
+        if self.instructions is not None and (req.instructions or req.recent or req.relevant or req.timeline):
+            active, replaced = self.instructions.standing(ns)
+            held = {" ".join(i.text.split()) for i, _ in active}  # said again later: it holds
+            superseded = [i.text for i in replaced if " ".join(i.text.split()) not in held]
         return Inputs(
             budget=budget,
             template=template,
@@ -338,7 +350,8 @@ class ContextAssembler:
             hits=hits,
             floor=floor,
             core=self.core.entries(ns, req.conversation_id) if req.core else [],
-            instructions=self.instructions.active(ns) if req.instructions and self.instructions is not None else [],
+            instructions=active if req.instructions else [],
+            superseded=superseded,
         )
 
     def floor(self, req: ContextRequest) -> Floor:
@@ -412,6 +425,7 @@ class _Assembly:
         self.vector, self.topic_vector = given.vector, given.topic_vector
         self.flt, self.nothing = given.flt, given.nothing
         self.shown = Shown()
+        self.mark = superseded_mark(given.superseded)  # a superseded rule a memory shows is marked so
         self.texts = Texts(owner.storage, ns, self.p)
         self.query_terms = set(excerpts.terms(self.query or ""))
         self.candidates: list[tuple[MemoryNode, float]] = []
@@ -509,7 +523,14 @@ class _Assembly:
     def _section(self, name: SectionName, budget: int) -> Section:
         req = self.req
         return Section(
-            name, budget, self.now, req.memory_template, req.max_memory_chars, req.conversation_id, self._source_name
+            name,
+            budget,
+            self.now,
+            req.memory_template,
+            req.max_memory_chars,
+            req.conversation_id,
+            self._source_name,
+            mark=self.mark if name in DATED else None,
         )
 
     def _source_name(self, source_id: str) -> str:

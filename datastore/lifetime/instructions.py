@@ -71,8 +71,16 @@ class Instructions:
     def active(self, ns: str) -> builtins.list[tuple[Instruction, np.ndarray]]:  # `list` is a method here
         """The instructions in force, oldest first, each with the embedding of its statement (float32,
         (dimension,), L2-normalised): what the context block shows. [] on a store without the capability."""
+        return self.standing(ns)[0]
+
+    def standing(self, ns: str) -> tuple[builtins.list[tuple[Instruction, np.ndarray]], builtins.list[Instruction]]:
+        """In one read of the table: the instructions in force with their embeddings (`active`), and those a
+        later one replaced (superseded_by another: not a revocation, which points at itself), oldest first:
+        what the context block marks where a memory shows it. ([], []) on a store without the capability."""
         if self.table is None:
-            return []
-        entries = self.table.entries(ns)
-        vectors = self.table.vectors(ns, [i.id for i in entries])
-        return [(i, vectors[i.id]) for i in entries if i.id in vectors]
+            return [], []
+        entries = self.table.entries(ns, include_superseded=True)
+        active = [i for i in entries if i.superseded_by is None]
+        vectors = self.table.vectors(ns, [i.id for i in active])
+        replaced = [i for i in entries if i.superseded_by is not None and i.superseded_by != i.id]
+        return [(i, vectors[i.id]) for i in active if i.id in vectors], replaced

@@ -11,7 +11,7 @@ from datetime import datetime, timedelta
 import pytest
 
 from datastore.context.assemble import asks_overview, diversified
-from datastore.context.render import clip
+from datastore.context.render import SUPERSEDED, clip, superseded_mark
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from models.context import ContextRequest, ContextResponse
@@ -471,6 +471,71 @@ def test_an_instruction_said_with_only_filler_beside_it_is_shown_once_in_its_tur
     assert res.context.count(rule) == 1
     assert f"user: {rule} Thanks a lot!" in res.context  # the message as said
     assert not res.sections[1].items
+
+
+FRENCH, ENGLISH_AGAIN = "From now on answer in French.", "Actually, answer in English again."
+
+
+def test_a_superseded_instruction_is_marked_where_a_memory_shows_it(local_memory: Memory) -> None:
+    """After "Actually, answer in English again." the French rule is history: a memory or a recent turn that
+    shows it says so (SUPERSEDED after its sentence), and the instructions section holds the English one only."""
+    local_memory.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c5",
+            messages=instruction_chat(
+                "s", {4: FRENCH, 6: "Also, the pottery class in Lisbon moved to Thursday.", 20: ENGLISH_AGAIN}
+            ),
+        ),
+    )
+    for recent in (False, True):
+        res = local_memory.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="c5",
+                recent=recent,
+                budget_tokens=1500,
+                query="Which language should you answer in, French?",
+                now=LONG_NOW,
+            ),
+        )
+        assert [i.text for i in res.sections[1].items] == [ENGLISH_AGAIN] or ENGLISH_AGAIN in res.context
+        shown = [i.text for s in res.sections[2:] for i in s.items if FRENCH in i.text]
+        assert shown, res.context  # the turn is still shown: what was said, and when
+        assert all(f"{FRENCH} {SUPERSEDED}" in t for t in shown), shown
+        assert res.context.count(FRENCH) == res.context.count(f"{FRENCH} {SUPERSEDED}")
+        assert ENGLISH_AGAIN + f" {SUPERSEDED}" not in res.context  # what holds now is not marked
+
+
+def test_the_superseded_mark_follows_each_sentence_once() -> None:
+    mark = superseded_mark([FRENCH, "Call me  Sam.", " "])
+    assert mark is not None and superseded_mark([]) is None
+    text = f"user: {FRENCH}\nuser: Call me\nSam. Thanks!\nuser: {ENGLISH_AGAIN}"
+    once = mark(text)
+    assert once == (f"user: {FRENCH} {SUPERSEDED}\nuser: Call me\nSam. {SUPERSEDED} Thanks!\nuser: {ENGLISH_AGAIN}")
+    assert mark(once) == once  # a section admitting an item again (discard) marks nothing twice
+
+
+def test_a_preference_is_shown_for_questions_about_its_topic(local_memory: Memory) -> None:
+    """A diet matters to a question about a restaurant or dinner (by the meaning of the two sentences, the
+    preference floor measured by bench/preference_topics.py), not to one about a router; an instruction to every
+    question."""
+    diet = "I'm vegetarian, keep that in mind."
+    rules = {4: diet, 10: "I prefer Bootstrap over Foundation for CSS.", 16: "Always include version numbers."}
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c6", messages=instruction_chat("v", rules)))
+
+    def standing(query: str) -> list[str]:
+        res = local_memory.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="c6", recent=False, relevant=False, timeline=False, query=query, now=LONG_NOW
+            ),
+        )
+        return [i.text for i in res.sections[1].items]
+
+    for query in ("Can you suggest a restaurant for dinner on Friday?", "Where should I take my parents for dinner?"):
+        assert standing(query) == [diet, "Always include version numbers."], query
+    assert standing("How do I reset my router?") == ["Always include version numbers."]
 
 
 # ------------------------------------------------------------------------------------------------ timeline

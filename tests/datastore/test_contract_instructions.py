@@ -116,6 +116,10 @@ def test_active_instructions_come_with_their_statements_vectors(
         assert vector.dtype == np.float32 and vector.shape == (embedder.dimension,)
         assert abs(float(np.linalg.norm(vector)) - 1.0) < 1e-4 and float(vector @ want) > 0.999
     assert memory.instructions.active(ns + "-empty") == []
+    in_force, replaced = memory.instructions.standing(ns)  # what the context block reads: one read of both
+    assert [i.id for i, _ in in_force] == [i.id for i, _ in active]
+    assert [i.statement for i in replaced] == [FRENCH]  # superseded by ENGLISH
+    assert memory.instructions.standing(ns + "-empty") == ([], [])
 
 
 def test_the_newest_said_wins_across_conversations_whatever_the_indexing_order(memory: Memory, ns: str) -> None:
@@ -293,7 +297,7 @@ def test_a_chat_between_people_keeps_only_its_users_preferences(memory: Memory, 
     memory.deleter.delete(ns + "-rebuild", DeleteRequest(ids=["m-0"]))  # the rebuild reads every kept message
     assert kept(ns + "-rebuild") == jon
     memory.writer.remember(ns + "-gina", RememberRequest(conversation_id="c", messages=messages, user="Gina"))
-    assert {i.speaker for i in listed(memory, ns + "-gina")} <= {"Gina"}  # never Jon's diet in Gina's memory
+    assert listed(memory, ns + "-gina") == []  # never Jon's diet, nor her encouragement to him, in Gina's memory
 
 
 def test_a_conversations_user_cannot_change(memory: Memory, ns: str) -> None:

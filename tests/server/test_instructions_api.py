@@ -180,3 +180,18 @@ async def test_a_chat_between_people_gives_only_its_users_preferences(client: An
             "/remember", json={"conversation_id": "jon", "user": user, "messages": more}, headers=AUTH
         )
         assert r.status_code == 422 and is_error(await r.get_json(), field="user"), user
+
+
+async def test_encouragement_to_the_other_person_is_not_the_users_preference(client: Any) -> None:
+    """Gina's memory (`user` Gina) holds no standing preference from "And remember, I'm always here for you.":
+    not in GET /instructions, not opening a /context without a query."""
+    r = await client.post(
+        "/remember",
+        json={"conversation_id": "gina", "user": "Gina", "messages": JON_AND_GINA, "wait": True},
+        headers=AUTH,
+    )
+    assert r.status_code == 200, await r.get_json()
+    assert (await _list(client))["instructions"] == []
+    r = await client.post("/context", json={"conversation_id": "gina", "recent": False}, headers=AUTH)
+    body = await r.get_json()
+    assert r.status_code == 200 and "## Standing instructions" not in body["context"], body

@@ -145,6 +145,9 @@ REJECTED = [
     "Never give up!",
     "I prefer not to say.",
     "You always explain things so clearly!",
+    # the speaker keeps what the other said: a promise to remember, no fact of their own
+    "I'll definitely keep that in mind.",
+    "Thanks, we will keep that in mind for next time.",
 ]
 
 
@@ -744,6 +747,40 @@ def test_a_chat_between_people_is_read_for_its_user_only() -> None:
     with_assistant = [*JON_AND_GINA, Message(id="4", role="assistant", content="Noted.")]
     assert {d.message_id for d in PatternDetector().detect(with_assistant)} >= {"2", "3"}
     assert PatternDetector().detect(CHAT, user="Somebody else") == PatternDetector().detect(CHAT)
+
+
+# Said to the other person: a promise, support, encouragement. About the two of them, not a standing preference of
+# the speaker's for an assistant, however it asks to be remembered.
+TO_THE_LISTENER = [
+    "And remember, I'm always here for you.",
+    "Remember that I'll always support you.",
+    "Don't forget, I'm proud of you.",
+    "I'm on your side no matter what, keep that in mind.",
+    "Just remember: I believe in you.",
+]
+
+
+@pytest.mark.parametrize("content", TO_THE_LISTENER)
+def test_what_one_says_to_the_listener_is_no_preference(content: str) -> None:
+    """Neither in the memory of the one who says it (the conversation's `user`) nor in a chat with an assistant."""
+    chat = [
+        Message(id="1", speaker="Gina", content=f"That sounds rough. {content}"),
+        Message(id="2", speaker="Jon", content="Thanks, that means a lot."),
+    ]
+    assert PatternDetector().detect(chat, user="Gina") == [], content
+    assert detect(content) == [], content
+
+
+def test_a_statement_for_the_assistant_that_names_it_is_still_kept() -> None:
+    """What the listener is named in by a statement's own rule still counts: the rule is about a fact kept."""
+    for content, statement in (
+        ("Remember: I prefer you to answer briefly.", "I prefer you to answer briefly."),
+        ("Keep in mind that I like it when you use bullet points.", None),
+        ("I'm vegetarian, keep that in mind.", "I'm vegetarian, keep that in mind."),
+    ):
+        found = detect(content)
+        assert len(found) == 1 and found[0].kind == "preference", content
+        assert statement is None or found[0].statement == statement, content
 
 
 def test_the_model_detector_keeps_only_the_users_statements_between_people(
