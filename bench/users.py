@@ -60,6 +60,7 @@ class Point:
     measured: list[str]
     zipf: bool = True
     restarts: int = 1
+    passes: int | None = None  # eviction passes (None: --evictions)
     nodes: dict[str, int] = field(default_factory=dict)  # namespace -> nodes stored (read after the build)
 
 
@@ -76,7 +77,7 @@ def points(quick: bool, heavy: int) -> list[Point]:
         {big: (heavy, False), "user-heavy-small": (SMALL_CHUNKS, True)},
         [big],
         zipf=False,
-        restarts=1 if quick else 2,
+        passes=1,  # each pass reloads the heavy namespace: one is enough
     )
     if quick:
         return [same("small", 10, SMALL_CHUNKS), same("2k", 5, HEAVY_CHUNKS), heavy_point]
@@ -159,16 +160,30 @@ def _sources(point: Point, ns: str) -> int:
     return max(1, -(-point.users[ns][0] // synthetic.PER_SOURCE))
 
 
-async def run_point(point: Point, args: argparse.Namespace, questions: list[str]) -> dict:
-    """Every phase of one point on a server over the built store (module doc)."""
+async def run_point(point: Point, args: argparse.Namespace, questions: list[str], snapshots: bool) -> dict:
+    """Every phase of one point on a server over the built store (module doc); with `snapshots`, the server keeps
+    index snapshots (INDEX_SNAPSHOT_DIR), written by a previous server that requested every user once."""
     total = sum(point.nodes.values())
     biggest = max(point.nodes.values())
     max_nodes = max(1_000, total // 5)
     if not point.zipf:  # the heavy point: one small user's load evicts the heavy one
         max_nodes = max(1_000, min(max_nodes, biggest - 1))
     env = {**common.provider_env(), "AUTH": "jwt", "JWT_SECRET": SECRET, "INDEX_MAX_NODES": str(max_nodes)}
+    folder = Path(tempfile.mkdtemp(prefix="bench-users-"))
+    if snapshots:
+        env["INDEX_SNAPSHOT_DIR"] = str(folder / "snapshots")
+        server = Server(folder, args.threads, env)  # the previous life: every user once, each index snapshotted
+        try:
+            await server.wait_ready()
+            client = Client(server, questions)
+            for ns in point.users:
+                await client.call("query", ns, _sources(point, ns))
+            await client.http.aclose()
+        finally:
+            server.stop()  # SIGTERM: the app closes its Memory, which finishes the snapshot writes
     out: dict[str, Any] = {
         "point": point.name,
+        "snapshots": snapshots,
         "users": len(point.users),
         "nodes": total,
         "nodes_per_user": round(total / len(point.users)),
@@ -177,13 +192,13 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
     }
     lat: dict[str, list[float]] = {k: [] for k in ("cold_restart_context", "cold_restart_query")}
     lat.update({k: [] for k in ("warm_context", "warm_query", "cold_evicted_context", "cold_evicted_query")})
-    folder = Path(tempfile.mkdtemp(prefix="bench-users-"))
     for restart in range(point.restarts):
         server = Server(folder, args.threads, env)
         try:
             await server.wait_ready()
             client = Client(server, questions)
-            await client.call("query", "user-warmup", 1)  # the embedder's first call, in no user's figures
+            for route in ("query", "context"):  # the first calls of each route's code, in no user's figures
+                await client.call(route, "user-warmup", 1)
             out.setdefault("rss_start_mib", proc_rss_mib(server.proc.pid))
             for i, ns in enumerate(point.measured):  # 1. cold after a restart, then warm
                 first = ("context", "query")[(i + restart) % 2]
@@ -192,7 +207,7 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
                     for route in ("query", "context") * args.warm:
                         lat[f"warm_{route}"].append(await client.call(route, ns, _sources(point, ns)))
             if restart == 0:
-                out["eviction"] = await _evictions(point, client, max_nodes, lat, args.evictions)
+                out["eviction"] = await _evictions(point, client, max_nodes, lat, point.passes or args.evictions)
                 if point.zipf:
                     out["zipf"] = await _zipf(point, client, server, args)
             out["rss_end_mib"] = proc_rss_mib(server.proc.pid)
@@ -210,16 +225,16 @@ async def _evictions(
     point: Point, client: Client, max_nodes: int, lat: dict[str, list[float]], passes: int
 ) -> dict[str, Any]:
     """Phase 2: the measured users (with others until the cycle's nodes exceed max_nodes) requested in turn, twice
-    or more; from the second pass each measured user's request finds its index evicted."""
+    or more after a first that warms them: then each measured user's request finds its index evicted."""
     cycle = list(point.measured)
     others = [ns for ns in point.users if ns not in cycle]
-    while sum(point.nodes[ns] for ns in cycle) <= max_nodes and others:
+    while (sum(point.nodes[ns] for ns in cycle) <= max_nodes or len(cycle) < 2) and others:
         cycle.append(others.pop(0))
     for ns in cycle:
         await client.call("query", ns, _sources(point, ns))
     before = await client.metrics(cycle[0])
     requests = 0
-    for p in range(passes):
+    for p in range(passes):  # the pass above warmed them: each request now finds its index evicted
         for i, ns in enumerate(cycle):
             route = ("context", "query")[(i + p) % 2]
             ms = await client.call(route, ns, _sources(point, ns))
@@ -296,16 +311,19 @@ def markdown(results: dict, header: str) -> str:
         "user, its `sub` the namespace), INDEX_MAX_NODES about a fifth of the nodes. Cold after a restart: each "
         "sampled user's first request after the server started (/context and /query in turn); warm: the same "
         "user's next requests; cold after an eviction: users requested in a cycle larger than INDEX_MAX_NODES "
-        "('loads' counts the index loads /metrics saw); Zipf: closed loop, "
+        "('loads' counts the index loads /metrics saw). Snapshots on: INDEX_SNAPSHOT_DIR set, the snapshots written "
+        "by a previous server that requested every user once (a cold namespace is then read back from its file); "
+        "Zipf: closed loop, "
         f"{results['args']['concurrency']} in flight, s={results['args']['zipf_s']}, half /query half /context. "
         "RSS budget: the server's RSS after its first request plus 2 KB per INDEX_MAX_NODES node (the setting's "
         "documented cost). Latencies in ms (p50 / p95 / p99, n samples); the machine is shared (2 cores): upper "
         "bounds.",
         "",
-        "| point | nodes/user | INDEX_MAX_NODES | cold /context after restart | cold /query after restart | "
+        "| point | snapshots | nodes/user | INDEX_MAX_NODES | cold /context after restart | "
+        "cold /query after restart | "
         "warm /query | warm /context | cold /context after eviction | cold /query after eviction | "
         "eviction loads | Zipf all | Zipf /query | Zipf /context | Zipf req/s, loads | RSS start / peak / budget MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results["points"]:
         lat = r["latency_ms"]
@@ -316,6 +334,7 @@ def markdown(results: dict, header: str) -> str:
             + " | ".join(
                 [
                     r["point"],
+                    "on" if r["snapshots"] else "off",
                     f"{r['measured_nodes']:,}",
                     f"{r['index_max_nodes']:,}",
                     _cell(lat.get("cold_restart_context")),
@@ -343,13 +362,15 @@ async def _run(args: argparse.Namespace) -> dict:
     results: dict[str, Any] = {"datastore": args.datastore, "args": vars(args), "points": []}
     results["load_before"] = _load()
     started = time.perf_counter()
+    modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.snapshots]
     with common.datastore(args.datastore):
         for point in points(args.quick, args.heavy_chunks or (10_000 if args.quick else 100_000)):
             build_s = build(point)
-            found = await run_point(point, args, questions)
-            found["build_s"] = round(build_s, 1)
-            results["points"].append(found)
-            print(json.dumps(found), flush=True)
+            for snapshots in modes:
+                found = await run_point(point, args, questions, snapshots)
+                found["build_s"] = round(build_s, 1)
+                results["points"].append(found)
+                print(json.dumps(found), flush=True)
     results["elapsed_s"] = round(time.perf_counter() - started, 1)
     results["load_after"] = _load()
     return results
@@ -371,6 +392,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight in the Zipf phase")
     parser.add_argument("--warm", type=int, default=5, help="warm requests of each route per sampled user")
     parser.add_argument("--evictions", type=int, default=3, help="passes of the eviction cycle (the first warms)")
+    parser.add_argument(
+        "--snapshots",
+        choices=("off", "on", "both"),
+        default="both",
+        help="run each point without index snapshots, with them (INDEX_SNAPSHOT_DIR), or both (default)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="EMBED_THREADS of the server")
     parser.add_argument("--write-results", action="store_true", help="replace the users section of RESULTS.md")
     args = parser.parse_args(argv)
@@ -385,6 +412,7 @@ def main(argv: list[str] | None = None) -> None:
             (f"--datastore {args.datastore}", True),
             ("--quick", args.quick),
             (f"--heavy-chunks {args.heavy_chunks}", args.heavy_chunks),
+            (f"--snapshots {args.snapshots}", args.snapshots != "both"),
             ("--write-results", args.write_results),
         )
         if on
