@@ -70,7 +70,7 @@ class IVFIndex:
         self.__dict__.update(state)
         serialised = state["_index"]
         assert isinstance(serialised, np.ndarray)
-        self._index = cast("faiss.IndexIVFScalarQuantizer", faiss.downcast_index(faiss.deserialize_index(serialised)))
+        self._index = cast("faiss.IndexIVFScalarQuantizer", faiss.deserialize_index(serialised))
 
     def add(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
         if len(rowids):
