@@ -364,7 +364,8 @@ async def _run(args: argparse.Namespace) -> dict:
     started = time.perf_counter()
     modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.snapshots]
     with common.datastore(args.datastore):
-        for point in points(args.quick, args.heavy_chunks or (10_000 if args.quick else 100_000)):
+        chosen = points(args.quick, args.heavy_chunks or (10_000 if args.quick else 100_000))
+        for point in chosen[-1:] if args.heavy_only else chosen:
             build_s = build(point)
             for snapshots in modes:
                 found = await run_point(point, args, questions, snapshots)
@@ -398,6 +399,7 @@ def main(argv: list[str] | None = None) -> None:
         default="both",
         help="run each point without index snapshots, with them (INDEX_SNAPSHOT_DIR), or both (default)",
     )
+    parser.add_argument("--heavy-only", action="store_true", help="only the heavy point (section users-heavy)")
     parser.add_argument("--threads", type=int, default=2, help="EMBED_THREADS of the server")
     parser.add_argument("--write-results", action="store_true", help="replace the users section of RESULTS.md")
     args = parser.parse_args(argv)
@@ -413,6 +415,7 @@ def main(argv: list[str] | None = None) -> None:
             ("--quick", args.quick),
             (f"--heavy-chunks {args.heavy_chunks}", args.heavy_chunks),
             (f"--snapshots {args.snapshots}", args.snapshots != "both"),
+            ("--heavy-only", args.heavy_only),
             ("--write-results", args.write_results),
         )
         if on
@@ -420,7 +423,7 @@ def main(argv: list[str] | None = None) -> None:
     report = markdown(results, common.header(command))
     print(report)
     if args.write_results:
-        common.write_section("users", report)
+        common.write_section("users-heavy" if args.heavy_only else "users", report)
 
 
 if __name__ == "__main__":

@@ -287,6 +287,7 @@ class NamespaceIndexes:
                     if i + 1 < len(parts):
                         ahead = reader.submit(self._listed, ns, parts[i + 1])
                     self._add(index, entries)
+        index.vectors.prepare()  # the IVF index, when due, is built with the load (and so is in its snapshot)
         index.stamps = stamps
         index.token = token
         return True
