@@ -60,6 +60,16 @@ def datastore(name: str) -> Iterator[None]:
             server.stop()
 
 
+def provider_env() -> dict[str, str]:
+    """The settings of the enclosing `datastore` block as environment variables (for a server process):
+    {"DATASTORE": ..., "POSTGRES_URL": ...} or the Pinecone ones; secrets in clear."""
+    out = {}
+    for key, value in _PROVIDER.items():
+        secret = getattr(value, "get_secret_value", None)
+        out[key.upper()] = str(secret() if secret is not None else value)
+    return out
+
+
 def datastore_argument(parser: argparse.ArgumentParser, several: bool = False) -> None:
     """Add `--datastore` (default local); with `several`, a comma-separated list of providers, run in turn."""
     names = "|".join(DATASTORES)

@@ -146,5 +146,6 @@ class Memory:
         the background indexer first (server/app.py does), so no step runs on a closed storage."""
         try:
             self.visits.flush()
+            self.search.indexes.close()  # the index snapshots queued are written
         finally:
             self.storage.close()

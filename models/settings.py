@@ -118,6 +118,11 @@ class Settings(BaseSettings):
         gt=0,
         description="Seconds after which a namespace's in-memory search index unused since is dropped.",
     )
+    index_snapshot_dir: Path | None = Field(
+        default=None,
+        description="Folder (this server's alone) where namespace indexes are snapshotted, so a cold namespace is "
+        "read back in one file after a restart or an eviction instead of indexed again; unset: none.",
+    )
 
     # Embeddings
     embedder: Literal["local", "openai", "sentence-transformers"] | None = Field(
@@ -390,6 +395,16 @@ class Settings(BaseSettings):
         raise ValueError("JWT_SECRET: AUTH=jwt needs JWT_SECRET, JWT_PUBLIC_KEY or JWT_JWKS_FILE")
 
     # Resolved choices: explicit setting first, then what the configured keys imply.
+    def store_identity(self) -> str:
+        """What names the store these settings open (provider and location; a secret URL only ever hashed by
+        its users): two stores never share index snapshots (INDEX_SNAPSHOT_DIR)."""
+        kind = self.resolved_datastore
+        if kind == "postgres":
+            return f"postgres {self.postgres_url.get_secret_value() if self.postgres_url else ''}"
+        if kind == "pinecone":
+            return f"pinecone {self.pinecone_host or ''} {self.pinecone_index}"
+        return f"local {Path(self.local_db_path).expanduser().resolve()}"
+
     @property
     def resolved_jwt_algorithms(self) -> list[str]:
         """JWT_ALGORITHMS, else HS256 with a JWT_SECRET, else RS256 and ES256."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import logging
+from typing import cast
 
 import numpy as np
 
@@ -56,6 +57,20 @@ class IVFIndex:
         self._index.nprobe = max(8, int(self.nlist * _NPROBE_SHARE))
         self.trained_on = n
         self.add(rowids, vectors)
+
+    def __getstate__(self) -> dict[str, object]:
+        """For a snapshot (datastore/indexes/snapshots.py): the faiss index as faiss serialises it."""
+        import faiss
+
+        return {**self.__dict__, "_index": faiss.serialize_index(self._index)}
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        import faiss
+
+        self.__dict__.update(state)
+        serialised = state["_index"]
+        assert isinstance(serialised, np.ndarray)
+        self._index = cast("faiss.IndexIVFScalarQuantizer", faiss.deserialize_index(serialised))
 
     def add(self, rowids: np.ndarray, vectors: np.ndarray) -> None:
         if len(rowids):

@@ -33,6 +33,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from datastore.indexes.snapshots import Snapshots
 from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
 from datastore.storage import IndexEntry, Storage
@@ -41,6 +42,7 @@ from services.tree import indexed_text
 LOAD_SLICE = 5_000  # entries added to the indexes at a time
 LOAD_SOURCES = 20  # sources listed at a time when a namespace is loaded (the next listed while one is indexed)
 SWEEP_EVERY = 60.0  # seconds between sweeps for idle indexes
+RESTORED = "\x00restored"  # the token of an index read from a snapshot: never a store's, so it is refreshed
 
 
 class LineIndex:
@@ -81,6 +83,17 @@ class NamespaceIndex:
 
     def __len__(self) -> int:
         return len(self.node_ids)
+
+    def __getstate__(self) -> dict[str, object]:
+        """What a snapshot holds (datastore/indexes/snapshots.py): everything but the lock."""
+        state = dict(self.__dict__)
+        del state["lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, object]) -> None:
+        self.__dict__.update(state)
+        self.lock = threading.Lock()
+        self.used = time.monotonic()
 
     def add(self, entries: Sequence[IndexEntry]) -> None:
         """Add nodes (of sources not held, or just dropped) to the indexes: lines (level 0) to `lines`, the others
@@ -178,19 +191,29 @@ class NamespaceIndexes:
     embedder's. ann_min_rows: the ANN_MIN_ROWS setting. idle_seconds: INDEX_IDLE_SECONDS (an index unused this
     long is dropped). max_nodes: INDEX_MAX_NODES (the most nodes held over every namespace).
 
+    snapshots: where indexes are written and read back (INDEX_SNAPSHOT_DIR, datastore/indexes/snapshots.py): a
+    cold namespace with a snapshot is read from it and refreshed by source stamps, not listed whole; None: none.
+
     `on_load`, when set (server/metrics.py sets it), is called after each index is loaded or refreshed from the
     store, in the searching thread, with the kind ("load": from nothing, a cold namespace; "refresh": only the
     sources that changed) and the seconds it took.
     """
 
     def __init__(
-        self, storage: Storage, dimension: int, ann_min_rows: int, idle_seconds: float, max_nodes: int
+        self,
+        storage: Storage,
+        dimension: int,
+        ann_min_rows: int,
+        idle_seconds: float,
+        max_nodes: int,
+        snapshots: Snapshots | None = None,
     ) -> None:
         self.storage = storage
         self.dimension = dimension
         self.ann_min_rows = ann_min_rows
         self.idle_seconds = idle_seconds
         self.max_nodes = max_nodes
+        self.snapshots = snapshots
         self._indexes: dict[str, NamespaceIndex] = {}
         self._guard = threading.Lock()
         self._swept = time.monotonic()
@@ -230,6 +253,8 @@ class NamespaceIndexes:
                         raise
                     if refreshed and self.on_load is not None:
                         self.on_load(kind, time.perf_counter() - started)
+                    if refreshed and kind == "load" and self.snapshots is not None:
+                        self.snapshots.save_later(ns, index)
         except BaseException:
             self.drop(ns)
             raise
@@ -241,13 +266,15 @@ class NamespaceIndexes:
         listed again. Called under the index's lock. Returns False when another search had done it meanwhile."""
         if token == index.token:
             return False  # another search refreshed it meanwhile
+        if index.token is None and self.snapshots is not None:
+            self._restore(ns, index)
         stamps = self.storage.source_stamps(ns)
         if index.token is None:
             changed: list[str] | None = None  # everything
             index.drop_sources(list(index.by_source))
         else:
             changed = [sid for sid, stamp in stamps.items() if index.stamps.get(sid) != stamp]
-            gone = [sid for sid in index.by_source if sid not in stamps]
+            gone = [sid for sid in {*index.by_source, *index.lines.by_source} if sid not in stamps]
             index.drop_sources(changed + gone)
         if sources := (sorted(stamps) if changed is None else sorted(changed)):
             # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
@@ -260,9 +287,23 @@ class NamespaceIndexes:
                     if i + 1 < len(parts):
                         ahead = reader.submit(self._listed, ns, parts[i + 1])
                     self._add(index, entries)
+        index.vectors.prepare()  # the IVF index, when due, is built with the load (and so is in its snapshot)
         index.stamps = stamps
         index.token = token
         return True
+
+    def _restore(self, ns: str, index: NamespaceIndex) -> None:
+        """Fill an empty `index` from the namespace's snapshot, if any, as of no version (RESTORED): the caller
+        then refreshes it by source stamps like any index."""
+        assert self.snapshots is not None
+        found = self.snapshots.read(ns)
+        if found is None or found.dimension != index.dimension:
+            return
+        lock, used = index.lock, index.used
+        index.__dict__.update(found.__dict__)
+        index.lock, index.used = lock, used
+        index.vectors.ann_min_rows = self.ann_min_rows
+        index.token = RESTORED
 
     def _listed(self, ns: str, source_ids: list[str]) -> list[IndexEntry]:
         """The entries of these sources, in (source, level, position) order."""
@@ -286,7 +327,7 @@ class NamespaceIndexes:
         """Drop the indexes unused for idle_seconds (called under the guard)."""
         self._swept = now
         for ns in [ns for ns, ix in self._indexes.items() if now - ix.used > self.idle_seconds]:
-            del self._indexes[ns]
+            self._save(ns, self._indexes.pop(ns))
 
     def _bound(self, keep: str) -> None:
         """Drop the least recently used indexes (never `keep`) while all of them hold more than max_nodes."""
@@ -296,7 +337,19 @@ class NamespaceIndexes:
                 if total <= self.max_nodes:
                     return
                 if ns != keep:
-                    total -= len(self._indexes.pop(ns))
+                    dropped = self._indexes.pop(ns)
+                    total -= len(dropped)
+                    self._save(ns, dropped)
+
+    def _save(self, ns: str, index: NamespaceIndex) -> None:
+        """Queue the snapshot of an index being dropped, when snapshots are kept and it changed since its last."""
+        if self.snapshots is not None:
+            self.snapshots.save_later(ns, index)
+
+    def close(self) -> None:
+        """Finish the snapshot writes queued (none are queued after)."""
+        if self.snapshots is not None:
+            self.snapshots.close()
 
     def drop(self, ns: str) -> None:
         """Forget the namespace's index (it is loaded again by its next search)."""

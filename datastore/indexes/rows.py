@@ -31,6 +31,13 @@ class RowTable:
         self.ends = np.zeros(0, dtype=np.float64)
         self.alive = np.zeros(0, dtype=bool)
 
+    def __getstate__(self) -> dict[str, object]:
+        """For a snapshot: the columns cut to the rows held (no spare capacity written)."""
+        state = dict(self.__dict__)
+        for name in self.COLUMNS + self.EXTRA:
+            state[name] = getattr(self, name)[: self.size]
+        return state
+
     def _reserve(self, extra: int) -> None:
         need = self.size + extra
         if need <= len(self.rowids):

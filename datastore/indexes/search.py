@@ -16,6 +16,7 @@ from collections.abc import Collection, Sequence
 import numpy as np
 
 from datastore.indexes.namespaces import NamespaceIndex, NamespaceIndexes
+from datastore.indexes.snapshots import Snapshots
 from datastore.read.ranking import RowSearch, TextSearch
 from datastore.storage import Hits, Storage
 from models.api import QueryFilter
@@ -29,12 +30,23 @@ Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level
 
 class IndexedSearch:
     """The Searchable over one Storage: settings: ANN_MIN_ROWS, INDEX_IDLE_SECONDS, INDEX_MAX_NODES. storage:
-    the provider (listing, rows by id). dimension: the embedder's."""
+    the provider (listing, rows by id). dimension: the embedder's. INDEX_SNAPSHOT_DIR: where cold namespaces are
+    read back from (datastore/indexes/snapshots.py)."""
 
     def __init__(self, settings: Settings, storage: Storage, dimension: int) -> None:
         self.storage = storage
+        snapshots = (
+            None
+            if settings.index_snapshot_dir is None
+            else Snapshots(settings.index_snapshot_dir, settings.store_identity())
+        )
         self.indexes = NamespaceIndexes(
-            storage, dimension, settings.ann_min_rows, settings.index_idle_seconds, settings.index_max_nodes
+            storage,
+            dimension,
+            settings.ann_min_rows,
+            settings.index_idle_seconds,
+            settings.index_max_nodes,
+            snapshots,
         )
         self.text: TextSearch | None = IndexedText(self)
         self.rows: RowSearch | None = self

@@ -80,6 +80,11 @@ class VectorIndex(RowTable):
         pos = self._keep(np.flatnonzero(self.alive[: self.size]), *bounds)
         return self._top(pos, (self.matrix[: self.size] @ query)[pos], top_k)
 
+    def prepare(self) -> None:
+        """Build the IVF index now when the rows call for one (else the next search does): a namespace's load
+        ends with it, so its snapshot holds it too."""
+        self._ann_ready()
+
     def cosines(self, rowids: np.ndarray, query: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, cosines to `query`) of the live rows among `rowids` (sorted int64), in row order, unranked:
         one product over a view of the matrix when the rows lie together (a source's rows, added at once)."""

@@ -1,0 +1,100 @@
+"""Snapshots of namespace indexes on local disk (INDEX_SNAPSHOT_DIR): a cold namespace is read back in one file
+instead of listed from the store and indexed again, after a restart or after an eviction.
+
+A snapshot is one `NamespaceIndex` as it was (vectors as float32 blocks, BM25 postings already cut and stemmed,
+the per-row facts, the IVF index serialised by faiss), pickled into `<dir>/<store>/<namespace hash>.idx`, where
+`<store>` names the store it came from (provider and location, hashed), so two stores never share one. It is
+never taken as current: a restored index keeps the source stamps it was written with and is refreshed like any
+other (`NamespaceIndexes._refresh`): the sources whose stamp changed since, or that appeared or went away, are
+dropped and listed again. So a snapshot only saves work; what a search finds is the store's.
+
+Written off the request path (one writer thread): after a namespace is loaded from the store, and when an index
+is dropped (evicted, idle) holding changes its snapshot lacks. A file is written under a temporary name and renamed,
+so a reader never sees half of one; one that cannot be read (torn, from another version) is ignored and removed.
+The folder is this server's own: pickles run code when read, so it must be writable by the server alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import pickle
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from datastore.indexes.namespaces import NamespaceIndex
+
+log = logging.getLogger(__name__)
+FORMAT = 1  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
+
+
+class Snapshots:
+    """The snapshot files of one store's namespaces under `folder` (created when missing).
+
+    store: what identifies the store (provider and location); its hash names the subfolder."""
+
+    def __init__(self, folder: Path, store: str) -> None:
+        self.folder = Path(folder).expanduser() / hashlib.sha256(store.encode()).hexdigest()[:16]
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="pyramind-index-snapshot")
+        self._written: dict[str, str | None] = {}  # namespace -> token of its snapshot on disk, as far as known
+        self._guard = threading.Lock()
+
+    def path(self, ns: str) -> Path:
+        """The file of namespace `ns` (named by a hash: any namespace string is a safe file name)."""
+        return self.folder / f"{hashlib.sha256(ns.encode()).hexdigest()[:32]}.idx"
+
+    def read(self, ns: str) -> NamespaceIndex | None:
+        """The namespace's index as last written, or None (no file, or one that cannot be read: then removed)."""
+        path = self.path(ns)
+        try:
+            with open(path, "rb") as f:
+                found = pickle.load(f)
+            version, stored_ns, index = found
+            if version != FORMAT or stored_ns != ns:
+                raise ValueError("another format or namespace")
+        except FileNotFoundError:
+            return None
+        except Exception:  # torn or foreign: never trusted, never read again
+            log.warning("ignoring the unreadable index snapshot %s", path, exc_info=True)
+            path.unlink(missing_ok=True)
+            return None
+        with self._guard:
+            self._written[ns] = index.token
+        return index  # type: ignore[no-any-return]
+
+    def save_later(self, ns: str, index: NamespaceIndex) -> Future[None] | None:
+        """Write the index's snapshot on the writer thread unless the file already holds its token (None then)."""
+        with self._guard:
+            if index.token is None or self._written.get(ns) == index.token:
+                return None
+            self._written[ns] = index.token
+        return self._writer.submit(self._save, ns, index)
+
+    def _save(self, ns: str, index: NamespaceIndex) -> None:
+        path = self.path(ns)
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+        try:
+            with index.lock, open(tmp, "wb") as f:
+                if index.token is None:  # dropped half refreshed meanwhile: nothing whole to write
+                    return
+                pickle.dump((FORMAT, ns, index), f, protocol=pickle.HIGHEST_PROTOCOL)
+            os.replace(tmp, path)
+        except Exception:  # a snapshot only saves work: the next load reads the store
+            log.warning("could not write the index snapshot of a namespace", exc_info=True)
+            with self._guard:
+                self._written.pop(ns, None)
+        finally:
+            tmp.unlink(missing_ok=True)
+
+    def settle(self) -> None:
+        """Wait for the writes queued so far."""
+        self._writer.submit(lambda: None).result()
+
+    def close(self) -> None:
+        """Finish the writes queued, then stop the writer thread."""
+        self._writer.shutdown(wait=True)

@@ -1,0 +1,111 @@
+"""Index snapshots (INDEX_SNAPSHOT_DIR, datastore/indexes/snapshots.py) on every provider: a cold namespace read
+back from its snapshot answers as one listed from the store, a stale snapshot is brought current by source, and a
+torn one is ignored."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from datastore.memory import Memory
+from datastore.read import ranking
+from datastore.storage import IndexEntry
+from models.api import DeleteRequest, RememberRequest
+from tests.support.synthetic import long_conversation
+
+QUESTIONS = ("When did Ann plan the trip to Kyoto?", "what happened to the garden", "the quarterly report")
+
+
+def answers(memory: Memory, ns: str) -> list[list[tuple[str, float]]]:
+    """Hybrid top 5 of each question, and the lines of conversation "a" ranked for the first: what a search finds."""
+    out = []
+    for q in QUESTIONS:
+        v = memory.embedder.embed([q])[0]
+        out.append([(n.id, round(s, 5)) for n, s in ranking.hybrid(memory.search, ns, q, v, 5, None)])
+    v = memory.embedder.embed([QUESTIONS[0]])[0]
+    out.append([(ln.message_id, 0.0) for ln in memory.outline.lines(ns, "a", v, 5, QUESTIONS[0])])
+    return out
+
+
+def listed(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
+    """The source ids of every `index_entries` call from now on (the store's own listing still runs)."""
+    calls: list[list[str] | None] = []
+    inner = memory.storage.index_entries
+
+    def recording(ns: str, source_ids: list[str] | None) -> Iterator[IndexEntry]:
+        calls.append(None if source_ids is None else sorted(source_ids))
+        return inner(ns, source_ids)
+
+    monkeypatch.setattr(memory.storage, "index_entries", recording)
+    return calls
+
+
+def remembered(open_store: Callable[..., Memory], ns: str, folder: Path) -> Memory:
+    """A store with conversations "a" and "b", whose index of `ns` is loaded and snapshotted into `folder`."""
+    writer = open_store(index_snapshot_dir=folder)
+    msgs = long_conversation(12)
+    writer.writer.remember(ns, RememberRequest(conversation_id="a", messages=msgs[: len(msgs) // 2]))
+    writer.writer.remember(ns, RememberRequest(conversation_id="b", messages=msgs[len(msgs) // 2 :]))
+    answers(writer, ns)
+    snapshots = writer.search.indexes.snapshots
+    assert snapshots is not None
+    snapshots.settle()
+    assert snapshots.path(ns).exists()
+    return writer
+
+
+def test_a_cold_namespace_is_read_back_from_its_snapshot_with_the_same_answers(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = remembered(open_store, ns, tmp_path / "snapshots")
+    expected = answers(writer, ns)
+    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots")  # another process, after a restart
+    calls = listed(restarted, monkeypatch)
+    assert answers(restarted, ns) == expected
+    assert calls == []  # nothing listed from the store: the snapshot was current
+    assert len(restarted.search.indexes.get(ns)) == len(writer.search.indexes.get(ns))
+
+
+def test_a_stale_snapshot_is_brought_current_by_source(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer = remembered(open_store, ns, tmp_path / "snapshots")
+    more = [m.model_copy(update={"id": f"late-{m.id}"}) for m in long_conversation(3)]
+    writer.writer.remember(ns, RememberRequest(conversation_id="c", messages=more))
+    forgotten = next(n for n in writer.storage.source_nodes(ns, "a") if n.level == 1)
+    writer.deleter.delete(ns, DeleteRequest(conversation_id="a", ids=forgotten.message_ids[:1]))
+    fresh = open_store()  # no snapshots: listed whole from the store
+    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots")
+    calls = listed(restarted, monkeypatch)
+    assert answers(restarted, ns) == answers(fresh, ns)
+    assert calls and all(c is not None and "b" not in c for c in calls)  # only what changed was listed
+    found = [
+        (n.id, n.text)
+        for n, _ in restarted.search.search_vector(ns, writer.embedder.embed([forgotten.text])[0], 50, None)
+    ]
+    assert found == [
+        (n.id, n.text) for n, _ in fresh.search.search_vector(ns, fresh.embedder.embed([forgotten.text])[0], 50, None)
+    ]
+
+
+def test_an_evicted_index_is_snapshotted_and_a_torn_snapshot_ignored(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    writer = remembered(open_store, ns, tmp_path / "snapshots")
+    expected = answers(writer, ns)
+    snapshots = writer.search.indexes.snapshots
+    assert snapshots is not None
+    writer.writer.remember(ns, RememberRequest(conversation_id="c", messages=long_conversation(2)))
+    answers(writer, ns)  # refreshed: the snapshot on disk is now behind
+    before = snapshots.path(ns).stat().st_mtime_ns
+    writer.search.indexes.max_nodes = 1  # the next search of another namespace evicts this one
+    answers(writer, f"{ns}-other")
+    snapshots.settle()
+    assert ns not in writer.search.indexes.held()
+    assert snapshots.path(ns).stat().st_mtime_ns != before  # written again as it was dropped
+    snapshots.path(ns).write_bytes(b"torn")
+    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots")
+    assert answers(restarted, ns) == answers(writer, ns) != expected
+    assert not snapshots.path(ns).exists() or snapshots.path(ns).read_bytes() != b"torn"
