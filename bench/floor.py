@@ -30,7 +30,7 @@ import argparse
 import json
 import time
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from pathlib import Path
 
 import numpy as np
@@ -209,6 +209,20 @@ def markdown(results: dict, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def part(rows: list[dict], tune: Collection[object]) -> dict:
+    """One dataset's report: the score distribution of its candidates, and the grid of floors on the
+    conversations floors were tuned on (`tune`) and on the others, held out."""
+    split: dict[str, list[dict]] = defaultdict(list)
+    for r in rows:
+        split["tune" if r["conversation"] in tune else "held_out"].append(r)
+    return {
+        "distribution": distribution(rows),
+        "tune": grid(split["tune"]),
+        "held_out": grid(split["held_out"]),
+        "rows": rows,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.floor", description=__doc__.splitlines()[0])
     parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (locomo_dev.json)")
@@ -221,26 +235,10 @@ def main(argv: list[str] | None = None) -> None:
     t0 = time.perf_counter()
     parts: dict[str, dict] = {}
     rows = locomo(dataset.load(args.data), embedder, args.limit)
-    split: dict[str, list[dict]] = defaultdict(list)
-    for r in rows:
-        split["tune" if r["conversation"] in TUNE_LOCOMO else "held_out"].append(r)
-    parts["LoCoMo dev, one namespace, no filter"] = {
-        "distribution": distribution(rows),
-        "tune": grid(split["tune"]),
-        "held_out": grid(split["held_out"]),
-        "rows": rows,
-    }
+    parts["LoCoMo dev, one namespace, no filter"] = part(rows, TUNE_LOCOMO)
     if args.beam is not None:
         brows = beam_candidates(args.beam, embedder, range(11, 21))
-        bsplit: dict[str, list[dict]] = defaultdict(list)
-        for r in brows:
-            bsplit["tune" if r["conversation"] in TUNE_BEAM else "held_out"].append(r)
-        parts["BEAM 100K chats 11-20, each chat's store"] = {
-            "distribution": distribution(brows),
-            "tune": grid(bsplit["tune"]),
-            "held_out": grid(bsplit["held_out"]),
-            "rows": brows,
-        }
+        parts["BEAM 100K chats 11-20, each chat's store"] = part(brows, TUNE_BEAM)
     embedder.release()
     results = {"parts": parts, "elapsed_s": round(time.perf_counter() - t0, 1)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
