@@ -1,10 +1,12 @@
-"""What a question asks: about the course of things (`asks_overview`) and its topic (`overview_topic`), or what the
-user said (`asks_what_user_said`). English cue words, read by the block's inputs (datastore/context/inputs.py) and its
-timeline (datastore/context/timeline.py)."""
+"""What a question asks: about the course of things (`asks_overview`) and its topic (`overview_topic`, from the
+part that asks, `asking_part`), or what the user said (`asks_what_user_said`). English cue words, read by the
+block's inputs (datastore/context/inputs.py) and its timeline (datastore/context/timeline.py)."""
 
 from __future__ import annotations
 
 import re
+
+from services.text import sentence_spans
 
 _OVERVIEW = re.compile(
     r"\b(order|sequence|chronolog\w*|timeline|summar\w*|overview|recap|progress\w*|evolv\w*|over time|so far|"
@@ -36,10 +38,19 @@ _COURSE_WORDS = re.compile(
 _LEFT_OVER = re.compile(r"^((a|an|the|list|and)\s+)+", re.I)  # what a request's removed words leave in front
 
 
+def asking_part(query: str) -> str:
+    """The part of a query that asks: its text up to the end of its last sentence that asks (one ending in "?",
+    or one asking about the course of things, `asks_overview`). The sentences after it say how to answer
+    ("Keep it short.", "Just the titles, please.", "Use a list."), not what about; the whole query when no
+    sentence asks. A topic said after the question ("What did I plan? The trip to Rome.") is left out too."""
+    ends = [b for a, b in sentence_spans(query) if query[a:b].endswith("?") or asks_overview(query[a:b])]
+    return query[: ends[-1]] if ends else query
+
+
 def overview_topic(query: str) -> str:
-    """The topic of a question about the course of things: the question without the words that ask for an
-    order, a summary or a count (_COURSE_WORDS); the question itself when little is left."""
-    topic = " ".join(_COURSE_WORDS.sub(" ", query).split()).strip(" ,.?!")
+    """The topic of a question about the course of things: the part that asks (`asking_part`) without the words
+    that ask for an order, a summary or a count (_COURSE_WORDS); the question itself when little is left."""
+    topic = " ".join(_COURSE_WORDS.sub(" ", asking_part(query)).split()).strip(" ,.?!")
     topic = _LEFT_OVER.sub("", topic)
     return topic if len(topic) >= 12 else query
 

@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from datastore.context.questions import asks_overview, asks_what_user_said, overview_topic
+from datastore.context.questions import asking_part, asks_overview, asks_what_user_said, overview_topic
 from datastore.memory import Memory
 from models.api import Document, DocumentMetadata, Message, RememberRequest
 from models.context import ContextRequest
@@ -391,3 +391,52 @@ def test_course_words_are_left_out_of_the_topic_in_their_common_forms() -> None:
     assert asks_overview("How many children did I mention receiving gifts from me?")
     assert asks_overview("Considering my choices across all sessions, what should I read next?")
     assert not asks_overview("How many children do I have?")
+
+
+def _garden_chat() -> list[Message]:
+    """A user who brings up their garden plans three times over weeks, and between them talks of work: of short
+    reports with dated points, of keeping things brief."""
+    t0 = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
+    said = [
+        "I want to turn the back garden into a vegetable patch this spring, starting with tomatoes.",
+        "My manager wants every status report kept short: just the main points, each with its date.",
+        "I'm reading a book on habits and keeping a journal of what I read each evening.",
+        "For the vegetable patch I ordered raised beds and a compost bin from the garden centre.",
+        "The team agreed to keep meeting notes brief and to list only the dated action points.",
+        "I planted the tomato seedlings in the raised beds and put a net over them against the birds.",
+        "Please keep the quarterly summary short, my director only reads the first few points.",
+    ]
+    return [
+        Message(id=f"g{k}", speaker="user", created_at=t0 + timedelta(days=7 * k), content=text)
+        for k, text in enumerate(said)
+    ]
+
+
+def test_what_a_question_says_about_answering_does_not_rank_its_dated_list(local_memory: Memory) -> None:
+    # a question about the course of things, then how to answer it: the lines are ranked for what it asks about
+    # (the garden), not for the words of the answer's form (short, main points, dates) that the work lines share;
+    # ranked for both, the status report and meeting notes lines took the tomato seedlings' place
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=_garden_chat()))
+    asked = "In what order did I bring up my garden plans?"
+    query = f"{asked} Keep it short: just the main points with their dates."
+    req = ContextRequest(
+        conversation_id="c1",
+        query=query,
+        now=datetime(2024, 6, 1, tzinfo=UTC),
+        recent=False,
+        relevant=False,
+        budget_tokens=160,
+    )
+    lines = [i.text for s in local_memory.context.assemble("ns", req).sections for i in s.items if i.kind == "line"]
+    garden = [m.content for m in _garden_chat() if any(w in m.content for w in ("garden", "patch", "tomato"))]
+    assert all(f"user: {g}" in lines for g in garden), lines
+    assert not any("status report" in t or "meeting notes" in t for t in lines), lines
+    assert overview_topic(query) == overview_topic(asked)  # ranked for the question alone
+
+
+def test_the_part_that_asks_ends_with_the_last_asking_sentence() -> None:
+    q = "I've been redoing the garden. In what order did I plant things? Keep it short."
+    assert asking_part(q) == "I've been redoing the garden. In what order did I plant things?"  # context kept
+    assert asking_part("Summarise my reading goals. Use bullet points.") == "Summarise my reading goals."
+    assert asking_part("What did I say? Was it about Rome?") == "What did I say? Was it about Rome?"
+    assert asking_part("Tell me about Miso. Be brief.") == "Tell me about Miso. Be brief."  # nothing asks: whole
