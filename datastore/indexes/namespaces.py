@@ -68,6 +68,7 @@ class NamespaceIndex:
         self.text = TextIndex()
         self.lines = LineIndex(dimension)
         self.token: str | None = None  # the store's namespace version this index is as of (None: never loaded)
+        self.forgets_seen = 0  # the snapshots' forget count as of which it was last current (Snapshots.forgets)
         self.stamps: dict[str, str] = {}  # source id -> stamp, as of `token`
         self.lock = threading.Lock()
         self.used = time.monotonic()
@@ -88,12 +89,14 @@ class NamespaceIndex:
         """What a snapshot holds (datastore/indexes/snapshots.py): everything but the lock."""
         state = dict(self.__dict__)
         del state["lock"]
+        state["forgets_seen"] = 0  # a count of this process only
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
         self.__dict__.update(state)
         self.lock = threading.Lock()
         self.used = time.monotonic()
+        self.forgets_seen = 0
 
     def add(self, entries: Sequence[IndexEntry]) -> None:
         """Add nodes (of sources not held, or just dropped) to the indexes: lines (level 0) to `lines`, the others
@@ -241,25 +244,36 @@ class NamespaceIndexes:
             index.used = now
         if not refresh and index.token is not None:
             return index
+        forgets = 0 if self.snapshots is None else self.snapshots.forgets(ns)  # read before the version
         try:
             token = self.storage.namespace_version(ns)  # outside the lock: searches of a current index never wait
             if token != index.token:
                 with index.lock:
-                    kind, started = ("load" if index.token is None else "refresh"), time.perf_counter()
-                    try:
-                        refreshed = self._refresh(ns, index, token)
-                    except BaseException:
-                        index.token = None  # half refreshed: never taken as current
-                        raise
-                    if refreshed and self.on_load is not None:
-                        self.on_load(kind, time.perf_counter() - started)
-                    if refreshed and kind == "load" and self.snapshots is not None:
-                        self.snapshots.save_later(ns, index)
+                    self._current(ns, index, token, forgets)
         except BaseException:
             self.drop(ns)
             raise
+        if index.token == token and forgets > index.forgets_seen:
+            index.forgets_seen = forgets  # current as of a version read after those forgets: see _current
         self._bound(ns)
         return index
+
+    def _current(self, ns: str, index: NamespaceIndex, token: str, forgets: int) -> None:
+        """Refresh `index` to `token` under its lock (`_refresh`), report it (`on_load`) and, for a load, queue
+        its snapshot. `forgets`: the snapshots' forget count read before `token`, so the index, current as of
+        `token`, holds nothing those forgets removed and its snapshot may be written (snapshots.py)."""
+        kind, started = ("load" if index.token is None else "refresh"), time.perf_counter()
+        try:
+            refreshed = self._refresh(ns, index, token)
+        except BaseException:
+            index.token = None  # half refreshed: never taken as current
+            raise
+        if index.token == token:
+            index.forgets_seen = max(index.forgets_seen, forgets)
+        if refreshed and self.on_load is not None:
+            self.on_load(kind, time.perf_counter() - started)
+        if refreshed and kind == "load" and self.snapshots is not None:
+            self.snapshots.save_later(ns, index)
 
     def _refresh(self, ns: str, index: NamespaceIndex, token: str) -> bool:
         """Bring `index` to the store as of `token` (read before this): the sources whose stamps changed are
@@ -350,6 +364,12 @@ class NamespaceIndexes:
         """Finish the snapshot writes queued (none are queued after)."""
         if self.snapshots is not None:
             self.snapshots.close()
+
+    def forgotten(self, ns: str) -> None:
+        """A forget of namespace `ns` was committed: its snapshot, if any, leaves the disk now (Snapshots.discard).
+        The index held, if any, is brought current by its next search as after any commit."""
+        if self.snapshots is not None:
+            self.snapshots.discard(ns)
 
     def drop(self, ns: str) -> None:
         """Forget the namespace's index (it is loaded again by its next search)."""

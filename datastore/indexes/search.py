@@ -30,15 +30,15 @@ Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level
 
 class IndexedSearch:
     """The Searchable over one Storage: settings: ANN_MIN_ROWS, INDEX_IDLE_SECONDS, INDEX_MAX_NODES. storage:
-    the provider (listing, rows by id). dimension: the embedder's. INDEX_SNAPSHOT_DIR: where cold namespaces are
-    read back from (datastore/indexes/snapshots.py)."""
+    the provider (listing, rows by id). dimension: the embedder's. INDEX_SNAPSHOT_DIR, INDEX_SNAPSHOT_MIN_NODES: where
+    cold namespaces are read back from, and from what size (datastore/indexes/snapshots.py)."""
 
     def __init__(self, settings: Settings, storage: Storage, dimension: int) -> None:
         self.storage = storage
         snapshots = (
             None
             if settings.index_snapshot_dir is None
-            else Snapshots(settings.index_snapshot_dir, settings.store_identity())
+            else Snapshots(settings.index_snapshot_dir, settings.store_identity(), settings.index_snapshot_min_nodes)
         )
         self.indexes = NamespaceIndexes(
             storage,
