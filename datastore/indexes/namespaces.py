@@ -30,10 +30,11 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from typing import Any
 
 import numpy as np
 
-from datastore.indexes.snapshots import Snapshots
+from datastore.indexes.snapshots import Snapshots, no_collection
 from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
 from datastore.storage import IndexEntry, Storage
@@ -69,6 +70,7 @@ class NamespaceIndex:
         self.lines = LineIndex(dimension)
         self.token: str | None = None  # the store's namespace version this index is as of (None: never loaded)
         self.forgets_seen = 0  # the snapshots' forget count as of which it was last current (Snapshots.forgets)
+        self.forks: dict[str, dict[str, Any] | None] = {}  # source id -> its fork record, as of `token`
         self.stamps: dict[str, str] = {}  # source id -> stamp, as of `token`
         self.lock = threading.Lock()
         self.used = time.monotonic()
@@ -78,7 +80,9 @@ class NamespaceIndex:
         self.row_of: dict[str, int] = {}  # node id -> row id
         self.by_source: dict[str, list[int]] = {}  # source id -> its rows
         self.source_type_of: dict[str, str] = {}  # source id -> "conversation" | "document"
-        self._facts: dict[int, tuple[str, list[str], list[str]]] = {}  # row -> (source id, speakers, sessions)
+        # row -> (source id, speakers, sessions): tuples of strings, which Python's collector stops tracking, so a
+        # large index adds nothing to each collection pass (lists would: ~10^6 containers scanned at 125k nodes)
+        self._facts: dict[int, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
         self.speakers: dict[str, set[int]] = {}
         self.sessions: dict[str, set[int]] = {}
 
@@ -90,6 +94,7 @@ class NamespaceIndex:
         state = dict(self.__dict__)
         del state["lock"]
         state["forgets_seen"] = 0  # a count of this process only
+        state["forks"] = {}
         return state
 
     def __setstate__(self, state: dict[str, object]) -> None:
@@ -132,10 +137,10 @@ class NamespaceIndex:
             self.source_type_of[e.source_id] = e.source_type
             if e.level == 0:  # a line is never a search candidate: no speaker or session facts
                 self.lines.by_source.setdefault(e.source_id, []).append(row)
-                self._facts[row] = (e.source_id, [], [])
+                self._facts[row] = (e.source_id, (), ())
                 continue
             self.by_source.setdefault(e.source_id, []).append(row)
-            self._facts[row] = (e.source_id, e.speakers, e.session_ids)
+            self._facts[row] = (e.source_id, tuple(e.speakers), tuple(e.session_ids))
             for s in e.speakers:
                 self.speakers.setdefault(s, set()).add(row)
             for s in e.session_ids:
@@ -175,6 +180,15 @@ class NamespaceIndex:
                         found.discard(row)
                         if not found:
                             del table[k]
+
+    def vectors_of(self, node_ids: Sequence[str]) -> dict[str, np.ndarray]:
+        """{node id: its vector (float32, as listed from the store)} of those of `node_ids` held, lines included."""
+        rows = np.array(sorted({self.row_of[i] for i in node_ids if i in self.row_of}), dtype=np.int64)
+        out: dict[str, np.ndarray] = {}
+        for vectors in (self.vectors, self.lines.vectors):
+            found, matrix = vectors.rows(rows)
+            out.update((self.node_ids[r], matrix[k]) for k, r in enumerate(found.tolist()))
+        return out
 
     def rows_of_source(self, source_type: str | None, source_id: str) -> set[int]:
         """The rows of one source (of that type, when given)."""
@@ -293,7 +307,9 @@ class NamespaceIndexes:
         if sources := (sorted(stamps) if changed is None else sorted(changed)):
             # rows in one order on every provider (source, level, position), so exact ties rank alike everywhere
             parts = [sources[i : i + LOAD_SOURCES] for i in range(0, len(sources), LOAD_SOURCES)]
-            with ThreadPoolExecutor(1, thread_name_prefix="pyramind-index-load") as reader:
+            # the entries listed and the rows added hold no cycles: collecting while they pile up only rescans
+            # them (-20% at 12.5k nodes); the collector runs again once the load is done (snapshots.py)
+            with no_collection(), ThreadPoolExecutor(1, thread_name_prefix="pyramind-index-load") as reader:
                 # the next part is listed while this one is indexed (the store's wait and its own work overlap ours)
                 ahead = reader.submit(self._listed, ns, parts[0])
                 for i in range(len(parts)):
@@ -303,6 +319,7 @@ class NamespaceIndexes:
                     self._add(index, entries)
         index.vectors.prepare()  # the IVF index, when due, is built with the load (and so is in its snapshot)
         index.stamps = stamps
+        index.forks = {}  # read again as of this version (IndexedSearch.fork_of)
         index.token = token
         return True
 
@@ -370,6 +387,13 @@ class NamespaceIndexes:
         The index held, if any, is brought current by its next search as after any commit."""
         if self.snapshots is not None:
             self.snapshots.discard(ns)
+
+    def held_index(self, ns: str) -> NamespaceIndex | None:
+        """The namespace's index when one is held and loaded (as of the version its last search read), else None;
+        never loads, refreshes or marks it used."""
+        with self._guard:
+            index = self._indexes.get(ns)
+        return index if index is not None and index.token is not None else None
 
     def drop(self, ns: str) -> None:
         """Forget the namespace's index (it is loaded again by its next search)."""
