@@ -105,7 +105,9 @@ class Memory:
         self.visits = Visits(storage)
         self.search = IndexedSearch(settings, storage, dimension)  # one ranking above every provider
         self.deleter = Deleter(settings, storage, builder, locks, keeper, self.search.indexes.forgotten)
-        self.writer = Writer(settings, storage, builder, locks, keeper, self.deleter.refresh_forks)
+        self.writer = Writer(
+            settings, storage, builder, locks, keeper, self.deleter.refresh_forks, self.search.indexes.forgotten
+        )
         self.reader = Reader(settings, storage, self.search, embedder, self.visits)
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)

@@ -13,7 +13,7 @@ import pytest
 from datastore.memory import Memory
 from datastore.read import ranking
 from datastore.storage import IndexEntry
-from models.api import DeleteRequest, RememberRequest
+from models.api import DeleteRequest, Document, RememberRequest
 from tests.support.synthetic import long_conversation
 
 QUESTIONS = ("When did Ann plan the trip to Kyoto?", "what happened to the garden", "the quarterly report")
@@ -168,3 +168,21 @@ def test_a_namespace_below_the_minimum_is_not_snapshotted(
     snapshots.settle()
     assert ns not in memory.search.indexes.held() and not snapshots.path(ns).exists()
     assert answers(memory, ns) == expected
+
+
+def test_a_replaced_document_leaves_the_snapshot_when_upsert_returns(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "snapshots"
+    writer = remembered(open_store, ns, folder)
+    writer.writer.upsert(ns, [Document(id="d", text="The lighthouse keeper painted the rowing boat bright yellow.")])
+    old = [n.id for n in writer.storage.source_nodes(ns, "d")]
+    answers(writer, ns)
+    writer.search.indexes.max_nodes = 1  # evicted: its snapshot now holds the document
+    answers(writer, f"{ns}-other")
+    snapshots = writer.search.indexes.snapshots
+    assert snapshots is not None
+    snapshots.settle()
+    assert old and on_disk(folder, old) == old
+    writer.writer.upsert(ns, [Document(id="d", text="The orchard was sold to a cider maker in the spring.")])
+    assert on_disk(folder, old) == []
