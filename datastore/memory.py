@@ -103,9 +103,11 @@ class Memory:
         builder = TreeBuilder(settings, embedder, summariser)
         keeper = InstructionKeeper(storage, detector, embedder, locks)
         self.visits = Visits(storage)
-        self.deleter = Deleter(settings, storage, builder, locks, keeper)
-        self.writer = Writer(settings, storage, builder, locks, keeper, self.deleter.refresh_forks)
         self.search = IndexedSearch(settings, storage, dimension)  # one ranking above every provider
+        self.deleter = Deleter(settings, storage, builder, locks, keeper, self.search.indexes.forgotten)
+        self.writer = Writer(
+            settings, storage, builder, locks, keeper, self.deleter.refresh_forks, self.search.indexes.forgotten
+        )
         self.reader = Reader(settings, storage, self.search, embedder, self.visits)
         self.finder = Finder(settings, storage)
         self.listing = Listing(storage)

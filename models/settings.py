@@ -123,6 +123,12 @@ class Settings(BaseSettings):
         description="Folder (this server's alone) where namespace indexes are snapshotted, so a cold namespace is "
         "read back in one file after a restart or an eviction instead of indexed again; unset: none.",
     )
+    index_snapshot_min_nodes: int = Field(
+        default=500,
+        ge=0,
+        description="Nodes a namespace holds from which its index is snapshotted (INDEX_SNAPSHOT_DIR): below it "
+        "reading a snapshot saves no measurable time over listing the store (bench/RESULTS.md, many users).",
+    )
 
     # Embeddings
     embedder: Literal["local", "openai", "sentence-transformers"] | None = Field(

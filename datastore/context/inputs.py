@@ -236,7 +236,7 @@ class InputReader:
 
     def passing(self, ns: str, hits: Hits, vector: np.ndarray, floor: Floor) -> Hits:
         """The hits that pass the relevance floor (their hybrid score, their cosine to the query)."""
-        vectors = self.storage.get_vectors(ns, [n.id for n, _ in hits])
+        vectors = self.reader.search_view.get_vectors(ns, [n.id for n, _ in hits])
         return [
             (n, sc) for n, sc in hits if floor.passes(sc, float(vectors[n.id] @ vector) if n.id in vectors else 0.0)
         ]
@@ -250,7 +250,7 @@ class InputReader:
         (top, best), second = hits[0], (hits[1][1] if len(hits) > 1 else 0.0)
         if best <= 0 or best < self.policy.clear_lead * second:
             return []
-        vectors = self.storage.get_vectors(ns, [top.id])
+        vectors = self.reader.search_view.get_vectors(ns, [top.id])
         cosine = float(vectors[top.id] @ vector) if top.id in vectors else 0.0
         return hits[:1] if cosine >= self.policy.lead_floor else []
 
@@ -265,7 +265,7 @@ class InputReader:
         one it is about, nor pushes its chunks out of the ranked pool."""
         if not hits:
             return hits
-        vectors = self.storage.get_vectors(ns, [n.id for n, _ in hits])
+        vectors = self.reader.search_view.get_vectors(ns, [n.id for n, _ in hits])
         cosine = {n.id: float(vectors[n.id] @ vector) for n, _ in hits if n.id in vectors}
         best, best_cosine = max(sc for _, sc in hits), max(cosine.values(), default=0.0)
         top: dict[tuple[str, str], tuple[float, float]] = {}

@@ -12,11 +12,13 @@ postgres and pinecone: same candidate pools, same fusion, same scores.
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
+from typing import Any
 
 import numpy as np
 
 from datastore.indexes.namespaces import NamespaceIndex, NamespaceIndexes
 from datastore.indexes.snapshots import Snapshots
+from datastore.read.lineage import fork_info
 from datastore.read.ranking import RowSearch, TextSearch
 from datastore.storage import Hits, Storage
 from models.api import QueryFilter
@@ -30,15 +32,15 @@ Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level
 
 class IndexedSearch:
     """The Searchable over one Storage: settings: ANN_MIN_ROWS, INDEX_IDLE_SECONDS, INDEX_MAX_NODES. storage:
-    the provider (listing, rows by id). dimension: the embedder's. INDEX_SNAPSHOT_DIR: where cold namespaces are
-    read back from (datastore/indexes/snapshots.py)."""
+    the provider (listing, rows by id). dimension: the embedder's. INDEX_SNAPSHOT_DIR, INDEX_SNAPSHOT_MIN_NODES: where
+    cold namespaces are read back from, and from what size (datastore/indexes/snapshots.py)."""
 
     def __init__(self, settings: Settings, storage: Storage, dimension: int) -> None:
         self.storage = storage
         snapshots = (
             None
             if settings.index_snapshot_dir is None
-            else Snapshots(settings.index_snapshot_dir, settings.store_identity())
+            else Snapshots(settings.index_snapshot_dir, settings.store_identity(), settings.index_snapshot_min_nodes)
         )
         self.indexes = NamespaceIndexes(
             storage,
@@ -166,8 +168,32 @@ class IndexedSearch:
         return self.hits(ns, *self.vector_rows(ns, vector, top_k, flt))
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """{node id: embedding} of the ids found (the store's)."""
-        return self.storage.get_vectors(ns, ids)
+        """{node id: embedding} of the ids found: those the namespace's held index has, from it (the store's
+        vectors as listed at the version its last search read, which ranked them: no round trip), the others
+        from the store."""
+        out: dict[str, np.ndarray] = {}
+        index = self.indexes.held_index(ns)
+        if index is not None:
+            with index.lock:
+                out = index.vectors_of(ids)
+        missing = [i for i in ids if i not in out]
+        if missing:
+            out.update(self.storage.get_vectors(ns, missing))
+        return out
+
+    def fork_of(self, ns: str, source_id: str) -> dict[str, Any] | None:
+        """The conversation's fork record (None: no fork, or unknown), read from the store once per namespace
+        version (the index's `forks`, emptied by every refresh): a /context block asks it of each search."""
+        index = self.indexes.get(ns)  # current as of the version read now
+        with index.lock:
+            token = index.token
+            if source_id in index.forks:
+                return index.forks[source_id]
+        found = fork_info(self.storage, ns, source_id)
+        with index.lock:
+            if index.token == token:  # not refreshed meanwhile: what was read is at least as new
+                index.forks[source_id] = found
+        return found
 
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         """The nodes with these ids (the store's)."""

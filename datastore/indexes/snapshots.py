@@ -9,19 +9,29 @@ other (`NamespaceIndexes._refresh`): the sources whose stamp changed since, or t
 dropped and listed again. So a snapshot only saves work; what a search finds is the store's.
 
 Written off the request path (one writer thread): after a namespace is loaded from the store, and when an index
-is dropped (evicted, idle) holding changes its snapshot lacks. A file is written under a temporary name and renamed,
-so a reader never sees half of one; one that cannot be read (torn, from another version) is ignored and removed.
-The folder is this server's own: pickles run code when read, so it must be writable by the server alone.
+is dropped (evicted, idle) holding changes its snapshot lacks; only an index of `min_nodes` nodes or more
+(INDEX_SNAPSHOT_MIN_NODES: below it a listing is as quick as a read). A file is written under a temporary name and
+renamed, so a reader never sees half of one; one that cannot be read (torn, from another version) is ignored and
+removed. The folder is this server's own: pickles run code when read, so it must be writable by the server alone.
+
+A forget (`discard`, called by the deleter after its commit, before the forget is acknowledged) removes the
+namespace's file and counts one more forget of it. An index remembers the count as of which it was last brought
+current (`NamespaceIndex.forgets_seen`, set by `NamespaceIndexes.get` from a count read before the store's version);
+a write of an index that has not seen every forget is skipped, and the check and the write happen under the lock
+`discard` takes, so no write queued or in progress before a forget puts the forgotten text back on disk.
 """
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import logging
 import os
 import pickle
 import threading
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -32,17 +42,36 @@ log = logging.getLogger(__name__)
 FORMAT = 1  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
 
 
+@contextmanager
+def no_collection() -> Iterator[None]:
+    """Python's cyclic garbage collector paused inside (it is enabled again at the end unless it was off). An
+    unpickled index is ~10^6 new containers (a row's facts are a tuple of lists); each collection pass the
+    allocations trigger scans all of them again: at 125k nodes reading a snapshot took 1.1-2.3 s collected, 0.6 s
+    paused (bench/RESULTS.md, many users). What it allocates holds no cycles."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
+
+
 class Snapshots:
     """The snapshot files of one store's namespaces under `folder` (created when missing).
 
-    store: what identifies the store (provider and location); its hash names the subfolder."""
+    store: what identifies the store (provider and location); its hash names the subfolder. min_nodes:
+    INDEX_SNAPSHOT_MIN_NODES (smaller indexes are not written)."""
 
-    def __init__(self, folder: Path, store: str) -> None:
+    def __init__(self, folder: Path, store: str, min_nodes: int = 0) -> None:
         self.folder = Path(folder).expanduser() / hashlib.sha256(store.encode()).hexdigest()[:16]
         self.folder.mkdir(parents=True, exist_ok=True)
+        self.min_nodes = min_nodes
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="pyramind-index-snapshot")
         self._written: dict[str, str | None] = {}  # namespace -> token of its snapshot on disk, as far as known
+        self._forgets: dict[str, int] = {}  # namespace -> forgets discarded so far (`discard`)
         self._guard = threading.Lock()
+        self._files = threading.Lock()  # a write's check and rename, or a discard: one at a time
 
     def path(self, ns: str) -> Path:
         """The file of namespace `ns` (named by a hash: any namespace string is a safe file name)."""
@@ -52,7 +81,7 @@ class Snapshots:
         """The namespace's index as last written, or None (no file, or one that cannot be read: then removed)."""
         path = self.path(ns)
         try:
-            with open(path, "rb") as f:
+            with open(path, "rb") as f, no_collection():
                 found = pickle.load(f)
             version, stored_ns, index = found
             if version != FORMAT or stored_ns != ns:
@@ -67,10 +96,26 @@ class Snapshots:
             self._written[ns] = index.token
         return index  # type: ignore[no-any-return]
 
-    def save_later(self, ns: str, index: NamespaceIndex) -> Future[None] | None:
-        """Write the index's snapshot on the writer thread unless the file already holds its token (None then)."""
+    def forgets(self, ns: str) -> int:
+        """How many forgets of namespace `ns` were discarded so far (read before the store's version, an index
+        brought current as of that version has seen them: `NamespaceIndex.forgets_seen`)."""
         with self._guard:
-            if index.token is None or self._written.get(ns) == index.token:
+            return self._forgets.get(ns, 0)
+
+    def discard(self, ns: str) -> None:
+        """A forget of namespace `ns` was committed: its snapshot file is removed now (waiting for a write in
+        progress), and no index brought current before this call is written again."""
+        with self._files:
+            with self._guard:
+                self._forgets[ns] = self._forgets.get(ns, 0) + 1
+                self._written.pop(ns, None)
+            self.path(ns).unlink(missing_ok=True)
+
+    def save_later(self, ns: str, index: NamespaceIndex) -> Future[None] | None:
+        """Write the index's snapshot on the writer thread unless the file already holds its token, or the index
+        holds fewer than `min_nodes` nodes (None then)."""
+        with self._guard:
+            if index.token is None or self._written.get(ns) == index.token or len(index) < self.min_nodes:
                 return None
             self._written[ns] = index.token
         return self._writer.submit(self._save, ns, index)
@@ -79,11 +124,16 @@ class Snapshots:
         path = self.path(ns)
         tmp = path.with_name(f"{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
         try:
-            with index.lock, open(tmp, "wb") as f:
-                if index.token is None:  # dropped half refreshed meanwhile: nothing whole to write
+            with self._files, index.lock:
+                if index.token is None or index.forgets_seen < self.forgets(ns):
+                    # dropped half refreshed, or not current since a forget: nothing to write (the next will)
+                    with self._guard:
+                        if self._written.get(ns) == index.token:
+                            self._written.pop(ns, None)
                     return
-                pickle.dump((FORMAT, ns, index), f, protocol=pickle.HIGHEST_PROTOCOL)
-            os.replace(tmp, path)
+                with open(tmp, "wb") as f:
+                    pickle.dump((FORMAT, ns, index), f, protocol=pickle.HIGHEST_PROTOCOL)
+                os.replace(tmp, path)
         except Exception:  # a snapshot only saves work: the next load reads the store
             log.warning("could not write the index snapshot of a namespace", exc_info=True)
             with self._guard:

@@ -98,6 +98,12 @@ class VectorIndex(RowTable):
             scores = self.matrix[pos] @ query
         return self.rowids[pos], scores
 
+    def rows(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(row ids, their vectors (n, dimension) float32, a copy) of the live rows among `rowids` (sorted int64),
+        in row order: the vectors as added, bit for bit."""
+        pos = self._positions(rowids)
+        return self.rowids[pos], self.matrix[pos]
+
     def _keep(
         self, pos: np.ndarray, min_level: int | None, max_level: int | None, start: float | None, end: float | None
     ) -> np.ndarray:

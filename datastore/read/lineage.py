@@ -174,7 +174,7 @@ def _visible(storage: Storage, ns: str, source_id: str, tok_end: int) -> set[str
 def view_for(storage: Storage, search: Searchable, ns: str, flt: QueryFilter | None) -> Searchable:
     """What a search with `flt` reads: a LineageView over `search` when `flt.conversation_id` names a fork, else
     `search` (the in-memory search over `storage`, datastore/indexes/search.py)."""
-    if flt is None or flt.conversation_id is None or fork_info(storage, ns, flt.conversation_id) is None:
+    if flt is None or flt.conversation_id is None or search.fork_of(ns, flt.conversation_id) is None:
         return search
     return LineageView(search, ns, lineage(storage, ns, flt.conversation_id))
 
@@ -219,6 +219,9 @@ class LineageView:
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         return self.storage.get_vectors(ns, ids)
+
+    def fork_of(self, ns: str, source_id: str) -> dict[str, Any] | None:
+        return self.storage.fork_of(ns, source_id)
 
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         return [self._fix(n) for n in self.storage.get_nodes(ns, ids) if self.sees(n)]

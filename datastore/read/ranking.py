@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, get_args
+from typing import Any, Protocol, TypeVar, get_args
 
 import numpy as np
 
@@ -116,6 +116,10 @@ class Searchable(Protocol):
     def source_nodes(
         self, ns: str, source_id: str, level: int | None = None, first: int = 0, last: int | None = None
     ) -> list[MemoryNode]: ...
+
+    def fork_of(self, ns: str, source_id: str) -> dict[str, Any] | None:
+        """The conversation's fork record (datastore/read/lineage.py), None when it is no fork or unknown."""
+        ...
 
 
 def with_levels(flt: QueryFilter | None, level: int | None = None, min_level: int | None = None) -> QueryFilter:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import replace
 
 import numpy as np
@@ -44,7 +45,9 @@ class Deleter:
 
     settings: MAX_DELETE_IDS. builder: rebuilds a source's tree. locks: the writers' per-source locks.
     instructions: drops the standing instructions of forgotten messages (and finds those of kept messages that
-    the rebuild covers for the first time).
+    the rebuild covers for the first time). forgotten: called with the namespace after every commit that forgets
+    something, before the forget returns (the search indexes remove its snapshot from the disk:
+    `NamespaceIndexes.forgotten`).
     """
 
     def __init__(
@@ -54,12 +57,14 @@ class Deleter:
         builder: TreeBuilder,
         locks: SourceLocks,
         instructions: InstructionKeeper,
+        forgotten: Callable[[str], None],
     ) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
         self.instructions = instructions
+        self.forgotten = forgotten
 
     def delete(self, ns: str, req: DeleteRequest) -> DeleteResponse:  # noqa: C901 (one branch per way of naming what to forget, each checked)
         """Forget: `ids` (memory node ids: everything the node covers; message ids; conversation or document
@@ -76,6 +81,7 @@ class Deleter:
             raise InvalidRequestError(f"at most {self.settings.max_delete_ids} ids per call (MAX_DELETE_IDS)", "ids")
         if req.delete_all:
             n_msgs, n_nodes = storage.delete_namespace(ns)
+            self.forgotten(ns)
             return DeleteResponse(success=True, deleted_messages=n_msgs, deleted_nodes=n_nodes)
         whole: set[str] = set()
         targets: dict[str, set[str]] = defaultdict(set)
@@ -204,6 +210,8 @@ class Deleter:
             done, forks = retry_conflicts(
                 attempt, f"{source_id!r} kept changing under concurrent writers; retry", "ids"
             )
+        if message_ids is None or message_ids:  # something forgotten (an empty set only rebuilds)
+            self.forgotten(ns)
         if message_ids is not None and first is not None and "tok_at" not in first.metadata.get("fork", {"tok_at": 0}):
             self.register_fork(ns, first.metadata["fork"]["parent_id"], source_id)  # a fork made before bases
         self.refresh_forks(ns, source_id, forks)

@@ -102,7 +102,8 @@ class Writer:
     source (other processes are stopped by the version check of `Storage.commit`). instructions: finds the
     standing instructions of the messages an indexing write covers and settles them for its commit.
     refresh_forks(ns, source id, fork ids): rebuilds a source's forks after a message was inserted before the end
-    (`Deleter.refresh_forks`).
+    (`Deleter.refresh_forks`). forgotten(ns): called after a document is replaced, before upsert returns (its old
+    text leaves the index snapshots: `NamespaceIndexes.forgotten`).
     """
 
     def __init__(
@@ -113,12 +114,14 @@ class Writer:
         locks: SourceLocks,
         instructions: InstructionKeeper,
         refresh_forks: Callable[[str, str, list[str]], None] | None = None,
+        forgotten: Callable[[str], None] | None = None,
     ) -> None:
         self.settings = settings
         self.storage = storage
         self.builder = builder
         self.locks = locks
         self.refresh_forks = refresh_forks
+        self.forgotten = forgotten
         self.instructions = instructions
 
     def remember(self, ns: str, req: RememberRequest, index: bool = True) -> RememberResponse:
@@ -212,12 +215,14 @@ class Writer:
                     f"documents[{i}].text",
                 )
         doc_ids = [doc.id or uuid.uuid4().hex for doc in documents]
+        replaced = False
         for i, doc in enumerate(documents):
             src = self.storage.get_source(ns, doc_ids[i]) if doc.id else None
             if src is not None and src.source_type != "document":
                 raise InvalidRequestError(
                     f"{doc.id!r} is a {src.source_type}; a document cannot replace it", f"documents[{i}].id"
                 )
+            replaced = replaced or src is not None
         ids, pending = [], []
         for doc, doc_id in zip(documents, doc_ids, strict=True):
             meta = doc.metadata.model_dump(mode="json", exclude_none=True) if doc.metadata else {}
@@ -227,6 +232,8 @@ class Writer:
             done = self.extend(ns, SourceWrite(doc_id, "document", incoming, final=True, replace=True, metadata=meta))
             ids.append(doc_id)
             pending += done.pending
+        if replaced and self.forgotten is not None:  # a replaced document's old text is forgotten
+            self.forgotten(ns)
         return UpsertResponse(ids=ids, pending_ids=pending)
 
     def retry_pending(self) -> int:

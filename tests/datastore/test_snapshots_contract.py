@@ -1,6 +1,7 @@
 """Index snapshots (INDEX_SNAPSHOT_DIR, datastore/indexes/snapshots.py) on every provider: a cold namespace read
-back from its snapshot answers as one listed from the store, a stale snapshot is brought current by source, and a
-torn one is ignored."""
+back from its snapshot answers as one listed from the store, a stale snapshot is brought current by source, a
+torn one is ignored, a forget takes the forgotten text off the disk before it returns, and a namespace smaller
+than INDEX_SNAPSHOT_MIN_NODES is not snapshotted."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from datastore.memory import Memory
 from datastore.read import ranking
 from datastore.storage import IndexEntry
-from models.api import DeleteRequest, RememberRequest
+from models.api import DeleteRequest, Document, RememberRequest
 from tests.support.synthetic import long_conversation
 
 QUESTIONS = ("When did Ann plan the trip to Kyoto?", "what happened to the garden", "the quarterly report")
@@ -44,7 +45,7 @@ def listed(memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[list[str] | 
 
 def remembered(open_store: Callable[..., Memory], ns: str, folder: Path) -> Memory:
     """A store with conversations "a" and "b", whose index of `ns` is loaded and snapshotted into `folder`."""
-    writer = open_store(index_snapshot_dir=folder)
+    writer = open_store(index_snapshot_dir=folder, index_snapshot_min_nodes=0)
     msgs = long_conversation(12)
     writer.writer.remember(ns, RememberRequest(conversation_id="a", messages=msgs[: len(msgs) // 2]))
     writer.writer.remember(ns, RememberRequest(conversation_id="b", messages=msgs[len(msgs) // 2 :]))
@@ -61,7 +62,8 @@ def test_a_cold_namespace_is_read_back_from_its_snapshot_with_the_same_answers(
 ) -> None:
     writer = remembered(open_store, ns, tmp_path / "snapshots")
     expected = answers(writer, ns)
-    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots")  # another process, after a restart
+    # another process, after a restart
+    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots", index_snapshot_min_nodes=0)
     calls = listed(restarted, monkeypatch)
     assert answers(restarted, ns) == expected
     assert calls == []  # nothing listed from the store: the snapshot was current
@@ -74,20 +76,16 @@ def test_a_stale_snapshot_is_brought_current_by_source(
     writer = remembered(open_store, ns, tmp_path / "snapshots")
     more = [m.model_copy(update={"id": f"late-{m.id}"}) for m in long_conversation(3)]
     writer.writer.remember(ns, RememberRequest(conversation_id="c", messages=more))
-    forgotten = next(n for n in writer.storage.source_nodes(ns, "a") if n.level == 1)
-    writer.deleter.delete(ns, DeleteRequest(conversation_id="a", ids=forgotten.message_ids[:1]))
+    later = [m.model_copy(update={"id": f"later-{m.id}"}) for m in long_conversation(2)]
+    writer.writer.remember(ns, RememberRequest(conversation_id="a", messages=later))
     fresh = open_store()  # no snapshots: listed whole from the store
-    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots")
+    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots", index_snapshot_min_nodes=0)
     calls = listed(restarted, monkeypatch)
     assert answers(restarted, ns) == answers(fresh, ns)
     assert calls and all(c is not None and "b" not in c for c in calls)  # only what changed was listed
-    found = [
-        (n.id, n.text)
-        for n, _ in restarted.search.search_vector(ns, writer.embedder.embed([forgotten.text])[0], 50, None)
-    ]
-    assert found == [
-        (n.id, n.text) for n, _ in fresh.search.search_vector(ns, fresh.embedder.embed([forgotten.text])[0], 50, None)
-    ]
+    probe = writer.embedder.embed([later[0].content])[0]
+    found = [(n.id, n.text) for n, _ in restarted.search.search_vector(ns, probe, 50, None)]
+    assert found == [(n.id, n.text) for n, _ in fresh.search.search_vector(ns, probe, 50, None)]
 
 
 def test_an_evicted_index_is_snapshotted_and_a_torn_snapshot_ignored(
@@ -106,6 +104,85 @@ def test_an_evicted_index_is_snapshotted_and_a_torn_snapshot_ignored(
     assert ns not in writer.search.indexes.held()
     assert snapshots.path(ns).stat().st_mtime_ns != before  # written again as it was dropped
     snapshots.path(ns).write_bytes(b"torn")
-    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots")
+    restarted = open_store(index_snapshot_dir=tmp_path / "snapshots", index_snapshot_min_nodes=0)
     assert answers(restarted, ns) == answers(writer, ns) != expected
     assert not snapshots.path(ns).exists() or snapshots.path(ns).read_bytes() != b"torn"
+
+
+def on_disk(folder: Path, needles: list[str]) -> list[str]:
+    """Those of `needles` whose UTF-8 bytes any file under `folder` holds (a pickle keeps strings as such)."""
+    blobs = [p.read_bytes() for p in folder.rglob("*") if p.is_file()]
+    return [n for n in needles if any(n.encode() in b for b in blobs)]
+
+
+def test_a_forget_takes_the_forgotten_text_off_the_disk_before_it_returns(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "snapshots"
+    writer = remembered(open_store, ns, folder)
+    forgotten = next(n for n in writer.storage.source_nodes(ns, "a") if n.level == 1)
+    gone = [n.id for n in writer.storage.source_nodes(ns, "a") if set(n.message_ids) & {forgotten.message_ids[0]}]
+    assert gone and on_disk(folder, gone) == gone  # the snapshot holds the nodes of that message
+    writer.deleter.delete(ns, DeleteRequest(conversation_id="a", ids=forgotten.message_ids[:1]))
+    assert on_disk(folder, gone) == []  # gone when the forget is acknowledged, with no write awaited
+    snapshots = writer.search.indexes.snapshots
+    assert snapshots is not None
+    expected = answers(writer, ns)  # refreshed; then evicted: its snapshot is written again, without them
+    writer.search.indexes.max_nodes = 1
+    answers(writer, f"{ns}-other")
+    snapshots.settle()
+    assert snapshots.path(ns).exists() and on_disk(folder, gone) == []
+    restarted = open_store(index_snapshot_dir=folder, index_snapshot_min_nodes=0)
+    assert answers(restarted, ns) == expected
+    writer.deleter.delete(ns, DeleteRequest(delete_all=True))
+    assert not snapshots.path(ns).exists()
+
+
+def test_a_write_queued_before_a_forget_does_not_put_its_text_back(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "snapshots"
+    writer = remembered(open_store, ns, folder)
+    indexes = writer.search.indexes
+    assert indexes.snapshots is not None
+    held = indexes.get(ns)
+    forgotten = next(n for n in writer.storage.source_nodes(ns, "b") if n.level == 1)
+    gone = [n.id for n in writer.storage.source_nodes(ns, "b") if set(n.message_ids) & {forgotten.message_ids[0]}]
+    writer.deleter.delete(ns, DeleteRequest(conversation_id="b", ids=forgotten.message_ids[:1]))
+    held.token = "queued before the forget"  # the index as it was: its snapshot is due again
+    indexes.snapshots.save_later(ns, held)
+    indexes.snapshots.settle()
+    assert on_disk(folder, gone) == []
+
+
+def test_a_namespace_below_the_minimum_is_not_snapshotted(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    memory = open_store(index_snapshot_dir=tmp_path / "snapshots", index_snapshot_min_nodes=10_000)
+    memory.writer.remember(ns, RememberRequest(conversation_id="a", messages=long_conversation(4)))
+    expected = answers(memory, ns)
+    snapshots = memory.search.indexes.snapshots
+    assert snapshots is not None
+    memory.search.indexes.max_nodes = 1
+    answers(memory, f"{ns}-other")  # evicted as well as loaded: neither writes a file
+    snapshots.settle()
+    assert ns not in memory.search.indexes.held() and not snapshots.path(ns).exists()
+    assert answers(memory, ns) == expected
+
+
+def test_a_replaced_document_leaves_the_snapshot_when_upsert_returns(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "snapshots"
+    writer = remembered(open_store, ns, folder)
+    writer.writer.upsert(ns, [Document(id="d", text="The lighthouse keeper painted the rowing boat bright yellow.")])
+    old = [n.id for n in writer.storage.source_nodes(ns, "d")]
+    answers(writer, ns)
+    writer.search.indexes.max_nodes = 1  # evicted: its snapshot now holds the document
+    answers(writer, f"{ns}-other")
+    snapshots = writer.search.indexes.snapshots
+    assert snapshots is not None
+    snapshots.settle()
+    assert old and on_disk(folder, old) == old
+    writer.writer.upsert(ns, [Document(id="d", text="The orchard was sold to a cider maker in the spring.")])
+    assert on_disk(folder, old) == []

@@ -409,11 +409,12 @@ class PostgresStorage:
         """`POSTGRES_URL` (never the URL: it holds the password)."""
         return "POSTGRES_URL"
 
-    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[dict[str, Any]]:
+    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = (), binary: bool = False) -> list[dict[str, Any]]:
         """Every row of one statement, as dicts, on a pooled connection (autocommit: one round trip; writes of
-        several statements run in `conn.transaction()`)."""
+        several statements run in `conn.transaction()`). binary: rows in PostgreSQL's binary format (a vector is
+        then read as float32 bytes, not parsed from text: ~8x less CPU a vector)."""
         with self.pool.connection() as conn:
-            rows: list[dict[str, Any]] = conn.execute(sql, args).fetchall()
+            rows: list[dict[str, Any]] = conn.execute(sql, args, binary=binary).fetchall()
             return rows
 
     # ------------------------------------------------------------------ reads
@@ -529,7 +530,9 @@ class PostgresStorage:
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{node id: embedding (float32, (dimension,))} of the ids found."""
         rows = self.all(
-            "SELECT id, embedding FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)", (ns, list(ids))
+            "SELECT id, embedding FROM pyramind_nodes WHERE namespace = %s AND id = ANY(%s)",
+            (ns, list(ids)),
+            binary=True,
         )
         return {r["id"]: np.asarray(r["embedding"].to_numpy(), dtype=np.float32) for r in rows}
 
