@@ -6,7 +6,7 @@ as a user says it to an assistant ("I'm vegetarian, keep that in mind.") and a q
 preference should shape the answer: a restaurant or dinner question for a diet) or `unrelated`. Each preference
 is read by the PatternDetector, as the store keeps it (its statement; a few it keeps as instructions, which the
 block shows for every question: the pairs measure the floor alone), and embedded with the local embedder
-(MiniLM), as are the questions. The block's rule (datastore/context/assemble.py `_fill_instructions`): a
+(MiniLM), as are the questions. The block's rule (datastore/context/sections.py `_fill_instructions`): a
 preference is shown when its cosine to the query reaches `preference_floor` (datastore/context/policy.py) and
 `preference_ratio` of the best preference's (one preference per pair here, so the floor decides). Prints
 precision and recall at the policy's floor, the same for a range of floors, and the ranking's AUC.

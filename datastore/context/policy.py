@@ -1,7 +1,7 @@
 """The context block's policy: every tuned number of the block in one place (`BlockPolicy`), each with the
 measurement behind it.
 
-The assembly (datastore/context/assemble.py) and the evidence cut (datastore/context/evidence.py) read these
+The assembly (datastore/context/assemble.py and its sections) and the evidence cut (context/evidence.py) read these
 numbers from the policy they are given (`ContextAssembler(..., policy=...)`; `DEFAULT_POLICY` unless a caller
 passes another), so a benchmark can vary one (`dataclasses.replace(DEFAULT_POLICY, line_tokens=30)`) without
 editing code. Budgets and token counts are cl100k tokens; shares are fractions of a room in [0, 1]; scores and
@@ -46,7 +46,7 @@ class BlockPolicy:
     """A chat is between people when people (not an assistant) said at least this share of the first
     `min_candidates` candidates' text."""
     overview_share: float = 0.35
-    """The relevant memories' share for a question about the course of things (`asks_overview`) when the block
+    """The relevant memories' share for a question about the course of things (`questions.asks_overview`) when the block
     has no lines (no conversation, or no line source): the timeline's periods lead (issue 17's block)."""
     list_share: float = 0.0
     """With lines: the relevant memories' share for such a question; the dated list takes the rest. BEAM 11-20
@@ -100,14 +100,14 @@ class BlockPolicy:
     hit_misses: int = 3
     """The relevant section stops after this many hits in a row that show nothing new."""
     session_free: int = 4
-    """Hits of one session placed before its next one yields to other sessions (`diversified`)."""
+    """Hits of one session placed before its next one yields to other sessions (`diversify.diversified`)."""
     session_decay: float = 0.7
     """A hit's score is multiplied by this per hit of its session placed past `session_free`. LoCoMo multi-hop
     (RESULTS "Context: what the numbers say"): a lower cap or MMR over positions measured neutral to negative."""
     focus_ratio: float = 0.8
     """A block of the whole namespace (no conversation named, as a GPT asks) draws its memories from the sources
     whose best candidate passing the relevance floor scores at least this share of the best one (and the source
-    of the hit closest in meaning), each ranked on its own (`ContextAssembler._focused`). LoCoMo dev in one
+    of the hit closest in meaning), each ranked on its own (`inputs.InputReader._focused`). LoCoMo dev in one
     namespace, conversations conv-26/30/41, 80 questions each @1000 (RESULTS "Relevance floor", notes): evidence
     0.7178 with every source's candidates in one ranking, 0.7112 / 0.7220 / 0.7303 / 0.7269 at 0.6 / 0.7 / 0.8 /
     0.9, against 0.7418 for the scoped block; other conversations' share of the memory tokens 0.145 -> 0.082 at 0.8

@@ -10,7 +10,8 @@ from datetime import datetime, timedelta
 
 import pytest
 
-from datastore.context.assemble import asks_overview, diversified
+from datastore.context.diversify import diversified
+from datastore.context.questions import asks_overview
 from datastore.context.render import SUPERSEDED, clip, superseded_mark
 from datastore.memory import Memory
 from models.api import Message, RememberRequest

@@ -9,7 +9,7 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 
-from datastore.context.assemble import asks_overview, asks_what_user_said, overview_topic
+from datastore.context.questions import asks_overview, asks_what_user_said, overview_topic
 from datastore.memory import Memory
 from models.api import Document, DocumentMetadata, Message, RememberRequest
 from models.context import ContextRequest

@@ -1,0 +1,109 @@
+"""The sections that take what they need, up to their share of the budget (`shares`):
+
+1. core: the core-memory entries of the namespace and the conversation (datastore/context/core.py), most
+   important first.
+2. instructions: the standing instructions and preferences the user stated (datastore/lifetime/instructions.py),
+   the closest to the query first; a preference only where the query comes near it (`preference_floor`, and
+   `preference_ratio` of the best preference's cosine); one said
+   in a recent turn, or in a short turn a memory shows whole (a turn is never cut), is read there.
+3. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
+   newest kept first, shown oldest first.
+
+The numbers named in `backticks` are fields of the block's policy (datastore/context/policy.py `BlockPolicy`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from datastore.context.render import Section
+from datastore.context.state import BlockState, when
+from models.context import ContextItem
+from models.memory import StoredMessage
+from services import excerpts
+
+
+class FirstSections(BlockState):
+    """Fills core, instructions and recent turns."""
+
+    def _fill_core(self, sec: Section) -> None:
+        for e in self.given.core:
+            item = ContextItem(
+                id=e.key,
+                kind="core",
+                level=0,
+                text=f"{e.key}: {e.value}",
+                source_id=e.conversation_id,
+                start_time=e.updated_at,
+                end_time=e.updated_at,
+                why=f"core memory (importance {e.importance})",
+                tokens=0,
+            )
+            sec.admit(item)
+
+    def _fill_instructions(self, sec: Section) -> None:
+        """Every instruction in force while the share holds them, the closest to the query first (cosine of
+        their embeddings), then the newest; a preference only where the query comes near its topic
+        (`preference_floor`, `preference_ratio`): "I prefer Bootstrap" matters to a question about CSS, not to one
+        about dinner."""
+        active = list(self.given.instructions)
+        if not self.req.all_conversations and self.req.conversation_id is not None:  # this conversation's only
+            active = [(i, v) for i, v in active if i.conversation_id == self.req.conversation_id]
+        if self.vector is not None:
+            q = np.asarray(self.vector, dtype=np.float32)
+            active.sort(key=lambda iv: (-float(iv[1] @ q), -when(iv[0])))
+        else:
+            active.sort(key=lambda iv: -when(iv[0]))
+        best = max(
+            (float(v @ self.vector) for i, v in active if i.kind == "preference" and self.vector is not None),
+            default=0.0,
+        )
+        for ins, vec in active:
+            score = float(vec @ self.vector) if self.vector is not None else None
+            if (
+                ins.kind == "preference"
+                and score is not None
+                and score < max(self.p.preference_floor, self.p.preference_ratio * best)
+            ):
+                continue  # a preference matters where its topic comes up; an instruction applies to every answer
+            item = ContextItem(
+                id=ins.id,
+                kind=ins.kind,
+                level=0,
+                text=ins.text,
+                speaker=ins.speaker,
+                source_id=ins.conversation_id,
+                start_time=ins.created_at,
+                end_time=ins.created_at,
+                score=None if score is None else round(score, 6),
+                why=f"a standing {ins.kind} stated in message {ins.message_id}",
+                tokens=0,
+            )
+            if sec.admit(item):
+                said = excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
+                self.shown.fingerprints |= said
+                self.instruction_units[ins.id] = said
+                if ins.message_id is not None:
+                    self.instruction_messages[ins.id] = ins.message_id
+
+    def _fill_recent(self, sec: Section) -> None:
+        kept: list[StoredMessage] = []
+        for m in reversed(self.tail):  # newest first
+            item = ContextItem(
+                id=m.id,
+                kind="message",
+                level=0,
+                text=f"{m.speaker}: {' '.join(m.content.split())}",
+                speaker=m.speaker,
+                source_id=m.source_id,
+                start_time=m.created_at,
+                end_time=m.created_at,
+                why="recent turn",
+                tokens=0,
+            )
+            if not sec.admit(item, float(m.seq)):  # shown in the order said
+                break
+            kept.append(m)
+        for m in kept:
+            self.shown.messages.add(m.id)
+            self.shown.fingerprints |= excerpts.fingerprints(f"{m.speaker}: {m.content}")

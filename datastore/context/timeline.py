@@ -1,0 +1,155 @@
+"""The timeline: what happened when, oldest first and dated: the conversation's lines closest to the query (`lines`,
+datastore/read/outline.py: each message's lead, ranked hybrid over the whole conversation; `line_share` of the
+room), then the periods the query points at (the conversation's L2 summaries closest to it; chunks where it has none
+yet), each cut to its people's lines (a summary holds the lead sentence of each of their messages,
+services/summarising.py), then its sentences closest to the query. For a question about the course of things it is a
+dated list of lines closest to the question's topic (`overview_topic`), every line of the conversation ranked and
+each raised to `thread_weight` of its thread neighbours' score (a message and its follow-up), taking all the room the
+relevant memories leave them (`list_share`). A budget with no room for a useful line of it has none. Its lines and
+periods pass the same floor.
+
+The numbers named in `backticks` are fields of the block's policy (datastore/context/policy.py `BlockPolicy`).
+"""
+
+from __future__ import annotations
+
+from datastore.context.inputs import SaidLine
+from datastore.context.questions import asks_what_user_said
+from datastore.context.render import Section
+from datastore.context.state import BlockState
+from models.api import QueryFilter
+from models.context import ContextItem
+from models.memory import MemoryNode
+from services import excerpts
+from services.lines import SEPARATOR
+from services.speakers import is_human
+
+
+class Timeline(BlockState):
+    """Fills the timeline."""
+
+    def _fill_timeline(self, sec: Section) -> None:
+        """What happened when: the conversation's lines closest to the query (`_fill_lines`: all the room for a
+        question about the course of things, `line_share` of it otherwise), then the periods the query points at
+        (their summaries closest to it, `timeline_level`), oldest first, each with its people's lines (what the
+        user brought up) and then its sentences closest to the query; namespace-wide, the summaries of every
+        conversation."""
+        listed = False
+        if self.o.lines is not None and self.cid is not None and self.vector is not None:
+            before = len(sec.entries)
+            self._fill_lines(sec, sec.room if self.overview else int(sec.room * self.p.line_share))
+            listed = self.overview and len(sec.entries) > before
+        periods = self._periods(sec, self.p.period_tokens)
+        if listed:  # a dated list: a chunk would repeat its lines (a small conversation has no summaries yet)
+            periods = [(p, score) for p, score in periods if p.level > 1]
+        if not periods:
+            return
+        per = max(self.p.min_item + 8, min(self.p.period_tokens * 2, sec.room // len(periods)))
+        for p, score in periods:
+            if sec.room < self.p.min_item:
+                break
+            if self.shown.covers(p):
+                continue
+            what = "summarises a period the query points at" if p.level > 1 else "a part of the conversation"
+            self._show(sec, p, per, what, score, people_first=True)
+
+    def _fill_lines(self, sec: Section, room: int) -> None:
+        """The conversation's lines closest to the query (for a question about the course of things: to its
+        topic, `overview_topic`; only people's lines when it asks what the user said, `asks_what_user_said`),
+        best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
+        was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). For
+        such a question every line is ranked and each scores at least `thread_weight` of its thread neighbours'
+        (`_threaded`). A line whose message or sentences the block already shows is left out."""
+        assert self.o.lines is not None and self.cid is not None
+        if room < self.p.min_item:
+            return
+        want = max(self.p.min_lines, min(self.p.max_lines, room // self.p.line_tokens))
+        vector = self.topic_vector if self.overview else self.vector
+        text = self.topic if self.overview else self.query
+        threads = self.p.thread_weight > 0 and self.overview
+        ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text))
+        if self.overview and asks_what_user_said(self.query or ""):
+            ranked = [ln for ln in ranked if is_human(ln.speaker)] or ranked
+        scores = {ln.id: ln.score or 0.0 for ln in ranked}
+        if threads:
+            scores = self._threaded(ranked)
+            ranked = sorted(ranked, key=lambda ln: -scores[ln.id])[:want]
+        if not self.overview:  # a dated list keeps its ranked lines: the floor cost BEAM 11-20's event_ordering
+            # 0.386 -> 0.334 and summarization 0.271 -> 0.255 @1000 (RESULTS "Relevance floor")
+            ranked = [ln for ln in ranked if self.given.floor.passes(scores[ln.id], ln.cosine or 0.0)]
+        ranked.sort(key=lambda ln: -scores[ln.id])
+        topic = set(excerpts.terms(self.topic or ""))
+        weights = excerpts.term_weights(ln.text for ln in ranked)
+        start, fails = sec.used, 0
+        for ln in ranked:
+            if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:
+                break
+            if ln.message_id in self.shown.messages:
+                continue
+            text = ln.text
+            if self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
+                parts = text.split(SEPARATOR)
+                near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
+                best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic
+                text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
+            said = f"{ln.speaker}: {text}" if ln.speaker else text
+            units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
+            fresh = [u for u in units if excerpts.fingerprint(u) not in self.shown.fingerprints]
+            if not fresh:
+                continue
+            if len(fresh) < len(units):  # a sentence of it is shown already: the rest of the line only
+                said = f"{ln.speaker}: " * bool(ln.speaker) + f" {excerpts.ELISION} ".join(u.text for u in fresh)
+            prints = {excerpts.fingerprint(u) for u in fresh}
+            item = ContextItem(
+                id=ln.id,
+                kind="line",
+                level=0,
+                text=said,
+                speaker=ln.speaker or None,
+                source_id=ln.conversation_id,
+                start_time=ln.created_at,
+                end_time=ln.created_at,
+                score=None if ln.score is None else round(float(ln.score), 6),
+                why=f"a line of message {ln.message_id}, close to the query",
+                tokens=0,
+            )
+            if sec.used - start + sec.cost(item) > room or not sec.admit(item, _when_line(ln)):
+                fails += 1
+                continue
+            self.shown.fingerprints |= prints
+            self.shown.memory |= prints
+
+    def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
+        """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,
+        oldest first, said within `thread_gap_s` seconds of it: one exchange's follow-ups), so a follow-up ("I
+        think we'll start with Encanto at 2 PM.") is ranked with the message it follows up."""
+        out = {ln.id: ln.score or 0.0 for ln in lines}
+        w, gap = self.p.thread_weight, self.p.thread_gap_s
+        for a, b in zip(lines, lines[1:], strict=False):
+            if a.created_at is None or b.created_at is None:
+                continue
+            if abs((b.created_at - a.created_at).total_seconds()) > gap:
+                continue
+            sa, sb = a.score or 0.0, b.score or 0.0
+            out[a.id] = max(out[a.id], w * sb)
+            out[b.id] = max(out[b.id], w * sa)
+        return out
+
+    def _periods(self, sec: Section, each: int) -> list[tuple[MemoryNode, float]]:
+        """The periods to show, best first: the summaries of `timeline_level` (L2: about 1,000 tokens each) closest
+        to the query, as many as the room holds at `period_tokens` each (chunks where the conversation has no
+        summary yet)."""
+        if self.vector is None or not self.query or self.nothing:
+            return []
+        want = max(1, min(self.p.max_periods, sec.room // each))
+        base = self.flt or (QueryFilter(conversation_id=self.cid) if self.cid else None)
+        for level in (self.p.timeline_level, 1):
+            flt = (base or QueryFilter()).model_copy(update={"level": level})
+            hits = self.o.reader.search(self.ns, self.query, self.vector, want, flt, "hybrid")
+            if hits:
+                return self.o.passing(self.ns, hits, self.vector, self.given.floor)
+        return []
+
+
+def _when_line(line: SaidLine) -> float:
+    return line.created_at.timestamp() + line.position * 1e-6 if line.created_at is not None else 0.0
