@@ -3,7 +3,8 @@ and /context latency at 10k and 100k nodes.
 
 Run: `.venv/bin/python -m bench.context` (about 10 minutes on 2 cores with a warm embedding cache; `--data` names
 the LoCoMo file, `--skip-latency` / `--skip-evidence` run one half, `--variants` picks the block variants,
-`--limit N` asks only the first N questions).
+`--limit N` asks only the first N questions, `--budgets 500,1000` those budgets only (the section is then
+not written), `--dump PATH` writes each question's evidence found per block and the blocks, as JSON lines).
 `--datastore local|postgres|pinecone` runs on that provider (bench/common.py starts PostgreSQL or the needledb
 emulator); several, comma-separated, run in turn and write one side-by-side table (section `context-providers`),
 the provider comparison: evidence share and latency per provider, and the share of questions whose /query results
@@ -54,7 +55,7 @@ from bench.cache import CachingEmbedder
 from bench.meters import percentiles
 from datastore.factory import open_memory
 from datastore.memory import Memory
-from models.api import DEFAULT_NAMESPACE, Query, QueryFilter
+from models.api import DEFAULT_NAMESPACE, Query, QueryFilter, QueryResult
 from models.context import NOTHING, ContextRequest
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
@@ -100,16 +101,54 @@ def found(text: str, evidence: tuple[str, ...], texts: dict[str, str]) -> float:
     return sum(texts[e] in folded for e in evidence) / len(evidence)
 
 
+def cut_at(results: Sequence[QueryResult], tokens: dict[str, int], budget: int) -> str:
+    """The results' texts in rank order, one a line, until one does not fit `budget` tokens (`tokens`: each
+    result's count, by id), as bench/metrics.py cuts."""
+    kept, used = [], 0
+    for r in results:
+        if used + tokens[r.id] > budget:
+            break
+        kept.append(r.text)
+        used += tokens[r.id]
+    return "\n".join(kept)
+
+
+def held(text: str, evidence: tuple[str, ...], texts: dict[str, str]) -> list[str]:
+    """The evidence turns (dia_ids) whose text is inside `text` (folded), in the question's order."""
+    folded = _fold(text)
+    return [e for e in evidence if texts[e] in folded]
+
+
+def dump_record(q: dataset.Question) -> dict:
+    """A question's record in `--dump` (filled in by `evidence`): `conversation`, `question`, `category`,
+    `evidence` (dia_ids); `query`: the ids of its /query results (top TOP_K, best first); `found`: per
+    `<variant>@<budget>` (and `query@<budget>`), the evidence turns held; `blocks`: per budget, the `context`
+    variant's block text and its items as [section, id, kind, tokens]."""
+    return {
+        "conversation": q.conversation_id,
+        "question": q.text,
+        "category": q.category,
+        "evidence": list(q.evidence),
+        "query": [],
+        "found": {},
+        "blocks": {},
+    }
+
+
 def evidence(
     samples: list[dict],
     embedder: CachingEmbedder,
     variants: Sequence[str] = tuple(VARIANTS),
     limit: int | None = None,
+    budgets: Sequence[int] = BUDGETS,
+    dump: Path | None = None,
 ) -> dict:
     """Evidence share per budget and variant (those named), overall and per category (see the module doc), the
     latency of each question's /query and of the `context` variant's blocks (ms, in-process calls), and each
     question's /query results as (conversation, level, position, score) (`ranked`, compared across providers).
-    limit: ask only the first N questions."""
+    limit: ask only the first N questions. budgets: those asked (tokens). dump: a JSON-lines file written with one
+    record per question (`dump_record`): which evidence turns each block and each cut /query holds, and what the
+    blocks show."""
     memory = common.open_store(common.bench_settings(DIR / "tree.db"), embedder)
     common.ingest(memory, samples, NS)
     counts = memory.storage.counts(NS)
@@ -122,9 +161,11 @@ def evidence(
     token_cache: dict[str, int] = {}
     timings: dict[str, list[float]] = defaultdict(list)
     ranked: list[list[tuple]] = []
+    records: list[dict] = []
     t0 = time.perf_counter()
     for i, q in enumerate(questions):
         tx = texts[q.conversation_id]
+        record = dump_record(q)
         t_query = time.perf_counter()
         res = (
             memory.reader.query(
@@ -138,14 +179,11 @@ def evidence(
         ranked.append([(r.conversation_id, r.level, positions.get(r.id), round(r.score, 5)) for r in res])
         for r in res:
             token_cache.setdefault(r.id, count_tokens(r.text))
-        for b in BUDGETS:
-            kept, used = [], 0
-            for r in res:
-                if used + token_cache[r.id] > b:
-                    break
-                kept.append(r.text)
-                used += token_cache[r.id]
-            scores["query"][b].append(found("\n".join(kept), q.evidence, tx))
+        record["query"] = [r.id for r in res]
+        for b in budgets:
+            kept = cut_at(res, token_cache, b)
+            scores["query"][b].append(found(kept, q.evidence, tx))
+            record["found"][f"query@{b}"] = held(kept, q.evidence, tx)
             for variant in variants:
                 fields = VARIANTS[variant]
                 t_context = time.perf_counter()
@@ -166,11 +204,20 @@ def evidence(
                     timings["context"].append((time.perf_counter() - t_context) * 1000)
                 assert ctx.tokens_used <= b
                 scores[variant][b].append(found(ctx.context, q.evidence, tx))
+                record["found"][f"{variant}@{b}"] = held(ctx.context, q.evidence, tx)
+                if variant == "context":
+                    record["blocks"][str(b)] = {
+                        "text": ctx.context,
+                        "items": [[sec.name, it.id, it.kind, it.tokens] for sec in ctx.sections for it in sec.items],
+                    }
                 for sec in ctx.sections:
                     sections[variant][b][sec.name] += sec.tokens_used
+        records.append(record)
         if i % 200 == 0:
             print(f"  {i}/{len(questions)} questions, {time.perf_counter() - t0:.0f} s", flush=True)
     memory.close()
+    if dump is not None:
+        dump.write_text("".join(json.dumps(r) + "\n" for r in records))
     categories = [q.category for q in questions]
     out: dict = {"n_questions": len(questions), "store": counts, "variants": {}}
     for variant, per_budget in scores.items():
@@ -185,7 +232,7 @@ def evidence(
         out["variants"][variant] = {
             "groups": {k: groups[k] for k in sorted(groups, key=lambda k: (k != "all", k))},
             "mean_section_tokens": {
-                b: {k: round(v / len(questions)) for k, v in sections[variant][b].items()} for b in BUDGETS
+                b: {k: round(v / len(questions)) for k, v in sections[variant][b].items()} for b in budgets
             }
             if variant in sections
             else {},
@@ -444,7 +491,7 @@ def run(args: argparse.Namespace, samples: list[dict]) -> dict:
     results: dict = {}
     if not args.skip_evidence:
         embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
-        results["evidence"] = evidence(samples, embedder, args.variants, args.limit)
+        results["evidence"] = evidence(samples, embedder, args.variants, args.limit, args.budgets or BUDGETS, args.dump)
         embedder.release()
         print(json.dumps(results["evidence"]["variants"], indent=1), flush=True)
     if not args.skip_latency:
@@ -470,8 +517,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument(
         "--budgets",
         type=lambda v: [int(x) for x in v.split(",")],
-        default=list(ONE_NAMESPACE_BUDGETS),
-        help="--one-namespace: budgets, comma-separated",
+        default=None,
+        help="budgets, comma-separated (evidence: default all of BUDGETS, and the section is written only then; "
+        f"--one-namespace: default {','.join(map(str, ONE_NAMESPACE_BUDGETS))})",
+    )
+    parser.add_argument(
+        "--dump", type=Path, default=None, help="evidence: a JSON-lines file of each question's evidence per block"
     )
     parser.add_argument(
         "--variants",
@@ -489,13 +540,12 @@ def main(argv: list[str] | None = None) -> None:
     samples = dataset.load(args.data)
     if args.one_namespace:
         embedder = CachingEmbedder(LocalEmbedder(threads=2), common.OUT / "embeddings.sqlite")
-        res = one_namespace(samples, embedder, args.budgets, args.limit)
+        budgets = args.budgets or list(ONE_NAMESPACE_BUDGETS)
+        res = one_namespace(samples, embedder, budgets, args.limit)
         embedder.release()
         (args.out or common.OUT / "context-one-namespace.json").write_text(json.dumps(res, indent=1))
         command = ".venv/bin/python -m bench.context --one-namespace"
-        command += (
-            f" --budgets {','.join(map(str, args.budgets))}" if args.budgets != list(ONE_NAMESPACE_BUDGETS) else ""
-        )
+        command += f" --budgets {','.join(map(str, budgets))}" if budgets != list(ONE_NAMESPACE_BUDGETS) else ""
         command += f" --limit {args.limit}" if args.limit else ""
         text = one_namespace_markdown(res, command)
         print(text)
@@ -523,7 +573,7 @@ def main(argv: list[str] | None = None) -> None:
         command += f" --variants {','.join(args.variants)}"
     command += f" --limit {args.limit}" if args.limit else ""
     command += " --skip-latency" if args.skip_latency else ""
-    if args.data != dataset.DATA:
+    if args.data != dataset.DATA or args.budgets not in (None, list(BUDGETS)):
         return  # tiny or other data: the JSON only
     if several and not args.skip_evidence:
         common.write_section("context-providers", providers_markdown(per_provider, command))

@@ -253,9 +253,9 @@ def cut(
         scores = [sc + (top if is_human(u.speaker) else 0.0) for u, sc in zip(piece.units, scores, strict=True)]
     node = piece.node
     speakers = node.speakers if node.source_type == "conversation" else ()
-    ex = excerpts.excerpt(
-        piece.text, query, budget, scores=scores, seen=seen_in(piece, shown, policy.distinct_chars), speakers=speakers
-    )
+    short = [m for m in _turns(piece).values() if piece.units[m[0]].turn in piece.short]  # whole or not at all
+    seen = seen_in(piece, shown, policy.distinct_chars)
+    ex = excerpts.excerpt(piece.text, query, budget, scores=scores, seen=seen, speakers=speakers, groups=short)
     if not ex.kept:
         return None
     text = excerpts.inline_elisions(ex.text)

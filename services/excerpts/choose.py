@@ -163,6 +163,7 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
     seen: Collection[str] = frozenset(),
     first_speaker: str | None = None,
     speakers: Collection[str] | None = None,
+    groups: Sequence[Collection[int]] = (),
 ) -> Excerpt:
     """The units of `text` closest to `query` that fit `budget_tokens` cl100k tokens, whole, in order.
 
@@ -171,8 +172,9 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
     (`term_weights` over the request's candidates; default: IDF over this text's units). scores: a
     caller's closeness per unit instead (a list aligned with `segment(source)`, or a function of a Unit);
     higher is closer. seen: fingerprints already shown elsewhere in the block: those units are left out. first_speaker,
-    speakers: as in `segment`. A text that fits (and holds nothing seen) comes back as it is. Raises ValueError for a
-    negative budget or a `scores` list of the wrong length.
+    speakers: as in `segment`. groups: indexes of units kept or left out together (a short turn, whole or not
+    at all), as a fenced block's fences go with its code. A text that fits (and holds nothing seen) comes back as
+    it is. Raises ValueError for a negative budget or a `scores` list of the wrong length.
     """
     if budget_tokens < 0:
         raise ValueError(f"budget_tokens must be >= 0, got {budget_tokens}")
@@ -196,6 +198,7 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
     for u in units:
         if u.kind == "fence" and u.block is not None:
             fences.setdefault(u.block, []).append(u.index)
+    group_of = {i: frozenset(g) for g in groups for i in g}
     top = max((closeness[u.index] for u in units if u.index not in dropped), default=0.0)
     distance = _distances([top > 0 and c == top and i not in dropped for i, c in enumerate(closeness)])
     # around the closest units, a line of a message's body close to nothing fills the budget only when it says
@@ -215,9 +218,10 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
     floor = 0  # a lower bound of the tokens of what is kept
     for i in order:
         u = units[i]
-        if floor + _tokens(u.text) - 3 > budget_tokens:  # cannot fit (it may replace a mark line, no more)
-            continue
-        trial = kept | {i} | set(fences.get(u.block, []) if u.block is not None else [])
+        together = group_of.get(i, frozenset({i})) - kept - dropped
+        if i in kept or floor + sum(_tokens(units[j].text) for j in together) - 3 > budget_tokens:  # cannot fit (it
+            continue  # may replace a mark line, no more)
+        trial = kept | together | {i} | set(fences.get(u.block, []) if u.block is not None else [])
         trial -= dropped
         rendered = _render(source, units, sorted(trial))
         est = _estimate(rendered)
@@ -235,7 +239,7 @@ def excerpt(  # noqa: PLR0913 (the budget and the reader's context, each named a
         # the estimate was short by a token or two: drop the least close unit (with its fences when it was the
         # block's last code line)
         worst = max((i for i in kept if i in ranked), key=lambda i: ranked[i])
-        kept.discard(worst)
+        kept -= group_of.get(worst, frozenset({worst}))
         blk = units[worst].block
         if blk is not None and not any(units[j].block == blk and units[j].kind == "code" for j in kept):
             kept -= set(fences.get(blk, []))

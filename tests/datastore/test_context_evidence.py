@@ -586,3 +586,40 @@ def test_the_timeline_holds_no_period_the_block_already_shows(mixed: Memory) -> 
     for n in nodes:
         assert not (n.message_ids and set(n.message_ids) <= recent)  # a chunk of recent turns only is not repeated
     assert count_tokens(res.context) == res.tokens_used <= 2000
+
+
+def test_a_short_turn_is_shown_whole_or_not_at_all(local_memory: Memory) -> None:
+    """A memory cut to the room left for it keeps each short turn whole or leaves it out (a turn is never cut to
+    a sentence): at every budget, a turn of which the block shows a sentence is in it whole."""
+    said = [
+        ("Ann", "I planted the tomatoes on Sunday. The bed by the fence gets the most sun. Bo carried the soil."),
+        ("Bo", "How tall are the tomato plants now? Mine in the greenhouse barely grew. The nights were too cold."),
+        ("Ann", "They reach my knees already. I water them every morning at six. The basil beside them loves it too."),
+        ("Bo", "Did the slugs come back to the garden? Last year they ate half my lettuce. I tried copper tape."),
+        ("Ann", "The slugs stayed away this time. I spread crushed eggshells around each stem. It seems to work."),
+        ("Bo", "What will you do with all the tomatoes? You could sell them at the market. People pay well there."),
+        ("Ann", "I will make sauce with my aunt in August. We fill forty jars every summer. Some go to friends."),
+        ("Bo", "Save me a jar of that tomato sauce. I will trade you honey from my bees. They had a good spring."),
+    ]
+    t0 = LONG_NOW - timedelta(days=3)
+    messages = [
+        Message(id=f"m{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
+        for k, (who, text) in enumerate(said)
+    ]
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="g", messages=messages))
+    for budget in range(60, 400, 9):
+        res = local_memory.context.assemble(
+            "ns",
+            ContextRequest(
+                conversation_id="g",
+                query="How does Ann look after her tomatoes and what will she do with them?",
+                recent=False,
+                timeline=False,
+                budget_tokens=budget,
+                now=LONG_NOW,
+            ),
+        )
+        block = " ".join(res.context.split())
+        for _, text in said:
+            parts = [s for s in re.split(r"(?<=[.?!]) ", text) if s in block]
+            assert not parts or text in block, (budget, text, block)

@@ -283,6 +283,18 @@ def test_score_override() -> None:
     assert excerpt(EXAMPLE, "violin", 0).text == ""
 
 
+def test_a_group_is_kept_or_left_out_whole() -> None:
+    """Units given as a group (a short turn) go in together or not at all, whatever the budget: the room a
+    group does not fit goes to the next closest unit."""
+    text = "Ann: The violin lesson moved to Friday. Bring the sheet music.\nBo: Fine. The violin case is in the car."
+    units = segment(text)
+    first = [u.index for u in units if u.turn == 1]
+    for budget in range(4, 40):
+        ex = excerpt(text, "violin", budget, groups=[first])
+        assert set(first) <= set(ex.kept) or not set(first) & set(ex.kept), (budget, ex.text)
+        assert ex.tokens <= budget
+
+
 QUERIES = st.lists(
     st.sampled_from(
         [
