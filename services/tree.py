@@ -100,7 +100,7 @@ def line_nodes(
     for m in messages:
         if m.source_id != source_id or m.source_type != "conversation" or m.id not in held:
             continue
-        text = line_text(m.content, names)
+        text = line_text(m.content, names, m.sentences)
         if text is None:
             continue
         out.append(
