@@ -49,8 +49,8 @@ SPEAKER_LINE = re.compile(r"(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]]
 """The start of a line `render` writes for a conversation message: its time stamp when shown, the speaker (a name
 never starts with whitespace and holds no colon, bracket or line break, models/api.py) and ": " (written even
 before an empty message, so a line ending in a bare colon is no speaker's). Groups `stamp` (or None) and
-`speaker`; the message's text is the rest of the line. The one parser of rendered text (the summariser's lines,
-the excerpts' units)."""
+`speaker`; the message's text is the rest of the line. The one parser of rendered text (the excerpts' units;
+summaries are rendered from sentence ids, never parsed)."""
 
 STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 """A time stamp at the head of a rendered line (`[2024-03-15 09:00] `)."""
