@@ -99,7 +99,8 @@ def sentences(content: str, spans: Sequence[Sentence] = ()) -> list[str]:
     out = []
     for a, b in whole:
         if b > a and lines[bisect.bisect_right(starts, a) - 1][1]:
-            text = " ".join(_MARKUP.sub("", " ".join(content[a:b].split())).split())
+            said = content[a:b].split("\n", 1)[0]  # a letterless tail on the next lines ("---") is no one's
+            text = " ".join(_MARKUP.sub("", " ".join(said.split())).split())
             if text:
                 out.append(text)
     return out
