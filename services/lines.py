@@ -59,23 +59,25 @@ _ENDED = re.compile(r"[.!?…]\W*$")
 _NOT_PROSE = re.compile(r"\s*(?:#{1,6}\s|\||>\s*$|[-*_]{3,}\s*$)|(?: {4}|\t)")
 
 
-def _prose_lines(content: str) -> list[tuple[int, bool]]:
-    """(start offset, whether it is prose or a list item) of each line of `content`: not a fence, not inside a
-    fenced block, not a heading, table row, bare quote mark, rule or indented code line."""
-    out: list[tuple[int, bool]] = []
+def _prose_lines(content: str) -> list[tuple[int, bool, bool]]:
+    """(start offset, whether it is prose or a list item, whether it is a list item) of each line of `content`:
+    prose is not a fence, not inside a fenced block, not a heading, table row, bare quote mark, rule or indented
+    code line."""
+    out: list[tuple[int, bool, bool]] = []
     fence: str | None = None
     at = 0
     for line in content.split("\n"):
         body = line.strip()
         if fence is not None:
-            out.append((at, False))
+            out.append((at, False, False))
             if body.startswith(fence) and body.strip(fence[0]) == "":
                 fence = None
         elif _FENCE.match(line):
             fence = body[:3]
-            out.append((at, False))
+            out.append((at, False, False))
         else:
-            out.append((at, bool(_ITEM.match(line)) or not _NOT_PROSE.match(line)))
+            item = bool(_ITEM.match(line))
+            out.append((at, item or not _NOT_PROSE.match(line), item))
         at += len(line) + 1
     return out
 
@@ -84,15 +86,18 @@ def sentences(content: str, spans: Sequence[Sentence] = ()) -> list[str]:
     """The prose sentences and list items of a message's content, in order, whitespace folded and markdown marks
     dropped (`**`, `__`, backticks, a heading's `#`, a list item's bullet or number); [] for a text without one.
     spans: the message's stored sentences (`StoredMessage.sentences`; the pieces of a sentence over
-    MAX_SENTENCE_TOKENS count as one); split here (services/chunking.split_message, as the store does) when not
-    given."""
+    MAX_SENTENCE_TOKENS count as one, and so do the sentences of one list item: an item is said whole); split
+    here (services/chunking.split_message, as the store does) when not given."""
     lines = _prose_lines(content)
-    starts = [a for a, _ in lines]
+    starts = [a for a, _, _ in lines]
     whole: list[tuple[int, int]] = []
     previous: Sentence | None = None
     for s in spans or split_message(content):
-        if s.cut and previous is not None and previous.cut and not _ENDED.search(content, 0, previous.end):
-            whole[-1] = (whole[-1][0], s.end)  # the pieces of one long sentence are one sentence
+        line = bisect.bisect_right(starts, s.start) - 1
+        same_item = bool(whole) and lines[line][2] and bisect.bisect_right(starts, whole[-1][0]) - 1 == line
+        piece = s.cut and previous is not None and previous.cut and not _ENDED.search(content, 0, previous.end)
+        if piece or same_item:
+            whole[-1] = (whole[-1][0], s.end)  # the pieces of one long sentence, or of one item, are one
         else:
             whole.append((s.start, s.end))
         previous = s
