@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from services.embedding import Embedder
-from services.summarising import Summariser
+from services.summarising import Span, Summariser, Summary
 from services.tokens import count_tokens
 
 
@@ -47,12 +47,12 @@ class CountingSummariser:
         self.calls = self.tokens_in = 0
         self.seconds = 0.0
 
-    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
-        """(summary, made by) from the inner summariser."""
+    def summarise(self, span: Span, max_tokens: int) -> Summary:
+        """The inner summariser's summary of `span` (tokens in: the children's texts plus the context's)."""
         self.calls += 1
-        self.tokens_in += sum(count_tokens(t) for t in texts) + (count_tokens(context) if context else 0)
+        self.tokens_in += sum(count_tokens(t) for t in span.texts) + (count_tokens(span.context or ""))
         t = time.perf_counter()
-        out = self.inner.summarise(texts, context, max_tokens)
+        out = self.inner.summarise(span, max_tokens)
         self.seconds += time.perf_counter() - t
         return out
 

@@ -24,6 +24,7 @@ from datastore.memory import Memory
 from datastore.storage import SourceRow, WriteBatch
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
+from services.summarising import Summary
 from services.tree import Frontier, roll_up
 
 PER_SOURCE = 1000
@@ -45,9 +46,10 @@ SPEAKERS = ("Alice", "Bob")
 SUMMARY_WORDS = 12  # words taken from each child's first line
 
 
-def _summarise(texts: list[str], context: str | None) -> tuple[str, str]:
+def _summarise(children: list[MemoryNode], context: MemoryNode | None) -> Summary:
     """A cheap stand-in for the extractive summariser: the first words of each child's first line."""
-    return "\n".join(" ".join(t.split("\n", 1)[0].split()[:SUMMARY_WORDS]) for t in texts) + "\n", "synthetic"
+    text = "\n".join(" ".join(c.text.split("\n", 1)[0].split()[:SUMMARY_WORDS]) for c in children) + "\n"
+    return Summary(text, [], "synthetic")
 
 
 def with_summaries(leaves: list[tuple[MemoryNode, np.ndarray]]) -> list[tuple[MemoryNode, np.ndarray | None]]:

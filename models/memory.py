@@ -87,6 +87,11 @@ class MemoryNode(BaseModel):
         default_factory=list,
         description="Sessions of the covered messages in order of first appearance; the first is the node's session.",
     )
+    sentence_ids: list[str] = Field(
+        default_factory=list,
+        description="The stored sentences (`sentence_id`) an extractive summary picked, in order; its text is "
+        "rendered from them. Empty for lines, chunks, model-written summaries and summaries written before them.",
+    )
 
     @model_validator(mode="after")
     def _line_outside_the_tree(self) -> MemoryNode:

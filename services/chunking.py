@@ -30,9 +30,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from models.memory import Sentence, StoredMessage
+from models.memory import Sentence, StoredMessage, sentence_id
 from services import text
 from services import tokens as tok
+from services.speakers import is_human
 
 SESSION_GAP = timedelta(minutes=30)
 
@@ -48,8 +49,8 @@ SPEAKER_LINE = re.compile(r"(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]]
 """The start of a line `render` writes for a conversation message: its time stamp when shown, the speaker (a name
 never starts with whitespace and holds no colon, bracket or line break, models/api.py) and ": " (written even
 before an empty message, so a line ending in a bare colon is no speaker's). Groups `stamp` (or None) and
-`speaker`; the message's text is the rest of the line. The one parser of rendered text (the summariser's lines,
-the excerpts' units)."""
+`speaker`; the message's text is the rest of the line. The one parser of rendered text (the excerpts' units;
+summaries are rendered from sentence ids, never parsed)."""
 
 STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 """A time stamp at the head of a rendered line (`[2024-03-15 09:00] `)."""
@@ -162,6 +163,97 @@ def _body(content: str) -> str:
     return "\n".join([first] + [CONTINUATION + ln if ln else "" for ln in rest])
 
 
+@dataclass(frozen=True)
+class Run:
+    """What one line of a rendered text shows of a message: `text`, some of its sentences; `speaker` None for a
+    document's text; `time` the message's; `session_start` whether the message starts a session (`show_time`)."""
+
+    speaker: str | None
+    time: datetime | None
+    text: str
+    session_start: bool = False
+
+    @classmethod
+    def of(cls, m: StoredMessage, text: str) -> Run:
+        """The run of `m` showing `text`."""
+        speaker = None if m.source_type == "document" else m.speaker
+        return cls(speaker, m.created_at, text, m.show_time)
+
+
+def render_runs(runs: Sequence[Run]) -> str:
+    """The one rendering of sentences as text, for chunks and summaries: per run a line, `speaker: text` (a
+    document's text as it is; a message's later lines indented by CONTINUATION), prefixed `[YYYY-MM-DD HH:MM] `
+    when its time is known and it is the first run, starts a session, lies SESSION_GAP after the run before, or
+    falls on another day than the last stamp. Lines joined by newlines, no newline at the end."""
+    out: list[str] = []
+    day = previous = None
+    for k, r in enumerate(runs):
+        if r.speaker is None:
+            out.append(r.text)
+            continue
+        stamp = ""
+        if r.time is not None and (
+            k == 0 or r.session_start or r.time.date() != day or (previous and shows_time(r.time, previous))
+        ):
+            stamp = f"[{r.time:%Y-%m-%d %H:%M}] "
+            day = r.time.date()
+        previous = r.time or previous
+        out.append(f"{stamp}{r.speaker}: {_body(r.text)}")
+    return "\n".join(out)
+
+
+@dataclass(frozen=True)
+class SpanSentence:
+    """One stored sentence of a message as a summary sees it: `id` (models/memory.sentence_id), its message's id
+    and the sentence's `index` in it, its `text` (the content between its offsets), its message's `speaker`
+    (None: a document's text), `time` and `session_start` (`show_time`), `person` (said by a person,
+    services/speakers.is_human) and `tokens` (cl100k_base)."""
+
+    id: str
+    message_id: str
+    index: int
+    text: str
+    speaker: str | None
+    time: datetime | None
+    person: bool
+    tokens: int
+    session_start: bool = False
+
+
+def span_sentences(m: StoredMessage) -> list[SpanSentence]:
+    """The sentences of a message (split when it has none yet), in order, as SpanSentence."""
+    speaker = None if m.source_type == "document" else m.speaker
+    return [
+        SpanSentence(
+            sentence_id(m.id, i),
+            m.id,
+            i,
+            m.content[s.start : s.end],
+            speaker,
+            m.created_at,
+            is_human(speaker),
+            s.tokens,
+            m.show_time,
+        )
+        for i, s in enumerate(m.sentences or split_message(m.content))
+    ]
+
+
+def render_sentences(picked: Sequence[SpanSentence]) -> str:
+    """The text of sentences picked from a span (in order), rendered as a chunk is (`render_runs`): consecutive
+    sentences of one message make one line, joined by a space, or by " … " where sentences between them are
+    left out."""
+    runs: list[Run] = []
+    for i, s in enumerate(picked):
+        before = picked[i - 1] if i else None
+        if before is not None and before.message_id == s.message_id:
+            gap = " " if s.index == before.index + 1 else " … "
+            runs[-1] = Run(s.speaker, s.time, f"{runs[-1].text}{gap}{s.text}", runs[-1].session_start)
+        else:
+            runs.append(Run(s.speaker, s.time, s.text, s.session_start))
+    return render_runs(runs)
+
+
 @dataclass
 class SentenceStream:
     """A suffix of a source's stream: the sentences of `messages` (contiguous, in seq order) as `units`, each at
@@ -199,9 +291,9 @@ class SentenceStream:
     def text(self, first: int, stop: int) -> str:
         """The rendered text of units `[first, stop)` (module doc): per message, its shown sentences as they
         stand in its content (`speaker: ...` for a conversation), the date and time before the first and before
-        any that starts a session or another day; ends with a newline when its last message is shown to its end."""
-        out: list[str] = []
-        day = None
+        any that starts a session or another day (`render_runs`); ends with a newline when its last message is
+        shown to its end."""
+        runs: list[Run] = []
         k = first
         while k < stop:
             u = self.units[k]
@@ -210,18 +302,11 @@ class SentenceStream:
             while last + 1 < stop and self.units[last + 1].message == u.message:
                 last += 1
             piece = m.content[m.sentences[u.index].start : m.sentences[self.units[last].index].end]
-            if m.source_type == "document":
-                out.append(piece)
-            else:
-                stamp = ""
-                if m.created_at is not None and (k == first or m.show_time or m.created_at.date() != day):
-                    stamp = f"[{m.created_at:%Y-%m-%d %H:%M}] "
-                    day = m.created_at.date()
-                out.append(f"{stamp}{m.speaker}: {_body(piece)}")
+            runs.append(Run.of(m, piece))
             k = last + 1
         tail = self.units[stop - 1] if stop > first else None
         whole = tail is not None and tail.index == len(self.messages[tail.message].sentences) - 1
-        return "\n".join(out) + ("\n" if whole else "")
+        return render_runs(runs) + ("\n" if whole else "")
 
     def added(self, k: int) -> int:
         """About how many tokens unit `k` adds to the text of the units before it (a window's growth is estimated

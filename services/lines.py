@@ -1,10 +1,10 @@
 """Lines: what a message says, in one or two of its own sentences (its informative lead, and for a long message
 the sentence that states its point). Pure logic over strings; datastore/write/build.py makes the line nodes.
 
-**Sentences** (`sentences`). The message's content is cut by the project's sentence splitter
-(services/excerpts.segment, in document mode: no speaker lines); only prose sentences and list items count
-(code, fences, headings and table rows are no one's lead). This is the one place that names the splitter, so
-swapping it (services/text.py, once it exists) changes every line at once.
+**Sentences** (`sentences`). A line picks the message's own sentences, as split once when it was stored
+(`StoredMessage.sentences`, services/chunking.split_message); only prose sentences and list items count: a
+sentence that starts on a line of code (inside a fenced block, a fence, or indented 4+ spaces or a tab), a
+heading, a table row, a quote mark alone or a rule is no one's lead.
 
 **Filler**: services/filler.py (`is_filler`), the rule the summaries share.
 
@@ -21,12 +21,14 @@ when no later sentence shares a word.
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 
-from services.excerpts import segment
+from models.memory import Sentence
+from services.chunking import split_message
 from services.filler import content_words, is_filler
 from services.tokens import count_tokens, decode, encode
 
@@ -51,19 +53,61 @@ POINT_MARKERS = re.compile(
 )
 
 _MARKUP = re.compile(r"\*\*|__|`|^#{1,6}\s+|^(?:[-*+•]|\d{1,3}[.)])\s+")
-_PROSE = ("sentence", "item")
+_FENCE = re.compile(r" {0,3}(?:`{3,}|~{3,})")
+_ITEM = re.compile(r"\s*(?:[-*+•]|\d{1,3}[.)])\s+\S")
+_ENDED = re.compile(r"[.!?…]\W*$")
+_NOT_PROSE = re.compile(r"\s*(?:#{1,6}\s|\||>\s*$|[-*_]{3,}\s*$)|(?: {4}|\t)")
 
 
-def sentences(text: str) -> list[str]:
+def _prose_lines(content: str) -> list[tuple[int, bool, bool]]:
+    """(start offset, whether it is prose or a list item, whether it is a list item) of each line of `content`:
+    prose is not a fence, not inside a fenced block, not a heading, table row, bare quote mark, rule or indented
+    code line."""
+    out: list[tuple[int, bool, bool]] = []
+    fence: str | None = None
+    at = 0
+    for line in content.split("\n"):
+        body = line.strip()
+        if fence is not None:
+            out.append((at, False, False))
+            if body.startswith(fence) and body.strip(fence[0]) == "":
+                fence = None
+        elif _FENCE.match(line):
+            fence = body[:3]
+            out.append((at, False, False))
+        else:
+            item = bool(_ITEM.match(line))
+            out.append((at, item or not _NOT_PROSE.match(line), item))
+        at += len(line) + 1
+    return out
+
+
+def sentences(content: str, spans: Sequence[Sentence] = ()) -> list[str]:
     """The prose sentences and list items of a message's content, in order, whitespace folded and markdown marks
-    dropped (`**`, `__`, backticks, a heading's `#`, a list item's bullet or number) (the project's splitter, see
-    the module docstring); [] for a text without one."""
+    dropped (`**`, `__`, backticks, a heading's `#`, a list item's bullet or number); [] for a text without one.
+    spans: the message's stored sentences (`StoredMessage.sentences`; the pieces of a sentence over
+    MAX_SENTENCE_TOKENS count as one, and so do the sentences of one list item: an item is said whole); split
+    here (services/chunking.split_message, as the store does) when not given."""
+    lines = _prose_lines(content)
+    starts = [a for a, _, _ in lines]
+    whole: list[tuple[int, int]] = []
+    previous: Sentence | None = None
+    for s in spans or split_message(content):
+        line = bisect.bisect_right(starts, s.start) - 1
+        same_item = bool(whole) and lines[line][2] and bisect.bisect_right(starts, whole[-1][0]) - 1 == line
+        piece = s.cut and previous is not None and previous.cut and not _ENDED.search(content, 0, previous.end)
+        if piece or same_item:
+            whole[-1] = (whole[-1][0], s.end)  # the pieces of one long sentence, or of one item, are one
+        else:
+            whole.append((s.start, s.end))
+        previous = s
     out = []
-    for u in segment(text, speakers=()):
-        if u.kind in _PROSE:
-            s = " ".join(_MARKUP.sub("", " ".join(u.text.split())).split())
-            if s:
-                out.append(s)
+    for a, b in whole:
+        if b > a and lines[bisect.bisect_right(starts, a) - 1][1]:
+            said = content[a:b].split("\n", 1)[0]  # a letterless tail on the next lines ("---") is no one's
+            text = " ".join(_MARKUP.sub("", " ".join(said.split())).split())
+            if text:
+                out.append(text)
     return out
 
 
@@ -79,11 +123,11 @@ def _cut(sentence: str, max_tokens: int) -> str:
     return head.rstrip(" ,;:-\ufffd") + "…"
 
 
-def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
+def lead_lines(content: str, names: Collection[str] = (), spans: Sequence[Sentence] = ()) -> list[str]:
     """[lead] or [lead, point] of a message (module docstring; a short message's short lead takes its next
-    informative sentences), each at most MAX_LINE_TOKENS; [] when every
-    sentence is filler (or the message has no prose). `names`: the conversation's speakers (never content)."""
-    said = sentences(content)
+    informative sentences), each at most MAX_LINE_TOKENS; [] when every sentence is filler (or the message has no
+    prose). `names`: the conversation's speakers (never content); `spans`: its stored sentences (`sentences`)."""
+    said = sentences(content, spans)
     first = next((i for i, s in enumerate(said) if not is_filler(s, names)), None)
     if first is None:
         return []
@@ -113,10 +157,10 @@ def lead_lines(content: str, names: Collection[str] = ()) -> list[str]:
     return out
 
 
-def line_text(content: str, names: Collection[str] = ()) -> str | None:
+def line_text(content: str, names: Collection[str] = (), spans: Sequence[Sentence] = ()) -> str | None:
     """The text of a message's line: its lead, and for a long message its point after SEPARATOR; None when the
-    message has no informative sentence."""
-    parts = lead_lines(content, names)
+    message has no informative sentence. `spans`: its stored sentences (`sentences`)."""
+    parts = lead_lines(content, names, spans)
     return SEPARATOR.join(parts) if parts else None
 
 

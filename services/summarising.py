@@ -1,32 +1,30 @@
 """Summarisers: the offline extractive default and an OpenAI-compatible chat model.
 
-A summariser turns the texts of FAN_OUT consecutive nodes (the children) into one summary of at most
-`max_tokens` tokens, seeing the previous summary of the same level as context. Each returns the summary and the
-name of what made it (recorded on the node), e.g. `extractive` or `openai:gpt-4o-mini`.
+A summariser turns the span of FAN_OUT consecutive nodes (the children: their stored sentences and their texts,
+`Span`) into one summary of at most `max_tokens` tokens, seeing the previous summary of the same level as
+context. Each returns a `Summary`: its text, the ids of the stored sentences it picked (the extractive one; a
+model's summary has none) and the name of what made it (recorded on the node), e.g. `extractive` or
+`openai:gpt-4o-mini`.
 """
 
 from __future__ import annotations
 
 import logging
 import math
-import re
 from collections import Counter
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from models.settings import Settings
 from services import tokens as tok
-from services.chunking import CONTINUATION, SPEAKER_LINE
+from services.chunking import SpanSentence, render_sentences
 from services.filler import content_words, is_filler
 from services.openai_client import openai_client
-from services.speakers import is_human
 from services.text import WORD, fold, stem, words
-from services.text import sentences as text_sentences
 
 log = logging.getLogger(__name__)
 
-_CUT_STAMP = re.compile(r"[^\[\]\n]{1,39}\] (?=\S)")  # the tail of `[YYYY-MM-DD HH:MM] ` (a window cut it)
 _STOP = frozenset(
     "a an the and or but if of to in on at for with by from as is are was were be been being it its this that "
     "these those i me my we our you your he him his she her they them their what which who whom do does did "
@@ -53,136 +51,48 @@ def informativeness(sentence: str, names: Collection[str] = ()) -> float:
     return len(content) + len(names_in) + len(numbers) + len(dates)
 
 
+@dataclass(frozen=True)
+class Span:
+    """What a summary is made of: `sentences`, the stored sentences of its span (services/chunking.SpanSentence:
+    for a summary of chunks those of the messages the chunks show, for a summary of summaries those its
+    children picked), in order, each once; `texts`, its children's texts (what a model reads); `context`, the
+    text of the previous summary of the same level, and `context_sentences` the sentences it picked (empty when
+    a model wrote it)."""
+
+    sentences: Sequence[SpanSentence]
+    texts: Sequence[str]
+    context: str | None = None
+    context_sentences: Sequence[SpanSentence] = ()
+
+
+@dataclass(frozen=True)
+class Summary:
+    """A summary: its `text` (at most the budget's tokens), the ids of the sentences it is made of
+    (`sentence_ids`, in order; empty when a model wrote it) and the name of what made it (`made_by`)."""
+
+    text: str
+    sentence_ids: list[str]
+    made_by: str
+
+
 class Summariser(Protocol):
     name: str
 
-    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
-        """(summary text of at most max_tokens tokens, name of the summariser that made it)."""
+    def summarise(self, span: Span, max_tokens: int) -> Summary:
+        """The summary of `span` in at most max_tokens tokens. Raises SummaryError when none can be made."""
         ...
 
 
 @dataclass
-class _Sentence:
-    index: int
-    prefix: str
-    text: str
+class _Candidate:
+    sentence: SpanSentence
+    order: int
     terms: frozenset[str]
-    message: int  # the message (or, in a summary of summaries, the line) it is from; -1 for a document's text
-    person: bool = False  # said by a person (services/speakers.py), not the assistant or a document
-    info: float = 0.0
-
-    @property
-    def line(self) -> str:
-        return f"{self.prefix}{self.text}"
+    info: float
 
 
-_ROLES = frozenset({"user", "assistant", "system", "tool", "human", "ai", "bot"})
-
-
-def _speaker_lines(texts: list[str]) -> set[str]:
-    """The speakers of the lines that surely start a message: every speaker line but a text's first."""
-    known: set[str] = set()
-    for text in texts:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        for ln in lines[1:]:
-            if (m := SPEAKER_LINE.match(ln)) is not None:
-                known.add(m["speaker"])
-    return known
-
-
-def _whole_speaker(speaker: str, known: set[str]) -> str | None:
-    """The full name of a text's first speaker, which a chunk window may have cut ("anie" of "Melanie"): itself
-    when known, capitalised or a role (user, assistant), the one known name it ends, else None (not a speaker
-    line one can trust)."""
-    if speaker in known:
-        return speaker
-    longer = [k for k in known if k.endswith(speaker) and k != speaker]
-    if len(longer) == 1:
-        return longer[0]
-    trusted = speaker[:1].isupper() or speaker.casefold() in _ROLES
-    return speaker if trusted and not longer else None
-
-
-def _is_conversation(texts: list[str]) -> bool:
-    """Whether the texts are a chat's: at least half of their lines that are not a message's later lines (indented)
-    are speaker lines (a document's "Note: ..." line does not make it one)."""
-    heads = [ln for t in texts for ln in t.splitlines() if ln.strip() and not ln.startswith(CONTINUATION)]
-    return bool(heads) and 2 * sum(SPEAKER_LINE.match(ln) is not None for ln in heads) >= len(heads)
-
-
-def _split(texts: list[str], context: str | None = None) -> list[_Sentence]:
-    """Candidate sentences of the children, attributed `[stamp] speaker: `; overlap repeats removed.
-
-    A message's later lines (indented, see services/chunking.render) are attributed to the speaker line above
-    them, and so is a text's first line when it continues the message of the text before (a chunk that starts
-    inside a message): its first sentence is dropped when it starts mid-sentence (the chunk overlap, which the
-    chunk before holds whole; chunking cuts a long message at a sentence end), its other sentences are kept.
-    A text's first speaker line may start inside the speaker's name ("anie: Sounds great!"): it is given the
-    full name it ends, or dropped. In a conversation, a sentence whose speaker is unknown (the first text
-    starts inside a message) is dropped: every line is a whole sentence under its speaker's full name.
-    """
-    out: list[_Sentence] = []
-    prefix = ""
-    known = _speaker_lines(texts + ([context] if context else []))
-    names = {part for k in known for part in (k, k.split()[0])}
-    conversation = _is_conversation(texts)
-    message = -1
-    for text in texts:
-        lines = [ln for ln in text.splitlines() if ln.strip()]
-        if lines and (cut := _CUT_STAMP.match(lines[0])) and SPEAKER_LINE.match(lines[0][cut.end() :]):
-            lines[0] = lines[0][cut.end() :]  # a window that starts inside a line's time stamp: the line is whole
-        for i, ln in enumerate(lines):
-            m = SPEAKER_LINE.match(ln)
-            skip_first = False
-            if m is not None:
-                speaker = m["speaker"] if i > 0 else _whole_speaker(m["speaker"], known)
-                if speaker is None:
-                    prefix, m = "", None
-                    body = ""
-                else:
-                    prefix = f"{m['stamp'] or ''}{speaker}: "
-                    body = ln[m.end() :]
-                message += 1
-            else:
-                if i > 0 and not ln.startswith(CONTINUATION):
-                    prefix = ""  # an unattributed line (a document's)
-                    message += 1
-                body = ln
-                skip_first = i == 0 and not _starts_sentence(ln)
-            if conversation and not prefix:
-                continue  # a sentence whose speaker this summary cannot name
-            person = bool(prefix) and is_human(prefix.split("] ")[-1][:-2])
-            pieces = text_sentences(body.strip())
-            if skip_first:
-                pieces = pieces[1:]  # the tail of a sentence that the text before holds whole
-            for sent in pieces:
-                sent = sent.strip()
-                if len(sent) < 2 or is_filler(sent, names):
-                    continue
-                terms = frozenset(stem(w) for w in words(sent) if w not in _STOP)
-                info = informativeness(sent, names)
-                out.append(_Sentence(len(out), prefix, sent, terms, message, person, info))
-    # drop exact repeats and fragments contained in a longer candidate (chunk overlap cuts lines in two)
-    keep: list[_Sentence] = []
-    seen: set[str] = set()
-    for s in sorted(out, key=lambda s: -len(s.text)):
-        key = s.line
-        if key in seen or any(s.text in k.text and s.prefix in ("", k.prefix) for k in keep):
-            continue
-        seen.add(key)
-        keep.append(s)
-    return sorted(keep, key=lambda s: s.index)
-
-
-def _starts_sentence(line: str) -> bool:
-    """Whether a text's first line starts a sentence (a capital, a digit, a quote or a list mark), not inside one
-    (a chunk window starts at any token: "d in ledger 69. In 1970 ...", ", can't agree more!")."""
-    head = line.lstrip()
-    return (
-        bool(head)
-        and not line[0].isspace()
-        and (head[0].isupper() or head[0].isdigit() or head[0] in "\"'\u201c\u2018([*-\u2022#>")
-    )
+def _terms(text: str) -> frozenset[str]:
+    return frozenset(stem(w) for w in words(text) if w not in _STOP)
 
 
 def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
@@ -190,17 +100,17 @@ def _jaccard(a: frozenset[str], b: frozenset[str]) -> float:
 
 
 class ExtractiveSummariser:
-    """Picks real sentences of the children, never writes a word of its own.
+    """Picks stored sentences of the span, never writes a word of its own.
 
     First what each person brought up: the most informative sentence of every message of a person
-    (services/speakers.py; in a summary of summaries, every line of a person), so a summary tells what the user
-    raised in that span. A sentence's worth is what it carries (`informativeness`: content words, names, numbers,
-    dates), plus half its lexical centrality (its content terms weighted by how often the children use them,
-    length-normalised). Then the rest of the budget with the other sentences. The selection is by maximal
-    marginal relevance against the sentences already picked and the previous summary (context), until
-    `max_tokens` is reached. Filler is never picked (services/filler.py): a summary says something or is empty.
-    The picked lines are returned in their original order, each a whole sentence of a message under its speaker's full
-    name, attributed `[time] speaker: ` as in the children. Deterministic; no model needed.
+    (services/speakers.py), so a summary tells what the user raised in that span. A sentence's worth is what it
+    carries (`informativeness`: content words, names, numbers, dates), plus half its lexical centrality (its
+    content terms weighted by how often the span uses them, length-normalised). Then the rest of the budget with
+    the other sentences. The selection is by maximal marginal relevance against the sentences already picked and
+    those of the previous summary (context), until `max_tokens` is reached. Filler is never picked
+    (services/filler.py): a summary says something or is empty. The picked sentences, in their order in the span,
+    are rendered once by the renderer chunks use (services/chunking.render_sentences: each line a message's whole
+    sentences under its speaker, dated as in a chunk). Deterministic; no model needed.
     """
 
     name = "extractive"
@@ -208,46 +118,63 @@ class ExtractiveSummariser:
     def __init__(self, diversity: float = 0.5) -> None:
         self._lambda = 1.0 - diversity
 
-    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
-        """(summary, "extractive"); summary is at most max_tokens tokens, made of the children's sentences."""
-        sents = _split(texts, context)
+    def summarise(self, span: Span, max_tokens: int) -> Summary:
+        """Summary(text of at most max_tokens tokens, the picked sentences' ids in order, "extractive")."""
+        names = {part for s in span.sentences if s.speaker for part in (s.speaker, s.speaker.split()[0])}
+        sents = [
+            _Candidate(s, k, _terms(s.text), informativeness(s.text, names))
+            for k, s in enumerate(span.sentences)
+            if len(s.text.strip()) >= 2 and not is_filler(s.text, names)
+        ]
         if not sents:
-            return "", self.name
-        df = Counter(t for s in sents for t in s.terms)
+            return Summary("", [], self.name)
+        df = Counter(t for c in sents for t in c.terms)
         n = len(sents)
         central = {
-            s.index: sum(math.log1p(df[t]) * math.log(1 + n / df[t]) for t in s.terms) / math.sqrt(len(s.terms) + 1)
-            for s in sents
+            c.order: sum(math.log1p(df[t]) * math.log(1 + n / df[t]) for t in c.terms) / math.sqrt(len(c.terms) + 1)
+            for c in sents
         }
         top_central = max(central.values()) or 1.0
-        relevance = {s.index: s.info + 0.5 * central[s.index] / top_central for s in sents}
+        relevance = {c.order: c.info + 0.5 * central[c.order] / top_central for c in sents}
         top = max(relevance.values()) or 1.0
-        context_terms = [s.terms for s in _split([context])] if context else []
-        best_of: dict[int, _Sentence] = {}
-        for s in sents:  # each person's message: its most informative sentence (the earliest of equals)
-            if s.person and (s.message not in best_of or relevance[s.index] > relevance[best_of[s.message].index]):
-                best_of[s.message] = s
-        leads = {s.index for s in best_of.values()}
-        picked: list[_Sentence] = []
+        context_terms = [_terms(s.text) for s in span.context_sentences]
+        best_of: dict[str, _Candidate] = {}
+        for c in sents:  # each person's message: its most informative sentence (the earliest of equals)
+            mid = c.sentence.message_id
+            if c.sentence.person and (mid not in best_of or relevance[c.order] > relevance[best_of[mid].order]):
+                best_of[mid] = c
+        leads = {c.order for c in best_of.values()}
+        picked: list[_Candidate] = []
+        shown: set[str] = set()
         used = 0
-        for pool in ([s for s in sents if s.index in leads], [s for s in sents if s.index not in leads]):
+        for pool in ([c for c in sents if c.order in leads], [c for c in sents if c.order not in leads]):
             while pool:
 
-                def mmr(s: _Sentence) -> float:
+                def mmr(c: _Candidate) -> float:
                     seen = [p.terms for p in picked] + context_terms
-                    redundancy = max((_jaccard(s.terms, o) for o in seen), default=0.0)
-                    return self._lambda * relevance[s.index] / top - (1 - self._lambda) * redundancy
+                    redundancy = max((_jaccard(c.terms, o) for o in seen), default=0.0)
+                    return self._lambda * relevance[c.order] / top - (1 - self._lambda) * redundancy
 
                 best = max(pool, key=mmr)
                 pool.remove(best)
-                cost = tok.count_tokens(best.line) + 1
+                cost = _cost(best.sentence, best.sentence.message_id not in shown)
                 if used + cost <= max_tokens:
                     picked.append(best)
+                    shown.add(best.sentence.message_id)
                     used += cost
-        if not picked:  # every sentence is longer than the budget: keep the head of the most informative one
-            best = max(sents, key=lambda s: (s.index in leads, relevance[s.index]))
-            return tok.truncate(best.line, max_tokens), self.name
-        return "\n".join(s.line for s in sorted(picked, key=lambda s: s.index)), self.name
+        while picked:  # the estimate left out stamps and joins: the last picked go until the text fits
+            chosen = [c.sentence for c in sorted(picked, key=lambda c: c.order)]
+            text = render_sentences(chosen)
+            if tok.count_tokens(text) <= max_tokens:
+                return Summary(text, [s.id for s in chosen], self.name)
+            picked.pop()
+        return Summary("", [], self.name)  # no sentence fits the budget
+
+
+def _cost(s: SpanSentence, opens_line: bool) -> int:
+    """About the tokens a picked sentence adds to a summary: its own and a space, and for its message's first
+    picked sentence the line break and `speaker: `."""
+    return s.tokens + 1 + (tok.count_tokens(f"{s.speaker}: ") + 1 if opens_line and s.speaker else 0)
 
 
 _PROMPT = (
@@ -270,12 +197,13 @@ class OpenAISummariser:
         self.name = f"openai:{self.model}"
         self._fallback = fallback or ExtractiveSummariser()
 
-    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
-        """(summary, "openai:<model>") or, after a failure, the extractive (summary, "extractive")."""
+    def summarise(self, span: Span, max_tokens: int) -> Summary:
+        """Summary(text, [], "openai:<model>") of the children's texts (`span.texts`) or, after a failure, the
+        extractive summary of the span's sentences."""
         user = ""
-        if context:
-            user += f"Summary of the preceding excerpt (context):\n{context}\n\n"
-        user += "Excerpt:\n" + "\n".join(texts)
+        if span.context:
+            user += f"Summary of the preceding excerpt (context):\n{span.context}\n\n"
+        user += "Excerpt:\n" + "\n".join(span.texts)
         try:
             resp = self._client.chat.completions.create(
                 model=self.model,
@@ -289,10 +217,10 @@ class OpenAISummariser:
             text = (resp.choices[0].message.content or "").strip()
             if not text:
                 raise ValueError("empty completion")
-            return tok.truncate(text, max_tokens), self.name
+            return Summary(tok.truncate(text, max_tokens), [], self.name)
         except Exception as exc:
             log.warning("summary model %s failed (%s); using the extractive summary", self.model, type(exc).__name__)
-            return self._fallback.summarise(texts, context, max_tokens)
+            return self._fallback.summarise(span, max_tokens)
 
 
 def make_summariser(settings: Settings) -> Summariser:

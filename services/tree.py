@@ -20,8 +20,10 @@ from services import tokens as tok
 from services.chunking import SentenceStream, Window, next_start, window_meta
 from services.lines import line_text, spoken
 from services.sessions import sessions_of
+from services.summarising import Summary
 
-SummariseFn = Callable[[list[str], str | None], tuple[str, str]]
+SummariseFn = Callable[[list[MemoryNode], MemoryNode | None], Summary]
+"""summarise(children, the previous summary of their parents' level or None) -> the children's summary."""
 
 
 def new_node_id(level: int) -> str:
@@ -100,7 +102,7 @@ def line_nodes(
     for m in messages:
         if m.source_id != source_id or m.source_type != "conversation" or m.id not in held:
             continue
-        text = line_text(m.content, names)
+        text = line_text(m.content, names, m.sentences)
         if text is None:
             continue
         out.append(
@@ -169,9 +171,11 @@ def _merge_times(values: list[datetime | None], pick: Callable[..., datetime]) -
     return pick(known) if known else None
 
 
-def summary_node(children: list[MemoryNode], text: str, made_by: str, position: int) -> MemoryNode:
-    """The level n+1 node over `children` (all of level n, same source, in order)."""
+def summary_node(children: list[MemoryNode], summary: Summary, position: int) -> MemoryNode:
+    """The level n+1 node over `children` (all of level n, same source, in order), with `summary`'s text, picked
+    sentences and maker."""
     first = children[0]
+    text = summary.text
     return MemoryNode(
         id=new_node_id(first.level + 1),
         source_type=first.source_type,
@@ -185,8 +189,9 @@ def summary_node(children: list[MemoryNode], text: str, made_by: str, position: 
         start_time=_merge_times([c.start_time for c in children], min),
         end_time=_merge_times([c.end_time for c in children], max),
         sealed=True,
-        summariser=made_by,
+        summariser=summary.made_by,
         session_ids=list(dict.fromkeys(s for c in children for s in c.session_ids)),
+        sentence_ids=list(summary.sentence_ids),
     )
 
 
@@ -202,7 +207,8 @@ def roll_up(
 
     frontier: the stored state; new_sealed: L1 nodes sealed by this call (not yet in the frontier). Sets
     `parent_id` on every grouped child (stored or new) and returns the new summary nodes, lowest level first.
-    `summarise(texts, context)` makes a summary; `reuse(children, context_node)` may return an existing summary
+    `summarise(children, context)` makes a summary (context: the previous summary of the level, or None);
+    `reuse(children, context_node)` may return an existing summary
     with the same content instead (used by rebuilds). Partial groups wait for later calls.
     """
     made: list[MemoryNode] = []
@@ -216,8 +222,7 @@ def roll_up(
             children = pending[g : g + fan_out]
             node = reuse(children, context) if reuse else None
             if node is None:
-                text, made_by = summarise([c.text for c in children], context.text if context else None)
-                node = summary_node(children, text, made_by, position)
+                node = summary_node(children, summarise(children, context), position)
             else:
                 node = node.model_copy(update={"position": position, "parent_id": None})
             for c in children:

@@ -16,7 +16,7 @@ from datastore.factory import open_memory
 from datastore.providers.local import LocalStorage
 from services import tokens
 from services.embedding import LocalEmbedder
-from services.summarising import ExtractiveSummariser
+from services.summarising import ExtractiveSummariser, Span
 
 
 def test_percentiles_of_one_to_a_hundred() -> None:
@@ -32,8 +32,8 @@ def test_percentiles_of_one_to_a_hundred() -> None:
 def test_summariser_cost_counts_calls_and_tokens_sent() -> None:
     counting = CountingSummariser(ExtractiveSummariser())
     texts, context = ["Ann: I moved to Porto in May.", "Bob: How is the weather there?"], "Ann: she sold her car."
-    counting.summarise(texts, context, 50)
-    counting.summarise(texts, None, 50)
+    counting.summarise(Span([], texts, context), 50)
+    counting.summarise(Span([], texts, None), 50)
     assert counting.calls == 2
     assert counting.tokens_in == 2 * sum(tokens.count_tokens(t) for t in texts) + tokens.count_tokens(context)
 

@@ -38,6 +38,7 @@ from datastore.write.instructions import (
     unread_from,
     with_unread,
 )
+from datastore.write.spans import SpanReader
 from models.memory import MemoryNode, StoredMessage
 from models.settings import Settings
 from services.errors import ConflictError
@@ -209,7 +210,7 @@ class IndexSteps:
             frontier.pending[1] = l1[:limit]
             before = {n.id: (n.position, n.parent_id) for nodes in frontier.pending.values() for n in nodes}
             counts = dict(frontier.counts)
-            made, reparented = builder.summaries(frontier, [])
+            made, reparented = builder.summaries(frontier, [], SpanReader(storage, ns, source_id))
             nodes = builder.embed(made) + [(n, None) for n in reparented]
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)

@@ -15,11 +15,12 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from datastore.write.spans import SpanReader
 from models.memory import MemoryNode, SourceType, StoredMessage
 from models.settings import Settings
 from services.chunking import SentenceStream, plan_windows
 from services.embedding import Embedder
-from services.summarising import Summariser
+from services.summarising import Summariser, Summary
 from services.tree import Frontier, chunk_nodes, embedded_text, line_nodes, roll_up
 
 Reuse = Callable[[list[MemoryNode], MemoryNode | None], MemoryNode | None]
@@ -83,16 +84,17 @@ class TreeBuilder:
         return line_nodes(covered, chunks, source_id, frontier.counts.get(0, 0), names)
 
     def summaries(
-        self, frontier: Frontier, new_sealed: list[MemoryNode], reuse: Reuse | None = None
+        self, frontier: Frontier, new_sealed: list[MemoryNode], spans: SpanReader, reuse: Reuse | None = None
     ) -> tuple[list[MemoryNode], list[MemoryNode]]:
         """Roll every complete group of FAN_OUT pending nodes up, level by level to MAX_LEVEL. Returns (the new
         summaries, lowest level first; the stored nodes of `frontier` that got a parent, to write back). Sets
-        `parent_id` on every grouped child. `reuse(children, context)` may return an existing summary instead
-        of summarising (a rebuild). Raises SummaryError."""
+        `parent_id` on every grouped child. `spans`: the source's sentences (datastore/write/spans.py);
+        `reuse(children, context)` may return an existing summary instead of summarising (a rebuild). Raises
+        SummaryError."""
         s = self.settings
 
-        def summarise(texts: list[str], context: str | None) -> tuple[str, str]:
-            return self.summariser.summarise(texts, context, s.summary_max_tokens)
+        def summarise(children: list[MemoryNode], context: MemoryNode | None) -> Summary:
+            return self.summariser.summarise(spans.span(children, context), s.summary_max_tokens)
 
         made = roll_up(frontier, new_sealed, summarise, s.fan_out, s.max_level, reuse)
         reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]

@@ -28,6 +28,7 @@ from datastore.write.instructions import (
     unread_from,
     with_unread,
 )
+from datastore.write.spans import SpanReader
 from models.api import DeleteRequest, DeleteResponse
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
@@ -279,7 +280,8 @@ class Deleter:
             match = old_l1.get((c.text, tuple(c.message_ids), c.sealed))
             if match is not None:
                 c.id = match.id
-        summaries, _ = self.builder.summaries(Frontier(), [c for c in chunks if c.sealed], _SummaryReuse(old))
+        spans = SpanReader(self.storage, ns, src.source_id, base.messages + keep)
+        summaries, _ = self.builder.summaries(Frontier(), [c for c in chunks if c.sealed], spans, _SummaryReuse(old))
         lines = self.builder.lines(Frontier(), keep, chunks, src.source_id, base.messages)
         old_lines = {(n.message_ids[0], n.text): n for n in old if n.level == 0 and n.message_ids}
         for line in lines:  # the same line of the same message keeps its id and vector

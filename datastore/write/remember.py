@@ -27,6 +27,7 @@ from datastore.storage import SourceRow, Storage, WriteBatch
 from datastore.write.build import TreeBuilder
 from datastore.write.instructions import USER_KEY, InstructionKeeper, conversation_user, newly_covered
 from datastore.write.order import place, surviving
+from datastore.write.spans import SpanReader
 from models.api import Document, RememberRequest, RememberResponse, UpsertResponse
 from models.memory import MemoryNode, SourceType, StoredMessage
 from models.settings import Settings
@@ -385,7 +386,8 @@ class Writer:
         open_chunk = frontier.open_chunk
         try:
             chunks, _ = builder.chunks(frontier, prior + stored, write.source_type, source_id, write.final)
-            summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed])
+            spans = SpanReader(storage, ns, source_id, prior + stored)
+            summaries, reparented = builder.summaries(frontier, [c for c in chunks if c.sealed], spans)
             end = chunks[-1].tok_end if chunks else tail.chunked_to
             covered = newly_covered(prior + stored, tail.chunked_to, end)
             lines = builder.lines(frontier, covered, chunks, source_id, prior)
@@ -496,7 +498,8 @@ class Writer:
         covered_before = {mid for n in storage.source_nodes(ns, source_id, 1) for mid in n.message_ids}
         try:
             chunks, _ = builder.chunks(frontier, prior, source_type, source_id, False)
-            summaries, _ = builder.summaries(frontier, [c for c in chunks if c.sealed])
+            spans = SpanReader(storage, ns, source_id, prior)
+            summaries, _ = builder.summaries(frontier, [c for c in chunks if c.sealed], spans)
             covered_now = {mid for c in chunks for mid in c.message_ids}
             newly = [m for m in merged if m.id in covered_now and m.id not in covered_before]  # read once each
             lined = {mid for n in kept if n.level == 0 for mid in n.message_ids}  # lines `surviving` kept

@@ -46,7 +46,7 @@ Scores = Sequence[float] | Callable[[Unit], float]
 @dataclass(frozen=True)
 class Excerpt:
     """What `excerpt` returns. text: what to show (at most the budget's tokens); source: the text the units'
-    spans index (the input, after the leading-fragment rule when asked); units: every unit of source; kept: the
+    spans index (the input); units: every unit of source; kept: the
     indexes of the units shown, in order; tokens: count_tokens(text)."""
 
     text: str

@@ -138,11 +138,11 @@ def segment(text: str, *, first_speaker: str | None = None, speakers: Collection
     text); empty: none (a document's text, whose lines are never speaker lines nor indented continuations).
     Elision marks (an excerpt's own output) belong to no unit, so an excerpt segments into the units it shows.
     """
-    return _segment(text, first_speaker, speakers, partial_first=False)
+    return _segment(text, first_speaker, speakers)
 
 
-def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None, partial_first: bool) -> list[Unit]:  # noqa: C901 (one branch per kind of line: speaker, code, list, quote)
-    """`segment`; with `partial_first`, the first line is the tail of a line, never a speaker line."""
+def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | None) -> list[Unit]:  # noqa: C901 (one branch per kind of line: speaker, code, list, quote)
+    """`segment`."""
     conversation = speakers is None or len(speakers) > 0
     lines = _lines(text)
     units: list[Unit] = []
@@ -215,7 +215,7 @@ def _segment(text: str, first_speaker: str | None, speakers: Collection[str] | N
     speaker_line = -1
     for ln, (ls, le) in enumerate(lines):
         line = text[ls:le]
-        m = _speaker(line, speakers) if conversation and not (partial_first and ln == 0) else None
+        m = _speaker(line, speakers) if conversation else None
         if m is not None:
             flush()
             turn += 1

@@ -19,7 +19,7 @@ from services.errors import (
     NotFoundError,
     SummaryError,
 )
-from services.summarising import ExtractiveSummariser
+from services.summarising import ExtractiveSummariser, Span, Summary
 from tests.support.invariants import check_tree
 from tests.support.settings import locomo_sessions, make_settings
 from tests.support.stores import recompose, text_search
@@ -237,7 +237,7 @@ class FailingSummariser:
 
     name = "failing"
 
-    def summarise(self, texts: list[str], context: str | None, max_tokens: int) -> tuple[str, str]:
+    def summarise(self, span: Span, max_tokens: int) -> Summary:
         raise SummaryError("injected failure")
 
 

@@ -17,9 +17,11 @@ import pytest
 from datastore.factory import open_memory
 from loopback.openai_server import LoopbackOpenAI
 from models.api import Message, RememberRequest
+from models.memory import StoredMessage
+from services.chunking import span_sentences
 from services.embedders.openai_api import OpenAIEmbedder
 from services.errors import EmbeddingError
-from services.summarising import ExtractiveSummariser, OpenAISummariser
+from services.summarising import ExtractiveSummariser, OpenAISummariser, Span
 from tests.support.settings import make_settings
 
 
@@ -64,13 +66,16 @@ def test_embedder_retries_server_errors_then_fails_clearly(tmp_path: Path, fake_
 
 def test_summariser_uses_the_model_with_context_and_falls_back(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
     summ = OpenAISummariser(openai_settings(tmp_path, fake_openai, summary_model="my-model"))
-    text, made_by = summ.summarise(["Ann: I moved to Porto.", "Bob: Nice!"], "Ann: earlier summary.", 100)
-    assert made_by == "openai:my-model" and text.startswith("SUMMARY of")
+    moved = StoredMessage(id="m1", source_id="c", seq=0, speaker="Ann", content="I moved to Porto.")
+    span = Span(span_sentences(moved), ["Ann: I moved to Porto.", "Bob: Nice!"], "Ann: earlier summary.")
+    made = summ.summarise(span, 100)
+    assert made.made_by == "openai:my-model" and made.text.startswith("SUMMARY of") and made.sentence_ids == []
     sent = fake_openai.requests[-1][1]
     assert sent["model"] == "my-model" and "earlier summary" in sent["messages"][-1]["content"]
+    assert "Bob: Nice!" in sent["messages"][-1]["content"]  # the model reads the children's rendered texts
     fake_openai.fail_next = 10
-    text, made_by = summ.summarise(["Ann: I moved to Porto."], None, 100)
-    assert made_by == "extractive" and text == "Ann: I moved to Porto."
+    made = summ.summarise(span, 100)
+    assert (made.made_by, made.text, made.sentence_ids) == ("extractive", "Ann: I moved to Porto.", ["m1:0"])
 
 
 def test_store_records_the_summariser_of_each_summary(tmp_path: Path, fake_openai: LoopbackOpenAI, embedder) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Collection
 
 from models.memory import MemoryNode
 from services import tokens
@@ -10,16 +11,25 @@ from services.chunking import MAX_SENTENCE_TOKENS, SPEAKER_LINE
 
 
 def check_tree(
-    nodes: list[MemoryNode], chunk_size: int, overlap: int, fan_out: int, max_level: int = 99, rolled_up: bool = True
+    nodes: list[MemoryNode],
+    chunk_size: int,
+    overlap: int,
+    fan_out: int,
+    max_level: int = 99,
+    rolled_up: bool = True,
+    written_before: Collection[str] = (),
 ) -> dict[int, int]:
     """Assert the invariants; returns the node count per level. rolled_up=False: complete groups may still wait
-    for their summary (the background indexer commits chunks first, summaries after).
+    for their summary (the background indexer commits chunks first, summaries after). written_before: ids of
+    summaries stored before summaries kept their picked sentences (they name none).
 
     Each L(n+1) has exactly `fan_out` children, contiguous nodes of level n in order, each pointing back; only
     sealed nodes have parents; no node has two parents; a node names a parent exactly when that parent lists it
     (lines included: they name none); positions run 0.. per level; L1 chunks have at most
     `chunk_size` tokens (one sentence alone may have more), open with the date of their first message, and
-    consecutive chunks share whole sentences of at most `overlap` tokens. The lines (level 0)
+    consecutive chunks share whole sentences of at most `overlap` tokens. An extractive summary with text names
+    the sentences it picked (`sentence_ids`): for an L2 sentences of the messages its chunks hold, above that
+    sentences its children picked; a line, a chunk or a model's summary names none. The lines (level 0)
     are checked by `check_lines` and not counted.
     """
     check_lines(nodes)
@@ -34,13 +44,15 @@ def check_tree(
     parents_of: dict[str, str] = {}
     for n in nodes:
         if n.level == 1:
-            assert not n.children
+            assert not n.children and not n.sentence_ids
             continue
         assert len(n.children) == fan_out, f"{n.id} has {len(n.children)} children"
         kids = [by_id[c] for c in n.children]
         assert all(k.level == n.level - 1 and k.sealed for k in kids)
         pos = [k.position for k in kids]
         assert pos == list(range(pos[0], pos[0] + fan_out)), f"{n.id} children not contiguous"
+        if n.id not in written_before:
+            check_picked(n, kids)
         for k in kids:
             assert k.parent_id == n.id, f"{k.id} does not point back to {n.id}"
             assert k.id not in parents_of, f"{k.id} summarised twice"
@@ -69,6 +81,21 @@ def check_tree(
     return {lvl: len(ns) for lvl, ns in levels.items()}
 
 
+def check_picked(summary: MemoryNode, children: list[MemoryNode]) -> None:
+    """Assert that a summary's `sentence_ids` are what its summariser picked from its children (check_tree)."""
+    if summary.summariser != "extractive":
+        assert not summary.sentence_ids, f"{summary.id} was written by {summary.summariser} yet names sentences"
+        return
+    assert bool(summary.sentence_ids) == bool(summary.text), f"{summary.id}: text and picked sentences disagree"
+    assert len(set(summary.sentence_ids)) == len(summary.sentence_ids), f"{summary.id} picks a sentence twice"
+    if summary.level == 2:
+        held = {mid for c in children for mid in c.message_ids}
+        assert all(sid.rsplit(":", 1)[0] in held for sid in summary.sentence_ids), f"{summary.id} picks elsewhere"
+    elif all(c.sentence_ids for c in children):
+        below = {sid for c in children for sid in c.sentence_ids}
+        assert set(summary.sentence_ids) <= below, f"{summary.id} picks what its children did not"
+
+
 def check_lines(nodes: list[MemoryNode]) -> list[MemoryNode]:
     """Assert the lines' invariants among a source's nodes (level 0: one message's lead each), and return them in
     position order: positions run 0..; each has one message, neither parent nor children (a line is not in the
@@ -78,7 +105,7 @@ def check_lines(nodes: list[MemoryNode]) -> list[MemoryNode]:
     lines = sorted((n for n in nodes if n.level == 0), key=lambda n: n.position)
     assert [n.position for n in lines] == list(range(len(lines))), "line positions have gaps"
     for line in lines:
-        assert len(line.message_ids) == 1 and not line.children and line.text.strip(), line
+        assert len(line.message_ids) == 1 and not line.children and not line.sentence_ids and line.text.strip(), line
         assert line.parent_id is None, f"{line.id} names a parent: a line is not in the tree"
         assert line.message_ids[0] in held, f"{line.id}: no chunk holds its message"
     messages = [line.message_ids[0] for line in lines]

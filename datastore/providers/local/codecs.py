@@ -11,7 +11,7 @@ from models.memory import MemoryNode, StoredMessage
 
 NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
-    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids, sentence_ids"
 )
 MSG_COLS = (
     "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id, "
@@ -51,6 +51,7 @@ def node_of(row: sqlite3.Row) -> MemoryNode:
         tok_end=row["tok_end"],
         summariser=row["summariser"],
         session_ids=json.loads(row["session_ids"]),
+        sentence_ids=json.loads(row["sentence_ids"]),
     )
 
 

@@ -146,6 +146,12 @@ def _m012_lines_outside_the_tree(db: sqlite3.Connection) -> None:
     db.execute("CREATE INDEX nodes_unparented ON nodes (namespace, source_id) WHERE parent_id IS NULL AND level >= 1")
 
 
+def _m013_summary_sentences(db: sqlite3.Connection) -> None:
+    """A summary's picked sentences (MemoryNode.sentence_ids, a JSON list; '[]' for every node written before,
+    which rolls up from the sentences under it: datastore/write/spans.py)."""
+    db.execute("ALTER TABLE nodes ADD COLUMN sentence_ids TEXT NOT NULL DEFAULT '[]'")
+
+
 MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("001_initial", _m001_initial),
     ("002_fts_porter", _m002_fts_porter),
@@ -159,4 +165,5 @@ MIGRATIONS: list[tuple[str, Callable[[sqlite3.Connection], None]]] = [
     ("010_idempotency", _m010_idempotency),
     ("011_sentences", _m011_sentences),
     ("012_lines_outside_the_tree", _m012_lines_outside_the_tree),
+    ("013_summary_sentences", _m013_summary_sentences),
 ]

@@ -447,7 +447,7 @@ def _write_node(db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarr
     db.execute("DELETE FROM nodes WHERE namespace = ? AND id = ?", (ns, n.id))  # a new vector: a new row
     db.execute(
         f"INSERT INTO nodes ({NODE_COLS}, namespace, embedding) VALUES "
-        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             n.id,
             n.source_type,
@@ -467,6 +467,7 @@ def _write_node(db: sqlite3.Connection, ns: str, n: MemoryNode, vector: np.ndarr
             n.tok_end,
             n.summariser,
             json.dumps(n.session_ids),
+            json.dumps(n.sentence_ids),
             ns,
             np.ascontiguousarray(vector, dtype=np.float32).tobytes(),
         ),

@@ -134,6 +134,7 @@ def node_meta(n: MemoryNode) -> dict[str, Any]:
         "summariser": n.summariser or "",
         "parts": 0,
         "session_ids": list(n.session_ids),
+        "sentence_ids": list(n.sentence_ids),
     }
     for key, value in (("start_time", ts(n.start_time)), ("end_time", ts(n.end_time))):
         if value is not None:  # Pinecone metadata has no null
@@ -162,6 +163,7 @@ def to_node(m: dict[str, Any]) -> MemoryNode:
         tok_end=int(m["tok_end"]),
         summariser=m.get("summariser") or None,
         session_ids=list(m.get("session_ids", [])),
+        sentence_ids=list(m.get("sentence_ids", [])),
     )
 
 

@@ -58,7 +58,7 @@ from services.errors import ConflictError, StoreError, StoreUnavailableError
 
 _NODE_COLS = (
     "id, source_type, source_id, level, position, text, token_count, children, parent_id, message_ids, "
-    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids"
+    "speakers, start_time, end_time, sealed, tok_start, tok_end, summariser, session_ids, sentence_ids"
 )
 _MSG_COLS = (
     "id, source_id, source_type, seq, speaker, content, created_at, tok_offset, n_tokens, show_time, session_id, "
@@ -189,6 +189,12 @@ def _m011_lines_outside_the_tree(conn: psycopg.Connection, dimension: int) -> No
     )
 
 
+def _m012_summary_sentences(conn: psycopg.Connection, dimension: int) -> None:
+    """A summary's picked sentences (MemoryNode.sentence_ids; '{}' for every node written before, which rolls
+    up from the sentences under it: datastore/write/spans.py)."""
+    conn.execute("ALTER TABLE pyramind_nodes ADD COLUMN sentence_ids text[] NOT NULL DEFAULT '{}'")
+
+
 MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("001_initial", _m001_initial),
     ("002_core_memory", _m002_core_memory),
@@ -201,6 +207,7 @@ MIGRATIONS: list[tuple[str, Callable[[psycopg.Connection, int], None]]] = [
     ("009_idempotency", _m009_idempotency),
     ("010_sentences", _m010_sentences),
     ("011_lines_outside_the_tree", _m011_lines_outside_the_tree),
+    ("012_summary_sentences", _m012_summary_sentences),
 ]
 
 
@@ -224,6 +231,7 @@ def _node(r: dict[str, Any]) -> MemoryNode:
         tok_end=r["tok_end"],
         summariser=r["summariser"],
         session_ids=list(r["session_ids"]),
+        sentence_ids=list(r["sentence_ids"]),
     )
 
 
@@ -248,6 +256,7 @@ def _node_row(n: MemoryNode) -> tuple[Any, ...]:
         n.tok_end,
         n.summariser,
         n.session_ids,
+        n.sentence_ids,
     )
 
 

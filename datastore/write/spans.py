@@ -1,0 +1,98 @@
+"""The stored sentences a summary is made of (services/summarising.Span), read for the roll-up of one source.
+
+A summary of chunks (L2) is made of the sentences its chunks show: those of the source's stream that start in
+`[first chunk's tok_start, last chunk's tok_end)`. A summary of summaries (L3+) is made of the sentences its
+children picked (`MemoryNode.sentence_ids`). A child summary without picked ids (written by a model, or by the
+extractive summariser before summaries kept their sentences) gives all the sentences under it: a store written
+before the change rolls up without an upgrade, and a model's summaries can fall back to the extractive one.
+The previous summary's picked sentences are the context (none when it has no ids).
+
+Messages are read once per span from `held` (the messages a write has in memory, measured; the newest of the
+stream, possibly not committed yet) and, before the first of them, from the store (through the source's
+lineage: a fork's stream starts with its parent's messages).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from datastore.read.lineage import stream_messages
+from datastore.storage import Storage
+from models.memory import MemoryNode, StoredMessage
+from services.chunking import SpanSentence, span_sentences
+from services.summarising import Span
+
+
+class SpanReader:
+    """The spans of one source's summaries. storage, ns, source_id: where its stored nodes and messages are
+    (None: nowhere, `held` is all of them); held: measured messages in stream order that override the store from
+    the first one's offset on."""
+
+    def __init__(self, storage: Storage | None, ns: str, source_id: str, held: Sequence[StoredMessage] = ()) -> None:
+        self._storage, self._ns, self._source_id = storage, ns, source_id
+        self._held = list(held)
+        self._held_from = held[0].tok_offset if held else None
+        self._nodes: dict[str, MemoryNode] = {}
+        self._extents: dict[str, tuple[int, int]] = {}
+
+    def span(self, children: list[MemoryNode], context: MemoryNode | None) -> Span:
+        """The Span of the summary over `children` (same level, in order) after `context` (module doc)."""
+        self._nodes.update((c.id, c) for c in children)
+        bounds = [self.extent(c) for c in children]
+        ctx_bounds = self.extent(context) if context is not None and context.sentence_ids else None
+        lo = min([b[0] for b in bounds] + ([ctx_bounds[0]] if ctx_bounds else []))
+        hi = max(b[1] for b in bounds)
+        placed = [(at, s) for m in self.messages(lo, hi) for at, s in _placed(m)]
+        out: dict[str, SpanSentence] = {}
+        for c, (a, b) in zip(children, bounds, strict=True):
+            ids = set(c.sentence_ids) if c.level > 1 else set()
+            for at, s in placed:
+                if a <= at < b and (not ids or s.id in ids):
+                    out.setdefault(s.id, s)
+        context_sentences: list[SpanSentence] = []
+        if context is not None and ctx_bounds is not None:
+            ids = set(context.sentence_ids)
+            context_sentences = [s for at, s in placed if s.id in ids and ctx_bounds[0] <= at < ctx_bounds[1]]
+        return Span(
+            sentences=list(out.values()),
+            texts=[c.text for c in children],
+            context=context.text if context is not None else None,
+            context_sentences=context_sentences,
+        )
+
+    def extent(self, node: MemoryNode) -> tuple[int, int]:
+        """[tok_start, tok_end) of the chunks under `node` (a chunk's own; a summary's from its first and last
+        child, read from this roll-up's nodes, else the store)."""
+        if node.level <= 1:
+            return node.tok_start, node.tok_end
+        got = self._extents.get(node.id)
+        if got is None:
+            first, last = self._node(node.children[0]), self._node(node.children[-1])
+            got = (self.extent(first)[0], self.extent(last)[1]) if first and last else (0, 0)
+            self._extents[node.id] = got
+        return got
+
+    def _node(self, node_id: str) -> MemoryNode | None:
+        if node_id not in self._nodes and self._storage is not None:
+            for n in self._storage.get_nodes(self._ns, [node_id]):
+                self._nodes[n.id] = n
+        return self._nodes.get(node_id)
+
+    def messages(self, tok_from: int, tok_to: int) -> list[StoredMessage]:
+        """The source's messages overlapping [tok_from, tok_to), in order (module doc)."""
+        out: list[StoredMessage] = []
+        held_from = self._held_from
+        if self._storage is not None and (held_from is None or tok_from < held_from):
+            end = tok_to if held_from is None else min(tok_to, held_from)
+            out = stream_messages(self._storage, self._ns, self._source_id, tok_from, end)
+            if held_from is not None:
+                out = [m for m in out if m.tok_offset < held_from]
+        return out + [m for m in self._held if m.tok_offset < tok_to and m.tok_offset + m.n_tokens > tok_from]
+
+
+def _placed(m: StoredMessage) -> Iterable[tuple[int, SpanSentence]]:
+    """(stream offset where it starts, sentence) of each sentence of a measured message."""
+    at = m.tok_offset
+    for s in span_sentences(m):
+        yield at, s
+        at += s.tokens
