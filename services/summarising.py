@@ -106,10 +106,11 @@ class ExtractiveSummariser:
     (services/speakers.py), so a summary tells what the user raised in that span. A sentence's worth is what it
     carries (`informativeness`: content words, names, numbers, dates), plus half its lexical centrality (its
     content terms weighted by how often the span uses them, length-normalised). Then the rest of the budget with
-    the other sentences. The selection is by maximal marginal relevance against the sentences already picked and
-    those of the previous summary (context), until `max_tokens` is reached. Filler is never picked
-    (services/filler.py): a summary says something or is empty. The picked sentences, in their order in the span,
-    are rendered once by the renderer chunks use (services/chunking.render_sentences: each line a message's whole
+    the other sentences; but a span of several days opens with its first day's most relevant sentence
+    (`_opening`), so the summary carries the date its span starts on. The selection is by maximal marginal
+    relevance against the sentences already picked and those of the previous summary (context), until
+    `max_tokens` is reached. Filler is never picked (services/filler.py): a summary says something or is empty.
+    The picked sentences, in their order in the span, are rendered once by the renderer chunks use (services/chunking.render_sentences: each line a message's whole
     sentences under its speaker, dated as in a chunk). Deterministic; no model needed.
     """
 
@@ -144,10 +145,15 @@ class ExtractiveSummariser:
             if c.sentence.person and (mid not in best_of or relevance[c.order] > relevance[best_of[mid].order]):
                 best_of[mid] = c
         leads = {c.order for c in best_of.values()}
+        opening = _opening(sents, leads, relevance)
         picked: list[_Candidate] = []
         shown: set[str] = set()
         used = 0
-        for pool in ([c for c in sents if c.order in leads], [c for c in sents if c.order not in leads]):
+        for pool in (
+            opening,
+            [c for c in sents if c.order in leads and c not in opening],
+            [c for c in sents if c.order not in leads and c not in opening],
+        ):
             while pool:
 
                 def mmr(c: _Candidate) -> float:
@@ -169,6 +175,17 @@ class ExtractiveSummariser:
                 return Summary(text, [s.id for s in chosen], self.name)
             picked.pop()
         return Summary("", [], self.name)  # no sentence fits the budget
+
+
+def _opening(sents: Sequence[_Candidate], leads: Collection[int], relevance: dict[int, float]) -> list[_Candidate]:
+    """When the span covers more than one day, the sentence a summary opens with, so that its text carries the
+    date its span starts on: the most relevant sentence of the first day, a person's lead before any other; else
+    none (the selection alone decides)."""
+    days = [c.sentence.time.date() for c in sents if c.sentence.time is not None]
+    if len(set(days)) < 2:
+        return []
+    first = [c for c in sents if c.sentence.time is not None and c.sentence.time.date() == days[0]]
+    return [max(first, key=lambda c: (c.order in leads, relevance[c.order], -c.order))]
 
 
 def _cost(s: SpanSentence, opens_line: bool) -> int:

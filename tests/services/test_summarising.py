@@ -93,6 +93,19 @@ def test_a_later_session_or_day_is_dated_again() -> None:
     assert all(ln.startswith("[2023-05-") for ln in lines), lines  # 5 hours apart: each starts a session
 
 
+def test_a_span_of_several_days_opens_with_its_first_day() -> None:
+    # the first day says little, the next days much: the summary still opens on the day its span starts
+    turns = [("Ann", "Nice, I see."), ("Bob", "Ok cool, the weather was fine.")] + CHAT
+    messages = stored(turns, step=timedelta(hours=7))
+    summary = ExtractiveSummariser().summarise(span_of(messages), 60)
+    assert summary.text.startswith("[2023-05-08 "), summary.text
+    assert summary.sentence_ids[0] in {s.id for m in messages[:2] for s in span_sentences(m)}
+    one_day = stored(turns, step=timedelta(minutes=1))  # all on one day: the selection alone decides
+    assert ExtractiveSummariser().summarise(span_of(one_day), 60).sentence_ids[0] not in {
+        s.id for m in one_day[:2] for s in span_sentences(m)
+    }
+
+
 def test_summary_respects_token_cap_and_is_deterministic() -> None:
     s = ExtractiveSummariser()
     a = s.summarise(span_of(stored(CHAT)), 40)
