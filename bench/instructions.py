@@ -13,9 +13,11 @@ taken from a dataset), each statement labeled instruction, preference, correctio
 said by a user to an assistant or by one person to another (`people`: the statement is Ann's in a chat with Ben):
 the development set (bench/data/instruction_statements.tsv, 307 statements: the rules were fixed on it), the
 validation set (bench/data/instruction_statements_validation.tsv: the classifier's design and threshold were
-chosen on it) and, with `--test` only, the frozen test set (bench/data/instruction_statements_test.tsv, 337
-statements written for issue 34 before the rules were read, never tuned on: score it only to report a detector
-already chosen). The classifier's training set (bench/data/instruction_statements_train.tsv) is not scored here
+chosen on it) and, with `--test` only, the frozen test sets: bench/data/instruction_statements_test.tsv (337
+statements written for issue 34 before the rules were read, never tuned on; its errors have since been read, so
+it is no longer blind) and bench/data/instruction_statements_test2.tsv (404 statements written blind on
+2026-11-28 by someone who read neither the detector nor any labeled set): score them only to report a detector
+already chosen. The classifier's training set (bench/data/instruction_statements_train.tsv) is not scored here
 (`python -m bench.instruction_classifier --cv` cross-validates on it). A statement counts as detected when the
 detector returns anything for it. Detectors: `pattern` (PatternDetector, the rules), `classifier alone`
 (services/instruction_classifier.py with its shipped weights, behind the rules' rejections) and `classifier` (the
@@ -53,7 +55,8 @@ from services.instructions import Detector, PatternDetector
 LABELED = Path(__file__).resolve().parent / "data" / "instruction_statements.tsv"
 VALIDATION = Path(__file__).resolve().parent / "data" / "instruction_statements_validation.tsv"
 TEST = Path(__file__).resolve().parent / "data" / "instruction_statements_test.tsv"
-SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST}
+TEST2 = Path(__file__).resolve().parent / "data" / "instruction_statements_test2.tsv"
+SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST, "test2": TEST2}
 KEYS = {"instruction_following": "instruction_being_tested", "preference_following": "preference_being_tested"}
 
 
@@ -182,8 +185,8 @@ def score(
 def score_labeled(
     show_misses: bool = False, test: bool = False, beam: Path | None = None
 ) -> dict[str, dict[str, float]]:
-    """The detectors on the labeled sets (development, validation, and the frozen test set only when `test`; the
-    rules first): the rules, the shipped classifier alone behind the rules' rejections, and the two together;
+    """The detectors on the labeled sets (development, validation, and the two frozen test sets only when `test`;
+    the rules first): the rules, the shipped classifier alone behind the rules' rejections, and the two together;
     {"<detector> <set>": scores}."""
     embedder = LocalEmbedder(threads=1)
     detectors: dict[str, Detector] = {
@@ -194,7 +197,7 @@ def score_labeled(
     out = {}
     try:
         for set_name, path in SETS.items():
-            if set_name == "test" and not test:
+            if set_name.startswith("test") and not test:
                 continue
             rows = labeled(path, beam)
             for name, detector in detectors.items():
@@ -223,7 +226,9 @@ def main() -> None:
         help="folder of numbered BEAM chats (e.g. chats/100K); with --labeled: the BEAM rows",
     )
     ap.add_argument("--labeled", action="store_true", help="precision and recall on the labeled sets instead")
-    ap.add_argument("--test", action="store_true", help="with --labeled: also the frozen test set (final scoring only)")
+    ap.add_argument(
+        "--test", action="store_true", help="with --labeled: also the frozen test sets (final scoring only)"
+    )
     ap.add_argument("--chats", default="1-20", help="chat numbers, e.g. 1-10,15 (default 1-20)")
     ap.add_argument("--sample", type=int, default=0, help="print this many detections drawn at random")
     ap.add_argument("--seed", type=int, default=0)
