@@ -412,13 +412,6 @@ class Storage(Protocol):
         None), in seq order, at most `limit`. tok_from 0: from the first message."""
         ...
 
-    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
-        """{(source id, token position): the message holding that token} for many places at once (one read on a
-        provider with round trips): for each place, what `messages(ns, source_id, pos, pos + 1, limit=1)` returns
-        (places without a message left out). What the context block reads a chunk's first and last messages
-        with."""
-        ...
-
     def find_messages(
         self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
     ) -> list[tuple[str, str]]:

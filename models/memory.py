@@ -89,8 +89,9 @@ class MemoryNode(BaseModel):
     )
     sentence_ids: list[str] = Field(
         default_factory=list,
-        description="The stored sentences (`sentence_id`) an extractive summary picked, in order; its text is "
-        "rendered from them. Empty for lines, chunks, model-written summaries and summaries written before them.",
+        description="The stored sentences (`sentence_id`) an extractive summary picked, or a line is made of, in "
+        "order; a summary's text is rendered from them. Empty for chunks (their window names their sentences), "
+        "model-written summaries, and summaries and lines written before them.",
     )
 
     @model_validator(mode="after")

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from models.memory import Sentence, StoredMessage, sentence_id
@@ -36,6 +36,8 @@ from services import tokens as tok
 from services.speakers import is_human
 
 SESSION_GAP = timedelta(minutes=30)
+ELISION = "…"
+"""What stands where text was left out (one cl100k token)."""
 
 
 def shows_time(created_at: datetime | None, previous: datetime | None) -> bool:
@@ -49,16 +51,12 @@ SPEAKER_LINE = re.compile(r"(?P<stamp>\[[^\]\n]{1,40}\] )?(?P<speaker>[^\s:\[\]]
 """The start of a line `render` writes for a conversation message: its time stamp when shown, the speaker (a name
 never starts with whitespace and holds no colon, bracket or line break, models/api.py) and ": " (written even
 before an empty message, so a line ending in a bare colon is no speaker's). Groups `stamp` (or None) and
-`speaker`; the message's text is the rest of the line. The one parser of rendered text (the excerpts' units;
-summaries are rendered from sentence ids, never parsed)."""
+`speaker`; the message's text is the rest of the line. Nothing of the server parses rendered text (summaries,
+excerpts and the /context block are rendered from stored sentences); the tests' invariants and bench/chunk_text.py
+read chunks with it."""
 
 STAMP = re.compile(r"^\[[^\]\n]{1,40}\] ", re.M)
 """A time stamp at the head of a rendered line (`[2024-03-15 09:00] `)."""
-
-
-def strip_stamps(text: str) -> str:
-    """A rendered text without its time stamps (the /context block writes dates on its own date lines)."""
-    return STAMP.sub("", text)
 
 
 CONTINUATION = "  "
@@ -180,11 +178,12 @@ class Run:
         return cls(speaker, m.created_at, text, m.show_time)
 
 
-def render_runs(runs: Sequence[Run]) -> str:
-    """The one rendering of sentences as text, for chunks and summaries: per run a line, `speaker: text` (a
-    document's text as it is; a message's later lines indented by CONTINUATION), prefixed `[YYYY-MM-DD HH:MM] `
-    when its time is known and it is the first run, starts a session, lies SESSION_GAP after the run before, or
-    falls on another day than the last stamp. Lines joined by newlines, no newline at the end."""
+def render_runs(runs: Sequence[Run], stamps: bool = True) -> str:
+    """The one rendering of sentences as text, for chunks, summaries and the /context block: per run a line,
+    `speaker: text` (a document's text as it is; a message's later lines indented by CONTINUATION), prefixed
+    `[YYYY-MM-DD HH:MM] ` when `stamps` and its time is known and it is the first run, starts a session, lies
+    SESSION_GAP after the run before, or falls on another day than the last stamp (the block writes dates on
+    lines of their own: no stamps). Lines joined by newlines, no newline at the end."""
     out: list[str] = []
     day = previous = None
     for k, r in enumerate(runs):
@@ -192,8 +191,10 @@ def render_runs(runs: Sequence[Run]) -> str:
             out.append(r.text)
             continue
         stamp = ""
-        if r.time is not None and (
-            k == 0 or r.session_start or r.time.date() != day or (previous and shows_time(r.time, previous))
+        if (
+            stamps
+            and r.time is not None
+            and (k == 0 or r.session_start or r.time.date() != day or (previous and shows_time(r.time, previous)))
         ):
             stamp = f"[{r.time:%Y-%m-%d %H:%M}] "
             day = r.time.date()
@@ -204,10 +205,12 @@ def render_runs(runs: Sequence[Run]) -> str:
 
 @dataclass(frozen=True)
 class SpanSentence:
-    """One stored sentence of a message as a summary sees it: `id` (models/memory.sentence_id), its message's id
-    and the sentence's `index` in it, its `text` (the content between its offsets), its message's `speaker`
-    (None: a document's text), `time` and `session_start` (`show_time`), `person` (said by a person,
-    services/speakers.is_human) and `tokens` (cl100k_base)."""
+    """One stored sentence of a message as a summary or the /context block sees it: `id`
+    (models/memory.sentence_id), its message's id and the sentence's `index` in it, its `text` (the content
+    between its offsets), its message's `speaker` (None: a document's text), `time` and `session_start`
+    (`show_time`), `person` (said by a person, services/speakers.is_human), `tokens` (cl100k_base), `gap` (what
+    stands between it and the message's sentence before it in the content: a space, a line break...; "" for the
+    first) and `last` (the message's last sentence)."""
 
     id: str
     message_id: str
@@ -218,11 +221,14 @@ class SpanSentence:
     person: bool
     tokens: int
     session_start: bool = False
+    gap: str = " "
+    last: bool = True
 
 
 def span_sentences(m: StoredMessage) -> list[SpanSentence]:
     """The sentences of a message (split when it has none yet), in order, as SpanSentence."""
     speaker = None if m.source_type == "document" else m.speaker
+    stored = m.sentences or split_message(m.content)
     return [
         SpanSentence(
             sentence_id(m.id, i),
@@ -234,24 +240,56 @@ def span_sentences(m: StoredMessage) -> list[SpanSentence]:
             is_human(speaker),
             s.tokens,
             m.show_time,
+            m.content[stored[i - 1].end : s.start] if i else "",
+            i == len(stored) - 1,
         )
-        for i, s in enumerate(m.sentences or split_message(m.content))
+        for i, s in enumerate(stored)
     ]
 
 
-def render_sentences(picked: Sequence[SpanSentence]) -> str:
-    """The text of sentences picked from a span (in order), rendered as a chunk is (`render_runs`): consecutive
-    sentences of one message make one line, joined by a space, or by " … " where sentences between them are
-    left out."""
+def sentence_runs(
+    picked: Sequence[SpanSentence], among: Sequence[SpanSentence] | None = None, after: Mapping[str, str] | None = None
+) -> list[Run]:
+    """The runs (`render_runs`) of sentences picked, in order: consecutive sentences of one message make one run,
+    joined by " … " where sentences between them are left out.
+
+    among: the sentences they are picked from, in order (the /context block's memory): neighbours are joined by
+    what stands between them in the message (`gap`: a chunk's own text when every sentence is picked), and
+    ELISION marks what else is left out, once per gap: a run opens with `… ` when sentences of its message
+    before its first are left out, else the run before it ends with ` …` when anything between them (or, for
+    the last run, after it) is left out. None (a summary): sentences of a message are joined by a space, no
+    mark for what lies around them. after: sentence id -> what is written after it (a mark)."""
+    after = after or {}
+    pos = {s.id: k for k, s in enumerate(among)} if among is not None else {}
     runs: list[Run] = []
     for i, s in enumerate(picked):
+        said = s.text + after.get(s.id, "")
         before = picked[i - 1] if i else None
         if before is not None and before.message_id == s.message_id:
-            gap = " " if s.index == before.index + 1 else " … "
-            runs[-1] = Run(s.speaker, s.time, f"{runs[-1].text}{gap}{s.text}", runs[-1].session_start)
-        else:
-            runs.append(Run(s.speaker, s.time, s.text, s.session_start))
-    return render_runs(runs)
+            gap = (s.gap if among is not None else " ") if s.index == before.index + 1 else f" {ELISION} "
+            runs[-1] = replace(runs[-1], text=f"{runs[-1].text}{gap}{said}")
+            continue
+        if among is not None:
+            k = pos[s.id]
+            head = k > 0 and among[k - 1].message_id == s.message_id  # its message's sentences before it left out
+            if k > (pos[before.id] + 1 if before is not None else 0) and not head:  # what lies between: one mark
+                runs[-1:] = [_marked(r) for r in runs[-1:]]
+            said = f"{ELISION} {said}" if head else said
+        runs.append(Run(s.speaker, s.time, said, s.session_start))
+    if among is not None and picked and pos[picked[-1].id] < len(among) - 1:
+        runs[-1] = _marked(runs[-1])
+    return runs
+
+
+def _marked(run: Run) -> Run:
+    """The run with ELISION after its text (once)."""
+    return run if run.text.endswith(ELISION) else replace(run, text=f"{run.text} {ELISION}")
+
+
+def render_sentences(picked: Sequence[SpanSentence]) -> str:
+    """The text of a summary's sentences (in order): `render_runs` of their `sentence_runs`, stamped as a chunk
+    is."""
+    return render_runs(sentence_runs(picked))
 
 
 @dataclass

@@ -88,26 +88,31 @@ def sentences(content: str, spans: Sequence[Sentence] = ()) -> list[str]:
     spans: the message's stored sentences (`StoredMessage.sentences`; the pieces of a sentence over
     MAX_SENTENCE_TOKENS count as one, and so do the sentences of one list item: an item is said whole); split
     here (services/chunking.split_message, as the store does) when not given."""
+    return [text for text, _ in _said(content, spans)]
+
+
+def _said(content: str, spans: Sequence[Sentence]) -> list[tuple[str, list[int]]]:
+    """`sentences`, each with the indexes of the stored sentences it is made of."""
     lines = _prose_lines(content)
     starts = [a for a, _, _ in lines]
-    whole: list[tuple[int, int]] = []
+    whole: list[tuple[int, int, list[int]]] = []
     previous: Sentence | None = None
-    for s in spans or split_message(content):
+    for k, s in enumerate(spans or split_message(content)):
         line = bisect.bisect_right(starts, s.start) - 1
         same_item = bool(whole) and lines[line][2] and bisect.bisect_right(starts, whole[-1][0]) - 1 == line
         piece = s.cut and previous is not None and previous.cut and not _ENDED.search(content, 0, previous.end)
         if piece or same_item:
-            whole[-1] = (whole[-1][0], s.end)  # the pieces of one long sentence, or of one item, are one
+            whole[-1] = (whole[-1][0], s.end, [*whole[-1][2], k])  # pieces of one long sentence, or of one item
         else:
-            whole.append((s.start, s.end))
+            whole.append((s.start, s.end, [k]))
         previous = s
     out = []
-    for a, b in whole:
+    for a, b, ks in whole:
         if b > a and lines[bisect.bisect_right(starts, a) - 1][1]:
             said = content[a:b].split("\n", 1)[0]  # a letterless tail on the next lines ("---") is no one's
             text = " ".join(_MARKUP.sub("", " ".join(said.split())).split())
             if text:
-                out.append(text)
+                out.append((text, ks))
     return out
 
 
@@ -127,20 +132,26 @@ def lead_lines(content: str, names: Collection[str] = (), spans: Sequence[Senten
     """[lead] or [lead, point] of a message (module docstring; a short message's short lead takes its next
     informative sentences), each at most MAX_LINE_TOKENS; [] when every sentence is filler (or the message has no
     prose). `names`: the conversation's speakers (never content); `spans`: its stored sentences (`sentences`)."""
-    said = sentences(content, spans)
+    return [text for text, _ in _lead(content, names, spans)]
+
+
+def _lead(content: str, names: Collection[str], spans: Sequence[Sentence]) -> list[tuple[str, list[int]]]:
+    """`lead_lines`, each with the indexes of the stored sentences it is made of."""
+    found = _said(content, spans)
+    said = [text for text, _ in found]
     first = next((i for i, s in enumerate(said) if not is_filler(s, names)), None)
     if first is None:
         return []
-    out = [_cut(said[first], MAX_LINE_TOKENS)]
+    out = [(_cut(said[first], MAX_LINE_TOKENS), list(found[first][1]))]
     later = said[first + 1 :]
     if count_tokens(content) <= LONG_MESSAGE_TOKENS:  # a short message: a short lead says what follows too
-        for s in later:
-            if count_tokens(out[0]) >= SHORT_LEAD_TOKENS:
+        for i, s in enumerate(later, start=first + 1):
+            if count_tokens(out[0][0]) >= SHORT_LEAD_TOKENS:
                 break
             if not is_filler(s, names):
-                if count_tokens(f"{out[0]} {s}") > MAX_LINE_TOKENS:
+                if count_tokens(f"{out[0][0]} {s}") > MAX_LINE_TOKENS:
                     break
-                out[0] = f"{out[0]} {s}"
+                out[0] = (f"{out[0][0]} {s}", out[0][1] + found[i][1])
         return out
     if len(later) < 2:
         return out
@@ -151,17 +162,26 @@ def lead_lines(content: str, names: Collection[str] = (), spans: Sequence[Senten
         shared = sum(1 for w in sets[i] if counts[w] > 1)
         score = shared / math.sqrt(len(sets[i]) or 1) * (2.0 if POINT_MARKERS.match(s) else 1.0)
         if score > best_score:
-            best, best_score = s, score
+            best, best_score = i, score
     if best is not None:
-        out.append(_cut(best, MAX_LINE_TOKENS))
+        out.append((_cut(said[best], MAX_LINE_TOKENS), list(found[best][1])))
     return out
 
 
+def line_of(content: str, names: Collection[str] = (), spans: Sequence[Sentence] = ()) -> tuple[str, list[int]] | None:
+    """A message's line and the indexes of the stored sentences it is made of (in order; `spans` when given):
+    its lead, and for a long message its point after SEPARATOR; None when the message has no informative
+    sentence."""
+    parts = _lead(content, names, spans)
+    if not parts:
+        return None
+    return SEPARATOR.join(text for text, _ in parts), [k for _, ks in parts for k in ks]
+
+
 def line_text(content: str, names: Collection[str] = (), spans: Sequence[Sentence] = ()) -> str | None:
-    """The text of a message's line: its lead, and for a long message its point after SEPARATOR; None when the
-    message has no informative sentence. `spans`: its stored sentences (`sentences`)."""
-    parts = lead_lines(content, names, spans)
-    return SEPARATOR.join(parts) if parts else None
+    """The text of a message's line (`line_of`)."""
+    found = line_of(content, names, spans)
+    return found[0] if found else None
 
 
 def spoken(speaker: str | None, text: str) -> str:

@@ -15,10 +15,10 @@ from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from models.memory import MemoryNode, SourceType, StoredMessage
+from models.memory import MemoryNode, SourceType, StoredMessage, sentence_id
 from services import tokens as tok
 from services.chunking import SentenceStream, Window, next_start, window_meta
-from services.lines import line_text, spoken
+from services.lines import line_of, spoken
 from services.sessions import sessions_of
 from services.summarising import Summary
 
@@ -94,17 +94,19 @@ def line_nodes(
     """Level-0 line nodes (services/lines.py) of `messages` (the conversation messages of `source_id` only, in
     order: a fork's inherited messages are its parent's, a document has no lines), positions from
     `first_position`, for the messages `chunks` hold (a message no chunk holds gets no line yet). Each has
-    `message_ids` its message, its times the message's, `tok_start`/`tok_end` the message's span in the token
-    stream, and no parent: a line is not a node of the tree (models/memory.MemoryNode). A message of only filler
-    gets none. `names`: the conversation's speakers (never a line's content). No embedding yet."""
+    `message_ids` its message, `sentence_ids` the stored sentences its text is made of, its times the message's,
+    `tok_start`/`tok_end` the message's span in the token stream, and no parent: a line is not a node of the
+    tree (models/memory.MemoryNode). A message of only filler gets none. `names`: the conversation's speakers
+    (never a line's content). No embedding yet."""
     held = {mid for c in chunks for mid in c.message_ids}
     out: list[MemoryNode] = []
     for m in messages:
         if m.source_id != source_id or m.source_type != "conversation" or m.id not in held:
             continue
-        text = line_text(m.content, names, m.sentences)
-        if text is None:
+        line = line_of(m.content, names, m.sentences)
+        if line is None:
             continue
+        text, said = line
         out.append(
             MemoryNode(
                 id=new_node_id(0),
@@ -122,6 +124,7 @@ def line_nodes(
                 tok_start=m.tok_offset,
                 tok_end=m.tok_offset + m.n_tokens,
                 session_ids=[m.session_id] if m.session_id else [],
+                sentence_ids=[sentence_id(m.id, k) for k in said],
             )
         )
     return out

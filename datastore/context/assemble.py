@@ -16,8 +16,9 @@ The numbers named in `backticks` are fields of the block's policy (datastore/con
 query's embedding, the retrieval candidates, core entries, instructions) before `_Assembly` builds it: here, each
 section given its room in turn (`run`), then the block rendered within the budget (`_response`).
 
-No line is shown twice (evidence.Shown: the fingerprint of every unit shown, recent turns, instructions and the
-overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not repeated.
+No sentence is shown twice (evidence.Shown: the id of every stored sentence shown, recent turns, instructions and
+the overlap of consecutive chunks included), and a chunk whose messages are all among the recent turns is not
+repeated.
 Rendering (datastore/context/render.py): one date line per day, then the memories' lines.
 `tokens_used` is the cl100k count of the rendered block and never exceeds the budget. Each chunk and summary a
 block includes counts one visit.
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 from datastore.context.inputs import InputReader
 from datastore.context.relevant import Relevant
-from datastore.context.render import DATED, HEADINGS, Section
+from datastore.context.render import HEADINGS, Section
 from datastore.context.sections import FirstSections
 from datastore.context.timeline import Timeline
 from datastore.read.query import check_query_chars
@@ -120,7 +121,11 @@ class _Assembly(FirstSections, Relevant, Timeline):
         )
         # an instruction said in a short turn a memory shows whole is read there (a turn is kept whole)
         sections["instructions"].discard(
-            {i for i, units in self.instruction_units.items() if units <= self.shown.memory}
+            {
+                i
+                for i, text in self.instruction_texts.items()
+                if i in self.instruction_messages and self.shown.said_by_memory(self.instruction_messages[i], text)
+            }
         )
         return self._response(list(sections.values()))
 
@@ -160,7 +165,6 @@ class _Assembly(FirstSections, Relevant, Timeline):
             req.max_memory_chars,
             req.conversation_id,
             self._source_name,
-            mark=self.mark if name in DATED else None,
         )
 
     def _source_name(self, source_id: str) -> str:

@@ -1,41 +1,53 @@
-"""What a memory shows in the block: a chunk's text made whole at both ends, cut to what is closest to the query.
+"""What a memory shows in the block: its stored sentences, whole at both ends, cut to what is closest to the query.
 
-A chunk is whole sentences, each message's with its speaker (services/chunking.py): `Texts.of` shows a short turn
-that the chunk opens or closes inside whole, and takes the stamps (`[2024-03-15 09:00] `) out (the block writes
-dates once, on its date lines). `Texts.piece` cuts
-that text into units (services/excerpts: whole sentences, list items and code lines, each with its speaker) and
-says which turns are short (`short_turn` tokens or less, datastore/context/policy.py, and whole: not the piece of
-a long message a window starts or ends inside). `cut` keeps the units closest to the query (`…` where text was
-left out): a short turn is kept or left whole, never cut to a sentence. `Shown` records what the block already
-holds, so no line is shown twice: the fingerprint of every unit shown (the 20 tokens two chunks share, a recent
-turn's sentences, an instruction), the messages shown whole, the nodes used. The numbers (`short_turn`,
-`long_turn`, `distinct_chars`, `person_bonus`) are the block's policy's (datastore/context/policy.py).
+A memory is the stored sentences it covers (`Texts.piece`, read through datastore/write/spans.py `SpanReader`, the
+reader summaries are made with): a chunk's, those of its window, each with its id, speaker and time; where the chunk
+opens or closes inside a message of `long_turn` tokens or less, that whole message (a turn is shown whole); a
+summary's, the sentences it picked (`MemoryNode.sentence_ids`; all the sentences under it when it names none: a
+model's summary, a store written before summaries kept their sentences). The piece says which turns are short
+(`short_turn` tokens or less, and whole: not the piece of a long message a window starts or ends inside). `cut`
+keeps the sentences closest to the query (services/excerpts; `…` where text was left out): a short turn is kept or
+left whole, never cut to a sentence. `Shown` records what the block already holds by sentence id, so no sentence is
+shown twice: the sentences every memory shows (the overlap of two chunks), the recent turns', the instructions';
+the messages shown whole, the nodes used. Text is rendered once, by the one renderer of sentences
+(services/chunking), without stamps (the block writes dates on its date lines). The numbers (`short_turn`,
+`long_turn`, `person_bonus`) are the block's policy's (datastore/context/policy.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from datetime import datetime
 
 from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
+from datastore.context.render import SUPERSEDED, Part
 from datastore.storage import Storage
+from datastore.write.spans import SpanReader, placed
 from models.memory import MemoryNode, StoredMessage
 from services import excerpts
-from services.chunking import CONTINUATION, render, strip_stamps
-from services.excerpts import Excerpt, Unit
+from services.chunking import Run, SpanSentence, render_runs
+from services.excerpts import Excerpt
 from services.filler import is_filler
-from services.speakers import is_human
 from services.tokens import count_tokens
+
+
+def fold(text: str) -> str:
+    """`text` with its runs of whitespace folded to one space, trimmed."""
+    return " ".join(text.split())
 
 
 @dataclass
 class Shown:
-    """What the block holds so far: unit fingerprints (`memory`: those the memory sections show, not the
-    instructions' or the recent turns'), messages shown whole, node ids used."""
+    """What the block holds so far: the ids of the sentences shown (`ids`; `memory`: those the memory sections
+    show, not the instructions' or the recent turns'; `said`: those of them an excerpt showed, with their text),
+    the instructions' texts by the message they were said in (`quoted`, folded: a sentence of that message inside
+    one is shown), messages shown whole, node ids used."""
 
-    fingerprints: set[str] = field(default_factory=set)
+    ids: set[str] = field(default_factory=set)
     memory: set[str] = field(default_factory=set)
+    said: dict[str, SpanSentence] = field(default_factory=dict)
+    quoted: dict[str, list[str]] = field(default_factory=dict)
     messages: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
 
@@ -43,189 +55,177 @@ class Shown:
         """Whether everything the node holds is already shown (it was used, or all its messages were)."""
         return node.id in self.nodes or bool(node.message_ids) and set(node.message_ids) <= self.messages
 
+    def holds(self, s: SpanSentence) -> bool:
+        """Whether the sentence is shown: by id, or inside an instruction said in its message."""
+        return s.id in self.ids or any(fold(s.text) in q for q in self.quoted.get(s.message_id, ()))
+
+    def said_by_memory(self, message_id: str, text: str) -> bool:
+        """Whether the memory sections show `text` of a message: the sentences of it they show, joined in order,
+        hold it (folded)."""
+        said = sorted((s for s in self.said.values() if s.message_id == message_id), key=lambda s: s.index)
+        return bool(said) and fold(text) in " ".join(fold(s.text) for s in said)
+
+
+@dataclass(frozen=True)
+class Superseded:
+    """The statements of instructions or preferences a later one replaced, by the message they were said in
+    (folded; key None: message unknown): a sentence of that message inside one is marked SUPERSEDED where a
+    memory shows it."""
+
+    said: Mapping[str | None, Sequence[str]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, statements: Iterable[tuple[str | None, str]]) -> Superseded:
+        """From (message id, text) pairs."""
+        said: dict[str | None, list[str]] = {}
+        for mid, text in statements:
+            if text.strip():
+                said.setdefault(mid, []).append(fold(text))
+        return cls(said)
+
+    def holds(self, message_id: str | None, text: str) -> bool:
+        """Whether `text` of that message states one of them."""
+        t = fold(text)
+        return bool(t) and any(t in q for k in (message_id, None) for q in self.said.get(k, ()))
+
+    def marks(self, sentences: Sequence[SpanSentence]) -> dict[str, str]:
+        """sentence id -> the mark written after it, for the sentences (in order) that state one: after the last
+        sentence of a statement the splitter cut in several (at a line break), once."""
+        if not self.said:
+            return {}
+        out: dict[str, str] = {}
+        for k, s in enumerate(sentences):
+            nxt = sentences[k + 1] if k + 1 < len(sentences) else None
+            goes_on = nxt is not None and nxt.message_id == s.message_id and nxt.index == s.index + 1
+            joined = f"{s.text} {nxt.text}" if nxt is not None and goes_on else ""
+            if self.holds(s.message_id, s.text) and not (joined and self.holds(s.message_id, joined)):
+                out[s.id] = f" {SUPERSEDED}"
+        return out
+
 
 @dataclass(frozen=True)
 class Piece:
-    """A node's text as the block shows it (Texts.of), cut into units (services/excerpts.segment).
+    """A memory as the block shows it: its stored sentences (`Texts.piece`), in order.
 
-    short: the turns that are whole messages of at most `short_turn` tokens: each is kept or left out whole. A
-    summary has none (its lines are lead sentences of many messages); a chunk's first or last turn has none
-    when the window starts or ends inside a long message (its piece there is short, the message is not)."""
+    short: the messages whose turn is short: whole, of at most `short_turn` tokens; each is kept or left out
+    whole. A summary has none (its sentences are picks of many messages); a chunk's first or last turn is none
+    when the window starts or ends inside a long message (its piece there is short, the message is not). own:
+    the ids of the sentences of the node's own window (without the turns made whole)."""
 
     node: MemoryNode
-    text: str
-    units: list[Unit]
-    short: frozenset[int]
+    sentences: list[SpanSentence]
+    short: frozenset[str]
+    own: frozenset[str]
 
 
 class Texts:
-    """The whole-start, stamp-free text of nodes, read once per request. storage: where a chunk's first
-    message is read from (one indexed read per chunk). policy: `short_turn`, `long_turn`."""
+    """The stored sentences of memories, read once per request. storage: where the messages are read from (through
+    the source's lineage, `SpanReader`). policy: `short_turn`, `long_turn`."""
 
     def __init__(self, storage: Storage, ns: str, policy: BlockPolicy = DEFAULT_POLICY) -> None:
         self.storage = storage
         self.policy = policy
         self.ns = ns
-        self._done: dict[str, str] = {}
-        self._inside: dict[str, tuple[bool, bool]] = {}  # node id -> (starts, ends) inside a long message
+        self._readers: dict[str, SpanReader] = {}
         self._pieces: dict[str, Piece] = {}
-        self._said: dict[str, list[tuple[str, datetime | None]]] = {}  # node id -> its messages, folded, timed
-        self._at: dict[tuple[str, int], StoredMessage | None] = {}  # (source, token) -> the message holding it
 
-    def prefetch(self, nodes: Iterable[MemoryNode]) -> None:
-        """Read the first and last messages of these chunks at once (`Storage.messages_at`: one read), so that
-        making each whole (`of`) reads nothing more."""
-        places = [
-            (n.source_id, tok)
-            for n in nodes
-            if n.level == 1 and n.source_type == "conversation" and n.id not in self._done
-            for tok in (n.tok_start, n.tok_end - 1)
-            if (n.source_id, tok) not in self._at
-        ]
-        if places:
-            found = self.storage.messages_at(self.ns, places)
-            self._at.update((p, found.get(p)) for p in places)
-
-    def _message_at(self, source_id: str, tok: int) -> list[StoredMessage]:
-        """[the message holding token `tok` of the source] ([] when none), read once."""
-        if (source_id, tok) not in self._at:
-            found = self.storage.messages(self.ns, source_id, tok, tok + 1, limit=1)
-            self._at[(source_id, tok)] = found[0] if found else None
-        m = self._at[(source_id, tok)]
-        return [m] if m is not None else []
-
-    def of(self, node: MemoryNode) -> str:
-        """A chunk's text (a summary's as it is), stamps removed, with a short turn shown whole: a chunk is whole
-        sentences (services/chunking.py), and where it opens or closes inside a message of `long_turn` tokens or
-        less, that message's lines are replaced by the whole message, as a turn is shown; a longer one stays
-        as the chunk cut it (its sentences, its speaker named)."""
-        text = self._done.get(node.id)
-        if text is None:
-            text = node.text
-            starts_inside = ends_inside = False
-            if node.level == 1 and node.source_type == "conversation":
-                first = self._message_at(node.source_id, node.tok_start)
-                made_whole = None
-                if first and first[0].tok_offset != node.tok_start:
-                    text, starts_inside = self._whole(first[0], text, at_start=True)
-                    made_whole = None if starts_inside else first[0].id
-                if not node.text.endswith("\n"):
-                    last = self._message_at(node.source_id, node.tok_end - 1)
-                    if last and last[0].id != made_whole:
-                        text, ends_inside = self._whole(last[0], text, at_start=False)
-            text = self._done[node.id] = strip_stamps(text).strip("\n")
-            self._inside[node.id] = (starts_inside, ends_inside)
-        return text
-
-    def _whole(self, message: StoredMessage, text: str, at_start: bool) -> tuple[str, bool]:
-        """`text` with its first (`at_start`) or last message's lines replaced by the whole message when it is a
-        short turn; and whether the text still opens (closes) inside that message."""
-        if count_tokens(message.content) > self.policy.long_turn:
-            return text, True
-        lines = text.rstrip("\n").split("\n")
-        heads = [k for k, ln in enumerate(lines) if ln and not ln.startswith(CONTINUATION)]
-        whole = render(message).rstrip("\n")
-        if at_start:
-            rest = lines[heads[1] :] if len(heads) > 1 else []
-            return "\n".join([whole, *rest]) + ("\n" if text.endswith("\n") else ""), False
-        kept = lines[: heads[-1]] if heads else []
-        return "\n".join([*kept, whole]), False
-
-    def dated(self, node: MemoryNode, text: str) -> list[tuple[datetime | None, str]] | None:
-        """`text` (an excerpt of the node) cut where the day changes: (time, lines) per run of lines said on one
-        day, the time of each line's message (read from the store, once per node); None when the node lies within
-        one day or is no conversation's, or when no line is found in its messages (it is shown whole then, under
-        its span). A header line (`Ann: …`) goes with the lines after it."""
-        start, end = node.start_time, node.end_time
-        if node.source_type != "conversation" or start is None or end is None or start.date() == end.date():
-            return None
-        said = self._said.get(node.id)
-        if said is None:
-            lo, hi = node.tok_start, node.tok_end
-            below = [node]
-            while below and below[0].level > 1:  # a summary: the token range of the chunks under it
-                below = self.storage.get_nodes(self.ns, [c for b in below for c in b.children])
-                if below and below[0].level == 1:
-                    lo, hi = min(b.tok_start for b in below), max(b.tok_end for b in below)
-            messages = self.storage.messages(self.ns, node.source_id, lo, hi) if hi > lo else []
-            said = self._said[node.id] = [(_fold(m.content), m.created_at) for m in messages]
-        units = excerpts.segment(text, speakers=node.speakers)
-        lines = text.split("\n")
-        turn_of: list[int | None] = [None] * len(lines)
-        by_turn: dict[int, list[str]] = {}
-        for u in units:
-            by_turn.setdefault(u.turn, []).append(_fold(u.text))
-            for ln in range(u.line, min(u.end_line, len(lines) - 1) + 1):
-                turn_of[ln] = u.turn
-        when: dict[int, datetime | None] = {}
-        at = 0
-        for turn, texts in sorted(by_turn.items()):
-            probe = max(texts, key=len)  # its longest sentence: a short one ("Yes.") is said in many messages
-            for k in range(at, len(said)):
-                if probe and probe in said[k][0]:
-                    when[turn], at = said[k][1], k
-                    break
-        if not when:
-            return None
-        for k in range(len(lines) - 2, -1, -1):  # a line without a unit (a header) goes with the next one
-            turn_of[k] = turn_of[k] if turn_of[k] is not None else turn_of[k + 1]
-        times: list[datetime | None] = []
-        last: datetime | None = next(iter(when.values()))
-        for of in turn_of:
-            t = when.get(of) if of is not None else None
-            last = t or last
-            times.append(last)
-        parts: list[tuple[datetime | None, str]] = []
-        for line, t in zip(lines, times, strict=True):
-            if parts and (t is None or (parts[-1][0] is not None and parts[-1][0].date() == t.date())):
-                parts[-1] = (parts[-1][0], parts[-1][1] + "\n" + line)
-            else:
-                parts.append((t, line))
-        return parts
+    def _reader(self, source_id: str) -> SpanReader:
+        reader = self._readers.get(source_id)
+        if reader is None:
+            reader = self._readers[source_id] = SpanReader(self.storage, self.ns, source_id)
+        return reader
 
     def piece(self, node: MemoryNode) -> Piece:
-        """The node's text (`of`), its units and its short turns (see Piece)."""
+        """The node's sentences and its short turns (see Piece)."""
         done = self._pieces.get(node.id)
         if done is not None:
             return done
-        text = self.of(node)
-        units = excerpts.segment(text, speakers=node.speakers if node.source_type == "conversation" else ())
-        short: set[int] = set()
-        if node.level == 1 and units:
-            starts_inside, ends_inside = self._inside[node.id]
-            turns: dict[int, list[str]] = {}
-            for u in units:
-                turns.setdefault(u.turn, []).append(u.text)
-            inside = ({units[0].turn} if starts_inside else set()) | ({units[-1].turn} if ends_inside else set())
-            short = {
-                t
-                for t, texts in turns.items()
-                if t not in inside and count_tokens(" ".join(texts)) <= self.policy.short_turn
-            }
-        done = self._pieces[node.id] = Piece(node, text, units, frozenset(short))
+        reader = self._reader(node.source_id)
+        lo, hi = reader.extent(node)
+        at = [(a, s, m) for m in (reader.messages(lo, hi) if hi > lo else []) for a, s in placed(m)]
+        ids = set(node.sentence_ids) if node.level > 1 else set()
+        own = [s for a, s, _ in at if lo <= a < hi and (not ids or s.id in ids)]
+        if node.level != 1 or not own:
+            done = Piece(node, own, frozenset(), frozenset(s.id for s in own))
+        else:
+            done = self._whole_turns(node, own, at)
+        self._pieces[node.id] = done
         return done
 
+    def _whole_turns(
+        self, node: MemoryNode, own: list[SpanSentence], at: list[tuple[int, SpanSentence, StoredMessage]]
+    ) -> Piece:
+        """A chunk's piece: a message it opens or closes inside shown whole when it is `long_turn` tokens or less
+        (a conversation's), else left as the window cut it; its short turns."""
+        whole = {m.id: m for _, _, m in at}
+        conversation = node.source_type == "conversation"
+        ends = {own[0].message_id, own[-1].message_id}
+        inside: set[str] = set()
+        keep = {s.id for s in own}
+        for mid in ends:
+            cut = [s for _, s, m in at if m.id == mid and s.id not in keep]
+            if not cut:
+                continue
+            if conversation and count_tokens(whole[mid].content) <= self.policy.long_turn:
+                keep |= {s.id for s in cut}
+            else:
+                inside.add(mid)
+        sentences = [s for _, s, _ in at if s.id in keep]
+        turns: dict[str, list[str]] = {}
+        for s in sentences:
+            turns.setdefault(s.message_id, []).append(s.text)
+        short = {
+            mid
+            for mid, texts in turns.items()
+            if mid not in inside and count_tokens(" ".join(texts)) <= self.policy.short_turn
+        }
+        return Piece(node, sentences, frozenset(short), frozenset(s.id for s in own))
 
-def _fold(text: str) -> str:
-    return " ".join(text.split())
+    def said_at(self, source_id: str, tok: int) -> list[SpanSentence]:
+        """The stored sentences of the source's message holding stream token `tok` ([] when none)."""
+        return [s for m in self._reader(source_id).messages(tok, tok + 1)[:1] for _, s in placed(m)]
+
+    def text(self, node: MemoryNode) -> str:
+        """The node's sentences rendered whole (no stamps)."""
+        p = self.piece(node)
+        return excerpts.render(p.sentences, range(len(p.sentences)))[0]
+
+
+def dated(node: MemoryNode, runs: Sequence[Run]) -> list[Part] | None:
+    """An excerpt's lines (`runs`) cut where the day changes: (time, lines) per run of lines said on one day, the
+    time of the first; None when the node lies within one day or is no conversation's (it is shown under its
+    span)."""
+    start, end = node.start_time, node.end_time
+    if node.source_type != "conversation" or start is None or end is None or start.date() == end.date():
+        return None
+    groups: list[tuple[datetime | None, list[Run]]] = []
+    last: datetime | None = next((r.time for r in runs if r.time is not None), None)
+    for r in runs:
+        t = r.time or last
+        last = t
+        if groups and (t is None or (groups[-1][0] is not None and groups[-1][0].date() == t.date())):
+            groups[-1][1].append(r)
+        else:
+            groups.append((t, [r]))
+    return [(t, render_runs(rs, stamps=False)) for t, rs in groups]
 
 
 def closeness(
     piece: Piece, query_terms: set[str], weights: Mapping[str, float], person_bonus: float = DEFAULT_POLICY.person_bonus
 ) -> list[float]:
-    """Per unit: the summed weights of the query's terms it holds (its speaker's name counted), plus
-    `person_bonus` of the best weight when a person said it and it holds a query term; a short turn's units share
-    their turn's best score, so the turn is kept or left whole."""
+    """Per sentence: the summed weights of the query's terms it holds (its speaker's name counted), plus
+    `person_bonus` of the best weight when a person said it and it holds a query term; a short turn's sentences
+    share their turn's best score, so the turn is kept or left whole."""
     top = max((weights.get(t, 0.0) for t in query_terms), default=0.0) or 1.0
     out = []
-    for u in piece.units:
-        held = query_terms & set(excerpts.terms(f"{u.speaker or ''} {u.text}"))
+    for s in piece.sentences:
+        held = query_terms & set(excerpts.terms(f"{s.speaker or ''} {s.text}"))
         score = sum(weights.get(t, 0.0) for t in held)
-        if score and is_human(u.speaker):
+        if score and s.person:
             score += person_bonus * top
         out.append(score)
     for members in _turns(piece).values():
-        if len(members) > 1 and piece.units[members[0]].turn in piece.short:
+        if len(members) > 1 and piece.sentences[members[0]].message_id in piece.short:
             best = max(out[i] for i in members)
             for i in members:
                 out[i] = best
@@ -234,71 +234,60 @@ def closeness(
 
 def cut(
     piece: Piece,
-    query: str,
     budget: int,
     query_terms: set[str],
     weights: Mapping[str, float],
     shown: Shown,
     people_first: bool = False,
     policy: BlockPolicy = DEFAULT_POLICY,
+    superseded: Superseded | None = None,
 ) -> Excerpt | None:
-    """The excerpt of a piece within `budget` tokens: its units closest to the query (people's lines first
-    when `people_first`: a summary's lines of what the user brought up), those already shown left out; None
-    when nothing new fits."""
-    if budget <= 0 or not piece.units:
+    """The excerpt of a piece within `budget` tokens: its sentences closest to the query (people's first when
+    `people_first`: a summary's lines of what the user brought up), those already shown left out, a superseded
+    statement marked; None when nothing new fits."""
+    if budget <= 0 or not piece.sentences:
         return None
     scores = closeness(piece, query_terms, weights, policy.person_bonus)
     if people_first:
         top = max(scores, default=0.0) or 1.0
-        scores = [sc + (top if is_human(u.speaker) else 0.0) for u, sc in zip(piece.units, scores, strict=True)]
-    node = piece.node
-    speakers = node.speakers if node.source_type == "conversation" else ()
-    short = [m for m in _turns(piece).values() if piece.units[m[0]].turn in piece.short]  # whole or not at all
-    seen = seen_in(piece, shown, policy.distinct_chars)
-    ex = excerpts.excerpt(piece.text, query, budget, scores=scores, seen=seen, speakers=speakers, groups=short)
-    if not ex.kept:
+        scores = [sc + (top if s.person else 0.0) for s, sc in zip(piece.sentences, scores, strict=True)]
+    short = [m for m in _turns(piece).values() if piece.sentences[m[0]].message_id in piece.short]
+    after = superseded.marks(piece.sentences) if superseded is not None else {}
+    ex = excerpts.excerpt(piece.sentences, scores, budget, seen_in(piece, shown), short, after)
+    if not ex.kept or not any(ch.isalnum() for ch in ex.text):
         return None
-    text = excerpts.inline_elisions(ex.text)
-    if not any(ch.isalnum() for ch in text):
-        return None
-    return ex if text == ex.text else replace(ex, text=text, tokens=count_tokens(text))
+    return ex
 
 
-def seen_in(piece: Piece, shown: Shown, distinct_chars: int = DEFAULT_POLICY.distinct_chars) -> set[str]:
-    """The fingerprints of the piece's units to leave out: a unit already shown, except inside a short turn (a
-    turn is kept or left out whole: "Thanks, Mel!" said twice is not the same turn), which is left out whole
-    when each of its units that is not filler (services/filler.py) is shown by a memory section (its message's
-    line, which holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown
-    again after "I just got back from Norway."; an instruction's turn is still shown whole, and its line in the
-    instructions section then goes); in a longer
-    turn, a unit of `distinct_chars` or more ("Thanks!" is said in many turns); in a summary, every unit shown
-    (its lines are the lead sentences of messages: one shown already is the same message's)."""
+def seen_in(piece: Piece, shown: Shown) -> set[str]:
+    """The ids of the piece's sentences to leave out: those already shown (`Shown.holds`), except inside a short
+    turn (a turn is kept or left out whole), which is left out whole when all of it is shown, or each of its
+    sentences that is not filler (services/filler.py) is shown by a memory section (its message's line, which
+    holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown again
+    after "I just got back from Norway."; an instruction's turn is still shown whole, and its line in the
+    instructions section then goes)."""
     out: set[str] = set()
-    if piece.node.level > 1:  # a summary's line stands for a message's: shown once, however short
-        return {p for p in map(excerpts.fingerprint, piece.units) if p in shown.fingerprints}
+    if piece.node.level > 1:  # a summary's sentence stands for a message's: shown once
+        return {s.id for s in piece.sentences if shown.holds(s)}
     for members in _turns(piece).values():
-        units = [piece.units[i] for i in members]
-        prints = [excerpts.fingerprint(u) for u in units]
-        seen = [p in shown.fingerprints for p in prints]
+        said = [piece.sentences[i] for i in members]
+        seen = [shown.holds(s) for s in said]
         if not any(seen):
             continue
-        short = units[0].turn in piece.short
-        if short:  # left out whole when all of it is shown, or all it says is (its line holds it); else kept whole
+        if said[0].message_id in piece.short:  # left out whole when all of it is shown, else kept whole
             names = piece.node.speakers
-            if all(seen) or all(
-                p in shown.memory or is_filler(u.text, names) for p, u in zip(prints, units, strict=True)
-            ):
-                out.update(prints)
+            if all(seen) or all(s.id in shown.memory or is_filler(s.text, names) for s in said):
+                out.update(s.id for s in said)
             continue
-        out.update(p for p, was, u in zip(prints, seen, units, strict=True) if was and len(u.text) >= distinct_chars)
+        out.update(s.id for s, was in zip(said, seen, strict=True) if was)
     return out
 
 
-def _turns(piece: Piece) -> dict[int, list[int]]:
-    """The piece's unit indices by turn."""
-    turns: dict[int, list[int]] = {}
-    for k, u in enumerate(piece.units):
-        turns.setdefault(u.turn, []).append(k)
+def _turns(piece: Piece) -> dict[str, list[int]]:
+    """The piece's sentence indices by message."""
+    turns: dict[str, list[int]] = {}
+    for k, s in enumerate(piece.sentences):
+        turns.setdefault(s.message_id, []).append(k)
     return turns
 
 

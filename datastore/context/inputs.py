@@ -61,6 +61,10 @@ class SaidLine(Protocol):
     def score(self) -> float | None: ...
     @property
     def cosine(self) -> float | None: ...
+    @property
+    def sentence_ids(self) -> tuple[str, ...]: ...
+    @property
+    def tok_start(self) -> int: ...
 
 
 class Lines(Protocol):
@@ -99,8 +103,8 @@ class Inputs:
     is not yet remembered (no memories). hits: the read path's candidates that pass the relevance floor (`floor`),
     best first (namespace-wide: `ContextAssembler._focused`). core: the
     core entries (when asked). instructions: the instructions in force with their embeddings (when asked).
-    superseded: the sentences of the instructions a later one replaced (when a memory section is asked), marked
-    where a memory shows them (render.superseded_mark)."""
+    superseded: (message id, text) of the instructions a later one replaced (when a memory section is asked), marked
+    where a memory shows their sentences (evidence.Superseded)."""
 
     budget: int
     template: str
@@ -118,7 +122,7 @@ class Inputs:
     floor: Floor
     core: list[CoreEntry]
     instructions: list[tuple[Instruction, np.ndarray]]
-    superseded: list[str]
+    superseded: list[tuple[str | None, str]]
 
 
 class InputReader:
@@ -201,11 +205,11 @@ class InputReader:
                 hits = self._focused(ns, req, query, vector, top_k, hits, floor)
             hits = hits or self._clear_lead(ns, found, vector)
         active: list[tuple[Instruction, np.ndarray]] = []
-        superseded: list[str] = []
+        superseded: list[tuple[str | None, str]] = []
         if self.instructions is not None and (req.instructions or req.recent or req.relevant or req.timeline):
             active, replaced = self.instructions.standing(ns)
             held = {" ".join(i.text.split()) for i, _ in active}  # said again later: it holds
-            superseded = [i.text for i in replaced if " ".join(i.text.split()) not in held]
+            superseded = [(i.message_id, i.text) for i in replaced if " ".join(i.text.split()) not in held]
         return Inputs(
             budget=budget,
             template=template,

@@ -154,11 +154,8 @@ class BlockPolicy:
     """Tokens: a turn at most this long is completed where a chunk cuts its end, and left to the chunk before (which
     holds it whole) where a chunk starts inside it; a longer one is cut at its sentences. A chunk of turns none
     longer than this is shown whole."""
-    distinct_chars: int = 30
-    """A sentence of a long turn this long counts as already shown when the same one was ("Thanks!" is said in
-    many turns)."""
     person_bonus: float = 0.15
-    """Closeness added (times the best query term's weight) to a unit a person said that holds a query term: the
+    """Closeness added (times the best query term's weight) to a sentence a person said that holds a query term: the
     user's own words answer "what did I say" (BEAM: the user's evidence messages are found at 0.409 against
     /query's 0.196 @1000, RESULTS "BEAM before the lines")."""
 

@@ -50,13 +50,13 @@ class Relevant(BlockState):
 
     def _cost_whole(self, sec: Section, n: MemoryNode) -> int:
         """Tokens the section would take with `n` whole as its first item (heading and date line included)."""
-        return sec.cost(self._node_item(n, self.texts.of(n), "", None)) + 2
+        return sec.cost(self._node_item(n, self.texts.text(n), "", None)) + 2
 
     def _short_turns(self, n: MemoryNode) -> bool:
         """Whether the chunk is a chat of turns (none over LONG_TURN tokens): it is shown whole, such a chunk
         has no sentence to spare; a chunk of a long message (an assistant's answer, a document) is cut to its
         sentences closest to the query."""
-        turns: dict[int, list[str]] = {}
-        for u in self.texts.piece(n).units:
-            turns.setdefault(u.turn, []).append(u.text)
+        turns: dict[str, list[str]] = {}
+        for s in self.texts.piece(n).sentences:
+            turns.setdefault(s.message_id, []).append(s.text)
         return all(count_tokens(" ".join(t)) <= self.p.long_turn for t in turns.values())

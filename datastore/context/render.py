@@ -14,10 +14,9 @@ drops the last items while a merge at a join makes it a token or two long.
 
 from __future__ import annotations
 
-import re
 import string
 import unicodedata
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from functools import cache
@@ -43,24 +42,8 @@ _JOINERS = (
 )  # ZWJ, variation selectors, skin tones, regional indicators
 UNDATED = "[undated]"  # the date line of memories with no time (after the dated ones)
 SUPERSEDED = "[superseded: no longer holds]"
-"""Written after a sentence a memory shows that stated an instruction or preference a later one replaced."""
-
-
-def superseded_mark(sentences: Iterable[str]) -> Callable[[str], str] | None:
-    """What marks a memory's text: each of `sentences` (the sentences that stated an instruction or preference a
-    later one replaced) found in it, its spaces as they may be folded, gets SUPERSEDED after it, once (marking
-    twice changes nothing). None when there is none to mark."""
-    said = sorted({" ".join(t.split()) for t in sentences if t.strip()}, key=len, reverse=True)
-    if not said:
-        return None
-    tail = " " + SUPERSEDED
-    either = "|".join(r"\s+".join(map(re.escape, t.split())) for t in said)
-    pattern = re.compile(f"(?:{either})(?!{re.escape(tail)})")
-
-    def mark(text: str) -> str:
-        return pattern.sub(lambda m: m.group(0) + tail, text)
-
-    return mark
+"""Written after a sentence a memory shows that stated an instruction or preference a later one replaced (the
+sentence is marked where it is rendered: datastore/context/evidence.py `Superseded`)."""
 
 
 @cache
@@ -147,7 +130,6 @@ class Section:
     max_chars: int | None = None  # a memory's text is clipped to this many characters (`max_memory_chars`)
     home: str | None = None
     names: Callable[[str], str] | None = None
-    mark: Callable[[str], str] | None = None  # what marks a memory's text (`superseded_mark`), before its cost
     entries: list[Entry] = field(default_factory=list)
     left_out: list[LeftOut] = field(default_factory=list)
     used: int = 0
@@ -215,10 +197,7 @@ class Section:
     def admit(self, item: ContextItem, when: float = 0.0, parts: list[Part] | None = None) -> bool:
         """Add `item` when it fits (its text clipped to `max_chars`, its cost recorded in `item.tokens`); else
         record it as left out. `parts`: its text cut by the day each line was said (joined, they are its
-        text): each part goes under its own date line. Its text and parts are marked first (`mark`)."""
-        if self.mark is not None:
-            item.text = self.mark(item.text)
-            parts = None if parts is None else [(t, self.mark(x)) for t, x in parts]
+        text): each part goes under its own date line."""
         if self.max_chars is not None and len(item.text) > self.max_chars:
             item.text = clip(item.text, self.max_chars)
             parts = None

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from datastore.context.evidence import fold
 from datastore.context.render import Section
 from datastore.context.state import BlockState, when
 from models.context import ContextItem
 from models.memory import StoredMessage
-from services import excerpts
+from services.chunking import SpanSentence, span_sentences
 
 
 class FirstSections(BlockState):
@@ -80,20 +81,23 @@ class FirstSections(BlockState):
                 tokens=0,
             )
             if sec.admit(item):
-                said = excerpts.fingerprints(f"{ins.speaker}: {ins.text}")
-                self.shown.fingerprints |= said
-                self.instruction_units[ins.id] = said
-                if ins.message_id is not None:
+                self.instruction_texts[ins.id] = ins.text
+                if ins.message_id is not None:  # its sentences there are shown
                     self.instruction_messages[ins.id] = ins.message_id
+                    self.shown.quoted.setdefault(ins.message_id, []).append(fold(ins.text))
 
     def _fill_recent(self, sec: Section) -> None:
-        kept: list[StoredMessage] = []
+        """The conversation's last messages, newest kept first, each on one line (its stored sentences, a
+        superseded statement marked)."""
+        kept: list[tuple[StoredMessage, list[SpanSentence]]] = []
         for m in reversed(self.tail):  # newest first
+            said = span_sentences(m)
+            marks = self.superseded.marks(said)
             item = ContextItem(
                 id=m.id,
                 kind="message",
                 level=0,
-                text=f"{m.speaker}: {' '.join(m.content.split())}",
+                text=f"{m.speaker}: " + " ".join(fold(s.text) + marks.get(s.id, "") for s in said),
                 speaker=m.speaker,
                 source_id=m.source_id,
                 start_time=m.created_at,
@@ -103,7 +107,7 @@ class FirstSections(BlockState):
             )
             if not sec.admit(item, float(m.seq)):  # shown in the order said
                 break
-            kept.append(m)
-        for m in kept:
+            kept.append((m, said))
+        for m, said in kept:
             self.shown.messages.add(m.id)
-            self.shown.fingerprints |= excerpts.fingerprints(f"{m.speaker}: {m.content}")
+            self.shown.ids |= {s.id for s in said}

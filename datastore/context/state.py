@@ -2,24 +2,24 @@
 sections share: their candidates (`_gather`: the read path's hits above the floor, diversified) and how a memory is
 shown (`_show`: the excerpt of its text within a budget).
 
-A chunk of short turns is shown whole, a chunk of long messages cut to its sentences closest to the query
-(datastore/context/evidence.py). A sentence that stated an instruction or preference a later one replaced is marked
-where a memory section shows it (render.SUPERSEDED after it).
+A memory is its stored sentences (datastore/context/evidence.py): a chunk of short turns is shown whole, a chunk of
+long messages cut to its sentences closest to the query. A sentence that stated an instruction or preference a later
+one replaced is marked where a memory section shows it (render.SUPERSEDED after it).
 """
 
 from __future__ import annotations
 
 from datastore.context import evidence
 from datastore.context.diversify import diversified
-from datastore.context.evidence import Shown, Texts
+from datastore.context.evidence import Shown, Superseded, Texts
 from datastore.context.inputs import InputReader, Inputs
-from datastore.context.render import Section, superseded_mark
+from datastore.context.render import Section
 from datastore.storage import SourceRow
 from models.context import ContextItem, ContextRequest
 from models.instructions import Instruction
 from models.memory import MemoryNode, StoredMessage
 from services import excerpts
-from services.speakers import is_human
+from services.excerpts import Excerpt
 
 
 def when(n: MemoryNode | StoredMessage | Instruction | None) -> float:
@@ -45,7 +45,7 @@ class BlockState:
         self.vector, self.topic_vector = given.vector, given.topic_vector
         self.flt, self.nothing = given.flt, given.nothing
         self.shown = Shown()
-        self.mark = superseded_mark(given.superseded)  # a superseded rule a memory shows is marked so
+        self.superseded = Superseded.of(given.superseded)  # a superseded rule a memory shows is marked so
         self.texts = Texts(owner.storage, ns, self.p)
         self.query_terms = set(excerpts.terms(self.query or ""))
         self.candidates: list[tuple[MemoryNode, float]] = []
@@ -53,7 +53,7 @@ class BlockState:
         self.people_share = 1.0  # of the candidates' text, what people (not an assistant) said
         self.scores: dict[str, float] = {}
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
-        self.instruction_units: dict[str, set[str]] = {}  # instruction id -> the fingerprints of its line
+        self.instruction_texts: dict[str, str] = {}  # instruction id -> its text (shown in its section)
         self.source_names: dict[str, str] = {}
         self.sources: dict[str, SourceRow] = {}  # the candidates' source rows, read at once (`_gather`)
         self.said_nothing = False  # no memory passed the floor: the relevant memories are one line (NOTHING)
@@ -67,15 +67,14 @@ class BlockState:
             return
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
         self.candidates = diversified(hits, self.p)
-        self.texts.prefetch(n for n, _ in self.candidates[: self.p.min_candidates])  # the first and last messages of
-        # those likely shown, in one read (a later one is read when reached)
         self.sources = self.storage.get_sources(self.ns, list(dict.fromkeys(n.source_id for n, _ in self.candidates)))
-        # over the stored texts: a chunk is made whole (a read of its messages) only when it is shown
+        # over the stored texts: a chunk's sentences are read only for the first candidates and those shown
         self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
         said: dict[bool, int] = {True: 0, False: 0}
         for n, _ in self.candidates[: self.p.min_candidates]:
-            for u in excerpts.segment(n.text, speakers=n.speakers):
-                said[is_human(u.speaker)] += len(u.text)
+            piece = self.texts.piece(n)
+            for s in piece.sentences:
+                said[s.person] += len(s.text) if s.id in piece.own else 0
         total = said[True] + said[False]
         self.people_share = said[True] / total if total else 1.0
 
@@ -103,35 +102,40 @@ class BlockState:
         if limit < self.p.min_item:
             return False
         piece = self.texts.piece(n)
-        weights = self.weights or evidence.weights_of([piece.text])
-        query = self.query or ""
-        ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first, self.p)
+        weights = self.weights or evidence.weights_of([self.texts.text(n)])
+
+        def cut(limit: int) -> Excerpt | None:
+            return evidence.cut(
+                piece, limit, self.query_terms, weights, self.shown, people_first, self.p, self.superseded
+            )
+
+        ex = cut(limit)
         while ex is not None and len(ex.text) > self.req.max_memory_chars and limit > self.p.min_item:
-            limit = max(
-                self.p.min_item, limit * self.req.max_memory_chars // len(ex.text) - 2
-            )  # fewer units, still whole
-            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first, self.p)
+            limit = max(self.p.min_item, limit * self.req.max_memory_chars // len(ex.text) - 2)  # fewer, still whole
+            ex = cut(limit)
         if ex is None:
             return False
         item = self._node_item(n, ex.text, why, score)
-        parts = self.texts.dated(n, ex.text)  # a node said over several days: each line under its own date
+        parts = evidence.dated(n, ex.runs)  # a node said over several days: each line under its own date
         for _ in range(3):
             over = sec.used + sec.cost(item, parts) - sec.budget
             if parts is None or over <= 0 or limit <= self.p.min_item:
                 break
             limit = max(self.p.min_item, limit - over - 1)  # the date lines cost more than the span's one: cut more
-            ex = evidence.cut(piece, query, limit, self.query_terms, weights, self.shown, people_first, self.p)
+            ex = cut(limit)
             if ex is None:
                 return False
             item = self._node_item(n, ex.text, why, score)
-            parts = self.texts.dated(n, ex.text)
+            parts = evidence.dated(n, ex.runs)
         times = [t for t, _ in parts or [] if t is not None]
         if times:  # what the item shows was said from its first part to its last
             item.start_time, item.end_time = min(times), max(times)
         if not sec.admit(item, when(n), parts):  # clipped to max_memory_chars
             return False
-        self.shown.fingerprints |= ex.fingerprints()
-        self.shown.memory |= ex.fingerprints()
+        shown = ex.ids()
+        self.shown.ids |= shown
+        self.shown.memory |= shown
+        self.shown.said.update((s.id, s) for s in ex.sentences if s.id in shown)
         self.shown.nodes.add(n.id)
         if ex.whole:
             self.shown.messages.update(n.message_ids if n.level == 1 else [])

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 from datastore.context.inputs import SaidLine
 from datastore.context.questions import asks_what_user_said
-from datastore.context.render import Section
+from datastore.context.render import SUPERSEDED, Section
 from datastore.context.state import BlockState
 from models.api import QueryFilter
 from models.context import ContextItem
 from models.memory import MemoryNode
 from services import excerpts
-from services.lines import SEPARATOR
+from services.chunking import render_runs, sentence_runs
+from services.lines import SEPARATOR, spoken
 from services.speakers import is_human
 
 
@@ -59,7 +60,8 @@ class Timeline(BlockState):
         best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
         was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). For
         such a question every line is ranked and each scores at least `thread_weight` of its thread neighbours'
-        (`_threaded`). A line whose message or sentences the block already shows is left out."""
+        (`_threaded`). A line whose message, or every stored sentence it is made of (by id), the block already
+        shows is left out (a line written before lines kept their sentences: only when its message is)."""
         assert self.o.lines is not None and self.cid is not None
         if room < self.p.min_item:
             return
@@ -84,27 +86,26 @@ class Timeline(BlockState):
         for ln in ranked:
             if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:
                 break
-            if ln.message_id in self.shown.messages:
-                continue
+            ids = set(ln.sentence_ids)
+            if ln.message_id in self.shown.messages or (ids and ids <= self.shown.ids):
+                continue  # its message, or every sentence it is made of, is shown already
             text = ln.text
-            if self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
+            if ids & self.shown.ids:  # a sentence of it is shown already: its other sentences only, as stored
+                said = [s for s in self.texts.said_at(ln.conversation_id, ln.tok_start) if s.id in ids]
+                fresh = [s for s in said if s.id not in self.shown.ids]
+                text = render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
+            elif self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
                 parts = text.split(SEPARATOR)
                 near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
                 best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic
                 text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
-            said = f"{ln.speaker}: {text}" if ln.speaker else text
-            units = excerpts.segment(said, speakers=[ln.speaker] if ln.speaker else ())
-            fresh = [u for u in units if excerpts.fingerprint(u) not in self.shown.fingerprints]
-            if not fresh:
-                continue
-            if len(fresh) < len(units):  # a sentence of it is shown already: the rest of the line only
-                said = f"{ln.speaker}: " * bool(ln.speaker) + f" {excerpts.ELISION} ".join(u.text for u in fresh)
-            prints = {excerpts.fingerprint(u) for u in fresh}
+            if self.superseded.holds(ln.message_id, text.strip(f" {excerpts.ELISION}")):
+                text += f" {SUPERSEDED}"
             item = ContextItem(
                 id=ln.id,
                 kind="line",
                 level=0,
-                text=said,
+                text=spoken(ln.speaker, text),
                 speaker=ln.speaker or None,
                 source_id=ln.conversation_id,
                 start_time=ln.created_at,
@@ -116,8 +117,8 @@ class Timeline(BlockState):
             if sec.used - start + sec.cost(item) > room or not sec.admit(item, _when_line(ln)):
                 fails += 1
                 continue
-            self.shown.fingerprints |= prints
-            self.shown.memory |= prints
+            self.shown.ids |= ids
+            self.shown.memory |= ids
 
     def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
         """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,

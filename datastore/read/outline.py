@@ -73,7 +73,8 @@ class Line:
     time (None: untimed). text: the lead (and point). score: closeness to the query (`lines`: hybrid fusion in
     [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. cosine: its cosine to the
     query (None without one). tokens: cl100k tokens of
-    `text`."""
+    `text`. sentence_ids: the stored sentences its text is made of (empty for a line written before lines kept
+    them). tok_start: where its message starts in its source's stream."""
 
     id: str
     message_id: str
@@ -85,6 +86,8 @@ class Line:
     tokens: int
     score: float | None = None
     cosine: float | None = None
+    sentence_ids: tuple[str, ...] = ()
+    tok_start: int = 0
 
     @classmethod
     def of(cls, node: MemoryNode, score: float | None = None, cosine: float | None = None) -> Line:
@@ -100,6 +103,8 @@ class Line:
             tokens=node.token_count or count_tokens(node.text),
             score=score,
             cosine=cosine,
+            sentence_ids=tuple(node.sentence_ids),
+            tok_start=node.tok_start,
         )
 
 
@@ -264,12 +269,13 @@ class Outline:
             for mid, (score, k) in sorted(best.items(), key=lambda kv: -kv[1][0]):
                 m, i, said = rows[k]
                 line = by_message.get(mid)
-                if line is not None and said in line.text:
+                sid = sentence_id(m.id, i)
+                if line is not None and (sid in line.sentence_ids if line.sentence_ids else said in line.text):
                     found.append(replace(line, score=score))
                 else:
                     found.append(
                         Line(
-                            sentence_id(m.id, i),
+                            sid,
                             m.id,
                             m.source_id,
                             m.speaker,
@@ -278,6 +284,8 @@ class Outline:
                             -1,
                             count_tokens(said),
                             score,
+                            sentence_ids=(sid,),
+                            tok_start=m.tok_offset,
                         )
                     )
         shown = {line.message_id for line in found}

@@ -42,17 +42,17 @@ class SpanReader:
         ctx_bounds = self.extent(context) if context is not None and context.sentence_ids else None
         lo = min([b[0] for b in bounds] + ([ctx_bounds[0]] if ctx_bounds else []))
         hi = max(b[1] for b in bounds)
-        placed = [(at, s) for m in self.messages(lo, hi) for at, s in _placed(m)]
+        stream = [(at, s) for m in self.messages(lo, hi) for at, s in placed(m)]
         out: dict[str, SpanSentence] = {}
         for c, (a, b) in zip(children, bounds, strict=True):
             ids = set(c.sentence_ids) if c.level > 1 else set()
-            for at, s in placed:
+            for at, s in stream:
                 if a <= at < b and (not ids or s.id in ids):
                     out.setdefault(s.id, s)
         context_sentences: list[SpanSentence] = []
         if context is not None and ctx_bounds is not None:
             ids = set(context.sentence_ids)
-            context_sentences = [s for at, s in placed if s.id in ids and ctx_bounds[0] <= at < ctx_bounds[1]]
+            context_sentences = [s for at, s in stream if s.id in ids and ctx_bounds[0] <= at < ctx_bounds[1]]
         return Span(
             sentences=list(out.values()),
             texts=[c.text for c in children],
@@ -90,8 +90,8 @@ class SpanReader:
         return out + [m for m in self._held if m.tok_offset < tok_to and m.tok_offset + m.n_tokens > tok_from]
 
 
-def _placed(m: StoredMessage) -> Iterable[tuple[int, SpanSentence]]:
-    """(stream offset where it starts, sentence) of each sentence of a measured message."""
+def placed(m: StoredMessage) -> Iterable[tuple[int, SpanSentence]]:
+    """(stream offset where it starts, sentence) of each sentence of a measured message, in order."""
     at = m.tok_offset
     for s in span_sentences(m):
         yield at, s

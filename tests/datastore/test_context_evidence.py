@@ -11,12 +11,14 @@ from datetime import datetime, timedelta
 import pytest
 
 from datastore.context.diversify import diversified
+from datastore.context.evidence import Superseded
 from datastore.context.questions import asks_overview
-from datastore.context.render import SUPERSEDED, clip, superseded_mark
+from datastore.context.render import SUPERSEDED, clip
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from models.context import ContextRequest, ContextResponse
-from models.memory import MemoryNode
+from models.memory import MemoryNode, StoredMessage
+from services.chunking import span_sentences
 from services.excerpts import ELISION
 from services.tokens import count_tokens
 from tests.support.synthetic import LONG_NOW, LONG_T0, conversation, long_conversation
@@ -86,12 +88,18 @@ def sentences_of(text: str) -> list[str]:
     return out
 
 
+SAID = Counter(
+    s for m in [*long_conversation(), *long_messages()] for s in sentences_of(f"{m.speaker or 'x'}: {m.content}")
+)
+"""How many times each sentence of the `mixed` conversations was said (a line said on two days is two)."""
+
+
 def repeated(res: ContextResponse) -> list[str]:
-    """The sentences the block shows twice: within its memories, or a recent turn's again in a memory (the
-    recent turns are the conversation's own, verbatim: a line said on two days is there twice)."""
-    recent = {s for i in res.sections[2].items for s in sentences_of(i.text)}
-    others = [s for sec in res.sections if sec.name != "recent" for i in sec.items for s in sentences_of(i.text)]
-    return [s for s, n in Counter(others).items() if n > 1 or s in recent]
+    """The sentences the block shows more often than they were said (SAID): twice within its memories, or a
+    recent turn's again in a memory. A sentence is a stored sentence (by id): the same words said on another
+    day are another sentence, shown where it is relevant."""
+    shown = [s for sec in res.sections for i in sec.items for s in sentences_of(i.text)]
+    return [s for s, n in Counter(shown).items() if n > max(SAID[s], 1)]  # a piece clipped short: once
 
 
 @pytest.fixture
@@ -105,7 +113,7 @@ def mixed(local_memory: Memory) -> Memory:
 
 @pytest.mark.parametrize("budget", [250, 700, 2000, 4000])
 def test_no_line_is_shown_twice(mixed: Memory, budget: int) -> None:
-    """Not the overlap of two chunks, not a recent turn again in a memory, not a sentence said again later."""
+    """Not the overlap of two chunks, not a recent turn again in a memory: each stored sentence once."""
     asks = [
         ("c1", "Who joins Ann in Lisbon for pottery?"),
         ("c1", "In what order did Ann plan her trips?"),
@@ -124,15 +132,18 @@ def test_no_line_is_shown_twice(mixed: Memory, budget: int) -> None:
             assert sum(s.tokens_used for s in res.sections) and res.tokens_used <= budget
 
 
-def test_repeated_short_turns_show_once(mixed: Memory) -> None:
-    """Bo says "How did the pottery go, and who joins you in Lisbon?" on days 0, 10 and 20: the block shows it
-    once, while each of Ann's own lines (they differ by day) stays."""
+def test_repeated_short_turns_show_once_each(mixed: Memory) -> None:
+    """Bo says "How did the pottery go, and who joins you in Lisbon?" on days 0, 10 and 20: three turns, three
+    stored sentences; the block shows each at most once (the overlap of two chunks is not shown twice), under its
+    own day, and each of Ann's own lines (they differ by day) stays."""
     res = mixed.context.assemble(
         "ns",
         ContextRequest(conversation_id="c1", query="pottery in Lisbon", recent=False, budget_tokens=2000, now=LONG_NOW),
     )
     said = res.context.count("How did the pottery go, and who joins you in Lisbon?")
-    assert said == 1
+    assert 1 <= said <= 3
+    shown = [i for sec in res.sections for i in sec.items]
+    assert len({i.id for i in shown}) == len(shown)
     assert all(f"My cousin number {d} joins me" in res.context for d in (0, 10))
 
 
@@ -508,13 +519,16 @@ def test_a_superseded_instruction_is_marked_where_a_memory_shows_it(local_memory
         assert ENGLISH_AGAIN + f" {SUPERSEDED}" not in res.context  # what holds now is not marked
 
 
-def test_the_superseded_mark_follows_each_sentence_once() -> None:
-    mark = superseded_mark([FRENCH, "Call me  Sam.", " "])
-    assert mark is not None and superseded_mark([]) is None
-    text = f"user: {FRENCH}\nuser: Call me\nSam. Thanks!\nuser: {ENGLISH_AGAIN}"
-    once = mark(text)
-    assert once == (f"user: {FRENCH} {SUPERSEDED}\nuser: Call me\nSam. {SUPERSEDED} Thanks!\nuser: {ENGLISH_AGAIN}")
-    assert mark(once) == once  # a section admitting an item again (discard) marks nothing twice
+def test_the_superseded_mark_follows_each_stored_sentence_that_stated_it() -> None:
+    """The mark goes after the stored sentences of the message the replaced instruction was said in that state it
+    (its spaces as they may be folded); the same words in another message are another statement."""
+    said = StoredMessage(id="m1", source_id="c", seq=0, speaker="user", content=f"{FRENCH} Call me\nSam.  Thanks!")
+    other = StoredMessage(id="m2", source_id="c", seq=1, speaker="user", content=FRENCH)
+    superseded = Superseded.of([("m1", FRENCH), ("m1", "Call me Sam."), (None, " ")])
+    sentences = span_sentences(said) + span_sentences(other)
+    marks = superseded.marks(sentences)
+    assert marks == {"m1:0": f" {SUPERSEDED}", "m1:2": f" {SUPERSEDED}"}  # "Call me" / "Sam.": once, after both
+    assert Superseded.of([]).marks(sentences) == {}
 
 
 def test_a_preference_is_shown_for_questions_about_its_topic(local_memory: Memory) -> None:

@@ -38,7 +38,10 @@ def _dated_lines(block: str) -> list[tuple[str | None, str]]:
 def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(local_memory: Memory) -> None:
     # three days a chunk: a chunk of this conversation spans days (one span date line before)
     local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
-    said = {m.content: m.created_at for m in long_conversation()}
+    said: dict[str, set[str]] = {}  # the days each text was said on (Bo asks the same on several days)
+    for m in long_conversation():
+        assert m.created_at is not None
+        said.setdefault(m.content, set()).add(f"{m.created_at:%Y-%m-%d}")
     res = local_memory.context.assemble(
         "ns",
         ContextRequest(
@@ -54,8 +57,7 @@ def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(local
     for day, line in _dated_lines(res.context):
         content = line.split(": ", 1)[-1]
         if content in said:
-            when = said[content]
-            assert when is not None and day == f"{when:%Y-%m-%d}", (day, line)
+            assert day in said[content], (day, line)
             checked += 1
     assert checked >= 3
     spans = [i for s in res.sections for i in s.items if i.kind == "chunk"]
@@ -268,8 +270,8 @@ def test_a_question_about_the_course_of_things_gets_a_dated_list_of_lines(local_
     oslo = [i for s in res.sections for i in s.items if "Oslo" in i.text]
     assert len(oslo) >= 3  # days 2, 12 and 22
     for day, line in _dated_lines(res.context.split("## Timeline")[1]):
-        match = next(i for i in lines if i.text == line)
-        assert match.start_time is not None and day == f"{match.start_time:%Y-%m-%d}"
+        days = {f"{i.start_time:%Y-%m-%d}" for i in lines if i.text == line and i.start_time is not None}
+        assert day in days, (day, line)  # the same words said on several days: each under its own
 
 
 def _trips_chat() -> list[Message]:

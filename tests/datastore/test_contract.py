@@ -244,25 +244,6 @@ def test_sources_read_at_once_are_those_read_one_by_one(memory: Memory, ns: str)
     assert memory.storage.get_sources(ns + "-other", ["c"]) == {} and memory.storage.get_sources(ns, []) == {}
 
 
-def test_messages_at_many_places_are_those_read_one_by_one(memory: Memory, ns: str) -> None:
-    """`messages_at(ns, [(source, position)])`: for each place, the message `messages(ns, source, pos, pos + 1,
-    limit=1)` returns (a chunk's first and last messages, read at once), of the right source; none past the end,
-    none of another namespace."""
-    remember(memory, ns, "c", conversation(("Alice", "Bob"), 30), step=30)
-    remember(memory, ns, "c2", conversation(("Alice", "Bob"), 5, prefix="x"), step=5)
-    every = memory.storage.messages(ns, "c")
-    end = every[-1].tok_offset + every[-1].n_tokens
-    places = [("c", 0), ("c", 1), ("c", every[7].tok_offset), ("c", every[7].tok_offset + 1), ("c", end - 1)]
-    places += [("c", end + 5), ("c2", 0), ("c2", 3), ("nope", 0), ("c", 0)]
-    got = memory.storage.messages_at(ns, places)
-    want = {(sid, pos): found[0] for sid, pos in places if (found := memory.storage.messages(ns, sid, pos, pos + 1, 1))}
-    assert {k: m.id for k, m in got.items()} == {k: m.id for k, m in want.items()}
-    assert got[("c", end - 1)].id == every[-1].id and got[("c2", 0)].source_id == "c2"
-    assert ("c", end + 5) not in got and ("nope", 0) not in got
-    assert memory.storage.messages_at(ns + "-other", places) == {}
-    assert memory.storage.messages_at(ns, []) == {}
-
-
 def test_resending_the_same_messages_changes_nothing(memory: Memory, ns: str) -> None:
     messages = conversation(("Alice", "Bob"), 45)
     remember(memory, ns, "c", messages, step=20)

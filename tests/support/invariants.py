@@ -99,13 +99,17 @@ def check_picked(summary: MemoryNode, children: list[MemoryNode]) -> None:
 def check_lines(nodes: list[MemoryNode]) -> list[MemoryNode]:
     """Assert the lines' invariants among a source's nodes (level 0: one message's lead each), and return them in
     position order: positions run 0..; each has one message, neither parent nor children (a line is not in the
-    tree), and a chunk (level 1, among `nodes`) holds its message; at most one line per message; lines follow
-    the messages' order."""
+    tree), the stored sentences its text is made of are its message's, in order, each once (none for a line
+    written before lines kept them), and a chunk (level 1, among `nodes`) holds its message; at most one line per
+    message; lines follow the messages' order."""
     held = {mid for n in nodes if n.level == 1 for mid in n.message_ids}
     lines = sorted((n for n in nodes if n.level == 0), key=lambda n: n.position)
     assert [n.position for n in lines] == list(range(len(lines))), "line positions have gaps"
     for line in lines:
-        assert len(line.message_ids) == 1 and not line.children and not line.sentence_ids and line.text.strip(), line
+        assert len(line.message_ids) == 1 and not line.children and line.text.strip(), line
+        picked = [sid.rsplit(":", 1) for sid in line.sentence_ids]
+        assert all(mid == line.message_ids[0] for mid, _ in picked), f"{line.id} names another message's sentence"
+        assert [int(k) for _, k in picked] == sorted({int(k) for _, k in picked}), f"{line.id}: sentences out of order"
         assert line.parent_id is None, f"{line.id} names a parent: a line is not in the tree"
         assert line.message_ids[0] in held, f"{line.id}: no chunk holds its message"
     messages = [line.message_ids[0] for line in lines]

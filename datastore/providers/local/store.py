@@ -175,16 +175,6 @@ class LocalStorage:
         )
         return [message_of(r) for r in rows]
 
-    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
-        """{(source id, position): the message holding that token} of many places (`messages(ns, source_id, pos,
-        pos + 1, limit=1)` for each: an indexed read each, in process)."""
-        out: dict[tuple[str, int], StoredMessage] = {}
-        for sid, pos in dict.fromkeys(places):
-            found = self.messages(ns, sid, pos, pos + 1, limit=1)
-            if found:
-                out[(sid, pos)] = found[0]
-        return out
-
     def find_messages(
         self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
     ) -> list[tuple[str, str]]:

@@ -200,20 +200,6 @@ class PineconeStorage:
         found = sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
         return [m for m in found if tok_to is None or m.tok_offset < tok_to][:limit]
 
-    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
-        """{(source id, position): the message holding that token} of many places: each source's messages listed
-        once (what `messages(ns, source_id, pos, pos + 1, limit=1)` answers for each place)."""
-        out: dict[tuple[str, int], StoredMessage] = {}
-        wanted = list(dict.fromkeys(places))
-        for sid in dict.fromkeys(s for s, _ in wanted):
-            listed = self.messages(ns, sid, min(p for s, p in wanted if s == sid))
-            for _, pos in ((s, p) for s, p in wanted if s == sid):
-                lo_ = pos if pos > 0 else -1
-                first = next((m for m in listed if m.tok_offset + m.n_tokens > lo_ and m.tok_offset < pos + 1), None)
-                if first is not None:
-                    out[(sid, pos)] = first
-        return out
-
     def scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
         """The namespace's messages matching `flt`, in (source id, seq) order, one source at a time."""
         for source_id in self.list_sources(ns):

@@ -462,30 +462,6 @@ class PostgresStorage:
         )
         return [_message(r) for r in rows]
 
-    def messages_at(self, ns: str, places: Sequence[tuple[str, int]]) -> dict[tuple[str, int], StoredMessage]:
-        """{(source id, position): the message holding that token} of many places, in one round trip (what
-        `messages(ns, source_id, pos, pos + 1, limit=1)` answers for each)."""
-        wanted = list(dict.fromkeys(places))
-        if not wanted:
-            return {}
-        sql = (
-            "SELECT q.sid AS at_sid, q.pos AS at_pos, m.* FROM unnest(%(sids)s::text[], %(pos)s::integer[], "
-            "%(los)s::integer[]) AS q(sid, pos, lo) CROSS JOIN LATERAL (SELECT " + _MSG_COLS + " FROM "
-            "pyramind_messages WHERE namespace = %(ns)s AND source_id = q.sid AND tok_offset >= COALESCE((SELECT "
-            "MAX(tok_offset) FROM pyramind_messages WHERE namespace = %(ns)s AND source_id = q.sid AND tok_offset "
-            "<= q.lo), 0) AND tok_offset < q.pos + 1 AND tok_offset + n_tokens > q.lo ORDER BY seq LIMIT 1) m"
-        )
-        rows = self.all(
-            sql,
-            {
-                "ns": ns,
-                "sids": [sid for sid, _ in wanted],
-                "pos": [pos for _, pos in wanted],
-                "los": [pos if pos > 0 else -1 for _, pos in wanted],  # as `messages` reads from position 0
-            },
-        )
-        return {(r["at_sid"], r["at_pos"]): _message(r) for r in rows}
-
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
         """The source's nodes of level 1 and up without a parent, plus the last node (highest position) of every
         level (lines included: the next line's position follows it)."""
