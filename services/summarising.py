@@ -110,8 +110,9 @@ class ExtractiveSummariser:
     (`_opening`), so the summary carries the date its span starts on. The selection is by maximal marginal
     relevance against the sentences already picked and those of the previous summary (context), until
     `max_tokens` is reached. Filler is never picked (services/filler.py): a summary says something or is empty.
-    The picked sentences, in their order in the span, are rendered once by the renderer chunks use (services/chunking.render_sentences: each line a message's whole
-    sentences under its speaker, dated as in a chunk). Deterministic; no model needed.
+    The picked sentences, in their order in the span, are rendered once by the renderer chunks use
+    (services/chunking.render_sentences: each line a message's whole sentences under its speaker, dated as in a
+    chunk). Deterministic; no model needed.
     """
 
     name = "extractive"
