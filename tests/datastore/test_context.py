@@ -175,8 +175,9 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
             ],
         ),
     )
+    # a query some of whose dated lines the other sections do not already show (the timeline shows no line twice)
     res = filled.context.assemble(
-        "ns", ContextRequest(conversation_id="c1", query="pottery in Kyoto", budget_tokens=1500, now=LONG_NOW)
+        "ns", ContextRequest(conversation_id="c1", query="sourdough baking in Kyoto", budget_tokens=1500, now=LONG_NOW)
     )
     positions = [
         res.context.index(h)
