@@ -12,6 +12,8 @@ vocabulary, clustered unit vectors; nothing is embedded), then a real `python -m
 INDEX_MAX_NODES is a fifth of the point's nodes (at least the setting's floor of 1,000, and for the heavy point
 less than the heavy namespace, so one other user evicts it). Phases, sequential unless said:
 
+0. the server's first /query and /context (an empty namespace): what its start left to the first requests (the
+   token encoding's load was 0.35-0.6 s before the server paid it while starting).
 1. cold after a restart: the server just started; each sampled user's first request (/context and /query in turn:
    each user is cold once), then warm: `--warm` /query and /context requests of the same user right after.
 2. cold after an eviction: sampled users requested in a cycle whose nodes exceed INDEX_MAX_NODES, twice: in the
@@ -197,8 +199,9 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
         try:
             await server.wait_ready()
             client = Client(server, questions)
-            for route in ("query", "context"):  # the first calls of each route's code, in no user's figures
-                await client.call(route, "user-warmup", 1)
+            # the server's first call of each route (an empty namespace): what a start left for the first requests
+            firsts = [await client.call(route, "user-warmup", 1) for route in ("query", "context")]
+            out.setdefault("first_ms", [round(ms, 1) for ms in firsts])
             out.setdefault("rss_start_mib", proc_rss_mib(server.proc.pid))
             for i, ns in enumerate(point.measured):  # 1. cold after a restart, then warm
                 first = ("context", "query")[(i + restart) % 2]
@@ -317,13 +320,15 @@ def markdown(results: dict, header: str) -> str:
         f"{results['args']['concurrency']} in flight, s={results['args']['zipf_s']}, half /query half /context. "
         "RSS budget: the server's RSS after its first request plus 2 KB per INDEX_MAX_NODES node (the setting's "
         "documented cost). Latencies in ms (p50 / p95 / p99, n samples); the machine is shared (2 cores): upper "
-        "bounds.",
+        "bounds. 'First': the server's first /query and /context after it said it was ready (an empty namespace), "
+        "in no user's figures.",
         "",
         "| point | snapshots | nodes/user | INDEX_MAX_NODES | cold /context after restart | "
         "cold /query after restart | "
         "warm /query | warm /context | cold /context after eviction | cold /query after eviction | "
-        "eviction loads | Zipf all | Zipf /query | Zipf /context | Zipf req/s, loads | RSS start / peak / budget MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "eviction loads | Zipf all | Zipf /query | Zipf /context | Zipf req/s, loads | RSS start / peak / budget MiB | "
+        "first /query, /context ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results["points"]:
         lat = r["latency_ms"]
@@ -349,6 +354,7 @@ def markdown(results: dict, header: str) -> str:
                     _cell(z.get("context_ms")),
                     f"{z['rate']}, {z['loads']}" if z else "-",
                     f"{r['rss_start_mib']:.0f} / {r['rss_peak_mib']:.0f} / {r['rss_budget_mib']}",
+                    ", ".join(f"{ms:.0f}" for ms in r.get("first_ms", [])) or "-",
                 ]
             )
             + " |"

@@ -49,3 +49,16 @@ def test_the_serving_process_runs_numpy_products_on_one_blas_thread(tmp_path: Pa
     threads = json.loads(out.stdout.strip().splitlines()[-1])
     assert threads["before"] and threads["app"] == threads["before"]
     assert threads["serve"] == [1] * len(threads["before"])
+
+
+async def test_the_server_loads_the_token_encoding_before_it_serves(tmp_path: Path) -> None:
+    """Every /context counts cl100k tokens; loading the encoding took 0.35-0.6 s, paid by the first /context
+    after each start (bench/RESULTS.md, many users). The app loads it while starting, before /health answers."""
+    from server.app import create_app
+    from services.tokens import get_encoding
+    from tests.support.settings import make_settings
+
+    get_encoding.cache_clear()
+    app = create_app(make_settings(tmp_path))
+    async with app.test_app():
+        assert get_encoding.cache_info().currsize == 1  # no request made yet
