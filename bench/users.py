@@ -371,7 +371,11 @@ async def _run(args: argparse.Namespace) -> dict:
     modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.snapshots]
     with common.datastore(args.datastore):
         chosen = points(args.quick, args.heavy_chunks or (10_000 if args.quick else 100_000))
-        for point in chosen[-1:] if args.heavy_only else chosen:
+        if args.heavy_only:
+            chosen = chosen[-1:]
+        if args.point:
+            chosen = [p for p in chosen if args.point in p.name]
+        for point in chosen:
             build_s = build(point)
             for snapshots in modes:
                 found = await run_point(point, args, questions, snapshots)
@@ -406,9 +410,12 @@ def main(argv: list[str] | None = None) -> None:
         help="run each point without index snapshots, with them (INDEX_SNAPSHOT_DIR), or both (default)",
     )
     parser.add_argument("--heavy-only", action="store_true", help="only the heavy point (section users-heavy)")
+    parser.add_argument("--point", help="only the points whose name holds this text (e.g. '20 users'); a check")
     parser.add_argument("--threads", type=int, default=2, help="EMBED_THREADS of the server")
     parser.add_argument("--write-results", action="store_true", help="replace the users section of RESULTS.md")
     args = parser.parse_args(argv)
+    if args.point and args.write_results:
+        parser.error("--point runs a part of the section: it cannot --write-results")
     if args.zipf_seconds is None:
         args.zipf_seconds = 10.0 if args.quick else 60.0
     (common.OUT / "users").mkdir(parents=True, exist_ok=True)
@@ -422,6 +429,7 @@ def main(argv: list[str] | None = None) -> None:
             (f"--heavy-chunks {args.heavy_chunks}", args.heavy_chunks),
             (f"--snapshots {args.snapshots}", args.snapshots != "both"),
             ("--heavy-only", args.heavy_only),
+            (f"--point '{args.point}'", args.point),
             ("--write-results", args.write_results),
         )
         if on
