@@ -19,8 +19,10 @@ namespace's index, so nothing stale is served afterwards: the next search loads 
 
 Memory is bounded two ways: an index unused for `idle_seconds` is dropped (checked at most every SWEEP_EVERY
 seconds), and when the indexes together hold more than `max_nodes` nodes the least recently used ones are
-dropped until they fit (the one being searched stays). A node costs about 2 KB with MiniLM's 384 dimensions
-(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes; a line counts as a node (its vector is as
+dropped until they fit (the one being searched stays). A node costs about 3 KB with MiniLM's 384 dimensions
+(1.5 KB of float32 vector, BM25 postings and vocabulary, ids, facts; measured 2.3-2.6 KB in namespaces of 2k nodes
+and more, 3.4 KB at ~75, whose vocabulary weighs more a node), ~300 MB per 100k nodes, and a namespace being listed
+~12 KB a node until its load ends (the listed entries, their tokens); a line counts as a node (its vector is as
 large, its postings fewer), and a conversation holds about one line per message, several per chunk.
 """
 
