@@ -41,6 +41,7 @@ B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's idf for terms in half the rows or more
 _MERGE_MIN = 1 << 16  # tail postings below which the tail is never merged
 _MERGE_CHUNK = 1 << 22  # postings moved per step of a merge
+_PREPARE_MOVES = 64  # block postings a `prepare` may copy per tail term it folds
 _TOKENISE_CHARS = 1 << 20  # characters of ASCII text cut into tokens at a time (~8 MB of token objects)
 
 
@@ -172,9 +173,12 @@ class TextIndex(RowTable):
             self._compact()
 
     def prepare(self) -> None:
-        """Fold the postings added since the last merge into the CSR block now (a load ends with it): a term's tail
-        is two arrays and a list, ~400 bytes, where the block holds it in 8; the postings and scores are the same."""
-        self._merge()
+        """Fold the postings added since the last merge into the CSR block now (a load ends with it) when that is
+        cheap: a term's tail is two arrays and a list, ~400 bytes, where the block holds it in 8, but a merge copies
+        the whole block (a transient second copy). So only while the block holds under _PREPARE_MOVES postings per
+        tail term (a small namespace's load, whose block is empty). The postings and scores are the same."""
+        if self.tail and len(self.tail) * _PREPARE_MOVES >= len(self.post_rows):
+            self._merge()
 
     def _merge(self) -> None:
         """Fold the tail into the CSR block (no sort: each term's postings are its block's, then its tail's)."""
