@@ -68,6 +68,16 @@ def proc_peak_rss_mib(pid: int) -> float | None:
     return proc_status_mib(pid, "VmHWM")
 
 
+def reset_peak_rss(pid: int) -> bool:
+    """Start the process's VmHWM again from its RSS now (Linux: `5` into /proc/<pid>/clear_refs), so a later
+    `proc_peak_rss_mib` is the peak since; False when the kernel or the permissions refuse."""
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
 def proc_rss_mib(pid: int) -> float | None:
     """VmRSS (current RSS) of a process, MiB; None when it is gone."""
     return proc_status_mib(pid, "VmRSS")

@@ -12,6 +12,8 @@ vocabulary, clustered unit vectors; nothing is embedded), then a real `python -m
 INDEX_MAX_NODES is a fifth of the point's nodes (at least the setting's floor of 1,000, and for the heavy point
 less than the heavy namespace, so one other user evicts it). Phases, sequential unless said:
 
+0. the server's first /query and /context (an empty namespace): what its start left to the first requests (the
+   token encoding's load was 0.35-0.6 s before the server paid it while starting).
 1. cold after a restart: the server just started; each sampled user's first request (/context and /query in turn:
    each user is cold once), then warm: `--warm` /query and /context requests of the same user right after.
 2. cold after an eviction: sampled users requested in a cycle whose nodes exceed INDEX_MAX_NODES, twice: in the
@@ -19,7 +21,10 @@ less than the heavy namespace, so one other user evicts it). Phases, sequential 
 3. Zipf: `--zipf-seconds` of closed-loop traffic, `--concurrency` requests in flight, each user drawn with
    probability ~ 1/rank^`--zipf-s` (ranks shuffled), half /query, half /context; the server's RSS (VmRSS) sampled.
 
-RSS is compared with what INDEX_MAX_NODES documents: about 2 KB a node on top of the process at start.
+RSS is compared with what INDEX_MAX_NODES documents (`rss_budget`): the RSS at the first request, ~40 MiB of serving,
+~3 KB a node held and ~12 KB a node of each namespace being listed and indexed at the time. Its peak is the peak
+while serving (the high-water mark is reset after the first requests; loading the model at start peaks ~40 MiB
+above the RSS it settles at, reported apart).
 Every number goes to bench/out/users.json; `--write-results` replaces the `users` section of bench/RESULTS.md.
 """
 
@@ -42,10 +47,12 @@ from jose import jwt
 
 from bench import common, dataset, synthetic
 from bench.load import Server
-from bench.meters import percentiles, proc_peak_rss_mib, proc_rss_mib
+from bench.meters import percentiles, proc_peak_rss_mib, proc_rss_mib, reset_peak_rss
 
 SECRET = "bench-users-secret-" + "x" * 45  # HS256 key of the benchmark's tokens (64 bytes)
-NODE_KB = 2.0  # what INDEX_MAX_NODES documents per node (models/settings.py)
+NODE_KB = 3.0  # what INDEX_MAX_NODES documents per node held (models/settings.py)
+LOAD_KB = 12.0  # ... and per node of a namespace while it is listed and indexed (a snapshot's read: NODE_KB)
+SERVING_MIB = 40.0  # ... and what serving adds to the process at its first request (threads, connections, caches)
 SMALL_CHUNKS = 12  # a small user: 12 chunks + 3 summaries + 60 lines = 75 nodes
 HEAVY_CHUNKS = 320  # a BEAM-sized chat: 320 chunks + ~80 summaries + 1,600 lines = ~2,000 nodes
 
@@ -197,9 +204,12 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
         try:
             await server.wait_ready()
             client = Client(server, questions)
-            for route in ("query", "context"):  # the first calls of each route's code, in no user's figures
-                await client.call(route, "user-warmup", 1)
+            # the server's first call of each route (an empty namespace): what a start left for the first requests
+            firsts = [await client.call(route, "user-warmup", 1) for route in ("query", "context")]
+            out.setdefault("first_ms", [round(ms, 1) for ms in firsts])
             out.setdefault("rss_start_mib", proc_rss_mib(server.proc.pid))
+            out.setdefault("rss_start_peak_mib", proc_peak_rss_mib(server.proc.pid))  # loading the model, at start
+            out["rss_peak_reset"] = reset_peak_rss(server.proc.pid)  # "peak" below: while serving
             for i, ns in enumerate(point.measured):  # 1. cold after a restart, then warm
                 first = ("context", "query")[(i + restart) % 2]
                 lat[f"cold_restart_{first}"].append(await client.call(first, ns, _sources(point, ns)))
@@ -216,9 +226,19 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
         finally:
             server.stop()
     out["latency_ms"] = {k: percentiles(v) | {"n": len(v)} for k, v in lat.items() if v}
-    budget = (out["rss_start_mib"] or 0) + max_nodes * NODE_KB / 1024
-    out["rss_budget_mib"] = round(budget)
+    out["rss_budget_mib"] = round(rss_budget(out["rss_start_mib"] or 0, point, max_nodes, args, snapshots))
     return out
+
+
+def rss_budget(start: float, point: Point, max_nodes: int, args: argparse.Namespace, snapshots: bool) -> float:
+    """What INDEX_MAX_NODES documents, MiB: the RSS at the first request, SERVING_MIB, NODE_KB a node held (the
+    bound, or the largest namespace, which stays held while searched) and, on top, LOAD_KB a node of each namespace
+    loading (its index included; NODE_KB when read from a snapshot), as many as requests in flight (--concurrency
+    in Zipf, else one): an index over the bound is dropped once the load that passed it ends."""
+    biggest = max(point.nodes.values())
+    loading = min(len(point.users), args.concurrency if point.zipf else 1) * biggest
+    kib = NODE_KB * max(max_nodes, biggest) + (NODE_KB if snapshots else LOAD_KB) * loading
+    return start + SERVING_MIB + kib / 1024
 
 
 async def _evictions(
@@ -315,15 +335,20 @@ def markdown(results: dict, header: str) -> str:
         "by a previous server that requested every user once (a cold namespace is then read back from its file); "
         "Zipf: closed loop, "
         f"{results['args']['concurrency']} in flight, s={results['args']['zipf_s']}, half /query half /context. "
-        "RSS budget: the server's RSS after its first request plus 2 KB per INDEX_MAX_NODES node (the setting's "
-        "documented cost). Latencies in ms (p50 / p95 / p99, n samples); the machine is shared (2 cores): upper "
-        "bounds.",
+        "RSS: at the first request / peak while serving (the high-water mark reset then) / budget: what "
+        "INDEX_MAX_NODES documents (models/settings.py): the first request's RSS + 40 MiB of serving + 3 KB a node "
+        "held (INDEX_MAX_NODES, or the largest namespace) + 12 KB a node of each namespace being listed, on top "
+        "(as many as requests in flight; 3 KB read from a snapshot). "
+        "Latencies in ms (p50 / p95 / p99, n samples); the machine is shared (2 cores): upper "
+        "bounds. 'First': the server's first /query and /context after it said it was ready (an empty namespace), "
+        "in no user's figures.",
         "",
         "| point | snapshots | nodes/user | INDEX_MAX_NODES | cold /context after restart | "
         "cold /query after restart | "
         "warm /query | warm /context | cold /context after eviction | cold /query after eviction | "
-        "eviction loads | Zipf all | Zipf /query | Zipf /context | Zipf req/s, loads | RSS start / peak / budget MiB |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "eviction loads | Zipf all | Zipf /query | Zipf /context | Zipf req/s, loads | RSS start / peak / budget MiB | "
+        "first /query, /context ms |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results["points"]:
         lat = r["latency_ms"]
@@ -349,6 +374,7 @@ def markdown(results: dict, header: str) -> str:
                     _cell(z.get("context_ms")),
                     f"{z['rate']}, {z['loads']}" if z else "-",
                     f"{r['rss_start_mib']:.0f} / {r['rss_peak_mib']:.0f} / {r['rss_budget_mib']}",
+                    ", ".join(f"{ms:.0f}" for ms in r.get("first_ms", [])) or "-",
                 ]
             )
             + " |"
@@ -365,7 +391,11 @@ async def _run(args: argparse.Namespace) -> dict:
     modes = {"off": (False,), "on": (True,), "both": (False, True)}[args.snapshots]
     with common.datastore(args.datastore):
         chosen = points(args.quick, args.heavy_chunks or (10_000 if args.quick else 100_000))
-        for point in chosen[-1:] if args.heavy_only else chosen:
+        if args.heavy_only:
+            chosen = chosen[-1:]
+        if args.point:
+            chosen = [p for p in chosen if args.point in p.name]
+        for point in chosen:
             build_s = build(point)
             for snapshots in modes:
                 found = await run_point(point, args, questions, snapshots)
@@ -400,9 +430,12 @@ def main(argv: list[str] | None = None) -> None:
         help="run each point without index snapshots, with them (INDEX_SNAPSHOT_DIR), or both (default)",
     )
     parser.add_argument("--heavy-only", action="store_true", help="only the heavy point (section users-heavy)")
+    parser.add_argument("--point", help="only the points whose name holds this text (e.g. '20 users'); a check")
     parser.add_argument("--threads", type=int, default=2, help="EMBED_THREADS of the server")
     parser.add_argument("--write-results", action="store_true", help="replace the users section of RESULTS.md")
     args = parser.parse_args(argv)
+    if args.point and args.write_results:
+        parser.error("--point runs a part of the section: it cannot --write-results")
     if args.zipf_seconds is None:
         args.zipf_seconds = 10.0 if args.quick else 60.0
     (common.OUT / "users").mkdir(parents=True, exist_ok=True)
@@ -416,6 +449,7 @@ def main(argv: list[str] | None = None) -> None:
             (f"--heavy-chunks {args.heavy_chunks}", args.heavy_chunks),
             (f"--snapshots {args.snapshots}", args.snapshots != "both"),
             ("--heavy-only", args.heavy_only),
+            (f"--point '{args.point}'", args.point),
             ("--write-results", args.write_results),
         )
         if on

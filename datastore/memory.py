@@ -57,6 +57,7 @@ from services.embedding import Embedder
 from services.errors import EmbeddingMismatchError
 from services.instructions import Detector
 from services.summarising import Summariser
+from services.tokens import get_encoding
 
 
 class Memory:
@@ -142,6 +143,13 @@ class Memory:
     def location(self) -> str:
         """Where the store lives, for messages (a file, a database, an index); never a secret."""
         return self.storage.location
+
+    def warm_up(self) -> None:
+        """Pay now what the first requests after a start would: the embedding model's first run and the cl100k
+        encoding's load (every /context counts tokens: 0.35-0.6 s on the first one, bench/RESULTS.md, many
+        users). Blocking; a server calls it before it says it is ready (server/app.py)."""
+        self.embedder.embed(["warm up"])
+        get_encoding()
 
     def close(self) -> None:
         """Write the buffered visits, then release the storage; the Memory can't be used afterwards. Callers stop

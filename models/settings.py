@@ -110,8 +110,9 @@ class Settings(BaseSettings):
     index_max_nodes: int = Field(
         default=1_000_000,
         ge=1_000,
-        description="Most nodes the in-memory search indexes hold over every namespace (~2 KB each at 384 "
-        "dimensions); past it the least recently searched namespaces are dropped.",
+        description="Most nodes the in-memory search indexes hold over every namespace (~3 KB each at 384 "
+        "dimensions, and ~12 KB a node of a namespace while it loads from the store); past it the least recently "
+        "searched namespaces are dropped.",
     )
     index_idle_seconds: float = Field(
         default=900.0,

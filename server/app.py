@@ -104,8 +104,8 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
         if owns_memory:
             app.extensions["pyramind.memory"] = opened = await asyncio.to_thread(open_memory, settings)
             hook_memory(app, opened)
-            # load the embedding model now, not on the first request
-            await asyncio.to_thread(opened.embedder.embed, ["warm up"])
+            # the model's first run and the token encoding now, not on the first requests: /health answers after
+            await asyncio.to_thread(opened.warm_up)
 
     @app.before_serving
     async def _start_indexer() -> None:

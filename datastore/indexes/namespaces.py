@@ -19,8 +19,10 @@ namespace's index, so nothing stale is served afterwards: the next search loads 
 
 Memory is bounded two ways: an index unused for `idle_seconds` is dropped (checked at most every SWEEP_EVERY
 seconds), and when the indexes together hold more than `max_nodes` nodes the least recently used ones are
-dropped until they fit (the one being searched stays). A node costs about 2 KB with MiniLM's 384 dimensions
-(1.5 KB of float32 vector, BM25 postings, ids), ~210 MB per 100k nodes; a line counts as a node (its vector is as
+dropped until they fit (the one being searched stays). A node costs about 3 KB with MiniLM's 384 dimensions
+(1.5 KB of float32 vector, BM25 postings and vocabulary, ids, facts; measured 2.3-2.6 KB in namespaces of 2k nodes
+and more, 3.4 KB at ~75, whose vocabulary weighs more a node), ~300 MB per 100k nodes, and a namespace being listed
+~12 KB a node until its load ends (the listed entries, their tokens); a line counts as a node (its vector is as
 large, its postings fewer), and a conversation holds about one line per message, several per chunk.
 """
 
@@ -51,9 +53,10 @@ class LineIndex:
     a BM25 index over `speaker: text` (what a line's embedding is of, services/tree.embedded_text), with each
     source's line rows in message order. Not thread-safe: the NamespaceIndex's lock guards it."""
 
-    def __init__(self, dimension: int) -> None:
+    def __init__(self, dimension: int, nodes_text: TextIndex | None = None) -> None:
+        """nodes_text: the namespace's BM25 index of its nodes, whose vocabulary the lines' index shares."""
         self.vectors = VectorIndex(dimension, 0)
-        self.text = TextIndex()
+        self.text = TextIndex(nodes_text)
         self.by_source: dict[str, list[int]] = {}  # source id -> its line rows, in position order
 
     def __len__(self) -> int:
@@ -67,7 +70,7 @@ class NamespaceIndex:
     def __init__(self, dimension: int, ann_min_rows: int) -> None:
         self.vectors = VectorIndex(dimension, ann_min_rows)
         self.text = TextIndex()
-        self.lines = LineIndex(dimension)
+        self.lines = LineIndex(dimension, self.text)  # one vocabulary: a word said in a line and a chunk held once
         self.token: str | None = None  # the store's namespace version this index is as of (None: never loaded)
         self.forgets_seen = 0  # the snapshots' forget count as of which it was last current (Snapshots.forgets)
         self.forks: dict[str, dict[str, Any] | None] = {}  # source id -> its fork record, as of `token`
@@ -128,6 +131,7 @@ class NamespaceIndex:
             said = [indexed_text(0, e.text, e.speakers) for e in entries if e.level == 0]
             self.lines.vectors.add(rows[line], vectors[line], levels[line], starts[line], ends[line])
             self.lines.text.add(rows[line], said, levels[line], starts[line], ends[line])
+        same: dict[object, Any] = {}  # one object for equal facts: most rows of a source share theirs (~250 B a row)
         for row, e in zip(rows.tolist(), entries, strict=True):
             old = self.row_of.get(e.id)
             if old is not None:  # the node moved to another source meanwhile: its old row goes
@@ -135,12 +139,14 @@ class NamespaceIndex:
             self.node_ids[row] = e.id
             self.row_of[e.id] = row
             self.source_type_of[e.source_id] = e.source_type
+            sid = same.setdefault(e.source_id, e.source_id)
             if e.level == 0:  # a line is never a search candidate: no speaker or session facts
-                self.lines.by_source.setdefault(e.source_id, []).append(row)
-                self._facts[row] = (e.source_id, (), ())
+                self.lines.by_source.setdefault(sid, []).append(row)
+                self._facts[row] = same.setdefault((sid, (), ()), (sid, (), ()))
                 continue
-            self.by_source.setdefault(e.source_id, []).append(row)
-            self._facts[row] = (e.source_id, tuple(e.speakers), tuple(e.session_ids))
+            self.by_source.setdefault(sid, []).append(row)
+            facts = (sid, tuple(e.speakers), tuple(e.session_ids))
+            self._facts[row] = same.setdefault(facts, facts)
             for s in e.speakers:
                 self.speakers.setdefault(s, set()).add(row)
             for s in e.session_ids:
@@ -318,6 +324,9 @@ class NamespaceIndexes:
                         ahead = reader.submit(self._listed, ns, parts[i + 1])
                     self._add(index, entries)
         index.vectors.prepare()  # the IVF index, when due, is built with the load (and so is in its snapshot)
+        if changed is None:  # a load: postings as one block each (a term's own arrays cost ~50x more)
+            index.text.prepare()
+            index.lines.text.prepare()
         index.stamps = stamps
         index.forks = {}  # read again as of this version (IndexedSearch.fork_of)
         index.token = token

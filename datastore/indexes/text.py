@@ -41,22 +41,30 @@ B = 0.75
 IDF_FLOOR = 1e-6  # FTS5's idf for terms in half the rows or more
 _MERGE_MIN = 1 << 16  # tail postings below which the tail is never merged
 _MERGE_CHUNK = 1 << 22  # postings moved per step of a merge
+_PREPARE_MOVES = 64  # block postings a `prepare` may copy per tail term it folds
+_TOKENISE_CHARS = 1 << 20  # characters of ASCII text cut into tokens at a time (~8 MB of token objects)
 
 
 class _Vocabulary(dict[str, int]):
-    """word (folded) -> term id; an unknown word is stemmed and its term given the next id."""
+    """word (folded) -> term id; an unknown word is stemmed and its term given the next id. One may serve several
+    TextIndex objects (a namespace's nodes and lines): a term id is then only a name, and an index holding no
+    postings of a term scores it as absent, as it would with a vocabulary of its own."""
 
     def __init__(self) -> None:
         super().__init__()
         self.terms: dict[str, int] = {}  # stemmed term -> term id
-        self.ascii = _AsciiWords(self)  # the same map keyed by the word's ASCII bytes; the boundary mark -> -1
+        self.ascii = _AsciiWords(self)  # ASCII words, keyed by their bytes (not held here too); the boundary -> -1
 
     def __missing__(self, word: str) -> int:
+        tid = self[word] = self.term_id(word)
+        return tid
+
+    def term_id(self, word: str) -> int:
+        """The term id of a folded word (a new one for a new term), without keeping the word itself."""
         term = text.stem(word)
         tid = self.terms.get(term)
         if tid is None:
             tid = self.terms[term] = len(self.terms)
-        self[word] = tid
         return tid
 
 
@@ -68,7 +76,7 @@ class _AsciiWords(dict[bytes, int]):
         self.vocab = vocab
 
     def __missing__(self, word: bytes) -> int:
-        tid = self[word] = self.vocab[word.decode("ascii")]
+        tid = self[word] = self.vocab.term_id(word.decode("ascii"))  # the word is kept once, as bytes
         return tid
 
 
@@ -77,9 +85,11 @@ class TextIndex(RowTable):
 
     EXTRA = ("lengths",)
 
-    def __init__(self) -> None:
+    def __init__(self, vocabulary_of: TextIndex | None = None) -> None:
+        """vocabulary_of: another index of the same namespace whose vocabulary this one shares (each word held
+        once; scores are those of a vocabulary of its own), else a new vocabulary."""
         super().__init__()
-        self.vocab = _Vocabulary()
+        self.vocab: _Vocabulary = _Vocabulary() if vocabulary_of is None else vocabulary_of.vocab
         self.total_tokens = 0  # of the live rows
         self.lengths = np.zeros(0, dtype=np.int32)
         # postings: CSR block over term ids < len(indptr) - 1, then the tail (term id -> [(positions, tfs)])
@@ -131,15 +141,16 @@ class TextIndex(RowTable):
         rows: list[np.ndarray] = []
         terms: list[np.ndarray] = []
         plain = [i for i, t in enumerate(texts) if t.isascii() and "\x01" not in t]
-        if plain:
-            buf = " \x01 ".join(texts[i] for i in plain).encode("ascii").translate(text.ASCII_FOLD)
+        for batch in _batches(plain, texts):  # a token is a bytes object (~45 bytes) until looked up: a batch at a time
+            buf = " \x01 ".join(texts[i] for i in batch).encode("ascii").translate(text.ASCII_FOLD)
             tokens = buf.split()
             ids = np.fromiter(map(self.vocab.ascii.__getitem__, tokens), dtype=np.int64, count=len(tokens))
+            del tokens, buf
             bounds = np.flatnonzero(ids < 0)  # the marks between texts
             counts = np.diff(np.concatenate([[-1], bounds, [len(ids)]])) - 1
-            lengths[plain] = counts
+            lengths[batch] = counts
             keep = ids >= 0
-            rows.append(np.repeat(np.asarray(plain, dtype=np.int64), counts))
+            rows.append(np.repeat(np.asarray(batch, dtype=np.int64), counts))
             terms.append(ids[keep])
         for i in sorted(set(range(len(texts))).difference(plain)):
             found = text.words(texts[i])
@@ -160,6 +171,14 @@ class TextIndex(RowTable):
         self._norms = None
         if self._needs_compaction():
             self._compact()
+
+    def prepare(self) -> None:
+        """Fold the postings added since the last merge into the CSR block now (a load ends with it) when that is
+        cheap: a term's tail is two arrays and a list, ~400 bytes, where the block holds it in 8, but a merge copies
+        the whole block (a transient second copy). So only while the block holds under _PREPARE_MOVES postings per
+        tail term (a small namespace's load, whose block is empty). The postings and scores are the same."""
+        if self.tail and len(self.tail) * _PREPARE_MOVES >= len(self.post_rows):
+            self._merge()
 
     def _merge(self) -> None:
         """Fold the tail into the CSR block (no sort: each term's postings are its block's, then its tail's)."""
@@ -367,6 +386,20 @@ class TextIndex(RowTable):
         top = np.argpartition(-found, k - 1)[:k] if k < len(pos) else np.arange(len(pos))
         top = top[np.lexsort((pos[top], -found[top]))]
         return self.rowids[pos[top]], found[top]
+
+
+def _batches(indexes: list[int], texts: Sequence[str]) -> Iterable[list[int]]:
+    """`indexes` cut into runs whose texts hold about _TOKENISE_CHARS characters together (at least one text)."""
+    batch: list[int] = []
+    size = 0
+    for i in indexes:
+        batch.append(i)
+        size += len(texts[i])
+        if size >= _TOKENISE_CHARS:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def _kth(scores: np.ndarray, k: int) -> float:

@@ -248,3 +248,32 @@ def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
         assert max(looked_up) > 0  # some text-only candidates took their cosine from the in-memory vectors
     finally:
         memory.close()
+
+
+def test_what_a_loaded_index_holds_less_of_answers_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Memory cuts that must not move a score (bench/RESULTS.md, many users): the postings folded into one block
+    at the end of a load (`prepare`), a vocabulary shared with another index of the namespace, texts cut into
+    tokens a batch at a time; and an ASCII word is kept once, as bytes."""
+    texts = corpus(3000, seed=7) + ["Zoë's CAFÉ, naïve!", "Books\x01gardens"]
+    plain = build(texts)
+    monkeypatch.setattr(text_index, "_TOKENISE_CHARS", 500)  # many batches
+    other = build(corpus(500, seed=8) + ["relational words only here, zephyr"])  # its words first in the shared ids
+    shared = TextIndex(other)
+    n = len(texts)
+    for a in range(0, n, 400):  # added in parts, as a load does: a tail of per-term arrays
+        b = min(n, a + 400)
+        shared.add(list(range(a + 1, b + 1)), texts[a:b], [1] * (b - a), [NAN] * (b - a), [NAN] * (b - a))
+    assert shared.tail and shared.vocab is other.vocab
+    before = {q: shared.search(text_terms(q), 20) for q in ("books about gardens", "relational", "Café violin")}
+    shared.prepare()
+    assert not shared.tail and shared.tail_size == 0
+    for query in ("books about gardens", "Café violin", "the", "naïve piano 2023 x", "relational", "hiking lake"):
+        terms = text_terms(query)
+        assert by_rowid(shared, terms) == by_rowid(plain, terms), query  # equal, not approximately
+        ids, scores = shared.search(terms, 20)
+        want_ids, want_scores = plain.search(terms, 20)
+        assert ids.tolist() == want_ids.tolist() and scores.tolist() == want_scores.tolist(), query
+        if query in before:
+            assert ids.tolist() == before[query][0].tolist() and scores.tolist() == before[query][1].tolist()
+    assert "zephyr" not in shared.vocab and b"zephyr" in shared.vocab.ascii  # a word of ASCII texts: bytes only
+    assert "naive" in shared.vocab  # a word of a text that is not ASCII: by its str

@@ -125,3 +125,17 @@ def test_a_pickled_index_answers_as_the_original_and_keeps_growing() -> None:
     copy.remove(np.array([10**7 + 1]))
     assert copy.search(new[0], 1)[0].tolist() == [10**7]
     assert 10**7 + 1 not in copy.search(new[1], 10)[0].tolist()
+
+
+def test_a_reserved_index_holds_no_spare_rows() -> None:
+    """A load reserves each part's rows before adding them: the arrays end at the rows held, where growing by
+    half left up to a third of a large matrix unused."""
+    index = VectorIndex(8)
+    rng = np.random.default_rng(0)
+    for start, n in ((1, 1000), (1001, 200), (1201, 300)):  # growing by half would leave 1,516 then 2,290 rows
+        index.reserve(n)
+        rows = np.arange(start, start + n)
+        index.add(
+            rows, rng.standard_normal((n, 8)).astype(np.float32), np.ones(n), np.full(n, np.nan), np.full(n, np.nan)
+        )
+        assert len(index.matrix) == len(index.rowids) == index.size
