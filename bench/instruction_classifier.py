@@ -29,7 +29,7 @@ TRAIN = DATA / "instruction_statements_train.tsv"
 LABEL_CLASS = {"none": 0, "instruction": 1, "correction": 1, "revocation": 1, "preference": 2}
 """The labeled sets' labels -> class index (services.instruction_classifier.CLASSES)."""
 PENALTY = 3e-5  # L2 penalty per weight (the bias is not penalised)
-THRESHOLD = 0.6  # a sentence states something when P(instruction) + P(preference) > THRESHOLD
+THRESHOLD = 0.7  # a sentence states something when P(instruction) + P(preference) > THRESHOLD
 STEPS = 1500  # full-batch Adam steps from zero weights
 LEARNING_RATE = 0.05
 

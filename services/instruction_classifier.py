@@ -4,7 +4,8 @@ Three classes (`none`, `instruction`, `preference`; corrections and revocations 
 logistic regression over one sentence's features (`features`): its 384-d all-MiniLM-L6-v2 vector (the local
 embedder, services/embedding.py), a few marks of its form (`form_marks`: a standing marker, `you`, first person,
 a question mark, a list or heading mark, a plan, thanks, the past, "when I ask", length, a pointer into the
-current exchange, a general object, an opening verb) and its words and word pairs hashed into `BUCKETS` slots.
+current exchange, a general object, an opening verb, a reaction such as "sounds good") and its words and word
+pairs hashed into `BUCKETS` slots.
 
 The weights are trained by `bench/instruction_classifier.py` (one command, deterministic) on the training set
 (bench/data/instruction_statements_train.tsv) and shipped in services/data/instruction_classifier.npz, read
@@ -57,8 +58,14 @@ _NOT_A_VERB = re.compile(
 )
 
 
+_REACTION = re.compile(
+    r"^(yeah|yes|yep|yup|ok|okay|sure|cool|nice|great|perfect|hmm|oh|ah|alright|right)\b|"
+    r"\b(sounds?|seems?|looks?) (good|great|perfect|fine|amazing|doable|like|better|right)\b|\bworks? for me\b"
+)
+
+
 def form_marks(sentence: str) -> list[float]:
-    """13 marks of a sentence's form, each 0 or 1 but the length (words / 60, at most 1): what an averaged
+    """14 marks of a sentence's form, each 0 or 1 but the length (words / 60, at most 1): what an averaged
     sentence vector blurs (who is addressed, mood, a standing marker, a pointer into the current exchange)."""
     s = sentence.strip()
     low = s.lower()
@@ -84,6 +91,7 @@ def form_marks(sentence: str) -> list[float]:
         float(bool(_POINTER.search(low))),
         float(bool(_GENERAL.search(low))),
         float(bool(re.match(r"^(please )?[a-z]+\b", low)) and not _NOT_A_VERB.match(low)),
+        float(bool(_REACTION.search(low))),
     ]
 
 
@@ -186,10 +194,33 @@ def not_a_statement(sentence: str) -> bool:
     return False
 
 
+_WHOLE_REACTION = re.compile(
+    r"^(?:(?:yeah|yes|yep|ok|okay|sure|cool|nice|great|perfect|hmm|oh|ah|alright|right)\b[,!.]?\s*)*"
+    r"(?:(?:i think|i guess|honestly|so)\s*,?\s*)?"
+    r"(?:(?:(?:that|this|it|these|those|they|the|your|a|an)\s+)?(?:[\w'-]+\s+){0,3}?"
+    r"(?:sounds?|seems?|looks?)\s+(?:\w+\s+)?"
+    r"(?:good|great|perfect|fine|amazing|doable|ideal|right|nice|helpful|useful|like a (?:plan|good idea))"
+    r"|(?:that|this|it)(?: plan| one| time)? works)"
+    r"(?:\s+(?:for|to|with)\s+me)?\s*[.!]*$"
+)
+_HEDGED_PLAN = re.compile(r"^(?:so,? |then,? )?(?:i might|maybe i'll|i guess i'll|i think i'll|i'll probably|i may)\b")
+
+
+def reacts_or_hedges(sentence: str) -> bool:
+    """Whether a sentence is, by its form, a reply to what was just proposed rather than a rule of the speaker's
+    own: the whole of it a verdict on a suggestion ("Yeah, that sounds perfect for me.", "The second plan works
+    for me.") or a hedged plan ("I might try the app later."). Such sentences name the topic of the suggestion, so
+    MiniLM places them next to real preferences; kept as statements they also replace the earlier, real
+    statement on that topic (Superseder). Only the classifier's candidates are checked: the rules keep theirs."""
+    low = re.sub(r"\s+", " ", sentence.strip().lower())
+    return bool(_WHOLE_REACTION.match(low) or _HEDGED_PLAN.match(low))
+
+
 class ClassifierDetector:
     """The rules' statements (PatternDetector), plus the sentences of at most MAX_WORDS words that the classifier
-    keeps among those that `not_a_statement` lets through; a Detector (services/instructions.py). In a chat
-    between people only the preferences of the conversation's `user` (`owned`).
+    keeps among those that `not_a_statement` and `reacts_or_hedges` let through; a Detector
+    (services/instructions.py). In a chat between people only the preferences of the conversation's `user`
+    (`owned`).
 
     embedder: the local MiniLM (384-d, L2-normalised), called once per `detect` on the candidate sentences.
     classifier: default `shipped()`. Raises ValueError at construction when the embedder's dimension is not the
@@ -236,6 +267,7 @@ class ClassifierDetector:
                     re.search(r"[^\W\d_]", sentence)
                     and len(sentence.split()) <= MAX_WORDS
                     and not not_a_statement(sentence)
+                    and not reacts_or_hedges(sentence)
                 ):
                     candidates.append((index, message, start, end))
         if candidates:

@@ -17,7 +17,7 @@ from loopback.openai_server import LoopbackOpenAI
 from models.api import Message
 from models.instructions import Detected, Instruction
 from services.embedding import LocalEmbedder
-from services.instruction_classifier import ClassifierDetector
+from services.instruction_classifier import ClassifierDetector, reacts_or_hedges
 from services.instruction_rules import subject_key
 from services.instructions import (
     SAME_KEY_COSINE,
@@ -599,6 +599,25 @@ def test_the_classifier_finds_plain_rules_and_leaves_small_talk(tmp_path: Path) 
         Message(id="2", speaker="Jon", content="Ok."),
     ]
     assert detector.detect(people, user="Gina") == []
+
+
+def test_a_reply_that_approves_a_suggestion_is_no_preference(tmp_path: Path) -> None:
+    """A verdict on what the assistant just proposed names the proposal's topic, so MiniLM puts it next to the
+    user's real preference on it; kept, it would replace that preference (newest wins). A preference said with
+    the same verbs ("... work best for me") is still one."""
+    detector = make_detector(make_settings(tmp_path))
+    chat = [
+        Message(id="1", role="user", content="I prefer audiobooks for my commute."),
+        Message(id="2", role="assistant", content="Then try a narrated history, or a podcast series."),
+        Message(id="3", role="user", content="Yeah, audiobooks sound perfect for me."),
+        Message(id="4", role="user", content="Okay, the history one looks great."),
+        Message(id="5", role="user", content="I might try the podcast at the weekend."),
+    ]
+    assert [(d.message_id, d.kind) for d in detector.detect(chat)] == [("1", "preference")]
+    assert reacts_or_hedges("Yeah, e-books sound perfect for me.") and reacts_or_hedges("That works for me.")
+    assert reacts_or_hedges("I might switch formats depending on my mood.") and reacts_or_hedges("Sounds good!")
+    assert not reacts_or_hedges("Short chapters work best for me.")
+    assert not reacts_or_hedges("Tabs look better to me.")
 
 
 def test_instruction_detector_chooses_the_rules_or_the_model(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
