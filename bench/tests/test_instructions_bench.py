@@ -4,8 +4,9 @@ The development set (bench/data/instruction_statements.tsv) is what the rules we
 experiment is trained on): its numbers are training numbers, held to issue 25's goals. On the frozen test set
 (bench/data/instruction_statements_test.tsv, issue 34) the rules and the shipped detector (the rules, then the
 classifier) are held to what they measured there (rules: precision 1.000, recall 30/154; rules then classifier:
-0.961, 123/154; bench/RESULTS.md), not to the goals they do not reach: a change that finds less on statements
-nobody tuned on fails here. The validation set is scored too (its rows from BEAM only where BEAM is on disk)."""
+0.984, 127/154; on the second test set, written blind, bench/data/instruction_statements_test2.tsv: 0.908, 129/164;
+bench/RESULTS.md), not to the goals they do not reach: a change that finds less on statements nobody tuned on
+fails here. The validation set is scored too (its rows from BEAM only where BEAM is on disk)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def test_both_sets_are_scored_and_the_rules_hold_their_numbers() -> None:
         tp, detected, found, positives = (int(g) for g in m.groups()[2:])
         scores[f"{m.group(1)} {m.group(2)}"] = (tp, detected, found, positives)
     assert set(scores) == {
-        f"{d} {s}" for d in ("pattern", "classifier alone", "classifier") for s in ("development", "validation", "test")
+        f"{d} {s}"
+        for d in ("pattern", "classifier alone", "classifier")
+        for s in ("development", "validation", "test", "test2")
     }, out
     assert len((ROOT / "bench/data/instruction_statements.tsv").read_text().splitlines()) > 300
     assert len((ROOT / "bench/data/instruction_statements_test.tsv").read_text().splitlines()) > 300
@@ -42,4 +45,8 @@ def test_both_sets_are_scored_and_the_rules_hold_their_numbers() -> None:
     tp, detected, found, positives = scores["pattern test"]
     assert positives >= 150 and tp / detected >= 0.95 and found >= 30, out
     tp, detected, found, positives = scores["classifier test"]
-    assert positives >= 150 and tp / detected >= 0.95 and found >= 123, out
+    assert positives >= 150 and tp / detected >= 0.95 and found >= 127, out
+    # the blind second test set: held to what the shipped detector measured there once (0.908 / 129 of 164)
+    assert len((ROOT / "bench/data/instruction_statements_test2.tsv").read_text().splitlines()) > 400
+    tp, detected, found, positives = scores["classifier test2"]
+    assert positives >= 160 and tp / detected >= 0.90 and found >= 129, out
