@@ -87,12 +87,13 @@ class Timeline(BlockState):
             if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:
                 break
             ids = set(ln.sentence_ids)
-            if ln.message_id in self.shown.messages or (ids and ids <= self.shown.ids):
+            held = self._held(ln, ids)
+            if ln.message_id in self.shown.messages or (ids and ids <= held):
                 continue  # its message, or every sentence it is made of, is shown already
             text = ln.text
-            if ids & self.shown.ids:  # a sentence of it is shown already: its other sentences only, as stored
+            if ids & held:  # a sentence of it is shown already: its other sentences only, as stored
                 said = [s for s in self.texts.said_at(ln.conversation_id, ln.tok_start) if s.id in ids]
-                fresh = [s for s in said if s.id not in self.shown.ids]
+                fresh = [s for s in said if s.id not in held]
                 text = render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
             elif self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
                 parts = text.split(SEPARATOR)
@@ -119,6 +120,14 @@ class Timeline(BlockState):
                 continue
             self.shown.ids |= ids
             self.shown.memory |= ids
+
+    def _held(self, ln: SaidLine, ids: set[str]) -> set[str]:
+        """The ids of the sentences the block shows so far, with those of the line's message that an instruction
+        shown above states (`Shown.holds`): a standing instruction is not dated again as a line of the timeline."""
+        if not ids or ln.message_id not in self.shown.quoted:
+            return self.shown.ids
+        said = self.texts.said_at(ln.conversation_id, ln.tok_start)
+        return self.shown.ids | {s.id for s in said if s.id in ids and self.shown.holds(s)}
 
     def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
         """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,

@@ -208,6 +208,28 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
         assert starts == sorted(starts)
 
 
+def test_a_standing_instruction_is_not_dated_again_in_the_timeline(filled: Memory) -> None:
+    rule = "Always give me the travel times in hours."
+    filled.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=[  # said to an assistant (in a chat between Ann and Bo only it would be advice to Bo)
+                Message(id="rule", speaker="Ann", content=rule, created_at=LONG_T0 + timedelta(days=4)),
+                Message(id="ok", speaker="assistant", content="Noted.", created_at=LONG_T0 + timedelta(days=4)),
+            ],
+        ),
+    )
+    res = filled.context.assemble(
+        "ns",
+        ContextRequest(conversation_id="c1", query="travel times", recent=False, budget_tokens=2000, now=LONG_NOW),
+    )
+    names = {s.name: s for s in res.sections}
+    assert [i.text for i in names["instructions"].items] == [rule]
+    assert names["timeline"].items  # the timeline has lines to show, but not the instruction a second time
+    assert res.context.count("travel times in hours") == 1, res.context
+
+
 def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> None:
     res = filled.context.assemble(
         "ns",
