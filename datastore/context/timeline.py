@@ -13,6 +13,7 @@ The numbers named in `backticks` are fields of the block's policy (datastore/con
 
 from __future__ import annotations
 
+from datastore.context.evidence import fold
 from datastore.context.inputs import SaidLine
 from datastore.context.questions import asks_what_user_said
 from datastore.context.render import SUPERSEDED, Section
@@ -60,8 +61,11 @@ class Timeline(BlockState):
         best first while `room` tokens hold them, shown oldest first under their dates: a dated list of what
         was brought up; of a long answer's lead and point, only the one nearer the topic (more lines fit). For
         such a question every line is ranked and each scores at least `thread_weight` of its thread neighbours'
-        (`_threaded`). A line whose message, or every stored sentence it is made of (by id), the block already
-        shows is left out (a line written before lines kept their sentences: only when its message is)."""
+        (`_threaded`). A line whose message, or every stored sentence it is made of, the block already shows is
+        left out: a sentence is shown when its id is, when a standing instruction above states it
+        (`Shown.holds`), or when its very words (folded) are, said in another message (an answer's boilerplate
+        repeated); of a line some of whose sentences are shown, the others only. A line written before lines
+        kept their sentences is left out only when its message is shown."""
         assert self.o.lines is not None and self.cid is not None
         if room < self.p.min_item:
             return
@@ -83,16 +87,19 @@ class Timeline(BlockState):
         topic = set(excerpts.terms(self.topic or ""))
         weights = excerpts.term_weights(ln.text for ln in ranked)
         start, fails = sec.used, 0
+        seen = {fold(s.text) for s in self.shown.said.values()}  # what the memories show, as said
         for ln in ranked:
             if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:
                 break
+            if ln.message_id in self.shown.messages:
+                continue  # its message is shown already
             ids = set(ln.sentence_ids)
-            held = self._held(ln, ids)
-            if ln.message_id in self.shown.messages or (ids and ids <= held):
-                continue  # its message, or every sentence it is made of, is shown already
+            said = [s for s in self.texts.said_at(ln.conversation_id, ln.tok_start) if s.id in ids] if ids else []
+            held = self.shown.ids | {s.id for s in said if self.shown.holds(s) or fold(s.text) in seen}
+            if ids and ids <= held:
+                continue  # every sentence it is made of is shown already (or its very words, said again)
             text = ln.text
             if ids & held:  # a sentence of it is shown already: its other sentences only, as stored
-                said = [s for s in self.texts.said_at(ln.conversation_id, ln.tok_start) if s.id in ids]
                 fresh = [s for s in said if s.id not in held]
                 text = render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
             elif self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
@@ -120,14 +127,7 @@ class Timeline(BlockState):
                 continue
             self.shown.ids |= ids
             self.shown.memory |= ids
-
-    def _held(self, ln: SaidLine, ids: set[str]) -> set[str]:
-        """The ids of the sentences the block shows so far, with those of the line's message that an instruction
-        shown above states (`Shown.holds`): a standing instruction is not dated again as a line of the timeline."""
-        if not ids or ln.message_id not in self.shown.quoted:
-            return self.shown.ids
-        said = self.texts.said_at(ln.conversation_id, ln.tok_start)
-        return self.shown.ids | {s.id for s in said if s.id in ids and self.shown.holds(s)}
+            seen |= {fold(s.text) for s in said}
 
     def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
         """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,

@@ -230,6 +230,25 @@ def test_a_standing_instruction_is_not_dated_again_in_the_timeline(filled: Memor
     assert res.context.count("travel times in hours") == 1, res.context
 
 
+def test_the_same_words_said_twice_are_shown_once(filled: Memory) -> None:
+    said = "The glaze workshop in Kyoto moved to the old tea house by the river."
+    filled.writer.remember(
+        "ns",
+        RememberRequest(
+            conversation_id="c1",
+            messages=[
+                Message(id=f"again{k}", speaker="Ann", content=said, created_at=LONG_T0 + timedelta(days=k, hours=5))
+                for k in (2, 9)
+            ],
+        ),
+    )
+    res = filled.context.assemble(
+        "ns",
+        ContextRequest(conversation_id="c1", query="glaze workshop", recent=False, budget_tokens=2000, now=LONG_NOW),
+    )
+    assert res.context.count("old tea house by the river") == 1, res.context
+
+
 def test_without_recent_turns_the_budget_goes_to_memories(filled: Memory) -> None:
     res = filled.context.assemble(
         "ns",
