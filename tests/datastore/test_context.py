@@ -23,6 +23,23 @@ def filled(local_memory: Memory) -> Memory:
     return local_memory
 
 
+RULE = "Always give me the travel times in hours."
+
+
+def add_turns(memory: Memory, messages: list[Message]) -> None:
+    """Remember `messages` as more of the `filled` store's conversation c1 (namespace ns)."""
+    memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=messages))
+
+
+def rule_turns() -> list[Message]:
+    """Ann's standing rule said to an assistant (in a chat between Ann and Bo only it would be advice to Bo)."""
+    at = LONG_T0 + timedelta(days=4)
+    return [
+        Message(id="rule", speaker="Ann", content=RULE, created_at=at),
+        Message(id="ok", speaker="assistant", content="Noted.", created_at=at),
+    ]
+
+
 def test_time_ago_reads_like_a_person() -> None:
     assert time_ago(LONG_NOW - timedelta(seconds=20), LONG_NOW) == "just now"
     assert time_ago(LONG_NOW - timedelta(minutes=5), LONG_NOW) == "5 minutes ago"
@@ -159,22 +176,7 @@ def test_the_budget_is_never_exceeded(filled: Memory, budget: int) -> None:
 
 def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) -> None:
     filled.core.put("ns", CorePutRequest(key="home", value="Ann lives in Porto"))
-    filled.writer.remember(
-        "ns",
-        RememberRequest(
-            conversation_id="c1",
-            messages=[
-                Message(
-                    id="rule",
-                    speaker="Ann",
-                    content="Always give me the travel times in hours.",
-                    created_at=LONG_T0 + timedelta(days=4),
-                ),
-                # said to an assistant: in a chat between people only (Ann and Bo) it would be advice to Bo
-                Message(id="ok", speaker="assistant", content="Noted.", created_at=LONG_T0 + timedelta(days=4)),
-            ],
-        ),
-    )
+    add_turns(filled, rule_turns())
     # a query some of whose dated lines the other sections do not already show (the timeline shows no line twice)
     res = filled.context.assemble(
         "ns", ContextRequest(conversation_id="c1", query="sourdough baking in Kyoto", budget_tokens=1500, now=LONG_NOW)
@@ -192,7 +194,7 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
     assert positions == sorted(positions)
     core, instructions, recent, relevant, timeline = res.sections
     assert core.items and instructions.items and recent.items and relevant.items and timeline.items
-    assert instructions.items[0].text == "Always give me the travel times in hours."
+    assert instructions.items[0].text == RULE
     # core, instructions and recent took what they needed up to their shares; the memories share the rest
     assert core.tokens_used < core.budget_tokens and instructions.tokens_used < instructions.budget_tokens
     assert recent.tokens_used <= recent.budget_tokens < 0.36 * 1500 and recent.left_out
@@ -209,39 +211,21 @@ def test_sections_in_priority_order_and_unused_shares_pass_on(filled: Memory) ->
 
 
 def test_a_standing_instruction_is_not_dated_again_in_the_timeline(filled: Memory) -> None:
-    rule = "Always give me the travel times in hours."
-    filled.writer.remember(
-        "ns",
-        RememberRequest(
-            conversation_id="c1",
-            messages=[  # said to an assistant (in a chat between Ann and Bo only it would be advice to Bo)
-                Message(id="rule", speaker="Ann", content=rule, created_at=LONG_T0 + timedelta(days=4)),
-                Message(id="ok", speaker="assistant", content="Noted.", created_at=LONG_T0 + timedelta(days=4)),
-            ],
-        ),
-    )
+    add_turns(filled, rule_turns())
     res = filled.context.assemble(
         "ns",
         ContextRequest(conversation_id="c1", query="travel times", recent=False, budget_tokens=2000, now=LONG_NOW),
     )
     names = {s.name: s for s in res.sections}
-    assert [i.text for i in names["instructions"].items] == [rule]
+    assert [i.text for i in names["instructions"].items] == [RULE]
     assert names["timeline"].items  # the timeline has lines to show, but not the instruction a second time
     assert res.context.count("travel times in hours") == 1, res.context
 
 
 def test_the_same_words_said_twice_are_shown_once(filled: Memory) -> None:
     said = "The glaze workshop in Kyoto moved to the old tea house by the river."
-    filled.writer.remember(
-        "ns",
-        RememberRequest(
-            conversation_id="c1",
-            messages=[
-                Message(id=f"again{k}", speaker="Ann", content=said, created_at=LONG_T0 + timedelta(days=k, hours=5))
-                for k in (2, 9)
-            ],
-        ),
-    )
+    at = [LONG_T0 + timedelta(days=k, hours=5) for k in (2, 9)]
+    add_turns(filled, [Message(id=f"again{k}", speaker="Ann", content=said, created_at=t) for k, t in enumerate(at)])
     res = filled.context.assemble(
         "ns",
         ContextRequest(conversation_id="c1", query="glaze workshop", recent=False, budget_tokens=2000, now=LONG_NOW),
