@@ -28,7 +28,7 @@ from models.api import Message
 from models.instructions import Detected, InstructionKind
 from services import instruction_rules as rules
 from services.embedding import Embedder
-from services.instructions import PatternDetector, between_people, owned
+from services.instructions import PatternDetector, between_people, owned, same_speaker
 from services.speakers import is_human
 
 CLASSES = ("none", "instruction", "preference")
@@ -216,6 +216,17 @@ def reacts_or_hedges(sentence: str) -> bool:
     return bool(_WHOLE_REACTION.match(low) or _HEDGED_PLAN.match(low))
 
 
+def _candidate(sentence: str) -> bool:
+    """Whether the classifier is asked about `sentence` (masked text): it has a letter, at most MAX_WORDS words,
+    and neither the rules' rejections (`not_a_statement`) nor `reacts_or_hedges` call it no statement."""
+    return bool(
+        re.search(r"[^\W\d_]", sentence)
+        and len(sentence.split()) <= MAX_WORDS
+        and not not_a_statement(sentence)
+        and not reacts_or_hedges(sentence)
+    )
+
+
 class ClassifierDetector:
     """The rules' statements (PatternDetector), plus the sentences of at most MAX_WORDS words that the classifier
     keeps among those that `not_a_statement` and `reacts_or_hedges` let through; a Detector
@@ -251,6 +262,7 @@ class ClassifierDetector:
         between people only `user`'s preferences (services/instructions.owned)."""
         found: list[tuple[int, int, Detected]] = []
         candidates: list[tuple[int, Message, int, int]] = []
+        people = between_people(messages)
         for index, message in enumerate(messages):
             if not is_human(message.who):
                 continue
@@ -258,18 +270,14 @@ class ClassifierDetector:
                 {d.start: d for d in self._rules.detect_message(message, conversation_id)} if self._rules_first else {}
             )
             found.extend((index, start, d) for start, d in hits.items() if start is not None)
+            if people and not same_speaker(message.who, user):
+                continue  # `owned` keeps none of this speaker's statements: no sentence of theirs is embedded
             masked = rules.mask(message.content)
-            for start, end in rules.sentences(masked):
-                sentence = masked[start:end]
-                if start in hits:
-                    continue
-                if (
-                    re.search(r"[^\W\d_]", sentence)
-                    and len(sentence.split()) <= MAX_WORDS
-                    and not not_a_statement(sentence)
-                    and not reacts_or_hedges(sentence)
-                ):
-                    candidates.append((index, message, start, end))
+            candidates.extend(
+                (index, message, start, end)
+                for start, end in rules.sentences(masked)
+                if start not in hits and _candidate(masked[start:end])
+            )
         if candidates:
             texts = [m.content[a:b].strip() for _, m, a, b in candidates]
             rows = features(texts, self._embedder.embed(texts, bulk=True))
@@ -289,4 +297,4 @@ class ClassifierDetector:
                 )
                 found.append((index, start, detected))
         found.sort(key=lambda t: (t[0], t[1]))
-        return owned([d for _, _, d in found], between_people(messages), user)
+        return owned([d for _, _, d in found], people, user)

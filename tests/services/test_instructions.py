@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from loopback.openai_server import LoopbackOpenAI
@@ -599,6 +600,37 @@ def test_the_classifier_finds_plain_rules_and_leaves_small_talk(tmp_path: Path) 
         Message(id="2", speaker="Jon", content="Ok."),
     ]
     assert detector.detect(people, user="Gina") == []
+
+
+class _CountingEmbedder(LocalEmbedder):
+    """The real local embedder, counting the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(threads=1)
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        self.texts.extend(texts)
+        return super().embed(texts, bulk=bulk)
+
+
+def test_in_a_chat_between_people_only_the_users_sentences_are_embedded() -> None:
+    """The classifier's embeddings are the cost of detection (one per sentence): in a chat between people only the
+    `user`'s preferences are kept, so nobody else's sentence is embedded, and none when no `user` is set. The
+    user's preference is found as before; a chat with an assistant embeds its person's sentences."""
+    embedder = _CountingEmbedder()
+    detector = ClassifierDetector(embedder)
+    people = [
+        Message(id="1", speaker="Gina", content="Use sunscreen every day. I'm lactose intolerant."),
+        Message(id="2", speaker="Jon", content="I'm allergic to peanuts. Great to hear from you."),
+    ]
+    assert detector.detect(people) == [] and embedder.texts == []
+    found = detector.detect(people, user="Jon")
+    assert [(d.message_id, d.kind) for d in found] == [("2", "preference")]
+    assert embedder.texts == ["I'm allergic to peanuts.", "Great to hear from you."]
+    embedder.texts.clear()
+    detector.detect([Message(id="3", role="user", content="Give temperatures in Celsius.")])
+    assert embedder.texts == ["Give temperatures in Celsius."]
 
 
 def test_a_reply_that_approves_a_suggestion_is_no_preference(tmp_path: Path) -> None:
