@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench.chunk_text import faults
+from bench.chunk_text import faults, line_faults, summary_faults
 from models.memory import StoredMessage
+from models.outline import OutlineLine
 from services.chunking import SentenceStream, measure, plan_windows
 
 
@@ -42,3 +43,32 @@ def test_a_chunk_of_whole_sentences_passes_and_a_token_window_does_not() -> None
     inside = "[2023-05-08 13:56] Gina: here for you no matter what!\nJon: Thanks, Gina."
     assert "starts inside a word" not in faults(inside, msgs) and "starts inside a sentence" in faults(inside, msgs)
     assert "starts inside a word" in faults("[2023-05-08 13:56] Gina: ere for you no matter what!", msgs[:1])
+
+
+def test_a_summary_of_picked_whole_sentences_passes_and_a_cut_one_does_not() -> None:
+    msgs = messages()
+    held = {m.id: m for m in msgs}
+    ids = ["m0:0", "m1:1", "m1:2"]
+    picked = (
+        "[2023-05-08 13:56] Gina: I'm here for you no matter what!\n"
+        "Jon: Oh, I've been to Paris yesterday! … The studio opens next week."
+    )
+    assert summary_faults(picked, held, ids) == set()
+    assert summary_faults(picked.replace("[2023-05-08 13:56] ", ""), held, ids) == {"no date"}
+    assert summary_faults(picked.replace("Jon:", "Gina:"), held, ids) == {"a speaker missing"}
+    cut = "[2023-05-08 13:56] Gina: I'm here for you no matter what!\nJon: been to Paris yesterday!"
+    assert summary_faults(cut, held, ids) == {"starts inside a sentence"}
+
+
+def test_an_outline_line_of_whole_sentences_passes_and_a_cut_one_does_not() -> None:
+    msgs = messages()
+    held = {m.id: m for m in msgs}
+
+    def line(text: str) -> OutlineLine:
+        return OutlineLine(id="m1:0", message_id="m1", speaker="Jon", created_at=msgs[1].created_at, text=text)
+
+    rendered = "[2023-05-08]\nJon: ..."
+    assert line_faults(line("Thanks, Gina. The studio opens next week."), rendered, held) == set()
+    assert line_faults(line("Oh, I've been to Paris…"), rendered, held) == set()  # too long for a line, says so
+    assert line_faults(line("Oh, I've been to Paris"), rendered, held) == {"ends inside a sentence"}
+    assert line_faults(line("Thanks, Gina."), "[2023-05-09]\nJon: ...", held) == {"no date"}
