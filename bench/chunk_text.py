@@ -207,7 +207,8 @@ def markdown(out: dict[str, object], command: str) -> str:
 
     rows = "\n".join(f"| {f} | " + " | ".join(cell(k, f) for k in KINDS) + " |" for f in faults_seen)
     return (
-        f"## What /query, the summaries and the outline hand a model: whole, dated, attributed text\n\n{common.header(command)}\n"
+        "## What /query, the summaries and the outline hand a model: whole, dated, attributed text\n\n"
+        f"{common.header(command)}\n"
         f"LoCoMo dev, {out['questions']} questions: their top {TOP_K} `/query` results (default mode, level 1), "
         f"{seen['chunks']} chunks; the lines of each question's outline (its conversation, the question as its "
         f"query, {OUTLINE_BUDGET} tokens), {seen['outline lines']} lines; every summary (level 2 and up) in the "
