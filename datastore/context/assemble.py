@@ -127,6 +127,11 @@ class _Assembly(FirstSections, Relevant, Timeline):
                 if i in self.instruction_messages and self.shown.said_by_memory(self.instruction_messages[i], text)
             }
         )
+        if enabled["instructions"] and self.instruction_waiting:  # the room the block leaves unused, as rendered
+            spare = self.budget - count_tokens(self._block(list(sections.values())))
+            added = self._widen_instructions(sections["instructions"], spare)
+            if added and count_tokens(self._block(list(sections.values()))) > self.budget:
+                sections["instructions"].discard(added)  # not at a memory's cost
         return self._response(list(sections.values()))
 
     def _response(self, sections: list[Section]) -> ContextResponse:

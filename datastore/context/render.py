@@ -239,6 +239,16 @@ class Section:
         for item, when, parts in kept:
             self.admit(item, when, parts)
 
+    def reorder(self, key: Callable[[ContextItem], int]) -> None:
+        """Admit the items again in the order of `key` (an undated section shows them as admitted); the items left
+        out before that are now in are no longer listed as left out."""
+        groups = sorted(self._groups(), key=lambda g: key(g[0]))
+        shown = {g[0].id for g in groups}
+        self.entries, self.used, self.admitted = [], 0, 0
+        for item, when, parts in groups:
+            self.admit(item, when, parts)
+        self.left_out = [lo for lo in self.left_out if lo.id not in shown]
+
     def drop_last(self) -> None:
         """Take out the last admitted item (the block ran a token or two over at a join)."""
         last = max(e.order[4] for e in self.entries)

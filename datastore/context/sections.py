@@ -5,7 +5,8 @@
 2. instructions: the standing instructions and preferences the user stated (datastore/lifetime/instructions.py),
    the closest to the query first; a preference only where the query comes near it (`preference_floor`, and
    `preference_ratio` of the best preference's cosine); one said
-   in a recent turn, or in a short turn a memory shows whole (a turn is never cut), is read there.
+   in a recent turn, or in a short turn a memory shows whole (a turn is never cut), is read there. Those its share
+   left out get the room the whole block leaves unused once the memories are in (`_widen_instructions`).
 3. recent: the conversation's last messages verbatim (from the stored messages, so also ones not yet indexed),
    newest kept first, shown oldest first.
 
@@ -80,11 +81,40 @@ class FirstSections(BlockState):
                 why=f"a standing {ins.kind} stated in message {ins.message_id}",
                 tokens=0,
             )
+            self.instruction_ranks[ins.id] = len(self.instruction_ranks)
             if sec.admit(item):
-                self.instruction_texts[ins.id] = ins.text
-                if ins.message_id is not None:  # its sentences there are shown
-                    self.instruction_messages[ins.id] = ins.message_id
-                    self.shown.quoted.setdefault(ins.message_id, []).append(fold(ins.text))
+                self._instruction_shown(ins.id, ins.text, ins.message_id)
+            else:  # it may fit in the room the memories leave (`_widen_instructions`)
+                self.instruction_waiting.append((item, ins.message_id))
+
+    def _instruction_shown(self, iid: str, text: str, message_id: str | None) -> None:
+        self.instruction_texts[iid] = text
+        if message_id is not None:  # its sentences there are shown
+            self.instruction_messages[iid] = message_id
+            self.shown.quoted.setdefault(message_id, []).append(fold(text))
+
+    def _widen_instructions(self, sec: Section, spare: int) -> set[str]:
+        """The room the block leaves unused (`spare` tokens) goes to the instructions and preferences their share
+        left out, the closest to the query first; one whose message a memory shows whole is read there. The section
+        is then shown in its order again (the closest first). Returns the ids added. BEAM chat 13 @1000: a reading
+        preference (39 tokens) missed its 198-token share by 4 tokens while the block left 44 unused."""
+        added: set[str] = set()
+        if spare <= 0 or not self.instruction_waiting:
+            return added
+        sec.budget += spare
+        left_out = list(sec.left_out)
+        for item, message_id in self.instruction_waiting:
+            if message_id is not None and (
+                message_id in self.shown.messages or self.shown.said_by_memory(message_id, item.text)
+            ):
+                continue
+            if sec.admit(item):
+                self._instruction_shown(item.id, item.text, message_id)
+                added.add(item.id)
+        sec.left_out = left_out  # each left out once
+        if added:
+            sec.reorder(lambda item: self.instruction_ranks.get(item.id, 0))
+        return added
 
     def _fill_recent(self, sec: Section) -> None:
         """The conversation's last messages, newest kept first, each on one line (its stored sentences, a

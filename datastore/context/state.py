@@ -54,6 +54,8 @@ class BlockState:
         self.scores: dict[str, float] = {}
         self.instruction_messages: dict[str, str] = {}  # instruction id -> the message it was said in
         self.instruction_texts: dict[str, str] = {}  # instruction id -> its text (shown in its section)
+        self.instruction_ranks: dict[str, int] = {}  # instruction id -> its place, the closest to the query first
+        self.instruction_waiting: list[tuple[ContextItem, str | None]] = []  # left out for room, with their message
         self.source_names: dict[str, str] = {}
         self.sources: dict[str, SourceRow] = {}  # the candidates' source rows, read at once (`_gather`)
         self.said_nothing = False  # no memory passed the floor: the relevant memories are one line (NOTHING)

@@ -637,3 +637,31 @@ def test_a_short_turn_is_shown_whole_or_not_at_all(local_memory: Memory) -> None
         for _, text in said:
             parts = [s for s in re.split(r"(?<=[.?!]) ", text) if s in block]
             assert not parts or text in block, (budget, text, block)
+
+
+def test_the_room_the_block_leaves_goes_to_the_preferences_its_share_left_out(local_memory: Memory) -> None:
+    """The instructions take up to their share first; what the block leaves unused afterwards (here: no memory
+    section asked) goes to the preferences that share left out, the closest to the query first."""
+    prefs = {
+        8: "I prefer mixing standalone novels with long series, so that my reading never gets repetitive.",
+        12: "I prefer historical fiction and fantasy novels over thrillers, romance novels and self-help books.",
+        16: "Always mention the page count when you recommend a novel to me.",
+    }
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="c7", messages=instruction_chat("r", prefs)))
+    res = local_memory.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="c7",
+            recent=False,
+            relevant=False,
+            timeline=False,
+            budget_tokens=200,
+            query="Which novels should I read next? Suggest some books for me.",
+            now=LONG_NOW,
+        ),
+    )
+    section = res.sections[1]
+    assert sorted(i.text for i in section.items) == sorted(prefs.values())  # its share alone holds one
+    scores = [i.score or 0.0 for i in section.items]
+    assert scores == sorted(scores, reverse=True)  # shown the closest first
+    assert res.tokens_used <= 200 and section.left_out == 0
