@@ -8,22 +8,23 @@ N detections drawn at random (seeded) to judge by eye.
 
     .venv/bin/python -m bench.instructions --data /path/to/beam/chats/100K --chats 1-10 --sample 40
 
-`--labeled` measures precision and recall on the project's labeled sets, all written for this benchmark (not
-taken from a dataset), each statement labeled instruction, preference, correction, revocation (positives) or none,
-said by a user to an assistant or by one person to another (`people`: the statement is Ann's in a chat with Ben):
-the development set (bench/data/instruction_statements.tsv, 307 statements: the rules were fixed on it), the
-validation set (bench/data/instruction_statements_validation.tsv: the classifier's design and threshold were
-chosen on it) and, with `--test` only, the frozen test sets: bench/data/instruction_statements_test.tsv (337
-statements written for issue 34 before the rules were read, never tuned on; its errors have since been read, so
-it is no longer blind) and bench/data/instruction_statements_test2.tsv (404 statements written blind on
-2026-11-28 by someone who read neither the detector nor any labeled set): score them only to report a detector
-already chosen. The classifier's training set (bench/data/instruction_statements_train.tsv) is not scored here
-(`python -m bench.instruction_classifier --cv` cross-validates on it). A statement counts as detected when the
-detector returns anything for it. Detectors: `pattern` (PatternDetector, the rules), `classifier alone`
-(services/instruction_classifier.py with its shipped weights, behind the rules' rejections) and `classifier` (the
-rules, plus what that classifier finds). `--misses` lists each detector's errors. Goal (issues 25 and 34):
-precision >= 0.95, recall >= 0.85 on the test set. `--data ... --detector classifier` runs the classifier on
-BEAM's chats.
+`--labeled` measures precision and recall on the project's labeled sets, all written for this benchmark (not taken
+from a dataset), each statement labeled instruction, preference, correction, revocation (positives) or none, said by
+a user to an assistant or by one person to another (`people`: the statement is Ann's in a chat with Ben): the
+development set (bench/data/instruction_statements.tsv, 307 statements: the rules were fixed on it), the validation
+set (bench/data/instruction_statements_validation.tsv: the classifier's design and threshold were chosen on it) and,
+with `--test` only, the frozen test sets: bench/data/instruction_statements_test.tsv (337 statements written for
+issue 34 before the rules were read, never tuned on; its errors have since been read, so it is no longer blind) and
+bench/data/instruction_statements_test2.tsv (404 statements written blind on 2026-11-28 by someone who read neither
+the detector nor any labeled set; its errors have since been read too) and
+bench/data/instruction_statements_test3.tsv (475 statements written blind the same way, later that day): score them
+only to report a detector already chosen. The classifier's training set
+(bench/data/instruction_statements_train.tsv) is not scored here (`python -m bench.instruction_classifier --cv`
+cross-validates on it). A statement counts as detected when the detector returns anything for it. Detectors:
+`pattern` (PatternDetector, the rules), `classifier alone` (services/instruction_classifier.py with its shipped
+weights, behind the rules' rejections) and `classifier` (the rules, plus what that classifier finds). `--misses`
+lists each detector's errors. Goal (issues 25 and 34): precision >= 0.95, recall >= 0.85 on the test set. `--data
+... --detector classifier` runs the classifier on BEAM's chats.
 
     .venv/bin/python -m bench.instructions --labeled [--misses] [--test] [--data /path/to/beam/chats/100K]
 
@@ -56,7 +57,8 @@ LABELED = Path(__file__).resolve().parent / "data" / "instruction_statements.tsv
 VALIDATION = Path(__file__).resolve().parent / "data" / "instruction_statements_validation.tsv"
 TEST = Path(__file__).resolve().parent / "data" / "instruction_statements_test.tsv"
 TEST2 = Path(__file__).resolve().parent / "data" / "instruction_statements_test2.tsv"
-SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST, "test2": TEST2}
+TEST3 = Path(__file__).resolve().parent / "data" / "instruction_statements_test3.tsv"
+SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST, "test2": TEST2, "test3": TEST3}
 KEYS = {"instruction_following": "instruction_being_tested", "preference_following": "preference_being_tested"}
 
 
