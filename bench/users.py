@@ -18,9 +18,10 @@ less than the heavy namespace, so one other user evicts it). Phases, sequential 
    each user is cold once), then warm: `--warm` /query and /context requests of the same user right after. With
    snapshots, the start's preload (INDEX_PRELOAD_SHARE, `--preload-share`) is awaited first (/metrics says when it
    ended: `preload_done_s` from the process's start); a sampled user whose first request loaded no index (the
-   preload had read it) counts as "preloaded", apart from the cold ones. The previous life requested the sampled
-   users last, the first of them last of all: they are the users active before the restart. `--restarts` repeats
-   this phase on as many fresh processes (each one's previous life: the one before).
+   preload had read it) counts as "preloaded", apart from the cold ones. The sampled users come back most recently
+   active first (by their last request to the previous process: the users active before a restart return first);
+   the snapshots' writer requested them last. `--restarts` repeats this phase on as many fresh processes (each
+   one's previous life: the one before).
 2. cold after an eviction: sampled users requested in a cycle whose nodes exceed INDEX_MAX_NODES, twice: in the
    second pass each was evicted (least recently used) before its turn; the index loads counted by /metrics say so.
 3. Zipf: `--zipf-seconds` of closed-loop traffic, `--concurrency` requests in flight, each user drawn with
@@ -133,6 +134,7 @@ class Client:
         self.rng = random.Random(7)
         self.http = httpx.AsyncClient(base_url=server.url, timeout=600)
         self.tokens: dict[str, str] = {}
+        self.last: dict[str, float] = {}  # namespace -> when its last request was sent (time.monotonic)
 
     def _auth(self, ns: str) -> dict[str, str]:
         if ns not in self.tokens:
@@ -142,6 +144,7 @@ class Client:
     async def call(self, route: str, ns: str, sources: int) -> float:
         """One /query (top 5, default mode) or /context (one of the user's conversations) as user `ns`;
         returns its milliseconds. Raises RuntimeError on any status but 200."""
+        self.last[ns] = time.monotonic()
         question = self.rng.choice(self.questions)
         if route == "query":
             body: dict[str, Any] = {"queries": [{"query": question, "top_k": 5}]}
@@ -189,6 +192,7 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
     if args.preload_share is not None:
         env["INDEX_PRELOAD_SHARE"] = str(args.preload_share)
     folder = Path(tempfile.mkdtemp(prefix="bench-users-"))
+    last: dict[str, float] = {}  # the previous process's last request of each user (time.monotonic)
     if snapshots:
         env["INDEX_SNAPSHOT_DIR"] = str(folder / "snapshots")
         server = Server(folder, args.threads, env)  # the previous life: every user once, each index snapshotted
@@ -200,6 +204,7 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
             for ns in order:
                 await client.call("query", ns, _sources(point, ns))
             await client.http.aclose()
+            last = client.last
         finally:
             server.stop()  # SIGTERM: the app closes its Memory, which finishes the snapshot writes
     out: dict[str, Any] = {
@@ -229,7 +234,8 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
             out.setdefault("rss_start_mib", proc_rss_mib(server.proc.pid))
             out.setdefault("rss_start_peak_mib", proc_peak_rss_mib(server.proc.pid))  # loading the model, at start
             out["rss_peak_reset"] = reset_peak_rss(server.proc.pid)  # "peak" below: while serving
-            for i, ns in enumerate(point.measured):  # 1. cold after a restart, then warm
+            back = sorted(point.measured, key=lambda n: -last.get(n, 0.0))  # the users active last come back first
+            for i, ns in enumerate(back):  # 1. cold after a restart, then warm
                 first = ("context", "query")[(i + restart) % 2]
                 before = await client.metrics(ns)
                 ms = await client.call(first, ns, _sources(point, ns))
@@ -242,6 +248,7 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
                 out["eviction"] = await _evictions(point, client, max_nodes, lat, point.passes or args.evictions)
                 if point.zipf:
                     out["zipf"] = await _zipf(point, client, server, args)
+            last = dict(client.last)
             out["rss_end_mib"] = proc_rss_mib(server.proc.pid)
             out["rss_peak_mib"] = proc_peak_rss_mib(server.proc.pid)
             await client.http.aclose()

@@ -482,12 +482,16 @@ class NamespaceIndexes:
 
     def close(self) -> None:
         """Stop the preload, mark the held indexes' snapshots with their last use (the next start preloads the
-        namespaces used last first), and finish the snapshot writes queued (none are queued after)."""
+        namespaces used last first), and finish the snapshot writes queued (none are queued after). Once: a second
+        call does nothing."""
+        if self._closing.is_set():
+            return
         self._closing.set()
         if self._preloader is not None:
             self._preloader.join()
         if self.snapshots is not None:
             now, wall = time.monotonic(), time.time()
+            self.snapshots.settle()  # the writes queued first: touched after, each file holds its index's last use
             with self._guard:
                 used = {ns: wall - max(0.0, now - ix.used) for ns, ix in self._indexes.items() if ix.token}
             self.snapshots.touch(used)

@@ -16,8 +16,8 @@ removed. The folder is this server's own: pickles run code when read, so it must
 
 A file is two pickles: a header `(FORMAT, namespace, nodes)`, then the index, so the files can be listed with their
 namespaces and sizes without reading an index (`recent`: what a starting server preloads, newest first by the
-file's modification time: when it was written, on a load or a drop, or touched by `touch` as the server closed, to
-each index's last use).
+file's modification time: set to the index's last use when it is written, on a load or a drop, and by `touch` as
+the server closes).
 
 A forget (`discard`, called by the deleter after its commit, before the forget is acknowledged) removes the
 namespace's file and counts one more forget of it. An index remembers the count as of which it was last brought
@@ -34,6 +34,7 @@ import logging
 import os
 import pickle
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -170,6 +171,8 @@ class Snapshots:
                 with open(tmp, "wb") as f:
                     pickle.dump((FORMAT, ns, len(index)), f, protocol=pickle.HIGHEST_PROTOCOL)
                     pickle.dump(index, f, protocol=pickle.HIGHEST_PROTOCOL)
+                used = time.time() - max(0.0, time.monotonic() - index.used)  # its last use, Unix seconds
+                os.utime(tmp, (used, used))
                 os.replace(tmp, path)
         except Exception:  # a snapshot only saves work: the next load reads the store
             log.warning("could not write the index snapshot of a namespace", exc_info=True)
