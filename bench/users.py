@@ -15,7 +15,13 @@ less than the heavy namespace, so one other user evicts it). Phases, sequential 
 0. the server's first /query and /context (an empty namespace): what its start left to the first requests (the
    token encoding's load was 0.35-0.6 s before the server paid it while starting).
 1. cold after a restart: the server just started; each sampled user's first request (/context and /query in turn:
-   each user is cold once), then warm: `--warm` /query and /context requests of the same user right after.
+   each user is cold once), then warm: `--warm` /query and /context requests of the same user right after. With
+   snapshots, the start's preload (INDEX_PRELOAD_SHARE, `--preload-share`) is awaited first (/metrics says when it
+   ended: `preload_done_s` from the process's start); a sampled user whose first request loaded no index (the
+   preload had read it) counts as "preloaded", apart from the cold ones. The sampled users come back most recently
+   active first (by their last request to the previous process: the users active before a restart return first);
+   the snapshots' writer requested them last. `--restarts` repeats this phase on as many fresh processes (each
+   one's previous life: the one before).
 2. cold after an eviction: sampled users requested in a cycle whose nodes exceed INDEX_MAX_NODES, twice: in the
    second pass each was evicted (least recently used) before its turn; the index loads counted by /metrics say so.
 3. Zipf: `--zipf-seconds` of closed-loop traffic, `--concurrency` requests in flight, each user drawn with
@@ -128,6 +134,7 @@ class Client:
         self.rng = random.Random(7)
         self.http = httpx.AsyncClient(base_url=server.url, timeout=600)
         self.tokens: dict[str, str] = {}
+        self.last: dict[str, float] = {}  # namespace -> when its last request was sent (time.monotonic)
 
     def _auth(self, ns: str) -> dict[str, str]:
         if ns not in self.tokens:
@@ -137,6 +144,7 @@ class Client:
     async def call(self, route: str, ns: str, sources: int) -> float:
         """One /query (top 5, default mode) or /context (one of the user's conversations) as user `ns`;
         returns its milliseconds. Raises RuntimeError on any status but 200."""
+        self.last[ns] = time.monotonic()
         question = self.rng.choice(self.questions)
         if route == "query":
             body: dict[str, Any] = {"queries": [{"query": question, "top_k": 5}]}
@@ -152,9 +160,14 @@ class Client:
     async def metrics(self, ns: str) -> dict[str, float]:
         """The index figures of /metrics: loads (count of `load`), nodes and namespaces held."""
         text = (await self.http.get("/metrics", headers=self._auth(ns))).text
-        out = {"loads": 0.0, "nodes": 0.0, "namespaces": 0.0}
+        out = {"loads": 0.0, "nodes": 0.0, "namespaces": 0.0, "preload_done": 0.0, "preloaded": 0.0}
+        out |= {"preloaded_nodes": 0.0, "preload_s": 0.0}
         for key, pattern in (
             ("loads", r'^pyramind_index_load_seconds_count\{kind="load"\} (\S+)$'),
+            ("preload_done", r"^pyramind_index_preload_done (\S+)$"),
+            ("preloaded", r"^pyramind_index_preloaded_namespaces (\S+)$"),
+            ("preloaded_nodes", r"^pyramind_index_preloaded_nodes (\S+)$"),
+            ("preload_s", r"^pyramind_index_preload_seconds (\S+)$"),
             ("nodes", r"^pyramind_index_nodes (\S+)$"),
             ("namespaces", r"^pyramind_index_namespaces (\S+)$"),
         ):
@@ -176,16 +189,22 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
     if not point.zipf:  # the heavy point: one small user's load evicts the heavy one
         max_nodes = max(1_000, min(max_nodes, biggest - 1))
     env = {**common.provider_env(), "AUTH": "jwt", "JWT_SECRET": SECRET, "INDEX_MAX_NODES": str(max_nodes)}
+    if args.preload_share is not None:
+        env["INDEX_PRELOAD_SHARE"] = str(args.preload_share)
     folder = Path(tempfile.mkdtemp(prefix="bench-users-"))
+    last: dict[str, float] = {}  # the previous process's last request of each user (time.monotonic)
     if snapshots:
         env["INDEX_SNAPSHOT_DIR"] = str(folder / "snapshots")
         server = Server(folder, args.threads, env)  # the previous life: every user once, each index snapshotted
         try:
             await server.wait_ready()
             client = Client(server, questions)
-            for ns in point.users:
+            # the sampled users last, the first of them last of all: the users active when the server stopped
+            order = [ns for ns in point.users if ns not in point.measured] + point.measured[::-1]
+            for ns in order:
                 await client.call("query", ns, _sources(point, ns))
             await client.http.aclose()
+            last = client.last
         finally:
             server.stop()  # SIGTERM: the app closes its Memory, which finishes the snapshot writes
     out: dict[str, Any] = {
@@ -199,20 +218,29 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
     }
     lat: dict[str, list[float]] = {k: [] for k in ("cold_restart_context", "cold_restart_query")}
     lat.update({k: [] for k in ("warm_context", "warm_query", "cold_evicted_context", "cold_evicted_query")})
-    for restart in range(point.restarts):
+    lat.update({k: [] for k in ("preloaded_context", "preloaded_query")})
+    for restart in range(args.restarts or point.restarts):
+        launched = time.monotonic()
         server = Server(folder, args.threads, env)
         try:
             await server.wait_ready()
             client = Client(server, questions)
+            out.setdefault("ready_s", []).append(round(time.monotonic() - launched, 2))
+            if snapshots:
+                out.setdefault("preload", []).append(await _preloaded(client, point.measured[0], launched))
             # the server's first call of each route (an empty namespace): what a start left for the first requests
             firsts = [await client.call(route, "user-warmup", 1) for route in ("query", "context")]
             out.setdefault("first_ms", [round(ms, 1) for ms in firsts])
             out.setdefault("rss_start_mib", proc_rss_mib(server.proc.pid))
             out.setdefault("rss_start_peak_mib", proc_peak_rss_mib(server.proc.pid))  # loading the model, at start
             out["rss_peak_reset"] = reset_peak_rss(server.proc.pid)  # "peak" below: while serving
-            for i, ns in enumerate(point.measured):  # 1. cold after a restart, then warm
+            back = sorted(point.measured, key=lambda n: -last.get(n, 0.0))  # the users active last come back first
+            for i, ns in enumerate(back):  # 1. cold after a restart, then warm
                 first = ("context", "query")[(i + restart) % 2]
-                lat[f"cold_restart_{first}"].append(await client.call(first, ns, _sources(point, ns)))
+                before = await client.metrics(ns)
+                ms = await client.call(first, ns, _sources(point, ns))
+                loaded = (await client.metrics(ns))["loads"] > before["loads"]
+                lat[f"cold_restart_{first}" if loaded else f"preloaded_{first}"].append(ms)
                 if restart == 0:
                     for route in ("query", "context") * args.warm:
                         lat[f"warm_{route}"].append(await client.call(route, ns, _sources(point, ns)))
@@ -220,6 +248,7 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
                 out["eviction"] = await _evictions(point, client, max_nodes, lat, point.passes or args.evictions)
                 if point.zipf:
                     out["zipf"] = await _zipf(point, client, server, args)
+            last = dict(client.last)
             out["rss_end_mib"] = proc_rss_mib(server.proc.pid)
             out["rss_peak_mib"] = proc_peak_rss_mib(server.proc.pid)
             await client.http.aclose()
@@ -228,6 +257,20 @@ async def run_point(point: Point, args: argparse.Namespace, questions: list[str]
     out["latency_ms"] = {k: percentiles(v) | {"n": len(v)} for k, v in lat.items() if v}
     out["rss_budget_mib"] = round(rss_budget(out["rss_start_mib"] or 0, point, max_nodes, args, snapshots))
     return out
+
+
+async def _preloaded(client: Client, ns: str, launched: float, timeout: float = 300.0) -> dict[str, float]:
+    """Wait for the start's preload to end (/metrics, polled every 50 ms); what it read back and when it ended:
+    seconds from the process's launch (`launched`, time.monotonic) and the preload's own seconds."""
+    deadline = time.monotonic() + timeout
+    while (found := await client.metrics(ns))["preload_done"] < 1 and time.monotonic() < deadline:
+        await asyncio.sleep(0.05)
+    return {
+        "done_s": round(time.monotonic() - launched, 2),
+        "preload_s": round(found["preload_s"], 2),
+        "namespaces": found["preloaded"],
+        "nodes": found["preloaded_nodes"],
+    }
 
 
 def rss_budget(start: float, point: Point, max_nodes: int, args: argparse.Namespace, snapshots: bool) -> float:
@@ -341,14 +384,17 @@ def markdown(results: dict, header: str) -> str:
         "(as many as requests in flight; 3 KB read from a snapshot). "
         "Latencies in ms (p50 / p95 / p99, n samples); the machine is shared (2 cores): upper "
         "bounds. 'First': the server's first /query and /context after it said it was ready (an empty namespace), "
-        "in no user's figures.",
+        "in no user's figures. Preloaded: a sampled user whose first request after a restart found its index read "
+        "back by the start's preload (INDEX_PRELOAD_SHARE), not in the cold columns; preload done: seconds from the "
+        "process's launch to the preload's end (/metrics), with the namespaces it read.",
         "",
         "| point | snapshots | nodes/user | INDEX_MAX_NODES | cold /context after restart | "
         "cold /query after restart | "
         "warm /query | warm /context | cold /context after eviction | cold /query after eviction | "
         "eviction loads | Zipf all | Zipf /query | Zipf /context | Zipf req/s, loads | RSS start / peak / budget MiB | "
-        "first /query, /context ms |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "first /query, /context ms | preloaded: first /context, /query | preload done s (namespaces) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- "
+        "| --- |",
     ]
     for r in results["points"]:
         lat = r["latency_ms"]
@@ -375,6 +421,8 @@ def markdown(results: dict, header: str) -> str:
                     f"{z['rate']}, {z['loads']}" if z else "-",
                     f"{r['rss_start_mib']:.0f} / {r['rss_peak_mib']:.0f} / {r['rss_budget_mib']}",
                     ", ".join(f"{ms:.0f}" for ms in r.get("first_ms", [])) or "-",
+                    f"{_cell(lat.get('preloaded_context'))}; {_cell(lat.get('preloaded_query'))}",
+                    ", ".join(f"{p['done_s']} ({p['namespaces']:.0f})" for p in r.get("preload", [])) or "-",
                 ]
             )
             + " |"
@@ -432,6 +480,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--heavy-only", action="store_true", help="only the heavy point (section users-heavy)")
     parser.add_argument("--point", help="only the points whose name holds this text (e.g. '20 users'); a check")
     parser.add_argument("--threads", type=int, default=2, help="EMBED_THREADS of the server")
+    parser.add_argument(
+        "--preload-share", type=float, help="INDEX_PRELOAD_SHARE of the server (default: the setting's; 0 = off)"
+    )
+    parser.add_argument("--restarts", type=int, help="restarts measured per point (default: the point's, 1)")
     parser.add_argument("--write-results", action="store_true", help="replace the users section of RESULTS.md")
     args = parser.parse_args(argv)
     if args.point and args.write_results:
@@ -450,6 +502,8 @@ def main(argv: list[str] | None = None) -> None:
             (f"--snapshots {args.snapshots}", args.snapshots != "both"),
             ("--heavy-only", args.heavy_only),
             (f"--point '{args.point}'", args.point),
+            (f"--preload-share {args.preload_share}", args.preload_share is not None),
+            (f"--restarts {args.restarts}", args.restarts),
             ("--write-results", args.write_results),
         )
         if on

@@ -131,6 +131,16 @@ class Settings(BaseSettings):
         "reading a snapshot saves no measurable time over listing the store (bench/RESULTS.md, many users).",
     )
 
+    index_preload_share: float = Field(
+        default=0.5,
+        ge=0.0,
+        le=1.0,
+        description="Share of INDEX_MAX_NODES a starting server fills, in the background, with the snapshotted "
+        "indexes (INDEX_SNAPSHOT_DIR) of the namespaces used last, newest first, so their users find them warm; "
+        "/health answers before it ends (a namespace not yet read back loads on its first request as without it); "
+        "0 = off.",
+    )
+
     # Embeddings
     embedder: Literal["local", "openai", "sentence-transformers"] | None = Field(
         default=None, description="Embedder; default openai when OPENAI_API_KEY is set, else local MiniLM (ONNX)."

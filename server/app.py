@@ -106,6 +106,11 @@ def create_app(settings: Settings | None = None, memory: Memory | None = None, o
             hook_memory(app, opened)
             # the model's first run and the token encoding now, not on the first requests: /health answers after
             await asyncio.to_thread(opened.warm_up)
+        preloading: Memory | None = app.extensions.get("pyramind.memory")
+        if preloading is not None:
+            # the snapshots of the namespaces used last, read back in the background: /health answers before it ends
+            # (INDEX_PRELOAD_SHARE; a request for a namespace not read yet loads it as without a preload)
+            preloading.search.indexes.start_preload()
 
     @app.before_serving
     async def _start_indexer() -> None:

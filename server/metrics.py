@@ -14,7 +14,11 @@ process (the tests, a library user) count apart. What it exports:
 - `pyramind_index_namespaces`, `pyramind_index_nodes` and `pyramind_index_max_nodes`: the in-memory search indexes
   held now (datastore/indexes/namespaces.py) and their bound (INDEX_MAX_NODES).
 - `pyramind_index_load_seconds{kind}`: a histogram of index loads (`load`: a namespace read whole from the store,
-  its first search after a start or an eviction) and refreshes (`refresh`: the sources changed since).
+  its first search after a start or an eviction), refreshes (`refresh`: the sources changed since) and preloads
+  (`preload`: one read back by the start's preload).
+- `pyramind_index_preloaded_namespaces`, `pyramind_index_preloaded_nodes`, `pyramind_index_preload_seconds` and
+  `pyramind_index_preload_done`: what the start's preload of snapshots (INDEX_PRELOAD_SHARE) read back so far, its
+  seconds from its start to now or to its end, and 1 once it ended (also when there is none).
 - `pyramind_store_errors_total{where, code}`: store errors (StoreError and its kinds, e.g. `store_unavailable`)
   that ended a REST request (`where="request"`; an MCP tool call answers its error inside a 200) or an indexing
   step (`where="indexing"`).
@@ -80,7 +84,8 @@ class Metrics:
         )
         self.index_loads = Histogram(
             "pyramind_index_load_seconds",
-            "Seconds to load a namespace's in-memory index from the store (kind=load) or refresh it (kind=refresh).",
+            "Seconds to load a namespace's in-memory index from the store (kind=load), refresh it (kind=refresh) "
+            "or preload it at the start (kind=preload).",
             ["kind"],
             buckets=LOAD_BUCKETS,
             registry=self.registry,
@@ -198,6 +203,7 @@ class LiveState(Collector):
         yield GaugeMetricFamily(
             "pyramind_index_nodes", "Nodes held in the in-memory search indexes.", value=sum(held.values())
         )
+        yield from self._preload(memory)
         settings = self.metrics.app.extensions.get("pyramind.settings")
         yield GaugeMetricFamily(
             "pyramind_index_max_nodes",
@@ -215,6 +221,31 @@ class LiveState(Collector):
             if code in STORE_CODES:
                 errors.add_metric(["indexing", code], n)
         yield errors
+
+    @staticmethod
+    def _preload(memory: Any) -> Iterator[Metric]:
+        """The gauges of the start's preload (NamespaceIndexes.preload_state)."""
+        state = memory.search.indexes.preload_state() if memory is not None else None
+        yield GaugeMetricFamily(
+            "pyramind_index_preloaded_namespaces",
+            "Namespaces whose index the start's preload read back from a snapshot.",
+            value=state.namespaces if state else 0,
+        )
+        yield GaugeMetricFamily(
+            "pyramind_index_preloaded_nodes",
+            "Nodes the start's preload read back.",
+            value=state.nodes if state else 0,
+        )
+        yield GaugeMetricFamily(
+            "pyramind_index_preload_seconds",
+            "Seconds the start's preload has run (to its end once done).",
+            value=state.seconds if state else 0.0,
+        )
+        yield GaugeMetricFamily(
+            "pyramind_index_preload_done",
+            "1 once the start's preload ended (or there is none), else 0.",
+            value=1 if state is None or state.done else 0,
+        )
 
 
 metrics_api = Blueprint("metrics", __name__)  # not an API operation for a GPT: hidden from the OpenAPI document

@@ -24,14 +24,24 @@ dropped until they fit (the one being searched stays). A node costs about 3 KB w
 and more, 3.4 KB at ~75, whose vocabulary weighs more a node), ~300 MB per 100k nodes, and a namespace being listed
 ~12 KB a node until its load ends (the listed entries, their tokens); a line counts as a node (its vector is as
 large, its postings fewer), and a conversation holds about one line per message, several per chunk.
+
+A starting server preloads (`start_preload`, with snapshots only): on a thread of its own it reads back the
+snapshots of the namespaces used last, newest first (`Snapshots.recent`), and brings each current like a search
+would, until `preload_nodes` nodes are held (INDEX_PRELOAD_SHARE of INDEX_MAX_NODES). It never drops an index: a
+namespace a request loaded meanwhile is skipped, and one that would take the held nodes past `max_nodes` too. A
+request for a namespace being preloaded waits for that read under the index's lock and then finds it current:
+a namespace is read once. Preloaded indexes are marked used before anything a request touches after the start
+(newest first), so they are the first an eviction drops.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -46,6 +56,18 @@ LOAD_SLICE = 5_000  # entries added to the indexes at a time
 LOAD_SOURCES = 20  # sources listed at a time when a namespace is loaded (the next listed while one is indexed)
 SWEEP_EVERY = 60.0  # seconds between sweeps for idle indexes
 RESTORED = "\x00restored"  # the token of an index read from a snapshot: never a store's, so it is refreshed
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class PreloadState:
+    """What the start's preload did so far (NamespaceIndexes.preload): namespaces and nodes read back and brought
+    current, seconds from its start to now (or to its end), and whether it ended (also when there was none)."""
+
+    namespaces: int = 0
+    nodes: int = 0
+    seconds: float = 0.0
+    done: bool = True
 
 
 class LineIndex:
@@ -217,9 +239,11 @@ class NamespaceIndexes:
     snapshots: where indexes are written and read back (INDEX_SNAPSHOT_DIR, datastore/indexes/snapshots.py): a
     cold namespace with a snapshot is read from it and refreshed by source stamps, not listed whole; None: none.
 
+    preload_nodes: the most nodes `preload` brings in (INDEX_PRELOAD_SHARE x INDEX_MAX_NODES); 0: none.
+
     `on_load`, when set (server/metrics.py sets it), is called after each index is loaded or refreshed from the
     store, in the searching thread, with the kind ("load": from nothing, a cold namespace; "refresh": only the
-    sources that changed) and the seconds it took.
+    sources that changed; "preload": a load by the start's preload) and the seconds it took.
     """
 
     def __init__(
@@ -230,6 +254,7 @@ class NamespaceIndexes:
         idle_seconds: float,
         max_nodes: int,
         snapshots: Snapshots | None = None,
+        preload_nodes: int = 0,
     ) -> None:
         self.storage = storage
         self.dimension = dimension
@@ -241,6 +266,11 @@ class NamespaceIndexes:
         self._guard = threading.Lock()
         self._swept = time.monotonic()
         self.on_load: Callable[[str, float], None] | None = None
+        self.preload_nodes = preload_nodes if snapshots is not None else 0
+        self._preload = PreloadState()
+        self._preload_started = 0.0
+        self._preloader: threading.Thread | None = None
+        self._closing = threading.Event()
 
     def __len__(self) -> int:
         return len(self._indexes)
@@ -278,11 +308,11 @@ class NamespaceIndexes:
         self._bound(ns)
         return index
 
-    def _current(self, ns: str, index: NamespaceIndex, token: str, forgets: int) -> None:
-        """Refresh `index` to `token` under its lock (`_refresh`), report it (`on_load`) and, for a load, queue
-        its snapshot. `forgets`: the snapshots' forget count read before `token`, so the index, current as of
-        `token`, holds nothing those forgets removed and its snapshot may be written (snapshots.py)."""
-        kind, started = ("load" if index.token is None else "refresh"), time.perf_counter()
+    def _current(self, ns: str, index: NamespaceIndex, token: str, forgets: int, load: str = "load") -> None:
+        """Refresh `index` to `token` under its lock (`_refresh`), report it (`on_load`, a load as `load`) and,
+        for a load, queue its snapshot. `forgets`: the snapshots' forget count read before `token`, so the index,
+        current as of `token`, holds nothing those forgets removed and its snapshot may be written (snapshots.py)."""
+        kind, started = (load if index.token is None else "refresh"), time.perf_counter()
         try:
             refreshed = self._refresh(ns, index, token)
         except BaseException:
@@ -292,7 +322,7 @@ class NamespaceIndexes:
             index.forgets_seen = max(index.forgets_seen, forgets)
         if refreshed and self.on_load is not None:
             self.on_load(kind, time.perf_counter() - started)
-        if refreshed and kind == "load" and self.snapshots is not None:
+        if refreshed and kind == load and self.snapshots is not None:
             self.snapshots.save_later(ns, index)
 
     def _refresh(self, ns: str, index: NamespaceIndex, token: str) -> bool:
@@ -386,9 +416,85 @@ class NamespaceIndexes:
         if self.snapshots is not None:
             self.snapshots.save_later(ns, index)
 
+    def start_preload(self) -> None:
+        """Run `preload` on a thread of its own (a starting server calls it; `close` stops it). A no-op without
+        snapshots or with preload_nodes 0."""
+        if self.snapshots is None or self.preload_nodes <= 0 or self._preloader is not None:
+            return
+        self._preload, self._preload_started = PreloadState(done=False), time.perf_counter()
+        self._preloader = threading.Thread(target=self.preload, name="pyramind-index-preload", daemon=True)
+        self._preloader.start()
+
+    def preload(self) -> PreloadState:
+        """Read back the snapshots of the namespaces used last, newest first, and bring each current from the store
+        (its source stamps, as a search would), while the held nodes stay within preload_nodes and max_nodes;
+        skips a namespace already held (a request loaded it) and one too large for what is left. Blocking;
+        returns what it did (also `preload_state`). A namespace that fails to load is left to its first search."""
+        started = time.perf_counter()
+        if not self._preload_started:
+            self._preload_started = started
+        self._preload.done = False
+        found = [] if self.snapshots is None or self.preload_nodes <= 0 else self.snapshots.recent()
+        first = time.monotonic()  # marked used before anything a request touches from now on, newest first
+        left = self.preload_nodes
+        for rank, (ns, nodes) in enumerate(found):
+            if self._closing.is_set() or left <= 0:
+                break
+            if nodes > left:
+                continue
+            loaded = self._preload_one(ns, nodes, first - (rank + 1) * 1e-3)
+            left -= loaded
+            if loaded:
+                self._preload.namespaces += 1
+                self._preload.nodes += loaded
+        self._preload.done = True
+        self._preload.seconds = time.perf_counter() - self._preload_started
+        return self.preload_state()
+
+    def _preload_one(self, ns: str, nodes: int, used: float) -> int:
+        """Preload one namespace whose snapshot holds `nodes` nodes, marked used at `used`: the nodes now held, 0
+        when skipped (held already, or no room without dropping an index) or when its load failed."""
+        with self._guard:
+            if ns in self._indexes or sum(len(ix) for ix in self._indexes.values()) + nodes > self.max_nodes:
+                return 0
+            index = self._indexes[ns] = NamespaceIndex(self.dimension, self.ann_min_rows)
+            index.used = used
+        forgets = 0 if self.snapshots is None else self.snapshots.forgets(ns)  # read before the version
+        try:
+            token = self.storage.namespace_version(ns)
+            with index.lock:
+                if token != index.token:
+                    self._current(ns, index, token, forgets, load="preload")
+                return len(index)
+        except Exception:  # its first search loads it (and says why it cannot)
+            log.warning("could not preload the index of a namespace", exc_info=True)
+            with self._guard:
+                if self._indexes.get(ns) is index:
+                    del self._indexes[ns]
+            return 0
+
+    def preload_state(self) -> PreloadState:
+        """What the start's preload did so far (a copy; seconds up to now while it runs)."""
+        state = PreloadState(**vars(self._preload))
+        if not state.done:
+            state.seconds = time.perf_counter() - self._preload_started
+        return state
+
     def close(self) -> None:
-        """Finish the snapshot writes queued (none are queued after)."""
+        """Stop the preload, mark the held indexes' snapshots with their last use (the next start preloads the
+        namespaces used last first), and finish the snapshot writes queued (none are queued after). Once: a second
+        call does nothing."""
+        if self._closing.is_set():
+            return
+        self._closing.set()
+        if self._preloader is not None:
+            self._preloader.join()
         if self.snapshots is not None:
+            now, wall = time.monotonic(), time.time()
+            self.snapshots.settle()  # the writes queued first: touched after, each file holds its index's last use
+            with self._guard:
+                used = {ns: wall - max(0.0, now - ix.used) for ns, ix in self._indexes.items() if ix.token}
+            self.snapshots.touch(used)
             self.snapshots.close()
 
     def forgotten(self, ns: str) -> None:

@@ -33,7 +33,8 @@ Bounds = tuple[int | None, int | None, float | None, float | None]  # (min_level
 class IndexedSearch:
     """The Searchable over one Storage: settings: ANN_MIN_ROWS, INDEX_IDLE_SECONDS, INDEX_MAX_NODES. storage:
     the provider (listing, rows by id). dimension: the embedder's. INDEX_SNAPSHOT_DIR, INDEX_SNAPSHOT_MIN_NODES: where
-    cold namespaces are read back from, and from what size (datastore/indexes/snapshots.py)."""
+    cold namespaces are read back from, and from what size (datastore/indexes/snapshots.py); INDEX_PRELOAD_SHARE: how
+    much of INDEX_MAX_NODES a starting server preloads from them (`NamespaceIndexes.start_preload`)."""
 
     def __init__(self, settings: Settings, storage: Storage, dimension: int) -> None:
         self.storage = storage
@@ -49,6 +50,7 @@ class IndexedSearch:
             settings.index_idle_seconds,
             settings.index_max_nodes,
             snapshots,
+            int(settings.index_preload_share * settings.index_max_nodes),
         )
         self.text: TextSearch | None = IndexedText(self)
         self.rows: RowSearch | None = self

@@ -14,6 +14,11 @@ is dropped (evicted, idle) holding changes its snapshot lacks; only an index of 
 renamed, so a reader never sees half of one; one that cannot be read (torn, from another version) is ignored and
 removed. The folder is this server's own: pickles run code when read, so it must be writable by the server alone.
 
+A file is two pickles: a header `(FORMAT, namespace, nodes)`, then the index, so the files can be listed with their
+namespaces and sizes without reading an index (`recent`: what a starting server preloads, newest first by the
+file's modification time: set to the index's last use when it is written, on a load or a drop, and by `touch` as
+the server closes).
+
 A forget (`discard`, called by the deleter after its commit, before the forget is acknowledged) removes the
 namespace's file and counts one more forget of it. An index remembers the count as of which it was last brought
 current (`NamespaceIndex.forgets_seen`, set by `NamespaceIndexes.get` from a count read before the store's version);
@@ -29,6 +34,7 @@ import logging
 import os
 import pickle
 import threading
+import time
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
@@ -39,7 +45,7 @@ if TYPE_CHECKING:
     from datastore.indexes.namespaces import NamespaceIndex
 
 log = logging.getLogger(__name__)
-FORMAT = 1  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
+FORMAT = 2  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
 
 
 @contextmanager
@@ -82,10 +88,10 @@ class Snapshots:
         path = self.path(ns)
         try:
             with open(path, "rb") as f, no_collection():
-                found = pickle.load(f)
-            version, stored_ns, index = found
-            if version != FORMAT or stored_ns != ns:
-                raise ValueError("another format or namespace")
+                version, stored_ns, _nodes = pickle.load(f)
+                if version != FORMAT or stored_ns != ns:
+                    raise ValueError("another format or namespace")
+                index = pickle.load(f)
         except FileNotFoundError:
             return None
         except Exception:  # torn or foreign: never trusted, never read again
@@ -95,6 +101,37 @@ class Snapshots:
         with self._guard:
             self._written[ns] = index.token
         return index  # type: ignore[no-any-return]
+
+    def recent(self) -> list[tuple[str, int]]:
+        """[(namespace, nodes)] of every snapshot on disk, the most recently written or touched first (only each
+        file's header is read; a file that cannot be read is skipped, and a file of another format removed)."""
+        found: list[tuple[float, str, int]] = []
+        for path in self.folder.glob("*.idx"):
+            try:
+                modified = path.stat().st_mtime
+                with open(path, "rb") as f:
+                    header = pickle.load(f)
+                version, ns, nodes = header
+            except FileNotFoundError:  # removed meanwhile (a forget)
+                continue
+            except Exception:  # torn, or of another format: `read` would ignore it too
+                log.warning("ignoring the unreadable index snapshot %s", path, exc_info=True)
+                path.unlink(missing_ok=True)
+                continue
+            if version == FORMAT and isinstance(ns, str) and self.path(ns) == path:
+                found.append((modified, ns, int(nodes)))
+        found.sort(key=lambda f: f[0], reverse=True)
+        return [(ns, nodes) for _, ns, nodes in found]
+
+    def touch(self, last_used: dict[str, float]) -> None:
+        """Set the modification time of the snapshots of these namespaces to {namespace: when it was last used,
+        Unix seconds}, so `recent` orders them by use (a server closing calls it for the indexes it held)."""
+        with self._files:
+            for ns, at in last_used.items():
+                try:
+                    os.utime(self.path(ns), (at, at))
+                except FileNotFoundError:  # none written (too small, forgotten)
+                    continue
 
     def forgets(self, ns: str) -> int:
         """How many forgets of namespace `ns` were discarded so far (read before the store's version, an index
@@ -132,7 +169,10 @@ class Snapshots:
                             self._written.pop(ns, None)
                     return
                 with open(tmp, "wb") as f:
-                    pickle.dump((FORMAT, ns, index), f, protocol=pickle.HIGHEST_PROTOCOL)
+                    pickle.dump((FORMAT, ns, len(index)), f, protocol=pickle.HIGHEST_PROTOCOL)
+                    pickle.dump(index, f, protocol=pickle.HIGHEST_PROTOCOL)
+                used = time.time() - max(0.0, time.monotonic() - index.used)  # its last use, Unix seconds
+                os.utime(tmp, (used, used))
                 os.replace(tmp, path)
         except Exception:  # a snapshot only saves work: the next load reads the store
             log.warning("could not write the index snapshot of a namespace", exc_info=True)

@@ -1,15 +1,19 @@
 """Index snapshots (INDEX_SNAPSHOT_DIR, datastore/indexes/snapshots.py) on every provider: a cold namespace read
 back from its snapshot answers as one listed from the store, a stale snapshot is brought current by source, a
 torn one is ignored, a forget takes the forgotten text off the disk before it returns, and a namespace smaller
-than INDEX_SNAPSHOT_MIN_NODES is not snapshotted."""
+than INDEX_SNAPSHOT_MIN_NODES is not snapshotted; a starting server's preload (INDEX_PRELOAD_SHARE) reads back the
+namespaces used last within its share, brought current from the store, once each, and a forget still applies."""
 
 from __future__ import annotations
 
+import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
+from datastore.indexes.namespaces import NamespaceIndex
 from datastore.memory import Memory
 from datastore.read import ranking
 from datastore.storage import IndexEntry
@@ -186,3 +190,116 @@ def test_a_replaced_document_leaves_the_snapshot_when_upsert_returns(
     assert old and on_disk(folder, old) == old
     writer.writer.upsert(ns, [Document(id="d", text="The orchard was sold to a cider maker in the spring.")])
     assert on_disk(folder, old) == []
+
+
+# ---------------------------------------------------------------------------------------------- preload at start
+def preloading(open_store: Callable[..., Memory], folder: Path, **overrides: object) -> Memory:
+    """A restarted store over `folder`'s snapshots that preloads up to all of INDEX_MAX_NODES (unless overridden)."""
+    settings: dict[str, object] = {"index_snapshot_dir": folder, "index_snapshot_min_nodes": 0}
+    settings |= {"index_preload_share": 1.0} | overrides
+    return open_store(**settings)
+
+
+def test_a_memory_written_while_the_server_was_down_is_found_after_the_preload(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "snapshots"
+    writer = remembered(open_store, ns, folder)
+    writer.close()  # the server stops; another process writes meanwhile
+    late = [m.model_copy(update={"id": f"late-{m.id}"}) for m in long_conversation(3)]
+    open_store().writer.remember(ns, RememberRequest(conversation_id="c", messages=late))
+    restarted = preloading(open_store, folder)
+    state = restarted.search.indexes.preload()
+    assert (state.namespaces, state.done) == (1, True) and ns in restarted.search.indexes.held()
+    calls = listed(restarted, monkeypatch)
+    probe = restarted.embedder.embed([late[0].content])[0]
+    found = [(n.id, n.text) for n, _ in restarted.search.search_vector(ns, probe, 50, None)]
+    fresh = open_store()  # no snapshots: listed whole from the store
+    assert found == [(n.id, n.text) for n, _ in fresh.search.search_vector(ns, probe, 50, None)]
+    assert any(n.source_id == "c" for n in restarted.storage.get_nodes(ns, [i for i, _ in found]))
+    assert answers(restarted, ns) == answers(fresh, ns)
+    assert calls == []  # the preload had brought "c" in: the searches listed nothing
+
+
+def test_the_preload_reads_the_namespaces_used_last_within_its_share(
+    open_store: Callable[..., Memory], tmp_path: Path, ns: str
+) -> None:
+    folder = tmp_path / "snapshots"
+    names = [f"{ns}-{i}" for i in range(4)]
+    writer = open_store(index_snapshot_dir=folder, index_snapshot_min_nodes=0)
+    for name in names:
+        writer.writer.remember(name, RememberRequest(conversation_id="a", messages=long_conversation(4)))
+        answers(writer, name)
+    sizes = writer.search.indexes.held()
+    snapshots = writer.search.indexes.snapshots
+    assert snapshots is not None
+    snapshots.settle()
+    for age, name in enumerate([names[2], names[0], names[3], names[1]]):  # used last: 2, then 0, 3, 1
+        os.utime(snapshots.path(name), (1_000_000 - age, 1_000_000 - age))
+    assert [n for n, _ in snapshots.recent()] == [names[2], names[0], names[3], names[1]]
+    cap = sizes[names[2]] + sizes[names[0]] + sizes[names[3]] - 1  # room for two and most of a third
+    requested = f"{ns}-requested"  # a request's namespace, loaded before the preload reads any
+    writer.writer.remember(requested, RememberRequest(conversation_id="a", messages=long_conversation(2)))
+    restarted = preloading(open_store, folder, index_max_nodes=1_000_000, index_preload_share=1.0)
+    restarted.search.indexes.preload_nodes = cap
+    answers(restarted, requested)
+    state = restarted.search.indexes.preload()
+    held = restarted.search.indexes.held()
+    assert set(held) == {names[2], names[0], requested}  # the two used last; the third passes the share
+    assert (state.namespaces, state.nodes) == (2, sizes[names[2]] + sizes[names[0]]) and state.nodes <= cap
+    assert answers(restarted, names[2]) == answers(writer, names[2])
+    # within INDEX_MAX_NODES too: nothing a request loaded is dropped to make room
+    tight = preloading(open_store, folder, index_max_nodes=1_000)
+    tight.search.indexes.max_nodes = sizes[names[2]] + len(tight.search.indexes.get(requested)) + 1
+    tight.search.indexes.preload()
+    assert set(tight.search.indexes.held()) == {requested, names[2]}
+
+
+def test_a_request_during_the_preload_reads_its_snapshot_once(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "snapshots"
+    expected = answers(remembered(open_store, ns, folder), ns)
+    restarted = preloading(open_store, folder)
+    snapshots = restarted.search.indexes.snapshots
+    assert snapshots is not None
+    reads: list[str] = []
+    reading, release = threading.Event(), threading.Event()
+    inner = snapshots.read
+
+    def slow_read(name: str) -> NamespaceIndex | None:
+        reads.append(name)
+        reading.set()
+        release.wait(timeout=60)
+        return inner(name)
+
+    monkeypatch.setattr(snapshots, "read", slow_read)
+    calls = listed(restarted, monkeypatch)
+    restarted.search.indexes.start_preload()
+    assert reading.wait(timeout=60)
+    found: list[list[list[tuple[str, float]]]] = []
+    request = threading.Thread(target=lambda: found.append(answers(restarted, ns)))
+    request.start()
+    release.set()
+    request.join()
+    restarted.search.indexes.close()  # waits for the preload
+    assert found == [expected] and reads == [ns] and calls == []
+    assert restarted.search.indexes.preload_state().done
+
+
+def test_a_preloaded_namespace_forgotten_is_not_served_from_memory(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    folder = tmp_path / "snapshots"
+    remembered(open_store, ns, folder).close()
+    restarted = preloading(open_store, folder)
+    assert restarted.search.indexes.preload().namespaces == 1
+    forgotten = next(n for n in restarted.storage.source_nodes(ns, "a") if n.level == 1)
+    gone = {n.id for n in restarted.storage.source_nodes(ns, "a") if set(n.message_ids) & {forgotten.message_ids[0]}}
+    probe = restarted.embedder.embed([forgotten.text])[0]
+    assert forgotten.id in {n.id for n, _ in restarted.search.search_vector(ns, probe, 5, None)}
+    restarted.deleter.delete(ns, DeleteRequest(conversation_id="a", ids=forgotten.message_ids[:1]))
+    assert not on_disk(folder, sorted(gone))  # its snapshot left the disk with the forget
+    served = {n.id for n, _ in restarted.search.search_vector(ns, probe, 50, None)}
+    served |= {ln.message_id for ln in restarted.outline.lines(ns, "a", probe, 50, forgotten.text)}
+    assert not served & (gone | set(forgotten.message_ids[:1]))

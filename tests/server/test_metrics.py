@@ -15,7 +15,7 @@ from datastore.factory import open_memory
 from datastore.memory import Memory
 from services.embedding import LocalEmbedder
 from services.summarising import ExtractiveSummariser
-from tests.server.test_remember_background import app_client
+from tests.server.test_remember_background import app_client, found
 from tests.support.embedders import FailingEmbedder
 from tests.support.settings import AUTH, make_settings
 
@@ -203,3 +203,33 @@ async def test_a_request_ended_by_a_store_error_is_counted(tmp_path: Path, embed
         s = await scrape(client)
         assert value(s, "pyramind_store_errors_total", where="request", code="store_error") == 1
         assert value(s, "pyramind_http_requests_total", method="GET", route="/stats", status="500") == 1
+
+
+async def test_the_start_preload_of_index_snapshots_is_exported(tmp_path: Path, embedder: LocalEmbedder) -> None:
+    settings = make_settings(
+        tmp_path, index_snapshot_dir=tmp_path / "snapshots", index_snapshot_min_nodes=0, index_preload_share=1.0
+    )
+    before = open_memory(settings, embedder, ExtractiveSummariser())  # the previous life: searched, snapshotted
+    async with app_client(settings, before) as client:
+        assert (await client.post("/remember", json=body("c", 12, "kazoo"), headers=AUTH)).status_code == 202
+        await until(lambda: found(client, "kazoo"))
+        held = value(await scrape(client), "pyramind_index_nodes")
+        assert value(await scrape(client), "pyramind_index_preloaded_namespaces") == 0
+    before.close()  # writes the snapshot
+    memory = open_memory(settings, embedder, ExtractiveSummariser())
+    try:
+        async with app_client(settings, memory) as client:
+
+            async def preloaded() -> bool:
+                return value(await scrape(client), "pyramind_index_preload_done") == 1
+
+            await until(preloaded)
+            s = await scrape(client)
+            assert value(s, "pyramind_index_preloaded_namespaces") == 1
+            assert value(s, "pyramind_index_preloaded_nodes") == held > 0
+            assert value(s, "pyramind_index_preload_seconds") > 0
+            assert value(s, "pyramind_index_load_seconds_count", kind="preload") == 1
+            assert await found(client, "kazoo")
+            assert value(await scrape(client), "pyramind_index_load_seconds_count", kind="load") == 0
+    finally:
+        memory.close()
