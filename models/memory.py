@@ -94,6 +94,14 @@ class MemoryNode(BaseModel):
         "model-written summaries, and summaries and lines written before them.",
     )
 
+    key_context: str = Field(
+        default="",
+        exclude=True,
+        description="A chunk's retrieval context: the text before its window that its embedding is of too "
+        "(services/chunking.chunk_key, CHUNK_KEY_CONTEXT_TOKENS); set when the chunk is made, never stored, shown "
+        "or exported.",
+    )
+
     @model_validator(mode="after")
     def _line_outside_the_tree(self) -> MemoryNode:
         if self.level == 0 and self.parent_id is not None:

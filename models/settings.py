@@ -49,6 +49,12 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(
         default=20, ge=0, description="At most this many tokens of whole sentences shared by consecutive L1 chunks."
     )
+    chunk_key_context_tokens: int = Field(
+        default=0,
+        ge=0,
+        description="At most this many tokens of whole sentences before an L1 chunk are embedded with it (its "
+        "retrieval key; the chunk's text stays as it is); 0 = off.",
+    )
     fan_out: int = Field(default=5, ge=2, le=50, description="Sealed nodes of level n per node of level n+1.")
     max_level: int = Field(default=5, ge=1, le=12, description="Highest level of the tree (L1 = chunks).")
     summary_max_tokens: int = Field(default=200, ge=16, le=4096, description="Token cap of a summary.")

@@ -326,11 +326,11 @@ class SentenceStream:
         """The index of the first unit starting at or after `offset` (len(units) when none does)."""
         return bisect.bisect_left(self._starts, offset)
 
-    def text(self, first: int, stop: int) -> str:
+    def text(self, first: int, stop: int, stamps: bool = True) -> str:
         """The rendered text of units `[first, stop)` (module doc): per message, its shown sentences as they
         stand in its content (`speaker: ...` for a conversation), the date and time before the first and before
-        any that starts a session or another day (`render_runs`); ends with a newline when its last message is
-        shown to its end."""
+        any that starts a session or another day (`render_runs`; none when not `stamps`); ends with a newline
+        when its last message is shown to its end."""
         runs: list[Run] = []
         k = first
         while k < stop:
@@ -344,7 +344,7 @@ class SentenceStream:
             k = last + 1
         tail = self.units[stop - 1] if stop > first else None
         whole = tail is not None and tail.index == len(self.messages[tail.message].sentences) - 1
-        return render_runs(runs) + ("\n" if whole else "")
+        return render_runs(runs, stamps) + ("\n" if whole else "")
 
     def added(self, k: int) -> int:
         """About how many tokens unit `k` adds to the text of the units before it (a window's growth is estimated
@@ -366,6 +366,19 @@ class SentenceStream:
     def window_text(self, w: Window) -> str:
         """The rendered text of a window (`text` over its units)."""
         return self.text(self.first_at(w.start), self.first_at(w.end))
+
+    def key_context(self, w: Window, tokens: int) -> str:
+        """What precedes window `w` in the stream, for its retrieval key (`chunk_key`): the whole sentences
+        right before its first, taken back while they hold at most `tokens` tokens (cl100k_base, each sentence's
+        own count), rendered as `text` is but without time stamps; "" when `tokens` is 0, when the window opens
+        the stream or when the sentence right before it alone is longer. Only text before the window is read,
+        so a chunk's key is known when the chunk is made."""
+        stop = self.first_at(w.start)
+        first, held = stop, 0
+        while first > 0 and held + self.units[first - 1].tokens <= tokens:
+            first -= 1
+            held += self.units[first].tokens
+        return self.text(first, stop, stamps=False).rstrip("\n") if first < stop else ""
 
     def messages_in(self, start: int, end: int) -> list[StoredMessage]:
         """Messages whose sentences intersect `[start, end)`, in order."""
@@ -406,6 +419,13 @@ def plan_windows(stream: SentenceStream, start: int, chunk_size: int, overlap: i
         windows.append(Window(units[i].start, units[e].start, sealed=True))
         i = max(stream.first_at(units[e].start - overlap), i + 1)
     return windows
+
+
+def chunk_key(context: str, text: str) -> str:
+    """A chunk's retrieval key: what its embedding is of (services/tree.embedded_text), its `text` after the
+    `context` before it (`SentenceStream.key_context`) on a line of its own; its text alone when there is none.
+    The chunk shows its text only."""
+    return f"{context}\n{text}" if context else text
 
 
 def next_start(tok_start: int, tok_end: int, overlap: int) -> int:

@@ -17,7 +17,7 @@ from datetime import datetime
 
 from models.memory import MemoryNode, SourceType, StoredMessage, sentence_id
 from services import tokens as tok
-from services.chunking import SentenceStream, Window, next_start, window_meta
+from services.chunking import SentenceStream, Window, chunk_key, next_start, window_meta
 from services.lines import line_of, spoken
 from services.sessions import sessions_of
 from services.summarising import Summary
@@ -39,10 +39,13 @@ def chunk_nodes(
     source_id: str,
     first_position: int,
     first_id: str | None = None,
+    key_tokens: int = 0,
 ) -> list[MemoryNode]:
     """L1 nodes for `windows` (in order), positions from `first_position`.
 
     `first_id` keeps the id of the open chunk that the first window extends (an update, not a new chunk).
+    `key_tokens`: at most this many tokens of the sentences before each window make its `key_context`
+    (`SentenceStream.key_context`; 0: none).
     """
     nodes = []
     for i, w in enumerate(windows):
@@ -65,6 +68,7 @@ def chunk_nodes(
                 tok_start=w.start,
                 tok_end=w.end,
                 session_ids=sessions_of(stream.messages_in(w.start, w.end)),
+                key_context=stream.key_context(w, key_tokens),
             )
         )
     return nodes
@@ -80,8 +84,9 @@ def indexed_text(level: int, text: str, speakers: Sequence[str]) -> str:
 
 
 def embedded_text(node: MemoryNode) -> str:
-    """What a node's embedding is of (`indexed_text`)."""
-    return indexed_text(node.level, node.text, node.speakers)
+    """What a node's embedding is of: `indexed_text`, for a chunk after its `key_context`
+    (services/chunking.chunk_key)."""
+    return chunk_key(node.key_context, indexed_text(node.level, node.text, node.speakers))
 
 
 def line_nodes(

@@ -134,7 +134,8 @@ class IndexSteps:
             # only the messages the first `limit` windows can reach: each window ends within chunk_size of the
             # previous one's end, so a stream reaching one window further plans those windows as the whole would
             reach = start + (limit + 1) * s.chunk_size
-            messages = [m for m in stream_messages(storage, ns, source_id, start) if m.tok_offset < reach]
+            read = builder.read_start(frontier)
+            messages = [m for m in stream_messages(storage, ns, source_id, read) if m.tok_offset < reach]
             cut = bool(messages) and messages[-1].tok_offset + messages[-1].n_tokens < src.n_tokens
             chunks, planned_more = builder.chunks(
                 frontier, messages, src.source_type, source_id, src.source_type == "document", limit
@@ -153,7 +154,7 @@ class IndexSteps:
                 if now is None or now.source_type != src.source_type:
                     return Step()
                 if now.version != src.version and not self._chunk_base_unchanged(
-                    ns, source_id, frontier, start, messages
+                    ns, source_id, frontier, read, messages
                 ):
                     raise _Moved(f"{source_id!r} changed while being indexed")
                 source = _bumped(now)

@@ -42,6 +42,11 @@ class TreeBuilder:
         """Token offset where chunking resumes (the open chunk's start, or CHUNK_OVERLAP before the last end)."""
         return frontier.chunk_start(self.settings.chunk_overlap)
 
+    def read_start(self, frontier: Frontier) -> int:
+        """Token offset from which `chunks` needs the stream's messages: `chunk_start`, less the
+        CHUNK_KEY_CONTEXT_TOKENS before it that the first window's retrieval key reads."""
+        return max(self.chunk_start(frontier) - self.settings.chunk_key_context_tokens, 0)
+
     def chunks(
         self,
         frontier: Frontier,
@@ -52,9 +57,10 @@ class TreeBuilder:
         limit: int | None = None,
     ) -> tuple[list[MemoryNode], bool]:
         """The L1 chunks from `chunk_start(frontier)` over `messages` (contiguous, in seq order, starting with the
-        message that holds that offset), and whether more windows were planned than `limit` (then only the first
-        `limit` are returned). The open chunk keeps its id and position; new chunks follow the last position.
-        `final`: the source is complete (a document), so its last chunk is sealed too. No embedding yet."""
+        message that holds `read_start(frontier)`, or with the source's first), and whether more windows were
+        planned than `limit` (then only the first `limit` are returned). The open chunk keeps its id and
+        position; new chunks follow the last position. `final`: the source is complete (a document), so its last
+        chunk is sealed too. Each chunk's `key_context` is set (CHUNK_KEY_CONTEXT_TOKENS). No embedding yet."""
         s = self.settings
         stream = SentenceStream.from_messages(messages)
         windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final)
@@ -64,7 +70,13 @@ class TreeBuilder:
         open_chunk = frontier.open_chunk
         first = open_chunk.position if open_chunk else frontier.counts.get(1, 0)
         nodes = chunk_nodes(
-            stream, windows, source_type, source_id, first, first_id=open_chunk.id if open_chunk else None
+            stream,
+            windows,
+            source_type,
+            source_id,
+            first,
+            first_id=open_chunk.id if open_chunk else None,
+            key_tokens=s.chunk_key_context_tokens,
         )
         return nodes, more
 

@@ -381,7 +381,7 @@ class Writer:
         in one write. When the embedder or summariser fails, `backlog` alone is committed (its messages pending)."""
         storage, builder, keeper = self.storage, self.builder, self.instructions
         source_id, frontier, stored = write.source_id, tail.frontier, backlog.messages
-        start = builder.chunk_start(frontier)
+        start = builder.read_start(frontier)
         prior = stream_messages(storage, ns, source_id, start) if start < tail.state.n_tokens else []
         open_chunk = frontier.open_chunk
         try:
@@ -490,7 +490,7 @@ class Writer:
             storage.commit(ns, backlog, version)
             return pending
         frontier = Frontier.from_nodes(kept, chunk_from(metadata))
-        start = builder.chunk_start(frontier)
+        start = builder.read_start(frontier)
         held_at = tok_at(metadata.get("fork"))
         prior = stream_messages(storage, ns, source_id, start, held_at) if start < held_at else []
         prior += [m for m in merged if m.tok_offset + m.n_tokens > start]

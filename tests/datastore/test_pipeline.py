@@ -71,6 +71,33 @@ def test_incremental_and_one_shot_remember_give_the_same_chunks(
     assert texts[0] == texts[1]
 
 
+def test_chunk_keys_read_earlier_text_only_so_pieces_embed_as_at_once(
+    tmp_path: Path, embedder: LocalEmbedder, locomo: list[dict]
+) -> None:
+    """CHUNK_KEY_CONTEXT_TOKENS: a chunk is embedded after the sentences before it, its text unchanged; the
+    context comes from earlier text only, so remembering in sessions embeds every chunk as remembering at once."""
+    sessions = locomo_sessions(locomo[1], limit=4)
+    got = []
+    for name, batches, tokens in [
+        ("one", [[m for s in sessions for m in s]], 40),
+        ("many", sessions, 40),
+        ("off", sessions, 0),
+    ]:
+        memory = open_memory(
+            make_settings(tmp_path / name, chunk_key_context_tokens=tokens), embedder, ExtractiveSummariser()
+        )
+        remember_sessions(memory, batches)
+        chunks = sorted((n for n in tree(memory) if n.level == 1), key=lambda n: n.position)
+        vectors = memory.storage.get_vectors(NS, [n.id for n in chunks])
+        got.append(([n.text for n in chunks], [vectors[n.id] for n in chunks]))
+        memory.close()
+    (one_texts, one_vecs), (many_texts, many_vecs), (off_texts, off_vecs) = got
+    assert one_texts == many_texts == off_texts  # the shown text does not change
+    assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(one_vecs, many_vecs, strict=True))
+    assert np.allclose(one_vecs[0], off_vecs[0], atol=1e-5)  # nothing precedes the first chunk
+    assert all(not np.allclose(a, b, atol=1e-3) for a, b in zip(one_vecs[1:], off_vecs[1:], strict=True))
+
+
 def test_open_chunk_is_searchable_at_once_then_extended(local_memory: Memory) -> None:
     r1 = local_memory.writer.remember(
         NS,

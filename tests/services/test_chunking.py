@@ -6,6 +6,7 @@ from services.chunking import (
     MAX_SENTENCE_TOKENS,
     SentenceStream,
     Window,
+    chunk_key,
     measure,
     next_start,
     plan_windows,
@@ -178,3 +179,23 @@ def test_render_keeps_line_breaks_and_indents_later_lines() -> None:
         "Admin: ok",
     ]
     assert render(StoredMessage(id="d", source_id="c", seq=0, speaker="x", content="a  b\n  c")) == "x: a  b\n    c\n"
+
+
+def test_a_chunks_key_context_is_the_whole_sentences_before_it_up_to_the_budget() -> None:
+    msgs = conversation(40, words=8)
+    stream = SentenceStream.from_messages(msgs)
+    first, second = plan_windows(stream, 0, SIZE, OVERLAP, final=False)[:2]
+    assert stream.key_context(first, 80) == ""  # nothing precedes the stream's first window
+    assert stream.key_context(second, 0) == ""
+    before = [u for u in stream.units if u.start < second.start]
+    last = before[-1]
+    # the sentence right before the window, with its speaker, no time stamp; whole sentences only
+    one = stream.key_context(second, last.tokens)
+    m = msgs[last.message]
+    assert one.endswith(m.content[m.sentences[last.index].start : m.sentences[last.index].end])
+    assert one.startswith(f"{m.speaker}: ") and "[" not in one
+    assert stream.key_context(second, last.tokens - 1) == ""
+    wide = stream.key_context(second, 80)
+    assert wide.endswith(one.split(": ", 1)[1]) and len(wide) > len(one)
+    assert sum(u.tokens for u in before) > 80  # the budget bound it, not the stream
+    assert chunk_key(one, "text") == f"{one}\ntext" and chunk_key("", "text") == "text"
