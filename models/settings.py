@@ -50,7 +50,7 @@ class Settings(BaseSettings):
         default=20, ge=0, description="At most this many tokens of whole sentences shared by consecutive L1 chunks."
     )
     chunk_key_context_tokens: int = Field(
-        default=0,
+        default=80,
         ge=0,
         description="At most this many tokens of whole sentences before an L1 chunk are embedded with it (its "
         "retrieval key; the chunk's text stays as it is); 0 = off.",

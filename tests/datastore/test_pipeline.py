@@ -156,7 +156,8 @@ def test_scores_are_cosine_and_sorted(local_memory: Memory, embedder: LocalEmbed
     scores = [r.score for r in res]
     assert scores == sorted(scores, reverse=True)
     q = embedder.embed(["painting a sunrise"])[0]
-    v = embedder.embed([res[0].text])[0]
+    # the stored embedding: a chunk's is of its retrieval key (the sentences before it, then its text)
+    v = local_memory.storage.get_vectors(NS, [res[0].id])[res[0].id]
     assert abs(float(q @ v) - scores[0]) < 1e-3
 
 
