@@ -355,7 +355,9 @@ class Dump:
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The dump's vectors of these nodes, or (a dump without them, or of another model) their texts (a
-        line's with its speaker, services/tree.embedded_text) embedded with `embedder`. Raises EmbeddingError."""
+        line's with its speaker, services/tree.embedded_text) embedded with `embedder`: a chunk then without the
+        context before it (CHUNK_KEY_CONTEXT_TOKENS; a dump holds no key), so its vector differs from one
+        remembered afresh. Raises EmbeddingError."""
         if self.vectors:
             return {i: self.vectors[(ns, i)] for i in ids}
         if not ids:
