@@ -56,6 +56,7 @@ from datastore.storage import (
 from models.core import CoreEntry
 from models.instructions import Instruction
 from models.memory import MemoryNode, SourceType, StoredMessage
+from services.chunking import SentenceStream, Window
 from services.embedding import Embedder
 from services.errors import InvalidRequestError, StoreError
 from services.instructions import said
@@ -200,6 +201,7 @@ class Dump:
         self.rule_vectors: dict[tuple[str, str], np.ndarray] = {}
         self.answers: dict[str, list[IdempotencyRecord]] = {}
         self.embedder: Embedder | None = None
+        self.key_tokens = 0  # CHUNK_KEY_CONTEXT_TOKENS of the store a re-embedded chunk is for (`get_vectors`)
         self.marks: MarkTable | None = _DumpMarks(self)
         self.core: CoreTable | None = _DumpCore(self)
         self.instructions: InstructionTable | None = _DumpInstructions(self)
@@ -355,16 +357,34 @@ class Dump:
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
         """The dump's vectors of these nodes, or (a dump without them, or of another model) their texts (a
-        line's with its speaker, services/tree.embedded_text) embedded with `embedder`: a chunk then without the
-        context before it (CHUNK_KEY_CONTEXT_TOKENS; a dump holds no key), so its vector differs from one
-        remembered afresh. Raises EmbeddingError."""
+        line's with its speaker, services/tree.embedded_text) embedded with `embedder`; a chunk's after the
+        `key_tokens` of its source's sentences before it (CHUNK_KEY_CONTEXT_TOKENS, read from the dump's messages),
+        as remembering gave it. Raises EmbeddingError."""
         if self.vectors:
             return {i: self.vectors[(ns, i)] for i in ids}
         if not ids:
             return {}
         assert self.embedder is not None, "set Dump.embedder to re-embed"
         by_id = {x.id: x for (n, _), nodes in self.nodes.items() if n == ns for x in nodes}
-        return dict(zip(ids, self.embedder.embed([embedded_text(by_id[i]) for i in ids], bulk=True), strict=True))
+        keyed = self._keyed(ns, [by_id[i] for i in ids])
+        return dict(zip(ids, self.embedder.embed([embedded_text(x) for x in keyed], bulk=True), strict=True))
+
+    def _keyed(self, ns: str, nodes: list[MemoryNode]) -> list[MemoryNode]:
+        """`nodes` with each chunk's `key_context` (services/chunking.SentenceStream.key_context over its
+        source's messages in the dump, `key_tokens`); other nodes as they are."""
+        if not self.key_tokens:
+            return nodes
+        streams: dict[str, SentenceStream] = {}
+        out = []
+        for x in nodes:
+            msgs = self.messages_data.get((ns, x.source_id))
+            if x.level == 1 and msgs:
+                if x.source_id not in streams:
+                    streams[x.source_id] = SentenceStream.from_messages(msgs)
+                window = Window(x.tok_start, x.tok_end, x.sealed)
+                x = x.model_copy(update={"key_context": streams[x.source_id].key_context(window, self.key_tokens)})
+            out.append(x)
+        return out
 
 
 class _DumpMarks:
@@ -473,7 +493,7 @@ def import_dump(memory: Memory, lines: Iterable[str], namespace: str | None = No
     same_model = (dump.model, dump.dimension) == (embedder.model_name, embedder.dimension)
     if not (dump.has_embeddings and same_model):
         dump.vectors, dump.rule_vectors = {}, {}  # re-embed with the destination's model
-    dump.embedder = embedder
+    dump.embedder, dump.key_tokens = embedder, memory.settings.chunk_key_context_tokens
     for ns, sources in dump.sources.items():
         taken = [sid for sid in sources if storage.get_source(ns, sid) is not None]
         if taken:
