@@ -294,6 +294,15 @@ _LIKE_OUTPUTS = re.compile(
     r"hate|dislike|don't\s+like|do\s+not\s+like|can't\s+stand|cannot\s+stand|appreciate|value)\s+"
     rf"(?:[\w-]+\s+){{0,2}}?{_OUTPUT_NOUNS}\b(?!\s+(?:you\s+(?:gave|wrote|sent|just|made)|above))"
 )
+_WANT_ALL = re.compile(
+    r"^i\s+(?:want|need|'d\s+like|would\s+like|expect)\s+(?:all|every|each)\s+(?:of\s+)?(?:my\s+|your\s+|the\s+)?"
+    r"(?P<rest>.+)"
+)
+_WANT_OUTPUTS = re.compile(
+    r"^i\s+(?:want|need|'d\s+like|would\s+like|expect)\s+(?:my|your|the)\s+(?:[\w-]+\s+)?"
+    rf"{_OUTPUT_NOUNS}\s+(?:to|in|as|with|without|formatted|written|kept)\b"
+)
+_DONT_WANT = re.compile(r"^i\s+(?:don't|do\s+not|never)\s+want\s+you\s+to\s+(?:ever\s+)?(?P<rest>.+)")
 _MY_PREFERENCE = re.compile(
     r"^my\s+(?:personal\s+|general\s+|strong\s+)?(?:preference|preferences|preferred\s+[\w-]+(?:\s+[\w-]+)?|"
     r"(?:all-time\s+)?favou?rite\s+(?!part|thing|bit|moment|scene|line|one|episode|chapter)[\w-]+(?:\s+[\w-]+)?|"
@@ -556,8 +565,13 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
     if m and _verb_at(m.group("rest")):
         return Match("instruction", "always-never")
     m = _DONT.match(text)
-    if m and _verb_at(m.group("rest")) and (standing or _DURABLE.search(text) or _GENERIC_OUTPUT.search(text)):
-        return Match("instruction", "dont-standing")
+    if m and _verb_at(m.group("rest")):
+        if m.group("ever"):
+            return Match("instruction", "dont-ever")
+        if re.search(r"\bunless\b", text):
+            return Match("instruction", "dont-unless")
+        if standing or _DURABLE.search(text) or _GENERIC_OUTPUT.search(text):
+            return Match("instruction", "dont-standing")
     if re.match(rf"^{_PLEASE}(?:always\s+)?remember\s+to\s+", text):
         rest = re.sub(rf"^{_PLEASE}(?:always\s+)?remember\s+to\s+", "", text)
         if _verb_at(rest):
@@ -569,6 +583,14 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
             return Match("preference", rule)
     if _LIKE_MY.match(text) or _LIKE_WHEN.match(text) or _LIKE_OUTPUTS.match(text):
         return Match("preference", "like")
+    m = _WANT_ALL.match(text)
+    if m and _has_object(m.group("rest")):
+        return Match("preference", "want-all")
+    if _WANT_OUTPUTS.match(text):
+        return Match("preference", "want-outputs")
+    m = _DONT_WANT.match(text)
+    if m and _verb_at(m.group("rest")):
+        return Match("preference", "dont-want")
     m = _MY_PREFERENCE.match(text)
     if m and _has_object(m.group("rest")):
         return Match("preference", "my-preference")
@@ -576,8 +598,8 @@ def match_clause(clause: str, *, question: bool, condition: str | None, durable_
     if m and _has_object(m.group("obj") or "x") and not re.match(r"^(?:it|things|this|that)\b", m.group("obj")):
         return Match("preference", "keep-under")
 
-    if standing and condition is None and _imperative_rest(text):
-        return Match("instruction", "standing-lead")
+    if standing and _imperative_rest(text):
+        return Match("instruction", "standing-lead" if condition is None else "standing-condition")
     head = _HEAD.match(text)
     if (
         head

@@ -93,12 +93,11 @@ class PatternDetector:
 
     instructions (rules for the assistant's future answers)
       - always / never + an imperative verb: "Always include version numbers", "Never use external libraries"
-      - don't ... with a standing marker (below)
+      - don't ever ..., don't ... unless ..., don't ... with a standing marker (below)
       - a standing lead-in, then an imperative or a request to `you`: "From now on(,) answer in French",
         "Going forward, ...", "In the future, ...", "By default, ...", "For the rest of this chat, ..."
-      - a standing condition about the speaker's own requests, then always / never + an imperative: "When I
-        paste code, always ..." (a bare imperative after the condition, "Whenever I ask about X, include Y", is
-        left to the classifier: its rule found nothing the classifier missed)
+      - a standing condition about the speaker's own requests, then an imperative: "Whenever I ask about X,
+        include Y", "When I paste code, always ...", "Every time I ..., ..."
       - an imperative (please ..., make sure to ..., remember to ..., I want you to ..., you should ...) that
         carries a standing marker (always, never, from now on, every time, by default, in all your answers...)
         or speaks of the assistant's outputs in general ("your answers", "all code snippets", "every response"):
@@ -112,6 +111,7 @@ class PatternDetector:
         didn't use emojis" - not when the object points into the current exchange ("I prefer the second one",
         "I'd rather not talk about it")
       - I like my X (to be / short / with ...), I like it when you ..., I hate it when you ..., I like answers ...
+      - I want all / every ..., I want your answers to ..., I don't want you to ...
       - my preference is ..., my preferred / favourite / go-to X is ...
       - I'm trying / I want / I need to keep or stay ... under / within / lightweight / minimal ...
       - I usually go with / stick to / opt for ...

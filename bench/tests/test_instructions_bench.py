@@ -3,11 +3,10 @@
 The development set (bench/data/instruction_statements.tsv) is what the rules were fixed on (and the classifier
 experiment is trained on): its numbers are training numbers, held to issue 25's goals. On the frozen test set
 (bench/data/instruction_statements_test.tsv, issue 34) the rules and the shipped detector (the rules, then the
-classifier) are held to what they measured there (rules: precision 1.000, recall 29/154 since six rules the
-classifier made redundant were deleted, 30 before; rules then classifier: 0.984, 127/154; on the second test set,
-written blind, bench/data/instruction_statements_test2.tsv: 0.908, 129/164; bench/RESULTS.md), not to the goals
-they do not reach: a change that finds less on statements nobody tuned on fails here. The validation set is scored
-too (its rows from BEAM only where BEAM is on disk)."""
+classifier) are held to what they measured there (rules: precision 1.000, recall 30/154; rules then classifier:
+0.984, 127/154; on the second test set, written blind, bench/data/instruction_statements_test2.tsv: 0.908, 129/164;
+bench/RESULTS.md), not to the goals they do not reach: a change that finds less on statements nobody tuned on
+fails here. The validation set is scored too (its rows from BEAM only where BEAM is on disk)."""
 
 from __future__ import annotations
 
@@ -44,7 +43,7 @@ def test_both_sets_are_scored_and_the_rules_hold_their_numbers() -> None:
     tp, detected, found, positives = scores["pattern development"]
     assert positives >= 150 and tp / detected >= 0.95 and found / positives >= 0.85, out
     tp, detected, found, positives = scores["pattern test"]
-    assert positives >= 150 and tp / detected >= 0.95 and found >= 29, out
+    assert positives >= 150 and tp / detected >= 0.95 and found >= 30, out
     tp, detected, found, positives = scores["classifier test"]
     assert positives >= 150 and tp / detected >= 0.95 and found >= 127, out
     # the blind second test set: held to what the shipped detector measured there once (0.908 / 129 of 164)

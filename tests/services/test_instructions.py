@@ -54,9 +54,13 @@ ACCEPTED = [
     ("I'd rather you didn't use emojis.", "preference"),
     ("Call me Sam.", "instruction"),
     ("Going forward, use British spelling.", "instruction"),
+    ("Whenever I ask about SQL, include the query plan.", "instruction"),
     ("Make sure to always cite your sources.", "instruction"),
+    ("Please don't ever use emojis.", "instruction"),
     ("Remember to use metric units.", "instruction"),
+    ("Don't use external libraries unless I ask for them.", "instruction"),
     ("I like my answers to be short and direct.", "preference"),
+    ("I want all code examples to use TypeScript.", "preference"),
     ("My preference is tabs over spaces.", "preference"),
     ("OK, from now on, please answer in French.", "instruction"),
     ("When I ask for a recipe, always list the ingredients first.", "instruction"),
@@ -70,7 +74,9 @@ ACCEPTED = [
     ("Answer in French from now on.", "instruction"),
     ("I want you to always double-check the math.", "instruction"),
     ("In the future, please include a summary at the end.", "instruction"),
+    ("I don't want you to use jQuery.", "preference"),
     ("Use metric units in all your answers.", "instruction"),
+    ("Every time I paste code, explain it line by line.", "instruction"),
     ("I'd rather not talk about my old job.", "preference"),
     ("Feel free to use external libraries from now on.", "instruction"),
     ("I'm trying to set up a project with Bootstrap and I prefer it over Foundation for its docs.", "preference"),
@@ -252,8 +258,8 @@ def test_the_statement_is_the_clause_of_a_long_sentence() -> None:
 
 
 def test_a_condition_stays_part_of_the_statement() -> None:
-    [d] = detect("Whenever I ask about SQL, always include the query plan.")
-    assert d.statement == "Whenever I ask about SQL, always include the query plan."
+    [d] = detect("Whenever I ask about SQL, include the query plan.")
+    assert d.statement == "Whenever I ask about SQL, include the query plan."
 
 
 def test_code_blocks_and_quotes_are_skipped_but_the_speakers_own_words_count() -> None:
@@ -323,7 +329,7 @@ SUBJECT_PAIRS = [
         True,
     ),
     ("My favourite editor is Vim.", "My favourite editor is Emacs now.", True),
-    ("I'd rather you didn't use emojis.", "Please never use emojis.", True),
+    ("I'd rather you didn't use emojis.", "Please don't ever use emojis.", True),
     # known misses (see above)
     ("I prefer Bootstrap over Foundation.", "Actually I prefer Tailwind for CSS.", None),
     ("Please keep your answers short.", "I like my answers long and detailed.", None),
@@ -625,27 +631,6 @@ def test_in_a_chat_between_people_only_the_users_sentences_are_embedded() -> Non
     embedder.texts.clear()
     detector.detect([Message(id="3", role="user", content="Give temperatures in Celsius.")])
     assert embedder.texts == ["Give temperatures in Celsius."]
-
-
-RULES_DELETED = [
-    "Whenever I ask about SQL, include the query plan.",
-    "Please don't ever use emojis.",
-    "Don't use external libraries unless I ask for them.",
-    "I want all code examples to use TypeScript.",
-    "I don't want you to use jQuery.",
-    "Every time I paste code, explain it line by line.",
-]
-
-
-def test_forms_whose_rules_were_deleted_are_found_by_the_offline_default(tmp_path: Path) -> None:
-    """Six rules (standing-condition, dont-ever, dont-unless, want-all, dont-want, want-outputs) found nothing
-    the classifier missed on the labeled sets and fired on none of BEAM 11-20's messages, so they were deleted:
-    their forms are the offline default's (rules, then the classifier) to find, and the rules alone no longer do."""
-    detector = make_detector(make_settings(tmp_path))
-    for content in RULES_DELETED:
-        found = detector.detect([Message(id="m1", role="user", content=content)])
-        assert [d.detector for d in found] == ["classifier"], content
-        assert DETECTOR.detect([Message(id="m1", role="user", content=content)]) == [], content
 
 
 def test_a_reply_that_approves_a_suggestion_is_no_preference(tmp_path: Path) -> None:
