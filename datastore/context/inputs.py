@@ -175,6 +175,8 @@ class InputReader:
         template_fields(template, CONTEXT_FIELDS, "template")
         if req.memory_template is not None:
             template_fields(req.memory_template, MEMORY_FIELDS, "memory_template")
+        if req.relevant or req.timeline:  # a cold index loads while the messages are read and the query embedded
+            self.reader.load_soon(ns)
         cid = req.conversation_id
         src = self.storage.get_source(ns, cid) if cid is not None else None
         known = cid if src is not None and src.source_type == "conversation" else None

@@ -55,6 +55,11 @@ class IndexedSearch:
         self.text: TextSearch | None = IndexedText(self)
         self.rows: RowSearch | None = self
 
+    def load_soon(self, ns: str) -> None:
+        """Start loading the namespace's index in the background when it is cold (`NamespaceIndexes.load_soon`);
+        returns at once."""
+        self.indexes.load_soon(ns)
+
     # ------------------------------------------------------------------ row search (datastore/read/ranking.py)
     def _candidates(self, index: NamespaceIndex, flt: QueryFilter | None) -> tuple[np.ndarray | None, Bounds]:
         """The filter as (candidate row ids for its source, speaker and session fields, or None for all;
