@@ -65,6 +65,8 @@ class SaidLine(Protocol):
     def sentence_ids(self) -> tuple[str, ...]: ...
     @property
     def tok_start(self) -> int: ...
+    @property
+    def threaded(self) -> float | None: ...
 
 
 class Lines(Protocol):
@@ -77,8 +79,10 @@ class Lines(Protocol):
         query_vector: np.ndarray | None = None,
         top_k: int | None = None,
         query_text: str | None = None,
+        thread: tuple[float, float] | None = None,
     ) -> Sequence[SaidLine]:
-        """The `top_k` lines closest to the query over the whole conversation, oldest first, with scores."""
+        """The `top_k` lines closest to the query over the whole conversation, oldest first, with scores; with
+        `thread` (weight, gap seconds), by their scores raised by their thread neighbours' (`threaded`)."""
         ...
 
 
