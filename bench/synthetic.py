@@ -22,9 +22,11 @@ import numpy as np
 from bench import dataset
 from datastore.memory import Memory
 from datastore.storage import SourceRow, WriteBatch
-from models.memory import MemoryNode, StoredMessage
+from models.memory import MemoryNode, Sentence, StoredMessage
 from models.settings import Settings
+from services.chunking import MAX_SENTENCE_TOKENS
 from services.summarising import Summary
+from services.tokens import count_tokens
 from services.tree import Frontier, roll_up
 
 PER_SOURCE = 1000
@@ -85,6 +87,19 @@ def vocabulary() -> tuple[list[str], np.ndarray]:
 LINE_WORDS = 16  # words of a message a synthetic line keeps (a lead sentence is about this long)
 
 
+def sentences(content: str) -> list[Sentence]:
+    """A synthetic message's sentences, stored with it as `remember` stores a message's (services/chunking.
+    `measure`): one, the whole content, which holds no sentence end (lower-case words and apostrophes: `vocabulary`)
+    and stays under MAX_SENTENCE_TOKENS; what `split_message` gives it (tests/bench/test_synthetic.py), without
+    the splitter's ~0.3 ms a message (500k messages at 100k chunks). Without them every first read of a message
+    split it again, which a real store's messages (sentences kept since migration 010) never need: ~30 ms of a
+    cold /context at 2k nodes (bench/RESULTS.md, many users)."""
+    tokens = count_tokens(content)
+    if not content.strip() or tokens > MAX_SENTENCE_TOKENS:
+        raise ValueError("a synthetic message is one sentence of up to MAX_SENTENCE_TOKENS tokens")
+    return [Sentence(start=0, end=len(content), tokens=tokens)]
+
+
 def fill(memory: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = False) -> None:
     """Add n sealed L1 nodes (with their messages) and their summaries to namespace `ns` of an empty store.
     with_lines: also a line (a level-0 node, datastore/read/outline.py) per message: its first LINE_WORDS words,
@@ -121,6 +136,7 @@ def fill(memory: Memory, ns: str, n: int, seed: int = 0, with_lines: bool = Fals
                         created_at=when,
                         tok_offset=k * 40,
                         n_tokens=40,
+                        sentences=sentences(content),
                     )
                 )
             nodes.append(

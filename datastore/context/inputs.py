@@ -65,6 +65,8 @@ class SaidLine(Protocol):
     def sentence_ids(self) -> tuple[str, ...]: ...
     @property
     def tok_start(self) -> int: ...
+    @property
+    def threaded(self) -> float | None: ...
 
 
 class Lines(Protocol):
@@ -77,8 +79,10 @@ class Lines(Protocol):
         query_vector: np.ndarray | None = None,
         top_k: int | None = None,
         query_text: str | None = None,
+        thread: tuple[float, float] | None = None,
     ) -> Sequence[SaidLine]:
-        """The `top_k` lines closest to the query over the whole conversation, oldest first, with scores."""
+        """The `top_k` lines closest to the query over the whole conversation, oldest first, with scores; with
+        `thread` (weight, gap seconds), by their scores raised by their thread neighbours' (`threaded`)."""
         ...
 
 
@@ -175,6 +179,8 @@ class InputReader:
         template_fields(template, CONTEXT_FIELDS, "template")
         if req.memory_template is not None:
             template_fields(req.memory_template, MEMORY_FIELDS, "memory_template")
+        if req.relevant or req.timeline:  # a cold index loads while the messages are read and the query embedded
+            self.reader.load_soon(ns)
         cid = req.conversation_id
         src = self.storage.get_source(ns, cid) if cid is not None else None
         known = cid if src is not None and src.source_type == "conversation" else None

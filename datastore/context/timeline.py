@@ -73,13 +73,20 @@ class Timeline(BlockState):
         vector = self.topic_vector if self.overview else self.vector
         text = self.topic if self.overview else self.query
         threads = self.p.thread_weight > 0 and self.overview
-        ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text))
-        if self.overview and asks_what_user_said(self.query or ""):
-            ranked = [ln for ln in ranked if is_human(ln.speaker)] or ranked
-        scores = {ln.id: ln.score or 0.0 for ln in ranked}
-        if threads:
-            scores = self._threaded(ranked)
-            ranked = sorted(ranked, key=lambda ln: -scores[ln.id])[:want]
+        people = self.overview and asks_what_user_said(self.query or "")
+        if threads and not people:  # threaded from the index's times: only the `want` best lines are read
+            thread = (self.p.thread_weight, self.p.thread_gap_s)
+            ranked = list(self.o.lines.lines(self.ns, self.cid, vector, want, text, thread))
+            scores = {ln.id: ln.threaded or 0.0 for ln in ranked}
+            ranked.sort(key=lambda ln: -scores[ln.id])
+        else:
+            ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text))
+            if people:
+                ranked = [ln for ln in ranked if is_human(ln.speaker)] or ranked
+            scores = {ln.id: ln.score or 0.0 for ln in ranked}
+            if threads:  # among people's lines only: every line read
+                scores = self._threaded(ranked)
+                ranked = sorted(ranked, key=lambda ln: -scores[ln.id])[:want]
         if not self.overview:  # a dated list keeps its ranked lines: the floor cost BEAM 11-20's event_ordering
             # 0.386 -> 0.334 and summarization 0.271 -> 0.255 @1000 (RESULTS "Relevance floor")
             ranked = [ln for ln in ranked if self.given.floor.passes(scores[ln.id], ln.cosine or 0.0)]

@@ -271,6 +271,7 @@ class NamespaceIndexes:
         self._preload_started = 0.0
         self._preloader: threading.Thread | None = None
         self._closing = threading.Event()
+        self._ahead = ThreadPoolExecutor(2, thread_name_prefix="pyramind-index-ahead")  # `load_soon`
 
     def __len__(self) -> int:
         return len(self._indexes)
@@ -307,6 +308,26 @@ class NamespaceIndexes:
             index.forgets_seen = forgets  # current as of a version read after those forgets: see _current
         self._bound(ns)
         return index
+
+    def load_soon(self, ns: str) -> None:
+        """Start loading the namespace's index on a thread of its own when none is held (a cold namespace), and
+        return at once: a request calls it before the reads and the embedding that do not depend on the index, so
+        the load overlaps them (a cold /context at 2k nodes: its snapshot read and source stamps while it reads
+        the conversation's messages and embeds the query). The request's own `get` then waits for that load under
+        the index's lock and finds it current, or, started first, loads it itself: a namespace is loaded once.
+        A load that fails here is left to that `get`, which raises. No-op for a held index, or once closing."""
+        if self.held_index(ns) is not None or self._closing.is_set():
+            return
+        try:
+            self._ahead.submit(self._load_ahead, ns)
+        except RuntimeError:  # shut down meanwhile (`close`)
+            return
+
+    def _load_ahead(self, ns: str) -> None:
+        try:
+            self.get(ns)
+        except Exception:  # the request's own `get` meets it again and raises it
+            log.debug("a load ahead of a request failed", exc_info=True)
 
     def _current(self, ns: str, index: NamespaceIndex, token: str, forgets: int, load: str = "load") -> None:
         """Refresh `index` to `token` under its lock (`_refresh`), report it (`on_load`, a load as `load`) and,
@@ -489,6 +510,7 @@ class NamespaceIndexes:
         self._closing.set()
         if self._preloader is not None:
             self._preloader.join()
+        self._ahead.shutdown(wait=True)
         if self.snapshots is not None:
             now, wall = time.monotonic(), time.time()
             self.snapshots.settle()  # the writes queued first: touched after, each file holds its index's last use

@@ -55,6 +55,11 @@ class IndexedSearch:
         self.text: TextSearch | None = IndexedText(self)
         self.rows: RowSearch | None = self
 
+    def load_soon(self, ns: str) -> None:
+        """Start loading the namespace's index in the background when it is cold (`NamespaceIndexes.load_soon`);
+        returns at once."""
+        self.indexes.load_soon(ns)
+
     # ------------------------------------------------------------------ row search (datastore/read/ranking.py)
     def _candidates(self, index: NamespaceIndex, flt: QueryFilter | None) -> tuple[np.ndarray | None, Bounds]:
         """The filter as (candidate row ids for its source, speaker and session fields, or None for all;
@@ -133,10 +138,11 @@ class IndexedSearch:
         vector: np.ndarray | None,
         terms: Sequence[str],
         pool: int,
-    ) -> tuple[list[str], dict[int, float], dict[int, float]]:
+    ) -> tuple[list[str], dict[int, float], dict[int, float], list[float]]:
         """The lines of `sources` [(source id, the line ids of it to take, None = all)], in that order and each
         source's in message order, as (their node ids; {index in those ids: cosine to `vector`} of every one, {}
-        without a vector; {index: BM25} of the top `pool` holding a word of `terms`), from the namespace's line
+        without a vector; {index: BM25} of the top `pool` holding a word of `terms`; each one's time, its node's
+        start_time as POSIX seconds, NaN for none, in the ids' order), from the namespace's line
         indexes as of the store's namespace version read now (a line written or forgotten by any process is
         seen). Raises what the store raises."""
         index = self.indexes.get(ns)
@@ -149,7 +155,7 @@ class IndexedSearch:
                 if only is None or index.node_ids.get(r) in only
             ]
             if not rows:
-                return [], {}, {}
+                return [], {}, {}, []
             ids = [index.node_ids[r] for r in rows]
             at = {r: i for i, r in enumerate(rows)}
             candidates = np.array(sorted(rows), dtype=np.int64)
@@ -162,7 +168,8 @@ class IndexedSearch:
             if terms:
                 found, scores = lines.text.search(terms, pool, candidates)
                 bm25 = {at[r]: s for r, s in zip(found.tolist(), scores.tolist(), strict=True)}
-        return ids, cosine, bm25
+            times = lines.vectors.times(np.array(rows, dtype=np.int64))
+        return ids, cosine, bm25, times
 
     # ------------------------------------------------------------------ the rest of Searchable
     def search_vector(self, ns: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None) -> Hits:

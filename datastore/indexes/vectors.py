@@ -98,6 +98,11 @@ class VectorIndex(RowTable):
             scores = self.matrix[pos] @ query
         return self.rowids[pos], scores
 
+    def times(self, rowids: np.ndarray) -> list[float]:
+        """The start time (POSIX seconds, NaN for none) of each of `rowids` (any order, each held), in that order."""
+        held = self.rowids[: self.size]
+        return self.starts[np.searchsorted(held, rowids)].tolist()  # type: ignore[no-any-return]
+
     def rows(self, rowids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(row ids, their vectors (n, dimension) float32, a copy) of the live rows among `rowids` (sorted int64),
         in row order: the vectors as added, bit for bit."""

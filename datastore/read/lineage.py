@@ -223,6 +223,9 @@ class LineageView:
     def fork_of(self, ns: str, source_id: str) -> dict[str, Any] | None:
         return self.storage.fork_of(ns, source_id)
 
+    def load_soon(self, ns: str) -> None:
+        self.storage.load_soon(ns)
+
     def get_nodes(self, ns: str, ids: Sequence[str]) -> list[MemoryNode]:
         return [self._fix(n) for n in self.storage.get_nodes(ns, ids) if self.sees(n)]
 

@@ -40,6 +40,7 @@ and those under its ancestors' chunks that it sees (datastore/read/lineage.py).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -74,7 +75,8 @@ class Line:
     [0, 1], or cosine in [-1, 1] without a query text); None when no query was given. cosine: its cosine to the
     query (None without one). tokens: cl100k tokens of
     `text`. sentence_ids: the stored sentences its text is made of (empty for a line written before lines kept
-    them). tok_start: where its message starts in its source's stream."""
+    them). tok_start: where its message starts in its source's stream. threaded: its score raised by its thread
+    neighbours' (`Outline.lines` with `thread`; else None)."""
 
     id: str
     message_id: str
@@ -88,6 +90,7 @@ class Line:
     cosine: float | None = None
     sentence_ids: tuple[str, ...] = ()
     tok_start: int = 0
+    threaded: float | None = None
 
     @classmethod
     def of(cls, node: MemoryNode, score: float | None = None, cosine: float | None = None) -> Line:
@@ -153,6 +156,7 @@ class Outline:
         query_vector: np.ndarray | None = None,
         top_k: int | None = None,
         query_text: str | None = None,
+        thread: tuple[float, float] | None = None,
     ) -> list[Line]:
         """The conversation's lines, oldest first (message order), each with its speaker, created_at, text,
         message_id and score; [] for an unknown conversation or one without lines (never raises for it).
@@ -163,7 +167,13 @@ class Outline:
         namespace's lines, restricted to the conversation's, and cosine, datastore/read/ranking.py `fuse`, in
         [0, 1]); without it, the cosine. Without a query_vector: every line (the first `top_k` when given),
         score None. Ties keep message order. What the /context block calls for the course of a conversation
-        (overview questions, the timeline)."""
+        (overview questions, the timeline).
+
+        thread (weight, gap seconds), with a query_vector: every line's score is raised to `weight` times its
+        thread neighbours' (the lines just before and after it, oldest first, said within `gap` seconds of it,
+        `threaded`), and the `top_k` lines by that (all when None; ties in message order) are returned, each
+        with its own `score` and that `threaded` one: ranked from the index's times, so only the lines returned
+        are read from the store (not every line of the conversation)."""
         if query_vector is None:
             nodes = self.nodes(ns, conversation_id)
             return [Line.of(n) for n in (nodes if top_k is None else nodes[: max(0, top_k)])]
@@ -176,15 +186,24 @@ class Outline:
             else:  # an ancestor's lines of the messages the fork sees (datastore/read/lineage.py)
                 sources.append((sid, visible))
         terms = text_terms(query_text) if query_text else []
-        pool = max(POOL, top_k) if top_k is not None else _ALL
-        ids, cosine, bm25 = self.search.line_scores(ns, sources, query_vector, terms, pool)
-        k = len(ids) if top_k is None else min(top_k, len(ids))
+        pool = max(POOL, top_k) if top_k is not None and thread is None else _ALL  # threaded: every line scored
+        ids, cosine, bm25, times = self.search.line_scores(ns, sources, query_vector, terms, pool)
+        k = len(ids) if top_k is None or thread is not None else min(top_k, len(ids))
         if not cosine or k == 0:
             return []
         scores = _scores(cosine, bm25 if terms else None, k)
-        best = sorted(sorted(scores, key=lambda i: -scores[i])[:k])
+        if thread is None:
+            raised, best = scores, sorted(sorted(scores, key=lambda i: -scores[i])[:k])
+        else:  # ties in message order, as the timeline ranked every line read before
+            raised = _threaded(scores, times, *thread)
+            n = k if top_k is None else min(top_k, k)
+            best = sorted(sorted(sorted(scores), key=lambda i: -raised[i])[:n])
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
-        return [Line.of(by_id[ids[i]], scores[i], cosine[i]) for i in best if ids[i] in by_id]
+        return [
+            replace(Line.of(by_id[ids[i]], scores[i], cosine[i]), threaded=None if thread is None else raised[i])
+            for i in best
+            if ids[i] in by_id
+        ]
 
     def outline(
         self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
@@ -331,6 +350,21 @@ def _scores(cosine: dict[int, float], bm25: dict[int, float] | None, top_k: int)
     fused = dict(fuse(pooled, text, TEXT_WEIGHT, top_k))
     rest = {i: 0.0 for i in cosine if i not in fused}  # outside both pools: after every pooled line
     return fused | rest
+
+
+def _threaded(scores: dict[int, float], times: Sequence[float], weight: float, gap: float) -> dict[int, float]:
+    """{line: its score raised to `weight` times its neighbours' in message order (the lines before and after
+    it said within `gap` seconds; `times`: POSIX seconds, NaN for none, compared to the microsecond as the
+    lines' datetimes are)."""
+    out = dict(scores)
+    order = sorted(scores)
+    micros = [None if math.isnan(times[i]) else round(times[i] * 1e6) for i in order]
+    for (a, ta), (b, tb) in zip(zip(order, micros, strict=True), zip(order[1:], micros[1:], strict=True), strict=False):
+        if ta is None or tb is None or abs(tb - ta) / 10**6 > gap:
+            continue
+        out[a] = max(out[a], weight * scores[b])
+        out[b] = max(out[b], weight * scores[a])
+    return out
 
 
 def _days(lines: Sequence[Line]) -> list[OutlineDay]:

@@ -82,6 +82,8 @@ class Reader:
             if q.top_k > s.max_top_k:
                 raise InvalidRequestError(f"top_k must be at most {s.max_top_k} (MAX_TOP_K)", f"queries[{i}].top_k")
         searched = list(namespaces) if namespaces is not None else [ns]
+        for name in searched:  # a cold index loads while the filters are checked and the queries embedded
+            self.load_soon(name)
         warnings, unknown = [], set()
         for i, q in enumerate(queries):  # a filter on an unknown conversation: no results and a warning, not a 404
             cid = q.filter.conversation_id if q.filter else None
@@ -112,6 +114,12 @@ class Reader:
         if record_visits:
             self.visits.record(ns, visited)
         return QueryResponse(results=out, warnings=warnings)
+
+    def load_soon(self, ns: str) -> None:
+        """Start making namespace `ns` searchable in the background (a cold namespace's index load: datastore/
+        indexes/namespaces.py `load_soon`) and return at once; a caller calls it before its reads and embedding
+        that do not depend on the index, so they overlap the load."""
+        self.search_view.load_soon(ns)
 
     def search(
         self, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None, mode: str | None = None

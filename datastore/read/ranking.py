@@ -121,6 +121,11 @@ class Searchable(Protocol):
         """The conversation's fork record (datastore/read/lineage.py), None when it is no fork or unknown."""
         ...
 
+    def load_soon(self, ns: str) -> None:
+        """Start making the namespace searchable in the background (a cold namespace's index load), returning at
+        once: a caller's reads and embedding that do not depend on it overlap it."""
+        ...
+
 
 def with_levels(flt: QueryFilter | None, level: int | None = None, min_level: int | None = None) -> QueryFilter:
     """`flt` restricted to `level` (or to `min_level` and up) unless it already names levels itself."""

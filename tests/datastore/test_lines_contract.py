@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
@@ -222,6 +223,36 @@ def test_lines_ranked_by_a_query_over_the_whole_conversation(memory: Memory, ns:
         assert "d1a" in {ln.message_id for ln in best}  # day 1: "a trip to Kyoto"
         assert all(ln.score is not None for ln in best)
     assert memory.outline.lines(ns, "nope", vector, top_k=3) == []
+
+
+def test_threaded_lines_rank_as_every_line_threaded_and_only_those_returned_are_read(
+    memory: Memory, ns: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    memory.writer.remember(ns, RememberRequest(conversation_id="c", messages=chat()))
+    query = "When did Ann plan the trip to Kyoto?"
+    vector = memory.embedder.embed([query])[0]
+    weight, gap = 0.6, 3600.0  # a day's three messages are one thread; days are three days apart
+    every = memory.outline.lines(ns, "c", vector, None, query)
+    raised = {ln.id: ln.score or 0.0 for ln in every}  # the thread, as ranked over every line read
+    for a, b in zip(every, every[1:], strict=False):
+        assert a.created_at is not None and b.created_at is not None
+        if abs((b.created_at - a.created_at).total_seconds()) <= gap:
+            raised[a.id] = max(raised[a.id], weight * (b.score or 0.0))
+            raised[b.id] = max(raised[b.id], weight * (a.score or 0.0))
+    assert any(raised[ln.id] > (ln.score or 0.0) for ln in every)  # some line ranks with its thread
+    expected = sorted(every, key=lambda ln: -raised[ln.id])[:4]
+    read: list[int] = []
+    get_nodes = memory.storage.get_nodes
+
+    def counted(name: str, ids: list[str]) -> list[MemoryNode]:
+        read.append(len(ids))
+        return get_nodes(name, ids)
+
+    monkeypatch.setattr(memory.storage, "get_nodes", counted)
+    got = memory.outline.lines(ns, "c", vector, 4, query, thread=(weight, gap))
+    assert [ln.position for ln in got] == sorted(ln.position for ln in got)  # oldest first
+    assert sorted(got, key=lambda ln: -(ln.threaded or 0.0)) == [replace(ln, threaded=raised[ln.id]) for ln in expected]
+    assert read == [4]
 
 
 def test_the_outline_groups_dated_lines_oldest_first_under_a_budget(memory: Memory, ns: str) -> None:

@@ -2,15 +2,18 @@
 back from its snapshot answers as one listed from the store, a stale snapshot is brought current by source, a
 torn one is ignored, a forget takes the forgotten text off the disk before it returns, and a namespace smaller
 than INDEX_SNAPSHOT_MIN_NODES is not snapshotted; a starting server's preload (INDEX_PRELOAD_SHARE) reads back the
-namespaces used last within its share, brought current from the store, once each, and a forget still applies."""
+namespaces used last within its share, brought current from the store, once each, and a forget still applies; a
+cold /context block reads its snapshot while it reads its messages and embeds its query."""
 
 from __future__ import annotations
 
 import os
 import threading
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from datastore.indexes.namespaces import NamespaceIndex
@@ -18,6 +21,7 @@ from datastore.memory import Memory
 from datastore.read import ranking
 from datastore.storage import IndexEntry
 from models.api import DeleteRequest, Document, RememberRequest
+from models.context import ContextRequest
 from tests.support.synthetic import long_conversation
 
 QUESTIONS = ("When did Ann plan the trip to Kyoto?", "what happened to the garden", "the quarterly report")
@@ -303,3 +307,36 @@ def test_a_preloaded_namespace_forgotten_is_not_served_from_memory(
     served = {n.id for n, _ in restarted.search.search_vector(ns, probe, 50, None)}
     served |= {ln.message_id for ln in restarted.outline.lines(ns, "a", probe, 50, forgotten.text)}
     assert not served & (gone | set(forgotten.message_ids[:1]))
+
+
+def test_a_cold_context_block_reads_its_snapshot_while_it_embeds_the_query(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "snapshots"
+    request = ContextRequest(conversation_id="a", query=QUESTIONS[0], now="2026-01-01T00:00:00Z")
+    writer = remembered(open_store, ns, folder)
+    expected = writer.context.assemble(ns, request)
+    writer.close()
+    restarted = preloading(open_store, folder, index_preload_share=0.0)
+    snapshots = restarted.search.indexes.snapshots
+    assert snapshots is not None
+    reads: list[str] = []
+    reading = threading.Event()
+    read, embed = snapshots.read, restarted.embedder.embed
+
+    def recorded_read(name: str) -> NamespaceIndex | None:
+        reads.append(name)
+        reading.set()
+        return read(name)
+
+    def waiting_embed(texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        reading.wait(timeout=10)  # the index load started meanwhile (it depends on nothing the block reads)
+        return embed(texts, bulk=bulk)
+
+    monkeypatch.setattr(snapshots, "read", recorded_read)
+    monkeypatch.setattr(restarted.embedder, "embed", waiting_embed)
+    calls = listed(restarted, monkeypatch)
+    started = time.monotonic()
+    found = restarted.context.assemble(ns, request)
+    assert time.monotonic() - started < 10  # the embedding never waited for a load that had not begun
+    assert found == expected and reads == [ns] and calls == []

@@ -208,7 +208,7 @@ class _NodesOnly:
         self.text = search.text
         self.search_vector, self.get_vectors = search.search_vector, search.get_vectors
         self.get_nodes, self.source_nodes = search.get_nodes, search.source_nodes
-        self.fork_of = search.fork_of
+        self.fork_of, self.load_soon = search.fork_of, search.load_soon
 
 
 def test_hybrid_over_row_ids_ranks_and_scores_as_over_nodes(
