@@ -148,7 +148,9 @@ class IndexSteps:
                 else keeper.detect(ns, src.source_type, source_id, covered, conversation_user(src.metadata))
             )
             lines = builder.lines(frontier, covered, chunks, source_id, messages)
-            nodes, said_vectors = builder.embed_with(chunks + lines, [said(i) for i in found])
+            same = builder.unchanged_open_chunk(frontier, chunks)
+            kept = storage.get_vectors(ns, [same]) if same else {}
+            nodes, said_vectors = builder.embed_with(chunks + lines, [said(i) for i in found], kept)
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)
                 if now is None or now.source_type != src.source_type:

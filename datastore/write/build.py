@@ -11,7 +11,7 @@ embedding call, and committed in the chunks' WriteBatch; see datastore/read/outl
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -115,20 +115,37 @@ class TreeBuilder:
     def embed(self, nodes: Sequence[MemoryNode]) -> list[tuple[MemoryNode, np.ndarray | None]]:
         """[(node, its embedding)] in order, one bulk embedding call (a line's text is embedded with its
         speaker, `embedded_text`). Raises EmbeddingError."""
-        if not nodes:
-            return []
-        vectors = self.embedder.embed([embedded_text(n) for n in nodes], bulk=True)
-        return [(n, vectors[i]) for i, n in enumerate(nodes)]
+        return self.embed_with(nodes, [])[0]
 
     def embed_with(
-        self, nodes: Sequence[MemoryNode], texts: Sequence[str]
+        self, nodes: Sequence[MemoryNode], texts: Sequence[str], kept: Mapping[str, np.ndarray] | None = None
     ) -> tuple[list[tuple[MemoryNode, np.ndarray | None]], np.ndarray]:
         """`embed(nodes)` and the embeddings of `texts` (float32, (len(texts), dimension); e.g. the statements of
-        standing instructions found in the same messages) in the same bulk embedding call. Raises EmbeddingError."""
-        if not texts:
-            return self.embed(nodes), np.zeros((0, self.embedder.dimension), dtype=np.float32)
-        vectors = self.embedder.embed([embedded_text(n) for n in nodes] + list(texts), bulk=True)
-        return [(n, vectors[i]) for i, n in enumerate(nodes)], np.asarray(vectors[len(nodes) :], dtype=np.float32)
+        standing instructions found in the same messages) in the same bulk embedding call. `kept`: {node id:
+        its stored embedding} of nodes whose embedded text is unchanged (`unchanged_open_chunk`): used as they
+        are, not embedded again. Raises EmbeddingError."""
+        kept = kept or {}
+        fresh = [n for n in nodes if n.id not in kept]
+        if not fresh and not texts:
+            return [(n, kept[n.id]) for n in nodes], np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        vectors = self.embedder.embed([embedded_text(n) for n in fresh] + list(texts), bulk=True)
+        made = {n.id: vectors[i] for i, n in enumerate(fresh)}
+        out: list[tuple[MemoryNode, np.ndarray | None]] = [(n, kept.get(n.id, made.get(n.id))) for n in nodes]
+        return out, np.asarray(vectors[len(fresh) :], dtype=np.float32)
+
+    def unchanged_open_chunk(self, frontier: Frontier, chunks: Sequence[MemoryNode]) -> str | None:
+        """The id of the stored open chunk when `chunks` re-cut it from the same start into the same retrieval
+        key (`embedded_text`): its text unchanged (it was full, and is sealed now). A key reads only the chunk's
+        text and the text before it, so the stored embedding stands (`embed_with`'s `kept`); None otherwise. On
+        LoCoMo dev remembered one session per call, 46 of the 852 chunk keys embedded were such repeats. Known
+        limit (as a rebuild after a delete): CHUNK_KEY_CONTEXT_TOKENS changed between the two calls keeps the
+        vector of the old key."""
+        old = frontier.open_chunk
+        new = next((c for c in chunks if old is not None and c.id == old.id), None)
+        if old is None or new is None or new.tok_start != old.tok_start:
+            return None
+        before = old.model_copy(update={"key_context": new.key_context})  # the context reads earlier text only
+        return old.id if embedded_text(before) == embedded_text(new) else None
 
     def rollable(self, frontier: Frontier) -> bool:
         """Whether a complete group of sealed nodes awaits its summary below MAX_LEVEL."""

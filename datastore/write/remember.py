@@ -393,7 +393,9 @@ class Writer:
             lines = builder.lines(frontier, covered, chunks, source_id, prior)
             user = conversation_user(backlog.source.metadata) if backlog.source else None
             found = keeper.detect(ns, write.source_type, source_id, covered, user)
-            nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
+            same = builder.unchanged_open_chunk(frontier, chunks)
+            kept = storage.get_vectors(ns, [same]) if same else {}
+            nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found], kept)
             nodes += [(n, None) for n in reparented]
         except (EmbeddingError, SummaryError) as exc:
             if not stored:

@@ -98,6 +98,43 @@ def test_chunk_keys_read_earlier_text_only_so_pieces_embed_as_at_once(
     assert all(not np.allclose(a, b, atol=1e-3) for a, b in zip(one_vecs[1:], off_vecs[1:], strict=True))
 
 
+class _RecordingEmbedder(LocalEmbedder):
+    """The real local embedder, recording the texts it is asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__(threads=1)
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        self.texts.extend(texts)
+        return super().embed(texts, bulk=bulk)
+
+
+def test_an_open_chunk_sealed_unchanged_keeps_its_vector(tmp_path: Path, locomo: list[dict]) -> None:
+    """An open chunk that a later call seals with the same window keeps its stored vector instead of embedding
+    its key again (no key is embedded twice); remembering in sessions still gives every chunk the vector of
+    remembering at once."""
+    sessions = locomo_sessions(locomo[3], limit=3)
+    got, unchanged = [], 0
+    for name, batches in [("one", [[m for s in sessions for m in s]]), ("many", sessions)]:
+        embedder = _RecordingEmbedder()
+        settings = make_settings(tmp_path / name, chunk_key_context_tokens=80)
+        memory = open_memory(settings, embedder, ExtractiveSummariser())
+        for batch in batches:
+            before = {n.id: n.text for n in tree(memory) if n.level == 1 and not n.sealed}
+            memory.writer.remember(NS, RememberRequest(conversation_id="conv", messages=batch))
+            unchanged += sum(1 for n in tree(memory) if n.level == 1 and before.get(n.id) == n.text)
+        chunks = sorted((n for n in tree(memory) if n.level == 1), key=lambda n: n.position)
+        vectors = memory.storage.get_vectors(NS, [n.id for n in chunks])
+        keys = [t for t in embedder.texts if "\n" in t and not any(t == n.text for n in tree(memory))]
+        assert keys
+        assert len(keys) == len(set(keys))  # no key embedded twice
+        got.append([vectors[n.id] for n in chunks])
+        memory.close()
+    assert unchanged > 0  # the sessions sealed an open chunk as it was (else this test tests nothing)
+    assert all(np.allclose(a, b, atol=1e-5) for a, b in zip(got[0], got[1], strict=True))
+
+
 def test_open_chunk_is_searchable_at_once_then_extended(local_memory: Memory) -> None:
     r1 = local_memory.writer.remember(
         NS,
