@@ -20,6 +20,7 @@ from services.errors import (
     SummaryError,
 )
 from services.summarising import ExtractiveSummariser, Span, Summary
+from tests.support.embedders import RecordingEmbedder
 from tests.support.invariants import check_tree
 from tests.support.settings import locomo_sessions, make_settings
 from tests.support.stores import recompose, text_search
@@ -98,18 +99,6 @@ def test_chunk_keys_read_earlier_text_only_so_pieces_embed_as_at_once(
     assert all(not np.allclose(a, b, atol=1e-3) for a, b in zip(one_vecs[1:], off_vecs[1:], strict=True))
 
 
-class _RecordingEmbedder(LocalEmbedder):
-    """The real local embedder, recording the texts it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__(threads=1)
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
-        self.texts.extend(texts)
-        return super().embed(texts, bulk=bulk)
-
-
 def test_an_open_chunk_sealed_unchanged_keeps_its_vector(tmp_path: Path, locomo: list[dict]) -> None:
     """An open chunk that a later call seals with the same window keeps its stored vector instead of embedding
     its key again (no key is embedded twice); remembering in sessions still gives every chunk the vector of
@@ -117,7 +106,7 @@ def test_an_open_chunk_sealed_unchanged_keeps_its_vector(tmp_path: Path, locomo:
     sessions = locomo_sessions(locomo[3], limit=3)
     got, unchanged = [], 0
     for name, batches in [("one", [[m for s in sessions for m in s]]), ("many", sessions)]:
-        embedder = _RecordingEmbedder()
+        embedder = RecordingEmbedder()
         settings = make_settings(tmp_path / name, chunk_key_context_tokens=80)
         memory = open_memory(settings, embedder, ExtractiveSummariser())
         for batch in batches:

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from loopback.openai_server import LoopbackOpenAI
@@ -32,6 +31,7 @@ from services.instructions import (
     said_order,
     supersede,
 )
+from tests.support.embedders import RecordingEmbedder
 from tests.support.settings import make_settings
 
 DETECTOR = PatternDetector()
@@ -602,23 +602,11 @@ def test_the_classifier_finds_plain_rules_and_leaves_small_talk(tmp_path: Path) 
     assert detector.detect(people, user="Gina") == []
 
 
-class _CountingEmbedder(LocalEmbedder):
-    """The real local embedder, counting the texts it is asked to embed."""
-
-    def __init__(self) -> None:
-        super().__init__(threads=1)
-        self.texts: list[str] = []
-
-    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
-        self.texts.extend(texts)
-        return super().embed(texts, bulk=bulk)
-
-
 def test_in_a_chat_between_people_only_the_users_sentences_are_embedded() -> None:
     """The classifier's embeddings are the cost of detection (one per sentence): in a chat between people only the
     `user`'s preferences are kept, so nobody else's sentence is embedded, and none when no `user` is set. The
     user's preference is found as before; a chat with an assistant embeds its person's sentences."""
-    embedder = _CountingEmbedder()
+    embedder = RecordingEmbedder()
     detector = ClassifierDetector(embedder)
     people = [
         Message(id="1", speaker="Gina", content="Use sunscreen every day. I'm lactose intolerant."),

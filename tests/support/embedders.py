@@ -1,4 +1,5 @@
-"""Embedders for tests: another model and dimension than MiniLM's, and the real one made to fail."""
+"""Embedders for tests: another model and dimension than MiniLM's, the real one made to fail, and the real one
+recording what it is asked to embed."""
 
 from __future__ import annotations
 
@@ -36,3 +37,15 @@ class FailingEmbedder:
 
     def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
         raise EmbeddingError("injected failure")
+
+
+class RecordingEmbedder(LocalEmbedder):
+    """The real local embedder (one thread), recording in `texts` every text it is asked to embed, in order."""
+
+    def __init__(self) -> None:
+        super().__init__(threads=1)
+        self.texts: list[str] = []
+
+    def embed(self, texts: list[str], *, bulk: bool = False) -> np.ndarray:
+        self.texts.extend(texts)
+        return super().embed(texts, bulk=bulk)
