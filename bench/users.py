@@ -24,8 +24,11 @@ less than the heavy namespace, so one other user evicts it). Phases, sequential 
    one's previous life: the one before).
 2. cold after an eviction: sampled users requested in a cycle whose nodes exceed INDEX_MAX_NODES, twice: in the
    second pass each was evicted (least recently used) before its turn; the index loads counted by /metrics say so.
-3. Zipf: `--zipf-seconds` of closed-loop traffic, `--concurrency` requests in flight, each user drawn with
-   probability ~ 1/rank^`--zipf-s` (ranks shuffled), half /query, half /context; the server's RSS (VmRSS) sampled.
+3. Zipf: `--zipf-seconds` of traffic, each user drawn with probability ~ 1/rank^`--zipf-s` (ranks shuffled),
+   half /query, half /context; the server's RSS (VmRSS) sampled. A closed loop by default (`--concurrency`
+   requests in flight, each sent when one returns: the server saturated, a request's latency about concurrency /
+   throughput); `--zipf-rate R` sends an open loop instead, Poisson arrivals at R requests a second, each timed from
+   its arrival (queueing counted): the latency users see at that traffic.
 
 RSS is compared with what INDEX_MAX_NODES documents (`rss_budget`): the RSS at the first request, ~40 MiB of serving,
 ~3 KB a node held and ~12 KB a node of each namespace being listed and indexed at the time. Its peak is the peak
@@ -141,16 +144,17 @@ class Client:
             self.tokens[ns] = token(ns)
         return {"Authorization": f"Bearer {self.tokens[ns]}"}
 
-    async def call(self, route: str, ns: str, sources: int) -> float:
+    async def call(self, route: str, ns: str, sources: int, due: float | None = None) -> float:
         """One /query (top 5, default mode) or /context (one of the user's conversations) as user `ns`;
-        returns its milliseconds. Raises RuntimeError on any status but 200."""
+        returns its milliseconds, counted from `due` (a time.perf_counter() instant: when an open loop meant to
+        send it) when given, else from the send. Raises RuntimeError on any status but 200."""
         self.last[ns] = time.monotonic()
         question = self.rng.choice(self.questions)
         if route == "query":
             body: dict[str, Any] = {"queries": [{"query": question, "top_k": 5}]}
         else:
             body = {"conversation_id": f"synthetic-{self.rng.randrange(sources):05d}", "query": question}
-        started = time.perf_counter()
+        started = time.perf_counter() if due is None else due
         r = await self.http.post(f"/{route}", json=body, headers=self._auth(ns))
         ms = (time.perf_counter() - started) * 1000
         if r.status_code != 200:
@@ -309,7 +313,11 @@ async def _evictions(
 
 
 async def _zipf(point: Point, client: Client, server: Server, args: argparse.Namespace) -> dict[str, Any]:
-    """Phase 3: closed-loop Zipf traffic for args.zipf_seconds; latencies per route, loads, RSS samples."""
+    """Phase 3: args.zipf_seconds of Zipf traffic; latencies per route, loads, RSS samples. A closed loop
+    (args.concurrency requests in flight, each sent when one returns: it measures the server saturated, where a
+    request's latency is about concurrency / throughput) unless args.zipf_rate > 0: then an open loop, requests
+    sent at Poisson arrivals of that mean rate whatever is in flight, each timed from its arrival (queueing
+    counted), as users arrive at a deployment."""
     users = list(point.users)
     rng = random.Random(11)
     rng.shuffle(users)
@@ -318,29 +326,45 @@ async def _zipf(point: Point, client: Client, server: Server, args: argparse.Nam
     ms: dict[str, list[float]] = {"query": [], "context": []}
     rss: list[float] = []
     before = await client.metrics(users[0])
-    end = time.monotonic() + args.zipf_seconds
+    end = time.perf_counter() + args.zipf_seconds
+
+    def draw(r: random.Random) -> tuple[str, str]:
+        return users[int(np.searchsorted(cum, r.random()))], r.choice(("query", "context"))
+
+    async def one(r: random.Random, due: float | None = None) -> None:
+        ns, route = draw(r)
+        ms[route].append(await client.call(route, ns, _sources(point, ns), due))
 
     async def worker(seed: int) -> None:
         r = random.Random(seed)
-        while time.monotonic() < end:
-            ns = users[int(np.searchsorted(cum, r.random()))]
-            route = r.choice(("query", "context"))
-            ms[route].append(await client.call(route, ns, _sources(point, ns)))
+        while time.perf_counter() < end:
+            await one(r)
+
+    async def arrivals() -> None:
+        r = random.Random(100)
+        sent: list[asyncio.Task[None]] = []
+        due = time.perf_counter()
+        while (due := due + r.expovariate(args.zipf_rate)) < end:
+            await asyncio.sleep(max(0.0, due - time.perf_counter()))
+            sent.append(asyncio.create_task(one(random.Random(r.random()), due)))
+        await asyncio.gather(*sent)
 
     async def sampler() -> None:
-        while time.monotonic() < end:
+        while time.perf_counter() < end:
             rss.append(proc_rss_mib(server.proc.pid) or 0.0)
             await asyncio.sleep(1.0)
 
-    started = time.monotonic()
-    await asyncio.gather(*(worker(100 + i) for i in range(args.concurrency)), sampler())
-    wall = time.monotonic() - started
+    started = time.perf_counter()
+    load = [arrivals()] if args.zipf_rate > 0 else [worker(100 + i) for i in range(args.concurrency)]
+    await asyncio.gather(*load, sampler())
+    wall = time.perf_counter() - started
     after = await client.metrics(users[0])
     both = ms["query"] + ms["context"]
     return {
         "seconds": round(wall, 1),
         "requests": len(both),
         "rate": round(len(both) / wall, 1),
+        "offered_rate": args.zipf_rate or None,
         "all_ms": percentiles(both),
         "query_ms": percentiles(ms["query"]),
         "context_ms": percentiles(ms["context"]),
@@ -360,6 +384,13 @@ def _cell(p: dict | None, keys: tuple[str, ...] = ("p50", "p95", "p99")) -> str:
     )
 
 
+def _traffic(args: dict[str, Any]) -> str:
+    """How the Zipf phase sent its requests (bench/out/users.json's `args`), in words."""
+    if args.get("zipf_rate"):
+        return f"open loop, Poisson arrivals at {args['zipf_rate']:g} req/s offered, each timed from its arrival"
+    return f"closed loop, {args['concurrency']} in flight"
+
+
 def markdown(results: dict, header: str) -> str:
     """The `users` section of RESULTS.md."""
     lines = [
@@ -376,8 +407,7 @@ def markdown(results: dict, header: str) -> str:
         "user's next requests; cold after an eviction: users requested in a cycle larger than INDEX_MAX_NODES "
         "('loads' counts the index loads /metrics saw). Snapshots on: INDEX_SNAPSHOT_DIR set, the snapshots written "
         "by a previous server that requested every user once (a cold namespace is then read back from its file); "
-        "Zipf: closed loop, "
-        f"{results['args']['concurrency']} in flight, s={results['args']['zipf_s']}, half /query half /context. "
+        f"Zipf: {_traffic(results['args'])}, s={results['args']['zipf_s']}, half /query half /context. "
         "RSS: at the first request / peak while serving (the high-water mark reset then) / budget: what "
         "INDEX_MAX_NODES documents (models/settings.py): the first request's RSS + 40 MiB of serving + 3 KB a node "
         "held (INDEX_MAX_NODES, or the largest namespace) + 12 KB a node of each namespace being listed, on top "
@@ -469,6 +499,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--zipf-seconds", type=float, help="seconds of Zipf traffic per point (default 60; quick 10)")
     parser.add_argument("--zipf-s", type=float, default=1.0, help="Zipf exponent (default %(default)s)")
     parser.add_argument("--concurrency", type=int, default=4, help="requests in flight in the Zipf phase")
+    parser.add_argument(
+        "--zipf-rate",
+        type=float,
+        default=0.0,
+        help="an open loop in the Zipf phase: Poisson arrivals at this many requests a second (default: closed loop)",
+    )
     parser.add_argument("--warm", type=int, default=5, help="warm requests of each route per sampled user")
     parser.add_argument("--evictions", type=int, default=3, help="passes of the eviction cycle (the first warms)")
     parser.add_argument(
@@ -502,6 +538,9 @@ def main(argv: list[str] | None = None) -> None:
             (f"--snapshots {args.snapshots}", args.snapshots != "both"),
             ("--heavy-only", args.heavy_only),
             (f"--point '{args.point}'", args.point),
+            (f"--zipf-seconds {args.zipf_seconds:g}", args.zipf_seconds != (10.0 if args.quick else 60.0)),
+            (f"--zipf-rate {args.zipf_rate:g}", args.zipf_rate > 0),
+            (f"--concurrency {args.concurrency}", args.concurrency != 4),
             (f"--preload-share {args.preload_share}", args.preload_share is not None),
             (f"--restarts {args.restarts}", args.restarts),
             ("--write-results", args.write_results),
