@@ -170,7 +170,8 @@ class LocalStorage:
         rows = self.db.reader.execute(
             f"SELECT {MSG_COLS} FROM messages WHERE namespace = ?1 AND source_id = ?2 AND tok_offset >= COALESCE(("
             "SELECT MAX(tok_offset) FROM messages WHERE namespace = ?1 AND source_id = ?2 AND tok_offset <= ?3), 0) "
-            "AND tok_offset < COALESCE(?4, 9223372036854775807) AND tok_offset + n_tokens > ?3 ORDER BY seq LIMIT ?5",
+            "AND tok_offset < COALESCE(?4, 9223372036854775807) AND tok_offset + n_tokens > ?3 "
+            "ORDER BY tok_offset, seq LIMIT ?5",
             (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, -1 if limit is None else limit),
         )
         return [message_of(r) for r in rows]

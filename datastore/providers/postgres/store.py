@@ -452,12 +452,14 @@ class PostgresStorage:
         self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
     ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to), in seq order, at most `limit`."""
-        # the first message that can overlap starts at the largest offset <= tok_from (messages tile the stream)
+        # the first message that can overlap starts at the largest offset <= tok_from (messages tile the stream,
+        # so offset order is seq order); ordered by offset, the planner reads the offset index's range instead
+        # of filtering every message of the source along the seq index (2.5 -> 0.36 ms a read at 5k messages)
         rows = self.all(
             f"SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %(ns)s AND source_id = %(sid)s "
             "AND tok_offset >= COALESCE((SELECT MAX(tok_offset) FROM pyramind_messages WHERE namespace = %(ns)s "
             "AND source_id = %(sid)s AND tok_offset <= %(lo)s), 0) AND tok_offset < COALESCE(%(hi)s::integer, "
-            "2147483647) AND tok_offset + n_tokens > %(lo)s ORDER BY seq LIMIT %(limit)s",
+            "2147483647) AND tok_offset + n_tokens > %(lo)s ORDER BY tok_offset, seq LIMIT %(limit)s",
             {"ns": ns, "sid": source_id, "lo": tok_from if tok_from > 0 else -1, "hi": tok_to, "limit": limit},
         )
         return [_message(r) for r in rows]
