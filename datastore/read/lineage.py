@@ -124,17 +124,25 @@ def fork_base(storage: Storage, ns: str, fork: dict[str, Any], overlap: int) -> 
 
 
 def stream_messages(
-    storage: Storage, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    storage: Storage,
+    ns: str,
+    source_id: str,
+    tok_from: int = 0,
+    tok_to: int | None = None,
+    limit: int | None = None,
+    forks: Callable[[str], dict[str, Any] | None] | None = None,
 ) -> list[StoredMessage]:
     """The messages of the source's token stream overlapping [tok_from, tok_to) (to the end when None), in
     order, at most `limit`: a fork's stream holds its parent's messages before `tok_at` (read through the
-    parent's own stream), then the fork's own. For any other source, `Storage.messages`."""
-    fork = fork_info(storage, ns, source_id)
+    parent's own stream), then the fork's own. For any other source, `Storage.messages`. forks: source id -> its
+    fork record (default: `fork_info`, read from the store at each call; a caller reading one source's spans
+    many times passes a memo of it)."""
+    fork = forks(source_id) if forks is not None else fork_info(storage, ns, source_id)
     at = tok_at(fork)
     out: list[StoredMessage] = []
     if fork is not None and at > max(tok_from, 0):
         end = at if tok_to is None else min(at, tok_to)
-        out = stream_messages(storage, ns, fork["parent_id"], tok_from, end, limit)
+        out = stream_messages(storage, ns, fork["parent_id"], tok_from, end, limit, forks)
         out = [m for m in out if m.tok_offset < at]
     if (tok_to is None or tok_to > at) and (limit is None or len(out) < limit):
         out += storage.messages(ns, source_id, tok_from, tok_to, None if limit is None else limit - len(out))

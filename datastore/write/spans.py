@@ -15,8 +15,10 @@ lineage: a fork's stream starts with its parent's messages).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import cache
+from typing import Any
 
-from datastore.read.lineage import stream_messages
+from datastore.read.lineage import fork_info, stream_messages
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage
 from services.chunking import SpanSentence, span_sentences
@@ -26,10 +28,12 @@ from services.summarising import Span
 class SpanReader:
     """The spans of one source's summaries. storage, ns, source_id: where its stored nodes and messages are
     (None: nowhere, `held` is all of them); held: measured messages in stream order that override the store from
-    the first one's offset on."""
+    the first one's offset on. A source's fork record is read once in a reader's life (a reader serves one
+    request or one roll-up)."""
 
     def __init__(self, storage: Storage | None, ns: str, source_id: str, held: Sequence[StoredMessage] = ()) -> None:
         self._storage, self._ns, self._source_id = storage, ns, source_id
+        self._forks = cache(self._fork)
         self._held = list(held)
         self._held_from = held[0].tok_offset if held else None
         self._nodes: dict[str, MemoryNode] = {}
@@ -78,13 +82,16 @@ class SpanReader:
                 self._nodes[n.id] = n
         return self._nodes.get(node_id)
 
+    def _fork(self, source_id: str) -> dict[str, Any] | None:
+        return fork_info(self._storage, self._ns, source_id) if self._storage is not None else None
+
     def messages(self, tok_from: int, tok_to: int) -> list[StoredMessage]:
         """The source's messages overlapping [tok_from, tok_to), in order (module doc)."""
         out: list[StoredMessage] = []
         held_from = self._held_from
         if self._storage is not None and (held_from is None or tok_from < held_from):
             end = tok_to if held_from is None else min(tok_to, held_from)
-            out = stream_messages(self._storage, self._ns, self._source_id, tok_from, end)
+            out = stream_messages(self._storage, self._ns, self._source_id, tok_from, end, forks=self._forks)
             if held_from is not None:
                 out = [m for m in out if m.tok_offset < held_from]
         return out + [m for m in self._held if m.tok_offset < tok_to and m.tok_offset + m.n_tokens > tok_from]
