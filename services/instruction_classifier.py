@@ -216,14 +216,41 @@ def reacts_or_hedges(sentence: str) -> bool:
     return bool(_WHOLE_REACTION.match(low) or _HEDGED_PLAN.match(low))
 
 
+_STANDING_REQUEST = re.compile(
+    r"^(?:(?:can|could|would|will)\s+(?:you|u)\s+(?:please\s+)?|(?:would\s+you\s+)?mind\s+|"
+    r"would\s+it\s+be\s+possible\s+to\s+)"
+)
+_STANDING_WORD = re.compile(
+    r"\b(?:always|never|from\s+now\s+on|going\s+forward|moving\s+forward|from\s+here\s+on|in\s+(?:the\s+)?future|"
+    r"every\s+time|each\s+time|whenever|any\s*more|no\s+longer|by\s+default|remember\s+to|every|all\s+(?:your|the)|"
+    r"for\s+the\s+rest)\b"
+)
+# a request to find something out, not to follow a rule: "Could you always tell me why it failed?"
+_ASKS_WHY = re.compile(
+    r"\b(?:tell|show|explain|check|find\s+out|let\s+me\s+know)\s+(?:me\s+|us\s+)?"
+    r"(?:why|what|how|whether|if|which|who|where)\b"
+)
+
+
+def standing_request(sentence: str) -> bool:
+    """Whether a (masked) sentence asks the assistant, as a question, to follow a standing rule: "Could you
+    always include type hints?", "Would you mind using metric units from now on?" (a request to `you` with a
+    standing word). The classifier is asked about such a question; it was trained on requests of this form that
+    ask for one change ("Could you make this function always return a list?") as well."""
+    low = rules._strip_prefix(re.sub(r"\s+", " ", sentence.strip().lower()))
+    return bool(_STANDING_REQUEST.match(low) and _STANDING_WORD.search(low) and not _ASKS_WHY.search(low))
+
+
 def _candidate(sentence: str) -> bool:
     """Whether the classifier is asked about `sentence` (masked text): it has a letter, at most MAX_WORDS words,
-    and neither the rules' rejections (`not_a_statement`) nor `reacts_or_hedges` call it no statement."""
+    neither the rules' rejections (`not_a_statement`, unless it is a `standing_request`) nor `reacts_or_hedges`
+    call it no statement, and it is no rule of a text or code (`instruction_rules.not_own_rule`)."""
     return bool(
         re.search(r"[^\W\d_]", sentence)
         and len(sentence.split()) <= MAX_WORDS
-        and not not_a_statement(sentence)
+        and (standing_request(sentence) or not not_a_statement(sentence))
         and not reacts_or_hedges(sentence)
+        and not rules.not_own_rule(sentence)
     )
 
 

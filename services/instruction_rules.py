@@ -190,7 +190,8 @@ _DURABLE_LEAD = re.compile(
 )
 # marks of a one-off: the current answer, today, this time
 _ONE_OFF = re.compile(
-    r"\b(?:this\s+time|just\s+this\s+once|for\s+now|right\s+now|today|tonight|tomorrow|this\s+(?:week|weekend|"
+    r"\b(?:this\s+time|just\s+this\s+once|for\s+now|right\s+now|today(?!\s+on(?:wards?)?\b)|tonight|tomorrow|"
+    r"this\s+(?:week|weekend|"
     r"morning|afternoon|evening)|(?:in|for)\s+this\s+(?:answer|response|reply|message|one|question|case|"
     r"example|snippet|draft|email|essay|post)|for\s+this\s+(?:one|task)|for\s+this$|here$)\b"
 )
@@ -465,7 +466,7 @@ def _has_object(rest: str) -> bool:
     """Whether a preference's object says something durable: not a pointer into the current exchange
     (`this one`, `the second option`, `it`) and not a bare refusal (`not to talk about it`)."""
     rest = rest.strip(" ,.!:;")
-    for lead in ("it if ", "if ", "that ", "you to ", "you "):
+    for lead in ("it if ", "if ", "that ", "you to ", "you ", "go with ", "pick ", "choose ", "take "):
         if rest.startswith(lead):
             rest = rest[len(lead) :]
             break
@@ -631,6 +632,35 @@ def is_condition(clause: str) -> bool:
 def hypothetical_sentence(sentence: str) -> bool:
     """Whether a whole sentence is set in a hypothetical world (`Suppose ...`, `What if ...`, `Imagine ...`)."""
     return bool(_HYPOTHETICAL.match(_strip_prefix(re.sub(r"\s+", " ", sentence.strip().lower()))))
+
+
+# a line of code or a code comment: "// never call this from the UI thread", "def f(x):  # always close it"
+_COMMENT_START = re.compile(r"^\s*(?://|/\*|<!--|#\s|--\s|;;)")
+_CODE_SIGNS = re.compile(
+    r"\b(?:def|function|class|void)\s+\w+\s*\(|\b(?:return|const|let|var)\s+\w+\s*[=;(]|\w\([^()]*\)\s*[:;{.]|[{}]|"
+    r";\s*$|;\s+\w|\b[a-z_][\w.]*\s*=\s*[\w\"'\d]|\s(?:#|//)\s"
+)
+# a request for a text whose content is a rule: "Write an email saying that from now on ...", "Draft a rule for
+# the kitchen: never ...": the rule is the text's, not one for the assistant's answers
+_CONTENT_REQUEST = re.compile(
+    r"^(?:(?:can|could|would)\s+you\s+)?(?:please\s+)?(?:write|draft|compose|create|make|prepare|generate|add|"
+    r"send|post|put\s+together|set\s+up|print)\s+(?:me\s+)?(?:a|an|the|some|my|our)\s+(?:[\w'-]+\s+){0,6}?"
+    r"(?:email|e-mail|message|note|sign|poster|policy|rules?|memo|letter|text|post|tweet|announcement|reminder|"
+    r"notice|readme|comment|section|checklist|filter|banner|slogan|motto|caption|label|list)\b.{0,60}?"
+    r"(?:\bsaying\b|\b(?:that|which)\s+(?:says|reads|tells|states|reminds|asks)\b|\bstating\b|\btelling\b|"
+    r"\breminding\b|\bannouncing\b|\bto\s+say\b|:)"
+)
+
+
+def not_own_rule(sentence: str) -> bool:
+    """Whether a (masked) sentence holds a rule that is not the speaker's rule for the assistant's answers, by its
+    form: a line of code or a code comment ("// never call this from the UI thread", two or more marks of code,
+    such as a call, braces, an assignment, a keyword), or a request for a text whose content is the rule ("Write
+    an email to the team saying that from now on ...", "Draft a rule for the kitchen: never ...")."""
+    text = _strip_prefix(re.sub(r"\s+", " ", sentence.strip().lower()))
+    if _COMMENT_START.match(sentence) or _CONTENT_REQUEST.match(text):
+        return True
+    return len(_CODE_SIGNS.findall(sentence)) >= 2
 
 
 # --- subject keys ---------------------------------------------------------------------------------------------------

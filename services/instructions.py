@@ -184,7 +184,7 @@ class PatternDetector:
 
 def _match_sentence(sentence: str) -> tuple[tuple[int, int], rules.Match] | None:
     """The first clause of a masked sentence that states something: ((start, end) in the sentence, match)."""
-    if rules.hypothetical_sentence(sentence):
+    if rules.hypothetical_sentence(sentence) or rules.not_own_rule(sentence):
         return None
     if rules.fact_to_keep(sentence):
         body = sentence.strip()

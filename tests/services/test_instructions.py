@@ -17,8 +17,8 @@ from loopback.openai_server import LoopbackOpenAI
 from models.api import Message
 from models.instructions import Detected, Instruction
 from services.embedding import LocalEmbedder
-from services.instruction_classifier import ClassifierDetector, reacts_or_hedges
-from services.instruction_rules import subject_key
+from services.instruction_classifier import ClassifierDetector, reacts_or_hedges, standing_request
+from services.instruction_rules import not_own_rule, subject_key
 from services.instructions import (
     SAME_KEY_COSINE,
     SAME_TEXT_COSINE,
@@ -638,6 +638,27 @@ def test_a_reply_that_approves_a_suggestion_is_no_preference(tmp_path: Path) -> 
     assert reacts_or_hedges("I might switch formats depending on my mood.") and reacts_or_hedges("Sounds good!")
     assert not reacts_or_hedges("Short chapters work best for me.")
     assert not reacts_or_hedges("Tabs look better to me.")
+
+
+def test_a_rule_inside_code_or_a_requested_text_is_not_the_users(tmp_path: Path) -> None:
+    """A code comment or a line of code, and a text the user asks for whose content is a rule (an email, a sign),
+    hold a rule for their readers, not for the assistant's answers: neither the rules nor the classifier keep
+    them. The same rule said to the assistant is kept; a standing rule asked as a question reaches the classifier
+    (`standing_request`), a question that asks to find something out does not."""
+    detector = make_detector(make_settings(tmp_path))
+    said = [
+        "// never call this from the UI thread",
+        "Write a note to my flatmates saying that from now on the bins go out on Sundays.",
+        "Draft a sign for the office kitchen: always wash your own mug.",
+        "Use metric units from now on.",
+    ]
+    found = detector.detect([Message(id=str(i), role="user", content=t) for i, t in enumerate(said)])
+    assert [d.message_id for d in found] == ["3"]
+    assert not_own_rule("x = load(path)  # always close the handle after") and not not_own_rule(said[3])
+    assert standing_request("Could you always use metric units?")
+    assert standing_request("Would you mind using British spelling from now on?")
+    assert not standing_request("Could you always tell me why a test failed?")
+    assert not standing_request("Could you explain closures again?")
 
 
 def test_instruction_detector_chooses_the_rules_or_the_model(tmp_path: Path, fake_openai: LoopbackOpenAI) -> None:
