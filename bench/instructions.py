@@ -12,19 +12,20 @@ N detections drawn at random (seeded) to judge by eye.
 from a dataset), each statement labeled instruction, preference, correction, revocation (positives) or none, said by
 a user to an assistant or by one person to another (`people`: the statement is Ann's in a chat with Ben): the
 development set (bench/data/instruction_statements.tsv, 307 statements: the rules were fixed on it), the validation
-set (bench/data/instruction_statements_validation.tsv: the classifier's design and threshold were chosen on it) and,
-with `--test` only, the frozen test sets: bench/data/instruction_statements_test.tsv (337 statements written for
-issue 34 before the rules were read, never tuned on; its errors have since been read, so it is no longer blind) and
-bench/data/instruction_statements_test2.tsv (404 statements written blind on 2026-11-28 by someone who read neither
-the detector nor any labeled set; its errors have since been read too) and
-bench/data/instruction_statements_test3.tsv (475 statements written blind the same way, later that day): score them
-only to report a detector already chosen. The classifier's training set
-(bench/data/instruction_statements_train.tsv) is not scored here (`python -m bench.instruction_classifier --cv`
-cross-validates on it). A statement counts as detected when the detector returns anything for it. Detectors:
-`pattern` (PatternDetector, the rules), `classifier alone` (services/instruction_classifier.py with its shipped
-weights, behind the rules' rejections) and `classifier` (the rules, plus what that classifier finds). `--misses`
-lists each detector's errors. Goal (issues 25 and 34): precision >= 0.95, recall >= 0.85 on the test set. `--data
-... --detector classifier` runs the classifier on BEAM's chats.
+set (bench/data/instruction_statements_validation.tsv: the classifier's design and threshold are chosen on it) and,
+with `--test` only, the sets that were written as frozen test sets: bench/data/instruction_statements_test.tsv (337
+statements written for issue 34 before the rules were read) and bench/data/instruction_statements_test2.tsv (404
+statements written blind on 2026-11-28), both scored and reported blind once and, since the fifth round, part of
+the classifier's training data (bench/instruction_classifier.TRAIN_SETS): their scores are training scores
+("trained on"); and bench/data/instruction_statements_test3.tsv (475 statements written blind later that day,
+scored once at the fifth stop), a development set since: the design and threshold are chosen on it and on
+validation. A blind set written after those is scored by the coordinator only, and is not in SETS. The training
+set (bench/data/instruction_statements_train.tsv) is not scored here (`python -m bench.instruction_classifier --cv`
+cross-validates on the training rows). A statement counts as detected when the detector returns anything for it.
+Detectors: `pattern` (PatternDetector, the rules), `classifier alone` (services/instruction_classifier.py with its
+shipped weights, behind the rules' rejections) and `classifier` (the rules, plus what that classifier finds).
+`--misses` lists each detector's errors. Goal (issues 25 and 34): precision >= 0.95, recall >= 0.85 on a blind set.
+`--data ... --detector classifier` runs the classifier on BEAM's chats.
 
     .venv/bin/python -m bench.instructions --labeled [--misses] [--test] [--data /path/to/beam/chats/100K]
 
@@ -59,6 +60,7 @@ TEST = Path(__file__).resolve().parent / "data" / "instruction_statements_test.t
 TEST2 = Path(__file__).resolve().parent / "data" / "instruction_statements_test2.tsv"
 TEST3 = Path(__file__).resolve().parent / "data" / "instruction_statements_test3.tsv"
 SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST, "test2": TEST2, "test3": TEST3}
+"""The scored sets; `test` and `test2` are training sets now and `test3` a development set (the module's doc)."""
 KEYS = {"instruction_following": "instruction_being_tested", "preference_following": "preference_being_tested"}
 
 
@@ -187,7 +189,7 @@ def score(
 def score_labeled(
     show_misses: bool = False, test: bool = False, beam: Path | None = None
 ) -> dict[str, dict[str, float]]:
-    """The detectors on the labeled sets (development, validation, and the two frozen test sets only when `test`;
+    """The detectors on the labeled sets (development, validation, and the three former test sets only when `test`;
     the rules first): the rules, the shipped classifier alone behind the rules' rejections, and the two together;
     {"<detector> <set>": scores}."""
     embedder = LocalEmbedder(threads=1)
@@ -229,7 +231,7 @@ def main() -> None:
     )
     ap.add_argument("--labeled", action="store_true", help="precision and recall on the labeled sets instead")
     ap.add_argument(
-        "--test", action="store_true", help="with --labeled: also the frozen test sets (final scoring only)"
+        "--test", action="store_true", help="with --labeled: also the former test sets (test, test2: trained on; test3)"
     )
     ap.add_argument("--chats", default="1-20", help="chat numbers, e.g. 1-10,15 (default 1-20)")
     ap.add_argument("--sample", type=int, default=0, help="print this many detections drawn at random")

@@ -1,12 +1,14 @@
 """The instruction detectors on the project's labeled sets, run as the benchmark runs them.
 
 The development set (bench/data/instruction_statements.tsv) is what the rules were fixed on (and the classifier
-experiment is trained on): its numbers are training numbers, held to issue 25's goals. On the frozen test set
-(bench/data/instruction_statements_test.tsv, issue 34) the rules and the shipped detector (the rules, then the
-classifier) are held to what they measured there (rules: precision 1.000, recall 30/154; rules then classifier:
-0.984, 127/154; on the second test set, written blind, bench/data/instruction_statements_test2.tsv: 0.908, 129/164;
-bench/RESULTS.md), not to the goals they do not reach: a change that finds less on statements nobody tuned on
-fails here. The validation set is scored too (its rows from BEAM only where BEAM is on disk)."""
+experiment is trained on): its numbers are training numbers, held to issue 25's goals. The first two test sets
+(bench/data/instruction_statements_test.tsv and _test2.tsv, issue 34) were scored blind once and are training sets
+of the classifier since the fifth round (bench/instruction_classifier.TRAIN_SETS): the rules are held to what they
+measured on the first (precision 1.000, recall 30/154), the shipped detector to its training numbers there (1.000,
+151/154; 0.988, 160/164). The third (bench/data/instruction_statements_test3.tsv), scored blind once and a
+development set since, holds the shipped detector to what it measures there (0.968, 180/204; bench/RESULTS.md,
+"Instruction detector, fifth round"): a change that finds less fails here. The validation set is scored too (its
+rows from BEAM only where BEAM is on disk)."""
 
 from __future__ import annotations
 
@@ -45,12 +47,12 @@ def test_both_sets_are_scored_and_the_rules_hold_their_numbers() -> None:
     tp, detected, found, positives = scores["pattern test"]
     assert positives >= 150 and tp / detected >= 0.95 and found >= 30, out
     tp, detected, found, positives = scores["classifier test"]
-    assert positives >= 150 and tp / detected >= 0.95 and found >= 127, out
-    # the blind second test set: held to what the shipped detector measured there once (0.908 / 129 of 164)
+    assert positives >= 150 and tp / detected >= 0.97 and found >= 148, out
+    # the second former test set, a training set now (0.988 / 160 of 164)
     assert len((ROOT / "bench/data/instruction_statements_test2.tsv").read_text().splitlines()) > 400
     tp, detected, found, positives = scores["classifier test2"]
-    assert positives >= 160 and tp / detected >= 0.90 and found >= 129, out
-    # the blind third test set, scored once for the detector chosen on validation (0.917 / 154 of 204)
+    assert positives >= 160 and tp / detected >= 0.97 and found >= 156, out
+    # the third former test set, a development set now (0.968 / 180 of 204 for the shipped detector)
     assert len((ROOT / "bench/data/instruction_statements_test3.tsv").read_text().splitlines()) > 470
     tp, detected, found, positives = scores["classifier test3"]
-    assert positives >= 200 and tp / detected >= 0.91 and found >= 154, out
+    assert positives >= 200 and tp / detected >= 0.95 and found >= 178, out
