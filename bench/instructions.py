@@ -19,7 +19,9 @@ statements written blind on 2026-11-28), both scored and reported blind once and
 the classifier's training data (bench/instruction_classifier.TRAIN_SETS): their scores are training scores
 ("trained on"); and bench/data/instruction_statements_test3.tsv (475 statements written blind later that day,
 scored once at the fifth stop), a development set since: the design and threshold are chosen on it and on
-validation. A blind set written after those is scored by the coordinator only, and is not in SETS. The training
+validation; and bench/data/instruction_statements_test4.tsv (444 statements written blind at the sixth stop,
+committed before the fifth round, scored once for the detector that round chose: the blind score it is reported
+on). The training
 set (bench/data/instruction_statements_train.tsv) is not scored here (`python -m bench.instruction_classifier --cv`
 cross-validates on the training rows). A statement counts as detected when the detector returns anything for it.
 Detectors: `pattern` (PatternDetector, the rules), `classifier alone` (services/instruction_classifier.py with its
@@ -59,8 +61,17 @@ VALIDATION = Path(__file__).resolve().parent / "data" / "instruction_statements_
 TEST = Path(__file__).resolve().parent / "data" / "instruction_statements_test.tsv"
 TEST2 = Path(__file__).resolve().parent / "data" / "instruction_statements_test2.tsv"
 TEST3 = Path(__file__).resolve().parent / "data" / "instruction_statements_test3.tsv"
-SETS = {"development": LABELED, "validation": VALIDATION, "test": TEST, "test2": TEST2, "test3": TEST3}
-"""The scored sets; `test` and `test2` are training sets now and `test3` a development set (the module's doc)."""
+TEST4 = Path(__file__).resolve().parent / "data" / "instruction_statements_test4.tsv"
+SETS = {
+    "development": LABELED,
+    "validation": VALIDATION,
+    "test": TEST,
+    "test2": TEST2,
+    "test3": TEST3,
+    "test4": TEST4,
+}
+"""The scored sets; `test` and `test2` are training sets now, `test3` a development set, `test4` blind (the module's
+doc)."""
 KEYS = {"instruction_following": "instruction_being_tested", "preference_following": "preference_being_tested"}
 
 
@@ -189,7 +200,7 @@ def score(
 def score_labeled(
     show_misses: bool = False, test: bool = False, beam: Path | None = None
 ) -> dict[str, dict[str, float]]:
-    """The detectors on the labeled sets (development, validation, and the three former test sets only when `test`;
+    """The detectors on the labeled sets (development, validation, and the four test sets only when `test`;
     the rules first): the rules, the shipped classifier alone behind the rules' rejections, and the two together;
     {"<detector> <set>": scores}."""
     embedder = LocalEmbedder(threads=1)
@@ -231,7 +242,9 @@ def main() -> None:
     )
     ap.add_argument("--labeled", action="store_true", help="precision and recall on the labeled sets instead")
     ap.add_argument(
-        "--test", action="store_true", help="with --labeled: also the former test sets (test, test2: trained on; test3)"
+        "--test",
+        action="store_true",
+        help="with --labeled: also the test sets (test, test2: trained on; test3: development; test4: blind)",
     )
     ap.add_argument("--chats", default="1-20", help="chat numbers, e.g. 1-10,15 (default 1-20)")
     ap.add_argument("--sample", type=int, default=0, help="print this many detections drawn at random")
