@@ -205,17 +205,23 @@ _WHOLE_REACTION = re.compile(
     r"|(?:that|this|it)(?: plan| one| time)? works)"
     r"(?:\s+(?:for|to|with)\s+me)?\s*[.!]*$"
 )
-_HEDGED_PLAN = re.compile(r"^(?:so,? |then,? )?(?:i might|maybe i'll|i guess i'll|i think i'll|i'll probably|i may)\b")
+_HEDGED_PLAN = re.compile(
+    r"^(?:so,? |then,? )?(?:i might|maybe i'll|i guess i'll|i think i'll|i'll probably|i may|i'll (?:also )?try)\b"
+)
+_VERDICT_END = re.compile(
+    r"\b(?:seems?|looks?|sounds?) (?:pretty |quite |very |really )?(?:reasonable|good|great|fine)[.!]*$"
+)
 
 
 def reacts_or_hedges(sentence: str) -> bool:
     """Whether a sentence is, by its form, a reply to what was just proposed rather than a rule of the speaker's
     own: the whole of it a verdict on a suggestion ("Yeah, that sounds perfect for me.", "The second plan works
-    for me.") or a hedged plan ("I might try the app later."). Such sentences name the topic of the suggestion, so
+    for me."), a sentence that ends in one ("..., the second policy seems pretty reasonable.") or a hedged plan
+    ("I might try the app later.", "I'll also try to ..."). Such sentences name the topic of the suggestion, so
     MiniLM places them next to real preferences; kept as statements they also replace the earlier, real
     statement on that topic (Superseder). Only the classifier's candidates are checked: the rules keep theirs."""
     low = re.sub(r"\s+", " ", sentence.strip().lower())
-    return bool(_WHOLE_REACTION.match(low) or _HEDGED_PLAN.match(low))
+    return bool(_WHOLE_REACTION.match(low) or _VERDICT_END.search(low) or _HEDGED_PLAN.match(low))
 
 
 _STANDING_REQUEST = re.compile(

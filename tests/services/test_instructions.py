@@ -640,6 +640,29 @@ def test_a_reply_that_approves_a_suggestion_is_no_preference(tmp_path: Path) -> 
     assert not reacts_or_hedges("Tabs look better to me.")
 
 
+def test_a_sentence_ending_in_a_verdict_or_a_tried_plan_is_no_statement(tmp_path: Path) -> None:
+    """A sentence that ends by judging an option ("..., the second policy seems pretty reasonable.") or plans
+    with a hedge ("I'll also try to ...") answers what was proposed: the shipped classifier kept both forms (an
+    `instruction` and a `preference` in a BEAM chat, where they took the block's room). A rule that ends in a
+    judgement of the user's own is still kept."""
+    detector = make_detector(make_settings(tmp_path))
+    chat = [
+        Message(id="1", role="user", content="Always give me prices in euros."),
+        Message(id="2", role="assistant", content="Here are three quotes for home insurance."),
+        Message(
+            id="3",
+            role="user",
+            content="Based on the quotes I got, the $900 policy from Harbour seems pretty reasonable.",
+        ),
+        Message(
+            id="4", role="user", content="I'll also try to keep a consistent bedtime and less screen time at night."
+        ),
+    ]
+    assert [(d.message_id, d.kind) for d in detector.detect(chat)] == [("1", "instruction")]
+    assert reacts_or_hedges("Okay, the second plan looks good.") and reacts_or_hedges("I'll try to walk more.")
+    assert not reacts_or_hedges("I'll always want the metric units, they look fine to me in tables.")
+
+
 def test_a_rule_inside_code_or_a_requested_text_is_not_the_users(tmp_path: Path) -> None:
     """A code comment or a line of code, and a text the user asks for whose content is a rule (an email, a sign),
     hold a rule for their readers, not for the assistant's answers: neither the rules nor the classifier keep
