@@ -109,7 +109,7 @@ class Timeline(BlockState):
             if ids & held:  # a sentence of it is shown already: its other sentences only, as stored
                 fresh = [s for s in said if s.id not in held]
                 text = render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
-            elif self.overview and SEPARATOR in text:  # a long answer's lead and point: one of them
+            elif SEPARATOR in text:  # a long answer's lead and point: one of them
                 parts = text.split(SEPARATOR)
                 near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
                 best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic

@@ -589,6 +589,50 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
     assert asked and asked == sorted(asked, key=int)
 
 
+def test_a_long_answer_gives_a_timeline_one_line_not_two(local_memory: Memory) -> None:
+    """Any question's timeline shows one part of a long answer's line (its lead or its point, the one nearer the
+    query), not both: the room holds more of what was said. BEAM 11-20 chat 13 lost a budget's update to the two
+    parts of the lines before it (RESULTS "stop8-notes")."""
+    answer = (
+        "Sure! Let's look at your options for the database. "
+        "PostgreSQL offers mature replication, rich indexing and strong consistency for relational data. "
+        "SQLite is a single file, needs no server and suits small embedded apps with one writer. "
+        "MongoDB stores documents and scales out, but joins across collections are awkward. "
+        "Cassandra handles huge write volumes across data centres at the cost of flexible queries. "
+        "In short, PostgreSQL suits your relational data best, with replication for the read load. "
+        "Let me know if you want a migration plan."
+    )
+    said = [
+        ("user", "I need a database for the invoices of my bakery, which one should I pick?"),
+        ("assistant", answer),
+        ("user", "Thanks, I will go with PostgreSQL for the bakery invoices then."),
+    ]
+    t0 = LONG_NOW - timedelta(days=2)
+    messages = [
+        Message(id=f"d{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
+        for k, (who, text) in enumerate(said)
+    ]
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="db", messages=messages))
+    query = "Which database suits the relational data of my bakery?"
+    assert not asks_overview(query)
+    res = local_memory.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="db",
+            recent=False,
+            relevant=False,
+            budget_tokens=1000,
+            query=query,
+            now=LONG_NOW,
+        ),
+    )
+    lines = [i.text for i in res.sections[4].items if i.kind == "line" and i.speaker == "assistant"]
+    assert len(lines) == 1, res.context
+    lead, point = "Let's look at your options for the database.", "In short, PostgreSQL suits your relational data"
+    assert (lead in lines[0]) != (point in lines[0]), lines[0]  # one of the two, not both
+    assert ELISION in lines[0]
+
+
 def test_the_timeline_holds_no_period_the_block_already_shows(mixed: Memory) -> None:
     res = mixed.context.assemble(
         "ns",
