@@ -663,6 +663,34 @@ def test_a_sentence_ending_in_a_verdict_or_a_tried_plan_is_no_statement(tmp_path
     assert not reacts_or_hedges("I'll always want the metric units, they look fine to me in tables.")
 
 
+def test_a_plan_an_expectation_or_a_choice_of_the_users_own_is_no_rule(tmp_path: Path) -> None:
+    """The user's next step ("Then, I'll ..."), what they expect of something ("I think the key will be ...",
+    "... should help me ..."), and a choice among what was proposed ("Let's go with ...", "These tips fit ...") are
+    no rule for the assistant: the shipped classifier kept such sentences of BEAM 11-20's chats as instructions,
+    shown atop every block of their chats. Said with `you` or a standing word they still reach the classifier."""
+    detector = make_detector(make_settings(tmp_path))
+    said = [
+        "Always give me times in the 24-hour format.",
+        "Then, I'll use the Pomodoro technique to prioritize my chores and start time-blocking in my calendar.",
+        "I think the key will be keeping my evenings free of work calls.",
+        "Starting each morning with a short walk should help me focus before the meetings.",
+        "Let's go with Thursday at 6 PM for the rehearsal dinner.",
+        "These suggestions fit pretty well with the workouts I already do.",
+        "Booking the hall right after the budget is approved works perfectly.",
+        "I prefer short answers with the code first.",
+    ]
+    found = detector.detect([Message(id=str(i), role="user", content=t) for i, t in enumerate(said)])
+    assert [(d.message_id, d.kind) for d in found] == [("0", "instruction"), ("7", "preference")]
+    assert all(reacts_or_hedges(t) for t in said[1:7])
+    for kept in (
+        "I'll always want the answers in Spanish.",
+        "I think you will need to reply in French from now on.",
+        "Let's go with metric units from now on.",
+        "I prefer short answers with the code first.",
+    ):
+        assert not reacts_or_hedges(kept), kept
+
+
 def test_a_rule_inside_code_or_a_requested_text_is_not_the_users(tmp_path: Path) -> None:
     """A code comment or a line of code, and a text the user asks for whose content is a rule (an email, a sign),
     hold a rule for their readers, not for the assistant's answers: neither the rules nor the classifier keep
