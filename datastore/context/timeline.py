@@ -22,9 +22,10 @@ from models.api import QueryFilter
 from models.context import ContextItem
 from models.memory import MemoryNode
 from services import excerpts
-from services.chunking import render_runs, sentence_runs
+from services.chunking import SpanSentence, render_runs, sentence_runs
 from services.lines import SEPARATOR, spoken
 from services.speakers import is_human
+from services.tokens import count_tokens
 
 
 class Timeline(BlockState):
@@ -64,8 +65,9 @@ class Timeline(BlockState):
         (`_threaded`). A line whose message, or every stored sentence it is made of, the block already shows is
         left out: a sentence is shown when its id is, when a standing instruction above states it
         (`Shown.holds`), or when its very words (folded) are, said in another message (an answer's boilerplate
-        repeated); of a line some of whose sentences are shown, the others only. A line written before lines
-        kept their sentences is left out only when its message is shown."""
+        repeated); of a line some of whose sentences are shown, the others only; a lead cut inside its
+        sentence (a line is embedded at most MAX_LINE_TOKENS long) is shown whole (`_line_text`). A line
+        written before lines kept their sentences is left out only when its message is shown."""
         assert self.o.lines is not None and self.cid is not None
         if room < self.p.min_item:
             return
@@ -105,15 +107,7 @@ class Timeline(BlockState):
             held = self.shown.ids | {s.id for s in said if self.shown.holds(s) or fold(s.text) in seen}
             if ids and ids <= held:
                 continue  # every sentence it is made of is shown already (or its very words, said again)
-            text = ln.text
-            if ids & held:  # a sentence of it is shown already: its other sentences only, as stored
-                fresh = [s for s in said if s.id not in held]
-                text = render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
-            elif SEPARATOR in text:  # a long answer's lead and point: one of them
-                parts = text.split(SEPARATOR)
-                near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
-                best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic
-                text = parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
+            text = self._line_text(ln, said, held, topic, weights)
             if self.superseded.holds(ln.message_id, text.strip(f" {excerpts.ELISION}")):
                 text += f" {SUPERSEDED}"
             item = ContextItem(
@@ -135,6 +129,27 @@ class Timeline(BlockState):
             self.shown.ids |= ids
             self.shown.memory |= ids
             seen |= {fold(s.text) for s in said}
+
+    def _line_text(
+        self, ln: SaidLine, said: list[SpanSentence], held: set[str], topic: set[str], weights: dict[str, float]
+    ) -> str:
+        """What the timeline shows of a line (without its speaker): when some of its sentences (`said`, as stored)
+        are shown already (`held`), its other sentences; a lead cut inside its sentence, the whole sentence (up to
+        `whole_line_tokens`); of a long answer's lead and point, the one nearer the `topic` terms (by `weights`);
+        else the line's text."""
+        text = ln.text
+        if {s.id for s in said} & held:  # a sentence of it is shown already: its other sentences only, as stored
+            fresh = [s for s in said if s.id not in held]
+            return render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
+        if said and text.endswith("…") and SEPARATOR not in text:  # a lead cut inside its sentence: whole
+            whole = render_runs(sentence_runs(said, said), stamps=False).removeprefix(f"{ln.speaker}: ")
+            return whole if count_tokens(whole) <= self.p.whole_line_tokens else text
+        if SEPARATOR in text:  # a long answer's lead and point: one of them
+            parts = text.split(SEPARATOR)
+            near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
+            best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic
+            return parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
+        return text
 
     def _threaded(self, lines: list[SaidLine]) -> dict[str, float]:
         """Each line's score raised to `thread_weight` times its thread neighbours' (the lines before and after it,

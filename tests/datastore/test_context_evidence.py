@@ -20,6 +20,7 @@ from models.context import ContextRequest, ContextResponse
 from models.memory import MemoryNode, StoredMessage
 from services.chunking import span_sentences
 from services.excerpts import ELISION
+from services.lines import MAX_LINE_TOKENS
 from services.tokens import count_tokens
 from tests.support.synthetic import LONG_NOW, LONG_T0, conversation, long_conversation
 
@@ -631,6 +632,41 @@ def test_a_long_answer_gives_a_timeline_one_line_not_two(local_memory: Memory) -
     lead, point = "Let's look at your options for the database.", "In short, PostgreSQL suits your relational data"
     assert (lead in lines[0]) != (point in lines[0]), lines[0]  # one of the two, not both
     assert ELISION in lines[0]
+
+
+def test_a_line_cut_inside_its_sentence_is_shown_whole(local_memory: Memory) -> None:
+    """A message of one long sentence is embedded as a line cut at MAX_LINE_TOKENS ("…"); the timeline shows the
+    whole sentence (up to `whole_line_tokens`): the dates at its end are what a question about it needs."""
+    long = (
+        "I'm still a bit nervous about the choice of the executor, since my cousin Douglas said yes over lunch at "
+        "the harbour café and my aunt and my brother, who both came to the family meeting at my house, would "
+        "probably have picked someone else, which I found out on March 25 and again on April 15"
+    )
+    assert count_tokens(long) > MAX_LINE_TOKENS
+    said = [
+        ("user", long),
+        ("assistant", "It is normal to feel that way about naming an executor."),
+        ("user", "Thanks, I will talk to my aunt about the executor next week."),
+    ]
+    t0 = LONG_NOW - timedelta(days=2)
+    messages = [
+        Message(id=f"e{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
+        for k, (who, text) in enumerate(said)
+    ]
+    local_memory.writer.remember("ns", RememberRequest(conversation_id="ex", messages=messages))
+    res = local_memory.context.assemble(
+        "ns",
+        ContextRequest(
+            conversation_id="ex",
+            recent=False,
+            relevant=False,
+            budget_tokens=1000,
+            query="When did Douglas accept the executor role?",
+            now=LONG_NOW,
+        ),
+    )
+    lines = [i.text for i in res.sections[4].items if i.kind == "line" and "executor" in i.text]
+    assert f"user: {long}" in lines, res.context
 
 
 def test_the_timeline_holds_no_period_the_block_already_shows(mixed: Memory) -> None:
