@@ -224,7 +224,7 @@ _EFFECT = re.compile(
 )
 # a choice among what was proposed: "Let's go with Tuesday at 7:00 PM.", "These suggestions fit well with my plans."
 _CHOICE = re.compile(
-    r"^(?:(?:ok|okay|alright|great|perfect|yes|yeah)\b,? )*(?:let's (?:go with|do|pick|choose|book)\b|"
+    r"^(?:(?:ok|okay|alright|great|perfect|yes|yeah)\b,? )*(?:let's (?:go with|pick|choose|book)\b|"
     r"(?:these|those|that|this|your) (?:[\w-]+ ){0,2}?(?:suggestions?|ideas?|options?|tips?|steps?|strategies|"
     r"recommendations?)\b)"
 )

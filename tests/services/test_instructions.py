@@ -686,6 +686,7 @@ def test_a_plan_an_expectation_or_a_choice_of_the_users_own_is_no_rule(tmp_path:
         "I'll always want the answers in Spanish.",
         "I think you will need to reply in French from now on.",
         "Let's go with metric units from now on.",
+        "Let's do British spelling instead.",
         "I prefer short answers with the code first.",
     ):
         assert not reacts_or_hedges(kept), kept
