@@ -63,7 +63,9 @@ class TreeBuilder:
         chunk is sealed too. Each chunk's `key_context` is set (CHUNK_KEY_CONTEXT_TOKENS). No embedding yet."""
         s = self.settings
         stream = SentenceStream.from_messages(messages)
-        windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final)
+        last = frontier.last.get(1) if frontier.open_chunk is None else None
+        after = last.tok_end if last is not None else None
+        windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final, after)
         more = limit is not None and len(windows) > limit
         if limit is not None:
             windows = windows[:limit]
