@@ -138,8 +138,9 @@ class TreeBuilder:
     def unchanged_open_chunk(self, frontier: Frontier, chunks: Sequence[MemoryNode]) -> str | None:
         """The id of the stored open chunk when `chunks` re-cut it from the same start into the same retrieval
         key (`embedded_text`): its text unchanged (it was full, and is sealed now). A key reads only the chunk's
-        text and the text before it, so the stored embedding stands (`embed_with`'s `kept`); None otherwise. On
-        LoCoMo dev remembered one session per call, 46 of the 852 chunk keys embedded were such repeats. Known
+        text and the text before it, so the stored embedding stands (`embed_with`'s `kept`); None otherwise. Since a
+        chunk never spans two sessions (services/chunking.py), LoCoMo dev remembered one session per call embeds
+        each chunk once: each session's open chunk is sealed unchanged by the next call. Known
         limit (as a rebuild after a delete): CHUNK_KEY_CONTEXT_TOKENS changed between the two calls keeps the
         vector of the old key."""
         old = frontier.open_chunk
