@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import resource
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +16,19 @@ from services.tokens import count_tokens
 
 
 class CountingEmbedder:
-    """Delegates to `inner`; counts calls, texts and seconds spent embedding."""
+    """Delegates to `inner`; counts calls, texts, word pieces and seconds spent embedding.
 
-    def __init__(self, inner: Embedder) -> None:
+    pieces: texts -> the word pieces the model reads of them (`minilm_pieces` for the local model); None counts
+    none. Unlike seconds, the texts and pieces a run sends do not depend on the machine's load.
+    """
+
+    def __init__(self, inner: Embedder, pieces: Callable[[list[str]], int] | None = None) -> None:
         self.inner = inner
         self.model_name = inner.model_name
         self.dimension = inner.dimension
-        self.calls = self.texts = 0
+        self.calls = self.texts = self.pieces = 0
         self.seconds = 0.0
+        self._count_pieces = pieces
 
     def close(self) -> None:
         """Close the inner embedder."""
@@ -35,7 +41,18 @@ class CountingEmbedder:
         self.seconds += time.perf_counter() - t
         self.calls += 1
         self.texts += len(texts)
+        if self._count_pieces is not None:
+            self.pieces += self._count_pieces(texts)
         return out
+
+
+def minilm_pieces() -> Callable[[list[str]], int]:
+    """texts -> the word pieces all-MiniLM-L6-v2 reads of them ([CLS] and [SEP] included, each text truncated at
+    256 as the local embedder does): its time grows with them (~0.38 ms a piece on one core, bench/RESULTS.md)."""
+    from services.embedders.onnx_minilm import load_tokenizer
+
+    tokenizer = load_tokenizer()
+    return lambda texts: sum(len(e.ids) for e in tokenizer.encode_batch(texts)) if texts else 0
 
 
 class CountingSummariser:

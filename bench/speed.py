@@ -21,7 +21,9 @@ Run: `.venv/bin/python -m bench.speed` (about 6-10 minutes on 2 cores); `--scale
 Results: the `speed` section of bench/RESULTS.md; every number in bench/out/speed.json.
 `--scale-only --sizes 100000,1000000 --keep` runs only the scale points (section `speed-scale`), keeping each built
 store under bench/out/speed/ and reusing it when it is there (the 1M build takes minutes). `--data` names the
-LoCoMo file when it is not at the default place (it is passed on to the child processes).
+LoCoMo file when it is not at the default place (it is passed on to the child processes). `--ingest-only` runs
+the default ingest alone and prints its figures, among them `embedded_pieces`: the word pieces sent to the
+embedder, which (unlike seconds) do not depend on the machine's load.
 """
 
 from __future__ import annotations
@@ -42,7 +44,14 @@ import httpx
 import numpy as np
 
 from bench import common, dataset, speed_report, synthetic
-from bench.meters import CountingEmbedder, CountingSummariser, peak_rss_mib, percentiles, proc_peak_rss_mib
+from bench.meters import (
+    CountingEmbedder,
+    CountingSummariser,
+    minilm_pieces,
+    peak_rss_mib,
+    percentiles,
+    proc_peak_rss_mib,
+)
 from datastore.factory import open_memory
 from datastore.read import ranking
 from models.api import DEFAULT_NAMESPACE, QueryFilter
@@ -66,7 +75,8 @@ def ingest(samples: list[dict], overlap: int | None) -> dict:
     settings = common.bench_settings(DIR / "ingest.db", **overrides)
     inner = LocalEmbedder(threads=settings.embed_threads, batch_size=settings.embed_batch_size)
     inner.embed(["load the model before timing"])
-    embedder, summariser = CountingEmbedder(inner), CountingSummariser(ExtractiveSummariser())
+    embedder = CountingEmbedder(inner, minilm_pieces())
+    summariser = CountingSummariser(ExtractiveSummariser())
     memory = common.open_store(settings, embedder, summariser)
     t = time.perf_counter()
     n_messages = common.ingest(memory, samples, DEFAULT_NAMESPACE)
@@ -88,6 +98,7 @@ def ingest(samples: list[dict], overlap: int | None) -> dict:
         "messages_per_s": round(n_messages / wall, 1),
         "chunks_per_s": round(counts["L1"] / wall, 2),
         "embedded_texts": embedder.texts,
+        "embedded_pieces": embedder.pieces,
         "embed_calls": embedder.calls,
         "embed_s": round(embedder.seconds, 1),
         "summariser_calls": summariser.calls,
@@ -378,6 +389,11 @@ def main(argv: list[str] | None = None) -> None:
     )
     parser.add_argument("--data", type=Path, default=dataset.DATA, help="the LoCoMo file (default: %(default)s)")
     parser.add_argument(
+        "--ingest-only",
+        action="store_true",
+        help="only the default ingest; prints its figures (texts and word pieces embedded, seconds), writes nothing",
+    )
+    parser.add_argument(
         "--postgres",
         action="store_true",
         help="only the scale points (10k and 100k, or --sizes), on the pgvector provider (~10 min)",
@@ -395,6 +411,12 @@ def main(argv: list[str] | None = None) -> None:
         return
     if args.serve:
         serve_child(args.serve[0], int(args.serve[1]))
+        return
+    if args.ingest_only:
+        DIR.mkdir(parents=True, exist_ok=True)
+        load_before = os.getloadavg()[0]
+        figures = ingest(dataset.load(), None)
+        print(json.dumps({**figures, "load_before": load_before, "load_after": os.getloadavg()[0]}))
         return
     if args.postgres:
         common.OUT.mkdir(parents=True, exist_ok=True)  # a fresh clone has none: made before the minutes of work

@@ -19,7 +19,10 @@ a chunk alone.
 Windowing is prefix-stable: a window is *sealed* only once the stream holds the sentence that does not fit in
 it, and then its cut depends on nothing after that sentence, so appending messages never changes a sealed chunk.
 The last window, which everything after its start fits in, is *open*: searchable at once, extended by the next
-call, sealed when full.
+call, sealed when full. A window never spans two sessions of a conversation: the last window of a session is sealed
+at its end once the next session's first message is in, and the next window opens with that message (no overlap).
+Remembered one session per call, a session's open chunk is then sealed unchanged by the next call and keeps its
+embedding (datastore/write/build.py `unchanged_open_chunk`) instead of being embedded again grown.
 """
 
 from __future__ import annotations
@@ -322,6 +325,16 @@ class SentenceStream:
         last = self.units[-1] if self.units else None
         return last.start + last.tokens if last else 0
 
+    def session_end(self, first: int) -> int:
+        """The index of the first unit after `first` whose message starts another session than unit `first`'s
+        (len(units) when none does): a window never spans two sessions of a conversation."""
+        session = self.messages[self.units[first].message].session_id
+        for k in range(first + 1, len(self.units)):
+            u = self.units[k]
+            if u.index == 0 and self.messages[u.message].session_id != session:
+                return k
+        return len(self.units)
+
     def first_at(self, offset: int) -> int:
         """The index of the first unit starting at or after `offset` (len(units) when none does)."""
         return bisect.bisect_left(self._starts, offset)
@@ -387,16 +400,23 @@ class SentenceStream:
         return self.messages[first:last]
 
 
-def plan_windows(stream: SentenceStream, start: int, chunk_size: int, overlap: int, final: bool) -> list[Window]:
+def plan_windows(
+    stream: SentenceStream, start: int, chunk_size: int, overlap: int, final: bool, after: int | None = None
+) -> list[Window]:
     """Windows covering `stream` from the first sentence boundary at or after `start` to its end (module doc).
 
     chunk_size: tokens of a chunk's rendered text; overlap: tokens of the sentences a window shares with the one
     before (overlap < chunk_size / 2). `final`: the source is complete (a document), so the last window is
-    sealed too. Returns [] when nothing lies past `start`.
+    sealed too. `after`: the end of the sealed chunk that `start` overlaps (None when `start` is an open chunk's
+    or the source's start): when a session starts there, the first window opens with it (a window never spans
+    two sessions, and shares no sentence with the session before). Returns [] when nothing lies past `start`.
     """
     units, windows = stream.units, []
-    i, n = stream.first_at(start), len(stream.units)
-    while i < n:
+    i, total = stream.first_at(start), len(stream.units)
+    if after is not None and i < total and stream.session_end(i) == stream.first_at(after) < total:
+        i = stream.first_at(after)
+    while i < total:
+        n = stream.session_end(i)
         j = i + 1
         cost = tok.count_tokens(stream.text(i, j))
         while j < n and cost + stream.added(j) <= chunk_size:  # grown by estimates, then fixed by exact counts
@@ -406,9 +426,13 @@ def plan_windows(stream: SentenceStream, start: int, chunk_size: int, overlap: i
             j -= 1
         while j < n and tok.count_tokens(stream.text(i, j + 1)) <= chunk_size:
             j += 1
-        if j == n:
+        if j == n == total:
             windows.append(Window(units[i].start, stream.end, sealed=final))
             break
+        if j == n:  # the session ends here: the window is cut at its end, the next opens with the next session
+            windows.append(Window(units[i].start, units[n].start, sealed=True))
+            i = n
+            continue
         low, e = units[i].start + max(overlap, chunk_size // 2), j
         for k in range(j, i, -1):  # the last message boundary in the window's second half
             if units[k].start <= low:

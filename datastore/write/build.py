@@ -63,7 +63,9 @@ class TreeBuilder:
         chunk is sealed too. Each chunk's `key_context` is set (CHUNK_KEY_CONTEXT_TOKENS). No embedding yet."""
         s = self.settings
         stream = SentenceStream.from_messages(messages)
-        windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final)
+        last = frontier.last.get(1) if frontier.open_chunk is None else None
+        after = last.tok_end if last is not None else None
+        windows = plan_windows(stream, self.chunk_start(frontier), s.chunk_size, s.chunk_overlap, final, after)
         more = limit is not None and len(windows) > limit
         if limit is not None:
             windows = windows[:limit]
@@ -136,8 +138,9 @@ class TreeBuilder:
     def unchanged_open_chunk(self, frontier: Frontier, chunks: Sequence[MemoryNode]) -> str | None:
         """The id of the stored open chunk when `chunks` re-cut it from the same start into the same retrieval
         key (`embedded_text`): its text unchanged (it was full, and is sealed now). A key reads only the chunk's
-        text and the text before it, so the stored embedding stands (`embed_with`'s `kept`); None otherwise. On
-        LoCoMo dev remembered one session per call, 46 of the 852 chunk keys embedded were such repeats. Known
+        text and the text before it, so the stored embedding stands (`embed_with`'s `kept`); None otherwise. Since a
+        chunk never spans two sessions (services/chunking.py), LoCoMo dev remembered one session per call embeds
+        each chunk once: each session's open chunk is sealed unchanged by the next call. Known
         limit (as a rebuild after a delete): CHUNK_KEY_CONTEXT_TOKENS changed between the two calls keeps the
         vector of the old key."""
         old = frontier.open_chunk

@@ -366,3 +366,28 @@ def test_namespaces_never_see_each_other(local_memory: Memory) -> None:
     with pytest.raises(NotFoundError):
         local_memory.deleter.delete("bob", DeleteRequest(ids=[a.chunk_ids[0]]))
     assert local_memory.reader.get_node("alice", a.chunk_ids[0]).text.endswith("4921.\n")
+
+
+def test_sessions_remembered_one_per_call_embed_each_node_once(tmp_path: Path, locomo: list[dict]) -> None:
+    """A chunk never spans two sessions, so a session's open chunk is sealed unchanged by the call that brings the
+    next session and keeps its vector: remembered one session per call, the embedder reads each chunk, line and
+    summary once (no grown open chunk embedded again), and a query right after each call finds its messages."""
+    sessions = locomo_sessions(locomo[3], limit=4)
+    embedder, asked = RecordingEmbedder(), []
+    memory = open_memory(make_settings(tmp_path), embedder, ExtractiveSummariser())
+    for batch in sessions:
+        memory.writer.remember(NS, RememberRequest(conversation_id="conv", messages=batch))
+        newest = max(tree(memory), key=lambda n: (n.level == 1, n.position))
+        assert newest.level == 1 and not newest.sealed and batch[-1].content.split(".")[0][:40] in newest.text
+        query = Query(query=batch[-1].content, top_k=10, mode="dense")
+        asked.append(query.query)
+        hits = memory.reader.query(NS, [query]).results[0].results
+        assert newest.id in {h.id for h in hits}
+    nodes = tree(memory)
+    indexed = [t for t in embedder.texts if t not in asked]
+    assert len(indexed) == len(nodes)  # no instructions here: one text a chunk, line and summary
+    chunks = [n for n in nodes if n.level == 1]
+    for s in sessions:  # no chunk holds messages of two sessions
+        ids = {m.id for m in s if m.id}
+        assert all(set(c.message_ids) <= ids or not set(c.message_ids) & ids for c in chunks)
+    memory.close()

@@ -199,3 +199,42 @@ def test_a_chunks_key_context_is_the_whole_sentences_before_it_up_to_the_budget(
     assert wide.endswith(one.split(": ", 1)[1]) and len(wide) > len(one)
     assert sum(u.tokens for u in before) > 80  # the budget bound it, not the stream
     assert chunk_key(one, "text") == f"{one}\ntext" and chunk_key("", "text") == "text"
+
+
+def sessions(n: int, per_session: int) -> list[StoredMessage]:
+    msgs = conversation(n)
+    for m in msgs:
+        m.session_id = f"s{m.seq // per_session}"
+    return msgs
+
+
+def test_a_window_never_spans_two_sessions_and_the_next_opens_with_the_session() -> None:
+    msgs = sessions(30, 10)
+    stream = SentenceStream.from_messages(msgs)
+    windows = plan_windows(stream, 0, SIZE, OVERLAP, final=False)
+    starts = {m.tok_offset for m in msgs if m.seq % 10 == 0}
+    for w in windows:
+        assert len({m.session_id for m in stream.messages_in(w.start, w.end)}) == 1
+    ends = {w.end for w in windows if w.sealed}
+    assert starts - {0} <= ends  # each session's last window is cut at its end, sealed
+    assert starts <= {w.start for w in windows}  # and the next opens with the session's first message
+    # the session's last window is the same whether or not the next session is in yet: only sealed by it
+    first = SentenceStream.from_messages(msgs[:10])
+    open_window = plan_windows(first, 0, SIZE, OVERLAP, final=False)[-1]
+    assert not open_window.sealed and Window(open_window.start, open_window.end, sealed=True) in windows
+
+
+def test_windowing_across_sessions_is_prefix_stable_when_resumed_after_a_sealed_window() -> None:
+    """Resumed after a window sealed at a session's end (no open chunk: `after`), no window repeats its tail."""
+    msgs = sessions(60, 12)
+    whole = plan_windows(SentenceStream.from_messages(msgs), 0, SIZE, OVERLAP, final=True)
+    grown: list[Window] = []
+    start, after = 0, None
+    for k in [*range(13, 60, 12), 60]:  # each step holds the next session's first message
+        stream = SentenceStream.from_messages([m for m in msgs[:k] if m.tok_offset + m.n_tokens > start])
+        ws = plan_windows(stream, start, SIZE, OVERLAP, final=k == 60, after=after)
+        if k < 60:
+            ws = [w for w in ws if w.sealed]  # resume after the last sealed window, as the background indexer may
+            start, after = next_start(ws[-1].start, ws[-1].end, OVERLAP), ws[-1].end
+        grown += ws
+    assert grown == whole
