@@ -208,12 +208,12 @@ _WHOLE_REACTION = re.compile(
 _HEDGED_PLAN = re.compile(
     r"^(?:so,? |then,? )?(?:i might|maybe i'll|i guess i'll|i think i'll|i'll probably|i may|i'll (?:also )?try)\b"
 )
-# the speaker's own next step, said to no one: "Then, I'll use the Eisenhower Matrix to prioritize my tasks."
+# the speaker's own next step, said to no one: "Then I'll book the dentist for Friday."
 _OWN_PLAN = re.compile(
     r"^(?:(?:so|then|and|now|ok|okay|alright)\b,? )*(?:i'll|i will|i'm going to|i am going to)\b"
     r"(?! (?:need|want|require|expect|only)\b)"
 )
-# what the speaker expects to happen, not how things should be: "I think the key will be sticking to the schedule."
+# what the speaker expects to happen, not how things should be: "I think the hard part will be the first week."
 _EXPECTATION = re.compile(
     r"^(?:(?:so|and|yeah|honestly)\b,? )*i (?:think|guess|believe|feel like|figure)\b,? (?!i\b|i'|you\b|we\b)"
     r"(?:[\w'\"-]+,? ){1,14}?(?:will|'ll|might|could)\b"
@@ -222,7 +222,7 @@ _EFFECT = re.compile(
     r"\b(?:will|should|would|could|might) (?:really |definitely |probably |also |certainly )?"
     r"(?:help|make (?:a|all the) (?:big |huge |real )?difference)\b"
 )
-# a choice among what was proposed: "Let's go with Tuesday at 7:00 PM.", "These suggestions fit well with my plans."
+# a choice among what was proposed: "Let's go with the blue one.", "Those ideas fit nicely with my plans."
 _CHOICE = re.compile(
     r"^(?:(?:ok|okay|alright|great|perfect|yes|yeah)\b,? )*(?:let's (?:go with|pick|choose|book)\b|"
     r"(?:these|those|that|this|your) (?:[\w-]+ ){0,2}?(?:suggestions?|ideas?|options?|tips?|steps?|strategies|"
@@ -238,14 +238,14 @@ def reacts_or_hedges(sentence: str) -> bool:
     """Whether a sentence is, by its form, a reply to what was just proposed or the speaker's own plan rather than
     a rule for the assistant: the whole of it a verdict on a suggestion ("Yeah, that sounds perfect for me.", "The
     second plan works for me."), a sentence that ends in one ("..., the second policy seems pretty reasonable.",
-    "Starting right after the script is finalized works perfectly."), a choice among what was proposed ("Let's go
-    with Tuesday at 7 PM.", "These suggestions fit pretty well with what I'm already doing."), a plan of the
-    speaker's own ("I might try the app later.", "Then, I'll use the Eisenhower Matrix for my tasks.") or what
-    the speaker expects of something ("I think the key will be sticking to the schedule.", "Using 'I' statements
-    should help keep it constructive."), unless it names the assistant (`you`) or a standing word (`always`,
-    `from now on`, ...: `standing_request`'s). Such sentences name the topic of the suggestion, so MiniLM places
-    them next to real preferences; kept as statements they also replace the earlier, real statement on that topic
-    (Superseder). Only the classifier's candidates are checked: the rules keep theirs."""
+    "Painting the hall before the carpet goes in works perfectly."), a choice among what was proposed ("Let's go
+    with the blue one.", "Those ideas fit nicely with my plans."), a plan of the speaker's own ("I might try the
+    app later.", "Then I'll book the dentist for Friday.") or what the speaker expects of something ("I think the
+    hard part will be the first week.", "A short walk after lunch should help me focus."), unless it names the
+    assistant (`you`) or a standing word (`always`, `from now on`, ...: `standing_request`'s). Such sentences name
+    the topic of the suggestion, so MiniLM places them next to real preferences; kept as statements they also
+    replace the earlier, real statement on that topic (Superseder). Only the classifier's candidates are checked:
+    the rules keep theirs."""
     low = re.sub(r"\s+", " ", sentence.strip().lower())
     if _WHOLE_REACTION.match(low) or _VERDICT_END.search(low) or _HEDGED_PLAN.match(low):
         return True

@@ -592,8 +592,8 @@ def test_a_question_about_the_course_of_things_reads_the_timeline(mixed: Memory)
 
 def test_a_long_answer_gives_a_timeline_one_line_not_two(local_memory: Memory) -> None:
     """Any question's timeline shows one part of a long answer's line (its lead or its point, the one nearer the
-    query), not both: the room holds more of what was said. BEAM 11-20 chat 13 lost a budget's update to the two
-    parts of the lines before it (RESULTS "stop8-notes")."""
+    query), not both: the room holds more of what was said. A BEAM 11-20 question lost its update message to the
+    two parts of the lines before it (RESULTS "stop8-notes")."""
     answer = (
         "Sure! Let's look at your options for the database. "
         "PostgreSQL offers mature replication, rich indexing and strong consistency for relational data. "
@@ -638,15 +638,15 @@ def test_a_line_cut_inside_its_sentence_is_shown_whole(local_memory: Memory) -> 
     """A message of one long sentence is embedded as a line cut at MAX_LINE_TOKENS ("…"); the timeline shows the
     whole sentence (up to `whole_line_tokens`): the dates at its end are what a question about it needs."""
     long = (
-        "I'm still a bit nervous about the choice of the executor, since my cousin Douglas said yes over lunch at "
-        "the harbour café and my aunt and my brother, who both came to the family meeting at my house, would "
-        "probably have picked someone else, which I found out on March 25 and again on April 15"
+        "I'm still a bit nervous about who will run the allotment society, since my cousin Tomas said yes over "
+        "lunch at the canal boathouse and my aunt and my brother, who both came to the spring meeting at the "
+        "hall, would probably have picked someone else, which I found out on June 3 and again on June 20"
     )
     assert count_tokens(long) > MAX_LINE_TOKENS
     said = [
         ("user", long),
-        ("assistant", "It is normal to feel that way about naming an executor."),
-        ("user", "Thanks, I will talk to my aunt about the executor next week."),
+        ("assistant", "It is normal to feel that way about a new chair of a society."),
+        ("user", "Thanks, I will talk to my aunt about the allotment society next week."),
     ]
     t0 = LONG_NOW - timedelta(days=2)
     messages = [
@@ -661,11 +661,11 @@ def test_a_line_cut_inside_its_sentence_is_shown_whole(local_memory: Memory) -> 
             recent=False,
             relevant=False,
             budget_tokens=1000,
-            query="When did Douglas accept the executor role?",
+            query="When did Tomas agree to run the allotment society?",
             now=LONG_NOW,
         ),
     )
-    lines = [i.text for i in res.sections[4].items if i.kind == "line" and "executor" in i.text]
+    lines = [i.text for i in res.sections[4].items if i.kind == "line" and "Tomas" in i.text]
     assert f"user: {long}" in lines, res.context
 
 

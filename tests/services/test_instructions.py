@@ -664,7 +664,7 @@ def test_a_sentence_ending_in_a_verdict_or_a_tried_plan_is_no_statement(tmp_path
 
 
 def test_a_plan_an_expectation_or_a_choice_of_the_users_own_is_no_rule(tmp_path: Path) -> None:
-    """The user's next step ("Then, I'll ..."), what they expect of something ("I think the key will be ...",
+    """The user's next step ("Then, I'll ..."), what they expect of something ("I think the hardest part will be ...",
     "... should help me ..."), and a choice among what was proposed ("Let's go with ...", "These tips fit ...") are
     no rule for the assistant: the shipped classifier kept such sentences of BEAM 11-20's chats as instructions,
     shown atop every block of their chats. Said with `you` or a standing word they still reach the classifier."""
@@ -672,7 +672,7 @@ def test_a_plan_an_expectation_or_a_choice_of_the_users_own_is_no_rule(tmp_path:
     said = [
         "Always give me times in the 24-hour format.",
         "Then, I'll use the Pomodoro technique to prioritize my chores and start time-blocking in my calendar.",
-        "I think the key will be keeping my evenings free of work calls.",
+        "I think the hardest part will be keeping my evenings free of work calls.",
         "Starting each morning with a short walk should help me focus before the meetings.",
         "Let's go with Thursday at 6 PM for the rehearsal dinner.",
         "These suggestions fit pretty well with the workouts I already do.",
