@@ -51,7 +51,7 @@ def test_sessions_are_stored_listed_and_filtered(memory: Memory, ns: str, mode: 
     assert {m.session_id for m in msgs[30:60]} == {day1}
     nodes = memory.storage.source_nodes(ns, "conv")
     assert all(n.session_ids for n in nodes)
-    assert any(len(n.session_ids) == 2 for n in nodes if n.level == 1)  # a chunk across the session boundary
+    assert all(len(n.session_ids) == 1 for n in nodes if n.level == 1)  # no chunk across a session boundary
     hits = search(memory, ns, "the garden and the compost heap", mode, session_id=day1)
     assert hits and all(day1 in h.session_ids for h in hits)
     assert all(h.session_id == h.session_ids[0] for h in hits)
