@@ -59,6 +59,12 @@ class Shown:
         """Whether the sentence is shown: by id, or inside an instruction said in its message."""
         return s.id in self.ids or any(fold(s.text) in q for q in self.quoted.get(s.message_id, ()))
 
+    def said_before(self, s: SpanSentence) -> bool:
+        """Whether the memory sections show the very words of `s` (folded) said in another message: the same
+        sentence said again later is shown once."""
+        t = fold(s.text)
+        return any(x.message_id != s.message_id and fold(x.text) == t for x in self.said.values())
+
     def said_by_memory(self, message_id: str, text: str) -> bool:
         """Whether the memory sections show `text` of a message: the sentences of it they show, joined in order,
         hold it (folded)."""
@@ -260,7 +266,8 @@ def cut(
 
 
 def seen_in(piece: Piece, shown: Shown) -> set[str]:
-    """The ids of the piece's sentences to leave out: those already shown (`Shown.holds`), except inside a short
+    """The ids of the piece's sentences to leave out: those already shown (`Shown.holds`) or their very words said
+    in another message (`Shown.said_before`), except inside a short
     turn (a turn is kept or left out whole), which is left out whole when all of it is shown, or each of its
     sentences that is not filler (services/filler.py) is shown by a memory section (its message's line, which
     holds what a short message says, is in the block: "Hi! I just got back from Norway." is not shown again
@@ -268,10 +275,10 @@ def seen_in(piece: Piece, shown: Shown) -> set[str]:
     instructions section then goes)."""
     out: set[str] = set()
     if piece.node.level > 1:  # a summary's sentence stands for a message's: shown once
-        return {s.id for s in piece.sentences if shown.holds(s)}
+        return {s.id for s in piece.sentences if shown.holds(s) or shown.said_before(s)}
     for members in _turns(piece).values():
         said = [piece.sentences[i] for i in members]
-        seen = [shown.holds(s) for s in said]
+        seen = [shown.holds(s) or shown.said_before(s) for s in said]
         if not any(seen):
             continue
         if said[0].message_id in piece.short:  # left out whole when all of it is shown, else kept whole
