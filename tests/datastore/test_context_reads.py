@@ -36,8 +36,11 @@ def _dated_lines(block: str) -> list[tuple[str | None, str]]:
 
 
 def test_a_chunk_said_over_several_days_shows_each_line_under_its_own_date(local_memory: Memory) -> None:
-    # three days a chunk: a chunk of this conversation spans days (one span date line before)
-    local_memory.writer.remember("ns", RememberRequest(conversation_id="c1", messages=long_conversation()))
+    # three days a chunk: a chunk of one session (named by the caller: chunks never span two) spans days (one span
+    # date line before)
+    local_memory.writer.remember(
+        "ns", RememberRequest(conversation_id="c1", session_id="diary", messages=long_conversation())
+    )
     said: dict[str, set[str]] = {}  # the days each text was said on (Bo asks the same on several days)
     for m in long_conversation():
         assert m.created_at is not None
