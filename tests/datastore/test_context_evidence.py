@@ -22,7 +22,7 @@ from services.chunking import span_sentences
 from services.excerpts import ELISION
 from services.lines import MAX_LINE_TOKENS
 from services.tokens import count_tokens
-from tests.support.synthetic import LONG_NOW, LONG_T0, conversation, long_conversation
+from tests.support.synthetic import DATABASE_ANSWER, LONG_NOW, LONG_T0, conversation, long_conversation, turns
 
 SUBJECTS = [
     "the harbour crane",
@@ -594,25 +594,14 @@ def test_a_long_answer_gives_a_timeline_one_line_not_two(local_memory: Memory) -
     """Any question's timeline shows one part of a long answer's line (its lead or its point, the one nearer the
     query), not both: the room holds more of what was said. A BEAM 11-20 question lost its update message to the
     two parts of the lines before it (RESULTS "stop8-notes")."""
-    answer = (
-        "Sure! Let's look at your options for the database. "
-        "PostgreSQL offers mature replication, rich indexing and strong consistency for relational data. "
-        "SQLite is a single file, needs no server and suits small embedded apps with one writer. "
-        "MongoDB stores documents and scales out, but joins across collections are awkward. "
-        "Cassandra handles huge write volumes across data centres at the cost of flexible queries. "
-        "In short, PostgreSQL suits your relational data best, with replication for the read load. "
-        "Let me know if you want a migration plan."
-    )
+    answer = DATABASE_ANSWER
     said = [
         ("user", "I need a database for the invoices of my bakery, which one should I pick?"),
         ("assistant", answer),
         ("user", "Thanks, I will go with PostgreSQL for the bakery invoices then."),
     ]
     t0 = LONG_NOW - timedelta(days=2)
-    messages = [
-        Message(id=f"d{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
-        for k, (who, text) in enumerate(said)
-    ]
+    messages = turns(said, t0, "d")
     local_memory.writer.remember("ns", RememberRequest(conversation_id="db", messages=messages))
     query = "Which database suits the relational data of my bakery?"
     assert not asks_overview(query)
@@ -649,10 +638,7 @@ def test_a_line_cut_inside_its_sentence_is_shown_whole(local_memory: Memory) -> 
         ("user", "Thanks, I will talk to my aunt about the allotment society next week."),
     ]
     t0 = LONG_NOW - timedelta(days=2)
-    messages = [
-        Message(id=f"e{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
-        for k, (who, text) in enumerate(said)
-    ]
+    messages = turns(said, t0, "e")
     local_memory.writer.remember("ns", RememberRequest(conversation_id="ex", messages=messages))
     res = local_memory.context.assemble(
         "ns",
@@ -696,10 +682,7 @@ def test_a_short_turn_is_shown_whole_or_not_at_all(local_memory: Memory) -> None
         ("Bo", "Save me a jar of that tomato sauce. I will trade you honey from my bees. They had a good spring."),
     ]
     t0 = LONG_NOW - timedelta(days=3)
-    messages = [
-        Message(id=f"m{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
-        for k, (who, text) in enumerate(said)
-    ]
+    messages = turns(said, t0, "m")
     local_memory.writer.remember("ns", RememberRequest(conversation_id="g", messages=messages))
     for budget in range(60, 400, 9):
         res = local_memory.context.assemble(

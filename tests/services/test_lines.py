@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from services.lines import MAX_LINE_TOKENS, SEPARATOR, SHORT_LEAD_TOKENS, lead_lines, line_text, sentences
 from services.tokens import count_tokens
+from tests.support.synthetic import DATABASE_ANSWER
 
 NAMES = {"Caroline", "Melanie"}
 
@@ -20,15 +21,7 @@ def test_the_lead_is_the_first_sentence_that_is_not_filler() -> None:
 
 
 def test_a_long_message_adds_the_sentence_that_states_its_point() -> None:
-    answer = (
-        "Sure! Let's look at your options for the database. "
-        "PostgreSQL offers mature replication, rich indexing and strong consistency for relational data. "
-        "SQLite is a single file, needs no server and suits small embedded apps with one writer. "
-        "MongoDB stores documents and scales out, but joins across collections are awkward. "
-        "Cassandra handles huge write volumes across data centres at the cost of flexible queries. "
-        "In short, PostgreSQL suits your relational data best, with replication for the read load. "
-        "Let me know if you want a migration plan."
-    )
+    answer = DATABASE_ANSWER
     lines = lead_lines(answer)
     assert lines == [
         "Let's look at your options for the database.",

@@ -125,3 +125,23 @@ def long_conversation(n_days: int = 24) -> list[Message]:
             ),
         ]
     return out
+
+
+DATABASE_ANSWER = (
+    "Sure! Let's look at your options for the database. "
+    "PostgreSQL offers mature replication, rich indexing and strong consistency for relational data. "
+    "SQLite is a single file, needs no server and suits small embedded apps with one writer. "
+    "MongoDB stores documents and scales out, but joins across collections are awkward. "
+    "Cassandra handles huge write volumes across data centres at the cost of flexible queries. "
+    "In short, PostgreSQL suits your relational data best, with replication for the read load. "
+    "Let me know if you want a migration plan."
+)
+"""A long assistant answer: its lead is its second sentence, its point the sixth (services/lines.py)."""
+
+
+def turns(said: list[tuple[str, str]], t0: datetime, prefix: str = "m") -> list[Message]:
+    """Messages `<prefix><k>` of (speaker, text) pairs, one minute apart from `t0`."""
+    return [
+        Message(id=f"{prefix}{k}", speaker=who, content=text, created_at=t0 + timedelta(minutes=k))
+        for k, (who, text) in enumerate(said)
+    ]
