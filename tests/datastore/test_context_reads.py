@@ -333,6 +333,24 @@ def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None
     assert overview_topic("Give me a summary") == "Give me a summary"  # nothing left: the question itself
 
 
+def test_order_and_progress_ask_about_the_course_of_things_only_in_those_senses() -> None:
+    # a fact question that says "order" or "progress" keeps its memories first (no dated list of lines)
+    for fact in (
+        "What did I order for dinner on Friday?",
+        "Has my order of garden chairs shipped yet?",
+        "How can I help my son's progress at school?",
+        "What did the physio say about Dana's progress?",
+    ):
+        assert not asks_overview(fact), fact
+    for course in (
+        "In which order did we visit the three museums?",
+        "Put the trips in chronological order.",
+        "How is my piano practice progressing?",
+        "What progress have we made on the roof?",
+    ):
+        assert asks_overview(course), course
+
+
 def _marathon_chat() -> list[Message]:
     """A user who plans a movie marathon (and follows it up a minute later with a line that names no part of
     the topic), then speaks of other films and of other things for weeks."""
