@@ -45,6 +45,7 @@ from datastore.storage import (
     SourceRow,
     WriteBatch,
     instruction_order,
+    merged,
     sentences_of,
     sentences_text,
 )
@@ -461,6 +462,28 @@ class PostgresStorage:
             "AND source_id = %(sid)s AND tok_offset <= %(lo)s), 0) AND tok_offset < COALESCE(%(hi)s::integer, "
             "2147483647) AND tok_offset + n_tokens > %(lo)s ORDER BY tok_offset, seq LIMIT %(limit)s",
             {"ns": ns, "sid": source_id, "lo": tok_from if tok_from > 0 else -1, "hi": tok_to, "limit": limit},
+        )
+        return [_message(r) for r in rows]
+
+    def messages_in(self, ns: str, source_id: str, ranges: Sequence[tuple[int, int]]) -> list[StoredMessage]:
+        """The source's messages overlapping one of `ranges`, each once, in seq order, in one query: each range
+        (`merged`) read along the offset index as `messages` reads one (a context block's candidates: one round
+        trip for what was one a chunk)."""
+        spans = merged(ranges)
+        if not spans:
+            return []
+        rows = self.all(
+            "SELECT DISTINCT ON (m.tok_offset, m.seq) m.* FROM unnest(%(lo)s::integer[], %(hi)s::integer[]) AS "
+            f"r(lo, hi) CROSS JOIN LATERAL (SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %(ns)s "
+            "AND source_id = %(sid)s AND tok_offset >= COALESCE((SELECT MAX(tok_offset) FROM pyramind_messages "
+            "WHERE namespace = %(ns)s AND source_id = %(sid)s AND tok_offset <= r.lo), 0) AND tok_offset < r.hi "
+            "AND tok_offset + n_tokens > r.lo) AS m ORDER BY m.tok_offset, m.seq",
+            {
+                "ns": ns,
+                "sid": source_id,
+                "lo": [lo if lo > 0 else -1 for lo, _ in spans],
+                "hi": [hi for _, hi in spans],
+            },
         )
         return [_message(r) for r in rows]
 
