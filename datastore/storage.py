@@ -273,8 +273,9 @@ def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:
 class CoreTable(Protocol):
     """Core memory entries, per namespace and scope (a conversation id, or "" for the whole namespace)."""
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too, in one read on a provider
+        with round trips (a context block reads the namespace's and its conversation's)."""
         ...
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:

@@ -51,6 +51,9 @@ def test_a_block_reads_the_sentences_of_its_candidates_at_once(memory: Memory, n
         assert counted.calls["messages"] <= 1, counted.calls  # the recent turns
         # the first candidates', the next ones' (the section shows more), the lines', the periods'
         assert counted.calls["messages_in"] <= 4, counted.calls
+        # the namespace's and the conversation's core entries in one read; no instruction in force, no vector read
+        assert counted.calls["core.entries"] == 1 and counted.calls["instructions.vectors"] == 0, counted.calls
+    assert memory.instructions.standing(ns) == ([], [])
 
 
 def test_core_memory_on_every_provider(memory: Memory, ns: str) -> None:

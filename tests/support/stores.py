@@ -45,21 +45,28 @@ def mark_table(memory: Memory) -> MarkTable:
     return memory.storage.marks
 
 
-class CountedStorage:
-    """A storage that counts the calls made to it, by method name (`calls`), and passes each on to `inner`: what a
-    test reads round trips from (every call of a provider with round trips makes at least one)."""
+CAPABILITIES = ("core", "marks", "instructions", "idempotency", "leases")  # Storage's optional tables
 
-    def __init__(self, inner: Storage) -> None:
+
+class CountedStorage:
+    """A storage that counts the calls made to it and to its capabilities (`calls`: by method name, `core.entries`
+    for a capability's), and passes each on to `inner`: what a test reads round trips from (every call of a
+    provider with round trips makes at least one)."""
+
+    def __init__(self, inner: Any, calls: Counter[str] | None = None, prefix: str = "") -> None:
         self.inner = inner
-        self.calls: Counter[str] = Counter()
+        self.calls: Counter[str] = Counter() if calls is None else calls
+        self.prefix = prefix
 
     def __getattr__(self, name: str) -> Any:
         got = getattr(self.inner, name)
+        if not self.prefix and name in CAPABILITIES and got is not None:
+            return CountedStorage(got, self.calls, f"{name}.")
         if not callable(got):
             return got
 
         def counted(*args: Any, **kwargs: Any) -> Any:
-            self.calls[name] += 1
+            self.calls[self.prefix + name] += 1
             return got(*args, **kwargs)
 
         return counted

@@ -498,16 +498,16 @@ class LocalCore:
     def __init__(self, db: Connections) -> None:
         self.db = db
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too."""
         sql = (
             "SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens FROM core_memory "
             "WHERE namespace = ?"
         )
         rows = (
             self.db.reader.execute(sql, (ns,))
-            if scope is None
-            else self.db.reader.execute(sql + " AND scope = ?", (ns, scope))
+            if scopes is None
+            else self.db.reader.execute(sql + f" AND scope IN ({_marks(len(scopes))})", (ns, *scopes))
         )
         return [
             CoreEntry(

@@ -568,12 +568,13 @@ class PineconeCore:
     def __init__(self, client: RecordClient) -> None:
         self.client = client
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too (the scope's id prefix listed,
-        then fetched)."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too (each scope's id prefix
+        listed, then all fetched at once)."""
         client = self.client
-        recs = client.fetch(ns, rec.main_ids(client.list_ids(ns, rec.core_prefix(scope))))
-        return [rec.to_core(m) for m in recs.values()]
+        prefixes = [rec.core_prefix(None)] if scopes is None else [rec.core_prefix(s) for s in dict.fromkeys(scopes)]
+        ids = [i for p in prefixes for i in rec.main_ids(client.list_ids(ns, p))]
+        return [rec.to_core(m) for m in client.fetch(ns, ids).values()] if ids else []
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
         """Store `put` (replacing its key), then delete the scope's entries with a key in `delete` (but `put`'s).

@@ -881,13 +881,17 @@ class PgCore:
     def __init__(self, store: PostgresStorage) -> None:
         self.store = store
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too, in one query."""
         sql = (
             "SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens "
             "FROM pyramind_core WHERE namespace = %s"
         )
-        rows = self.store.all(sql, (ns,)) if scope is None else self.store.all(sql + " AND scope = %s", (ns, scope))
+        rows = (
+            self.store.all(sql, (ns,))
+            if scopes is None
+            else self.store.all(sql + " AND scope = ANY(%s)", (ns, list(scopes)))
+        )
         return [CoreEntry(conversation_id=r.pop("scope") or None, **r) for r in rows]
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
