@@ -100,7 +100,7 @@ class Inputs:
 
     budget: tokens (the request's, or DEFAULT_BUDGET within CONTEXT_MAX_TOKENS). template: the block's template.
     now: the time the block is written at. cid: the request's conversation when the store holds it as one (else
-    None). source: the stored row of the request's conversation id (None: none stored; the block's fork records and
+    None). source_row: the stored row of the request's conversation id (None: none stored; the block's fork records and
     source names read it). tail: its last messages (up to `budget` tokens of them), oldest first. query: the
     request's, else the latest message. overview: `asks_overview(query)`. topic: what the lines are ranked for
     (`overview_topic` for such a question, else the query). vector, topic_vector: their embeddings (None without a
@@ -115,7 +115,7 @@ class Inputs:
     template: str
     now: datetime
     cid: str | None
-    source: SourceRow | None
+    source_row: SourceRow | None
     tail: list[StoredMessage]
     query: str | None
     overview: bool
@@ -223,7 +223,7 @@ class InputReader:
             template=template,
             now=utc(req.now) or datetime.now(UTC),
             cid=known,
-            source=src,
+            source_row=src,
             tail=tail,
             query=query,
             overview=overview,

@@ -47,7 +47,7 @@ class BlockState:
         self.shown = Shown()
         self.superseded = Superseded.of(given.superseded)  # a superseded rule a memory shows is marked so
         # the source rows the block holds: the conversation's, then the candidates' (`_gather`), each read once
-        self.sources: dict[str, SourceRow] = {given.source.source_id: given.source} if given.source else {}
+        self.sources: dict[str, SourceRow] = {given.source_row.source_id: given.source_row} if given.source_row else {}
         self.texts = Texts(owner.storage, ns, self.p, self.sources)
         self.query_terms = set(excerpts.terms(self.query or ""))
         self.candidates: list[tuple[MemoryNode, float]] = []
