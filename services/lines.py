@@ -42,6 +42,10 @@ next sentences that are not filler until the line is this long; a longer lead sa
 room for more lines). BEAM @1000, dev 11-20 / held-out 1-10 (bench/RESULTS.md "BEAM: the held-out chats"):
 every short message's line holding all of it cost dev event_ordering 0.453 -> 0.393; 16 cost preference_following
 0.717 -> 0.667; 12 gives overall 0.688 -> 0.691 / 0.637 -> 0.640."""
+WHOLE_LINE_TOKENS = 100
+"""A lead cut inside its sentence (MAX_LINE_TOKENS: what is embedded) is shown as its whole sentence when that is at
+most this long (`whole_line`): a model reads whole sentences (BEAM 11-20 @1000: 0.703 -> 0.721 when the timeline
+showed them, bench/RESULTS.md "stop8-notes"; 80 and 150 measured the same within 0.002)."""
 SEPARATOR = " … "
 """Between the lead and the point of a long message in a line's text."""
 
@@ -114,6 +118,16 @@ def _said(content: str, spans: Sequence[Sentence]) -> list[tuple[str, list[int]]
             if text:
                 out.append((text, ks))
     return out
+
+
+def whole_line(text: str, content: str, spans: Sequence[Sentence], max_tokens: int = WHOLE_LINE_TOKENS) -> str:
+    """What a line shows of its message: when its `text` is a lead cut inside its sentence (it ends with "…" and is
+    no lead and point), the message's `content` from the first of the line's sentences (`spans`) to the last, its
+    white space folded, if that is at most `max_tokens` cl100k tokens; else `text`."""
+    if not spans or not text.endswith("…") or SEPARATOR in text:
+        return text
+    whole = " ".join(content[spans[0].start : spans[-1].end].split())
+    return whole if whole and count_tokens(whole) <= max_tokens else text
 
 
 def _cut(sentence: str, max_tokens: int) -> str:

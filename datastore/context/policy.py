@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 
 from models.context import SectionName
+from services.lines import WHOLE_LINE_TOKENS
 
 
 def _shares() -> Mapping[SectionName, float]:
@@ -83,12 +84,12 @@ class BlockPolicy:
     0.277 / 0.259: confirmed there (on chats 1-3 alone, 6 questions a type, it was not for summarization)."""
     thread_gap_s: float = 600.0
     """Seconds: lines this close are one exchange's (a message and its follow-up)."""
-    whole_line_tokens: int = 100
+    whole_line_tokens: int = WHOLE_LINE_TOKENS
     """A line whose lead was cut inside its sentence (services/lines.py MAX_LINE_TOKENS, 60: what is embedded) is
-    shown as the whole sentence when that is at most this long: a model reads whole sentences. BEAM 11-20 (RESULTS
-    "stop8-notes"; the scorer counts a message only when a sentence of it is whole) @1000 overall 0.703 -> 0.721,
-    temporal_reasoning 0.925 -> 0.975, contradiction_resolution 0.837 -> 0.897; 80 and 150 measured the same
-    within 0.002."""
+    shown as the whole sentence when that is at most this long (the outline's too: services/lines.py
+    WHOLE_LINE_TOKENS): a model reads whole sentences. BEAM 11-20 (RESULTS "stop8-notes"; the scorer counts a
+    message only when a sentence of it is whole) @1000 overall 0.703 -> 0.721, temporal_reasoning 0.925 -> 0.975,
+    contradiction_resolution 0.837 -> 0.897; 80 and 150 measured the same within 0.002."""
     line_misses: int = 8
     """The list stops after this many lines in a row that do not fit (the rest are as long or longer)."""
 

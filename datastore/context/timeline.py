@@ -14,7 +14,7 @@ The numbers named in `backticks` are fields of the block's policy (datastore/con
 from __future__ import annotations
 
 from datastore.context.evidence import fold
-from datastore.context.inputs import SaidLine
+from datastore.context.inputs import SaidLine, source_filter
 from datastore.context.questions import asks_what_user_said
 from datastore.context.render import SUPERSEDED, Section
 from datastore.context.state import BlockState
@@ -35,8 +35,8 @@ class Timeline(BlockState):
         """What happened when: the conversation's lines closest to the query (`_fill_lines`: all the room for a
         question about the course of things, `line_share` of it otherwise), then the periods the query points at
         (their summaries closest to it, `timeline_level`), oldest first, each with its people's lines (what the
-        user brought up) and then its sentences closest to the query; namespace-wide, the summaries of every
-        conversation."""
+        user brought up) and then its sentences closest to the query; namespace-wide, the summaries of the sources
+        the relevant memories are drawn from (`Inputs.sources`)."""
         listed = False
         if self.o.lines is not None and self.cid is not None and self.vector is not None:
             before = len(sec.entries)
@@ -175,16 +175,24 @@ class Timeline(BlockState):
     def _periods(self, sec: Section, each: int) -> list[tuple[MemoryNode, float]]:
         """The periods to show, best first: the summaries of `timeline_level` (L2: about 1,000 tokens each) closest
         to the query, as many as the room holds at `period_tokens` each (chunks where the conversation has no
-        summary yet)."""
+        summary yet); namespace-wide without a conversation, of the sources the relevant memories are drawn from
+        (`Inputs.sources`, each searched on its own, merged best first), else of the whole namespace."""
         if self.vector is None or not self.query or self.nothing:
             return []
         want = max(1, min(self.p.max_periods, sec.room // each))
         base = self.flt or (QueryFilter(conversation_id=self.cid) if self.cid else None)
+        # namespace-wide: the sources the relevant memories are drawn from, each searched on its own
+        scopes = (
+            [base] if base is not None or not self.given.sources else [source_filter(*s) for s in self.given.sources]
+        )
         for level in (self.p.timeline_level, 1):
-            flt = (base or QueryFilter()).model_copy(update={"level": level})
-            hits = self.o.reader.search(self.ns, self.query, self.vector, want, flt, "hybrid")
+            hits = []
+            for scope in scopes:
+                flt = (scope or QueryFilter()).model_copy(update={"level": level})
+                hits += self.o.reader.search(self.ns, self.query, self.vector, want, flt, "hybrid")
             if hits:
-                return self.o.passing(self.ns, hits, self.vector, self.given.floor)
+                hits.sort(key=lambda h: -h[1])
+                return self.o.passing(self.ns, hits[:want], self.vector, self.given.floor)
         return []
 
 

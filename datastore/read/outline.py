@@ -41,7 +41,7 @@ and those under its ancestors' chunks that it sees (datastore/read/lineage.py).
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 
@@ -58,7 +58,7 @@ from models.time import utc
 from services.embedding import Embedder
 from services.errors import NotFoundError
 from services.filler import is_filler
-from services.lines import spoken
+from services.lines import spoken, whole_line
 from services.text import text_terms
 from services.tokens import count_tokens
 
@@ -209,7 +209,8 @@ class Outline:
         self, ns: str, conversation_id: str, query: str | None = None, budget_tokens: int = 2000
     ) -> OutlineResponse:
         """The conversation's outline: its lines grouped under their dates (UTC; untimed ones under
-        'undated'), oldest first, rendered `[date]` then `speaker: line` per line, then `(N of M lines left
+        'undated'), oldest first, rendered `[date]` then `speaker: line` per line (a lead cut inside its sentence
+        shown whole, `_whole`), then `(N of M lines left
         out)` when some are, at most `budget_tokens` tokens (cl100k) of `text`. Without `query`: the lines from
         the oldest while they fit. With `query` (`relevant`): every sentence of the conversation that shares a
         word with it (BM25 over all its informative sentences, not only the leads: a lead sentence shows as its
@@ -225,11 +226,13 @@ class Outline:
         title = src.metadata.get("title")
         every = self.lines(ns, conversation_id)
         if query is None:
+            every = _whole(every, lambda: stream_messages(self.storage, ns, conversation_id))
             order = {line.id: i for i, line in enumerate(every)}
             shown = _fit(every, budget_tokens, order, stop=True)
         else:
-            ranked = self.relevant(ns, conversation_id, query, every)
-            order = _message_order(stream_messages(self.storage, ns, conversation_id), ranked)
+            messages = stream_messages(self.storage, ns, conversation_id)
+            ranked = _whole(self.relevant(ns, conversation_id, query, every), lambda: messages)
+            order = _message_order(messages, ranked)
             shown = _fit(ranked, budget_tokens, order, stop=False)
         omitted = max(len(every) - len(shown), 0)
         text = render(shown)
@@ -318,6 +321,24 @@ class Outline:
 
 
 _ALL = 1 << 30  # a BM25 pool holding every line
+
+
+def _whole(lines: Sequence[Line], messages: Callable[[], Sequence[StoredMessage]]) -> list[Line]:
+    """`lines`, each lead cut inside its sentence shown as that whole sentence (services/lines.py `whole_line`, up to
+    WHOLE_LINE_TOKENS) from its stored message; the conversation's `messages` are read only when a line is cut."""
+    if not any(line.text.endswith("…") and line.sentence_ids for line in lines):
+        return list(lines)
+    by_id = {m.id: m for m in messages()}
+    out: list[Line] = []
+    for line in lines:
+        m = by_id.get(line.message_id)
+        idx = [int(sid.rsplit(":", 1)[1]) for sid in line.sentence_ids]
+        if m is None or not idx or max(idx) >= len(m.sentences):
+            out.append(line)
+            continue
+        text = whole_line(line.text, m.content, [m.sentences[i] for i in idx])
+        out.append(line if text == line.text else replace(line, text=text, tokens=count_tokens(text)))
+    return out
 
 
 def _message_order(messages: Sequence[StoredMessage], lines: Sequence[Line]) -> dict[str, int]:

@@ -333,6 +333,24 @@ def test_a_question_about_the_course_of_things_is_ranked_for_its_topic() -> None
     assert overview_topic("Give me a summary") == "Give me a summary"  # nothing left: the question itself
 
 
+def test_order_and_progress_ask_about_the_course_of_things_only_in_those_senses() -> None:
+    # a fact question that says "order" or "progress" keeps its memories first (no dated list of lines)
+    for fact in (
+        "What did I order for dinner on Friday?",
+        "Has my order of garden chairs shipped yet?",
+        "How can I help my son's progress at school?",
+        "What did the physio say about Dana's progress?",
+    ):
+        assert not asks_overview(fact), fact
+    for course in (
+        "In which order did we visit the three museums?",
+        "Put the trips in chronological order.",
+        "How is my piano practice progressing?",
+        "What progress have we made on the roof?",
+    ):
+        assert asks_overview(course), course
+
+
 def _marathon_chat() -> list[Message]:
     """A user who plans a movie marathon (and follows it up a minute later with a line that names no part of
     the topic), then speaks of other films and of other things for weeks."""
@@ -445,3 +463,37 @@ def test_the_part_that_asks_ends_with_the_last_asking_sentence() -> None:
     assert asking_part("Summarise my reading goals. Use bullet points.") == "Summarise my reading goals."
     assert asking_part("What did I say? Was it about Rome?") == "What did I say? Was it about Rome?"
     assert asking_part("Tell me about Miso. Be brief.") == "Tell me about Miso. Be brief."  # nothing asks: whole
+
+
+def test_a_question_naming_a_person_draws_from_the_conversations_they_speak_in(local_memory: Memory) -> None:
+    # one namespace, two chats between people, a question without a conversation (as a GPT asks): "Jon" and "John"
+    # embed alike and John's chat is about books, but only Jon's holds what Jon reads
+    def chat(cid: str, turns: list[tuple[str, str]]) -> None:
+        msgs = [
+            Message(id=f"{cid}{k}", speaker=who, content=text, created_at=LONG_T0 + timedelta(minutes=k))
+            for k, (who, text) in enumerate(turns)
+        ]
+        local_memory.writer.remember("ns", RememberRequest(conversation_id=cid, messages=msgs))
+
+    chat(
+        "jon-gina",
+        [
+            ("Gina", "Are you reading any good book to unwind after the studio?"),
+            ("Jon", "I'm reading The Alchemist at night, a book about following your dreams."),
+        ],
+    )
+    chat(
+        "john-maria",
+        [
+            ("Maria", "What book are you reading these days, John?"),
+            ("John", "A thriller my sister lent me, I'm reading it on the train."),
+            ("Maria", "I love reading books about history, and my book club meets on Fridays."),
+            ("John", "Reading a good book before bed is the best, I finish one a week."),
+        ],
+    )
+    res = local_memory.context.assemble(
+        "ns", ContextRequest(query="What book is Jon reading?", now=LONG_NOW, recent=False, budget_tokens=300)
+    )
+    memories = [i for s in res.sections if s.name in ("relevant", "timeline") for i in s.items]
+    assert "The Alchemist" in res.context
+    assert memories and {i.source_id for i in memories} == {"jon-gina"}

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
+from services.tokens import count_tokens
 from tests.server.test_api import is_error
 from tests.server.test_mcp import data, error_text, mcp_client, serving
 from tests.support.settings import AUTH, TOKEN, make_settings
@@ -73,6 +74,42 @@ async def test_the_outline_query_finds_a_sentence_that_is_no_lead_and_answers_no
         nothing["days"] == []
         and nothing["text"] == "No line of this conversation is about 'quantum chromodynamics lecture'."
     )
+
+
+async def test_a_long_lead_is_shown_as_its_whole_sentence(client, memory) -> None:
+    # a first sentence of ~80 tokens: its line is embedded cut at 60 (services/lines.py MAX_LINE_TOKENS) but the
+    # outline shows it whole, with and without a query (a model reads whole sentences)
+    lead = (
+        "When we finally reached the old harbour of Porto after driving for eleven hours through the rain, my "
+        "sister Clara, who had organised the whole trip around the wine cellars, the tiled churches and a "
+        "cooking class on the river, insisted that we celebrate with grilled sardines at the tiny restaurant "
+        "her colleague had recommended."
+    )
+    messages = [
+        Message(
+            id="m0",
+            role="user",
+            speaker="Ann",
+            content=f"{lead} It was worth it.",
+            created_at=datetime(2024, 5, 2, 9, tzinfo=UTC),
+        ),
+        Message(
+            id="m1",
+            role="user",
+            speaker="Bo",
+            content="Sounds wonderful.",
+            created_at=datetime(2024, 5, 2, 10, tzinfo=UTC),
+        ),
+    ]
+    memory.writer.remember("default", RememberRequest(conversation_id="porto", messages=messages))
+    assert 60 < count_tokens(lead) <= 100
+    (stored,) = [n for n in memory.storage.source_nodes("default", "porto", level=0) if n.message_ids == ["m0"]]
+    assert stored.text.endswith("…")  # the line as embedded
+    for query in ("", "&query=sardines%20in%20Porto"):
+        r = await client.get(f"/conversations/porto/outline?budget_tokens=500{query}", headers=AUTH)
+        body = await r.get_json()
+        (line,) = [ln for d in body["days"] for ln in d["lines"] if ln["message_id"] == "m0"]
+        assert line["text"] == lead and f"Ann: {lead}" in body["text"] and "…" not in body["text"]
 
 
 async def test_the_outline_of_an_unknown_conversation_is_a_404_and_input_is_checked(client, memory) -> None:
