@@ -170,6 +170,42 @@ def facts_of(nodes: Sequence[MemoryNode]) -> SourceFacts:
     return SourceFacts(dict(sorted(counts.items())), min(starts) if starts else None, max(ends) if ends else None)
 
 
+def overlaps(m: StoredMessage, tok_from: int, tok_to: int | None) -> bool:
+    """Whether the message's rendered tokens overlap [tok_from, tok_to) (to the end when tok_to is None): what
+    `Storage.messages` reads (tok_from 0 or less: from the first message)."""
+    return (tok_to is None or m.tok_offset < tok_to) and m.tok_offset + m.n_tokens > (tok_from if tok_from > 0 else -1)
+
+
+def merged(ranges: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Token ranges [tok_from, tok_to) ascending, those that overlap or touch joined into one, empty ones (tok_to <=
+    tok_from) left out: a message overlaps one of them exactly when it overlaps one of `ranges`."""
+    out: list[tuple[int, int]] = []
+    for lo, hi in sorted(r for r in ranges if r[1] > r[0]):
+        if out and lo <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], hi))
+        else:
+            out.append((lo, hi))
+    return out
+
+
+class _Messages(Protocol):
+    def messages(
+        self, ns: str, source_id: str, tok_from: int = 0, tok_to: int | None = None, limit: int | None = None
+    ) -> list[StoredMessage]: ...
+
+
+def messages_in_of(
+    storage: _Messages, ns: str, source_id: str, ranges: Sequence[tuple[int, int]]
+) -> list[StoredMessage]:
+    """`Storage.messages_in` from one `messages` read per range (`merged`), each message once, in seq order (for
+    a provider whose reads cost no round trip: SQLite)."""
+    out: dict[str, StoredMessage] = {}
+    for lo, hi in merged(ranges):
+        for m in storage.messages(ns, source_id, lo, hi):
+            out.setdefault(m.id, m)
+    return sorted(out.values(), key=lambda m: m.seq)
+
+
 class _Frontiers(Protocol):
     def list_namespaces(self) -> list[str]: ...
 
@@ -237,8 +273,9 @@ def message_matches(m: StoredMessage, flt: DeleteFilter | None) -> bool:
 class CoreTable(Protocol):
     """Core memory entries, per namespace and scope (a conversation id, or "" for the whole namespace)."""
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too, in one read on a provider
+        with round trips (a context block reads the namespace's and its conversation's)."""
         ...
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
@@ -410,6 +447,13 @@ class Storage(Protocol):
     ) -> list[StoredMessage]:
         """The source's messages whose rendered tokens overlap [tok_from, tok_to) (to the end when tok_to is
         None), in seq order, at most `limit`. tok_from 0: from the first message."""
+        ...
+
+    def messages_in(self, ns: str, source_id: str, ranges: Sequence[tuple[int, int]]) -> list[StoredMessage]:
+        """The source's messages whose rendered tokens overlap one of the token ranges [tok_from, tok_to) (empty
+        ones ignored), each once, in seq order: what `messages` reads for each range, in one read on a provider
+        with round trips (a context block reads the sentences of its candidates this way, datastore/context/
+        evidence.py `Texts.read`)."""
         ...
 
     def find_messages(

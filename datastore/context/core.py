@@ -90,7 +90,7 @@ class CoreMemory:
         scope = req.conversation_id or ""
         with self.locks(ns, "\x00core:" + scope):
             now = self.clock()
-            stored = table.entries(ns, scope)
+            stored = table.entries(ns, [scope])
             expired = [e.key for e in stored if e.expires_at is not None and e.expires_at <= now]
             old = next((e for e in stored if e.key == req.key), None)
             entry = CoreEntry(
@@ -122,7 +122,7 @@ class CoreMemory:
     def list_entries(self, ns: str, conversation_id: str | None = None) -> CoreListResponse:
         """The scope's unexpired entries, most important first, and the tokens they take. Raises
         UnsupportedError on a storage without core memory."""
-        entries = by_importance(_live(self._table().entries(ns, conversation_id or ""), self.clock()))
+        entries = by_importance(_live(self._table().entries(ns, [conversation_id or ""]), self.clock()))
         return CoreListResponse(
             entries=entries, tokens_used=sum(e.tokens for e in entries), budget_tokens=self.settings.core_max_tokens
         )
@@ -148,7 +148,8 @@ class CoreMemory:
         if self.table is None:
             return []
         scopes = [""] + ([conversation_id] if conversation_id else [])
-        stored = [e for s in scopes for e in self.table.entries(ns, s)]
+        # both scopes in one read; the namespace's first, as ties of `by_importance` keep them
+        stored = sorted(self.table.entries(ns, scopes), key=lambda e: scopes.index(e.conversation_id or ""))
         return by_importance(_live(stored, self.clock()))
 
     @staticmethod

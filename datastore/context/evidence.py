@@ -19,10 +19,12 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from datastore.context.policy import DEFAULT_POLICY, BlockPolicy
 from datastore.context.render import SUPERSEDED, Part
-from datastore.storage import Storage
+from datastore.read.lineage import fork_info
+from datastore.storage import SourceRow, Storage
 from datastore.write.spans import SpanReader, placed
 from models.memory import MemoryNode, StoredMessage
 from services import excerpts
@@ -126,20 +128,47 @@ class Piece:
 
 class Texts:
     """The stored sentences of memories, read once per request. storage: where the messages are read from (through
-    the source's lineage, `SpanReader`). policy: `short_turn`, `long_turn`."""
+    the source's lineage, `SpanReader`). policy: `short_turn`, `long_turn`. sources: the source rows the block
+    holds (by id; filled as it reads them), where a source's fork record is read from (a source not among them is
+    read from the store)."""
 
-    def __init__(self, storage: Storage, ns: str, policy: BlockPolicy = DEFAULT_POLICY) -> None:
+    def __init__(
+        self,
+        storage: Storage,
+        ns: str,
+        policy: BlockPolicy = DEFAULT_POLICY,
+        sources: Mapping[str, SourceRow] | None = None,
+    ) -> None:
         self.storage = storage
         self.policy = policy
         self.ns = ns
+        self.sources = sources if sources is not None else {}
         self._readers: dict[str, SpanReader] = {}
         self._pieces: dict[str, Piece] = {}
 
     def _reader(self, source_id: str) -> SpanReader:
         reader = self._readers.get(source_id)
         if reader is None:
-            reader = self._readers[source_id] = SpanReader(self.storage, self.ns, source_id)
+            reader = self._readers[source_id] = SpanReader(self.storage, self.ns, source_id, forks=self._fork)
         return reader
+
+    def _fork(self, source_id: str) -> dict[str, Any] | None:
+        """The source's fork record, from the block's source rows when they hold it, else from the store."""
+        row = self.sources.get(source_id)
+        return row.metadata.get("fork") if row is not None else fork_info(self.storage, self.ns, source_id)
+
+    def read(self, nodes: Iterable[MemoryNode] = (), said: Iterable[tuple[str, int]] = ()) -> None:
+        """Read ahead, in one go a source (`SpanReader.read`), the stored sentences of `nodes` whose pieces are not
+        made yet and those of the messages holding each (source id, stream token) of `said` (`said_at`): the
+        later `piece` and `said_at` calls within them read nothing more."""
+        todo: dict[str, tuple[list[MemoryNode], list[tuple[int, int]]]] = {}
+        for n in nodes:
+            if n.id not in self._pieces:
+                todo.setdefault(n.source_id, ([], []))[0].append(n)
+        for source_id, tok in said:
+            todo.setdefault(source_id, ([], []))[1].append((tok, tok + 1))
+        for source_id, (wanted, ranges) in todo.items():
+            self._reader(source_id).read(wanted, ranges)
 
     def piece(self, node: MemoryNode) -> Piece:
         """The node's sentences and its short turns (see Piece)."""

@@ -26,7 +26,7 @@ from datastore.context.render import template_fields
 from datastore.lifetime.visits import Visits
 from datastore.read.query import Reader
 from datastore.read.ranking import Floor
-from datastore.storage import Hits, Storage
+from datastore.storage import Hits, SourceRow, Storage
 from models.api import QueryFilter
 from models.context import CONTEXT_FIELDS, DEFAULT_CONTEXT_TEMPLATE, MEMORY_FIELDS, ContextRequest
 from models.core import CoreEntry
@@ -101,22 +101,24 @@ class Inputs:
 
     budget: tokens (the request's, or DEFAULT_BUDGET within CONTEXT_MAX_TOKENS). template: the block's template.
     now: the time the block is written at. cid: the request's conversation when the store holds it as one (else
-    None). tail: its last messages (up to `budget` tokens of them), oldest first. query: the request's, else the
-    latest message. overview: `asks_overview(query)`. topic: what the lines are ranked for (`overview_topic` for
-    such a question, else the query). vector, topic_vector: their embeddings (None without a query or a section
-    that needs one). flt: the conversation filter when `all_conversations` is false. nothing: that conversation
-    is not yet remembered (no memories). hits: the read path's candidates that pass the relevance floor (`floor`),
-    best first (namespace-wide: `ContextAssembler._focused`). sources: namespace-wide without a conversation, when
-    the query names people who speak in the candidates' sources, those sources (source type, id: `_focused`), where
-    the timeline's periods come from too; else empty. core: the
-    core entries (when asked). instructions: the instructions in force with their embeddings (when asked).
-    superseded: (message id, text) of the instructions a later one replaced (when a memory section is asked), marked
-    where a memory shows their sentences (evidence.Superseded)."""
+    None). source_row: the stored row of the request's conversation id (None: none stored; the block's fork records
+    and source names read it). tail: its last messages (up to `budget` tokens of them), oldest first. query: the
+    request's, else the latest message. overview: `asks_overview(query)`. topic: what the lines are ranked for
+    (`overview_topic` for such a question, else the query). vector, topic_vector: their embeddings (None without a
+    query or a section that needs one). flt: the conversation filter when `all_conversations` is false. nothing:
+    that conversation is not yet remembered (no memories). hits: the read path's candidates that pass the relevance
+    floor (`floor`), best first (namespace-wide: `ContextAssembler._focused`). sources: namespace-wide without a
+    conversation, when the query names people who speak in the candidates' sources, those sources (source type, id:
+    `_focused`), where the timeline's periods come from too; else empty. core: the core entries (when asked).
+    instructions: the instructions in force with their embeddings (when asked). superseded: (message id, text) of
+    the instructions a later one replaced (when a memory section is asked), marked where a memory shows their
+    sentences (evidence.Superseded)."""
 
     budget: int
     template: str
     now: datetime
     cid: str | None
+    source_row: SourceRow | None
     tail: list[StoredMessage]
     query: str | None
     overview: bool
@@ -226,6 +228,7 @@ class InputReader:
             template=template,
             now=utc(req.now) or datetime.now(UTC),
             cid=known,
+            source_row=src,
             tail=tail,
             query=query,
             overview=overview,

@@ -21,13 +21,16 @@ class Relevant(BlockState):
         """The hits in their (diversified) order, each chunk of short turns whole, a chunk of long messages cut
         to its closest sentences (the first hit whole up to a chunk); the section may stretch to `most` tokens
         for its first item when its share cannot hold it (a small budget: the best chunk before a timeline)."""
-        fails = 0
+        fails, read_to = 0, self.p.min_candidates  # `_gather` read the first candidates' sentences
         for rank, (n, _) in enumerate(self.candidates):
             score = self.scores.get(n.id, 0.0)
             if fails >= self.p.hit_misses:
                 break
             if self.shown.covers(n):
                 continue
+            if rank >= read_to:  # the sentences of this candidate and the next ones: one read a source
+                read_to = rank + self.p.min_candidates
+                self.texts.read(c for c, _ in self.candidates[rank:read_to])
             group = [n]  # the hit first: its neighbours only with it (the section shows them in time order)
             if self.req.neighbours and n.level == 1:
                 before, after = self.o.reader.neighbours(self.ns, n, self.req.neighbours, self.flt)

@@ -46,7 +46,9 @@ class BlockState:
         self.flt, self.nothing = given.flt, given.nothing
         self.shown = Shown()
         self.superseded = Superseded.of(given.superseded)  # a superseded rule a memory shows is marked so
-        self.texts = Texts(owner.storage, ns, self.p)
+        # the source rows the block holds: the conversation's, then the candidates' (`_gather`), each read once
+        self.sources: dict[str, SourceRow] = {given.source_row.source_id: given.source_row} if given.source_row else {}
+        self.texts = Texts(owner.storage, ns, self.p, self.sources)
         self.query_terms = set(excerpts.terms(self.query or ""))
         self.candidates: list[tuple[MemoryNode, float]] = []
         self.weights: dict[str, float] = {}
@@ -57,7 +59,6 @@ class BlockState:
         self.instruction_ranks: dict[str, int] = {}  # instruction id -> its place, the closest to the query first
         self.instruction_waiting: list[tuple[ContextItem, str | None]] = []  # left out for room, with their message
         self.source_names: dict[str, str] = {}
-        self.sources: dict[str, SourceRow] = {}  # the candidates' source rows, read at once (`_gather`)
         self.said_nothing = False  # no memory passed the floor: the relevant memories are one line (NOTHING)
 
     # ------------------------------------------------------------------ retrieval, shared by relevant and timeline
@@ -69,11 +70,14 @@ class BlockState:
             return
         self.scores = {n.id: sc for n, sc in hits}  # what an item reports: the read path's score
         self.candidates = diversified(hits, self.p)
-        self.sources = self.storage.get_sources(self.ns, list(dict.fromkeys(n.source_id for n, _ in self.candidates)))
+        unread = [i for i in dict.fromkeys(n.source_id for n, _ in self.candidates) if i not in self.sources]
+        self.sources.update(self.storage.get_sources(self.ns, unread) if unread else {})
         # over the stored texts: a chunk's sentences are read only for the first candidates and those shown
         self.weights = evidence.weights_of(n.text for n, _ in self.candidates)
         said: dict[bool, int] = {True: 0, False: 0}
-        for n, _ in self.candidates[: self.p.min_candidates]:
+        first = self.candidates[: self.p.min_candidates]
+        self.texts.read(n for n, _ in first)  # their sentences in one read a source, not one a chunk
+        for n, _ in first:
             piece = self.texts.piece(n)
             for s in piece.sentences:
                 said[s.person] += len(s.text) if s.id in piece.own else 0

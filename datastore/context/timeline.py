@@ -48,6 +48,7 @@ class Timeline(BlockState):
         if not periods:
             return
         per = max(self.p.min_item + 8, min(self.p.period_tokens * 2, sec.room // len(periods)))
+        self.texts.read(p for p, _ in periods)  # their sentences: one read a source
         for p, score in periods:
             if sec.room < self.p.min_item:
                 break
@@ -97,12 +98,16 @@ class Timeline(BlockState):
         weights = excerpts.term_weights(ln.text for ln in ranked)
         start, fails = sec.used, 0
         seen = {fold(s.text) for s in self.shown.said.values()}  # what the memories show, as said
-        for ln in ranked:
+        ahead, read_to = max(1, room // self.p.line_tokens), 0  # lines whose sentences are read at once
+        for k, ln in enumerate(ranked):
             if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:
                 break
             if ln.message_id in self.shown.messages:
                 continue  # its message is shown already
             ids = set(ln.sentence_ids)
+            if ids and k >= read_to:  # this line's sentences and the next lines' the room may hold: one read
+                read_to = k + ahead
+                self.texts.read(said=[(x.conversation_id, x.tok_start) for x in ranked[k:read_to] if x.sentence_ids])
             said = [s for s in self.texts.said_at(ln.conversation_id, ln.tok_start) if s.id in ids] if ids else []
             held = self.shown.ids | {s.id for s in said if self.shown.holds(s) or fold(s.text) in seen}
             if ids and ids <= held:

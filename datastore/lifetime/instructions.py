@@ -74,13 +74,14 @@ class Instructions:
         return self.standing(ns)[0]
 
     def standing(self, ns: str) -> tuple[builtins.list[tuple[Instruction, np.ndarray]], builtins.list[Instruction]]:
-        """In one read of the table: the instructions in force with their embeddings (`active`), and those a
-        later one replaced (superseded_by another: not a revocation, which points at itself), oldest first:
-        what the context block marks where a memory shows it. ([], []) on a store without the capability."""
+        """In one read of the table (and one of their vectors when any is in force): the instructions in force
+        with their embeddings (`active`), and those a later one replaced (superseded_by another: not a revocation,
+        which points at itself), oldest first: what the context block marks where a memory shows it. ([], []) on a
+        store without the capability."""
         if self.table is None:
             return [], []
         entries = self.table.entries(ns, include_superseded=True)
         active = [i for i in entries if i.superseded_by is None]
-        vectors = self.table.vectors(ns, [i.id for i in active])
+        vectors = self.table.vectors(ns, [i.id for i in active]) if active else {}  # none in force: no read
         replaced = [i for i in entries if i.superseded_by is not None and i.superseded_by != i.id]
         return [(i, vectors[i.id]) for i in active if i.id in vectors], replaced

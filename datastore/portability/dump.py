@@ -410,9 +410,9 @@ class _DumpCore:
     def __init__(self, dump: Dump) -> None:
         self.dump = dump
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
         entries = self.dump.core_memory.get(ns, [])
-        return list(entries) if scope is None else [e for e in entries if (e.conversation_id or "") == scope]
+        return list(entries) if scopes is None else [e for e in entries if (e.conversation_id or "") in scopes]
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
         raise StoreError("a dump is read-only")

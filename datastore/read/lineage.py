@@ -149,6 +149,27 @@ def stream_messages(
     return out
 
 
+def stream_messages_in(
+    storage: Storage,
+    ns: str,
+    source_id: str,
+    ranges: Sequence[tuple[int, int]],
+    forks: Callable[[str], dict[str, Any] | None] | None = None,
+) -> list[StoredMessage]:
+    """The messages of the source's token stream overlapping one of `ranges` ([tok_from, tok_to), empty ones
+    ignored), each once, in order: `stream_messages` of each range, with one `Storage.messages_in` read per source
+    of the lineage (a fork's parts before its `tok_at` read through its parent's stream). forks: as for
+    `stream_messages`."""
+    fork = forks(source_id) if forks is not None else fork_info(storage, ns, source_id)
+    at = tok_at(fork)
+    out: list[StoredMessage] = []
+    below = [(lo, min(hi, at)) for lo, hi in ranges if hi > lo and at > max(lo, 0)]
+    if fork is not None and below:
+        out = [m for m in stream_messages_in(storage, ns, fork["parent_id"], below, forks) if m.tok_offset < at]
+    own = [(lo, hi) for lo, hi in ranges if hi > lo and hi > at]
+    return out + (storage.messages_in(ns, source_id, own) if own else [])
+
+
 def lineage(storage: Storage, ns: str, conversation_id: str) -> Lineage:
     """[(source id, ids of its nodes the conversation sees, None = all)], the conversation first."""
     out: Lineage = [(conversation_id, None)]

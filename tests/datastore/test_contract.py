@@ -233,6 +233,34 @@ def test_messages_by_their_place_in_the_token_stream(memory: Memory, ns: str) ->
     assert memory.storage.messages(ns + "-other", "c", 0, 100) == []
 
 
+def test_messages_of_several_ranges_are_read_at_once(memory: Memory, ns: str) -> None:
+    """`messages_in(ns, source, ranges)`: the messages `messages` reads for each [tok_from, tok_to) range, each
+    once, in order (ranges apart, overlapping, touching, inside one message, empty, past the end), none of another
+    source or namespace."""
+    remember(memory, ns, "c", conversation(("Alice", "Bob"), 30), step=30)
+    remember(memory, ns, "c2", conversation(("Alice", "Bob"), 5, prefix="x"), step=5)
+    every = memory.storage.messages(ns, "c")
+    at = [m.tok_offset for m in every]
+    end = every[-1].tok_offset + every[-1].n_tokens
+    for ranges in (
+        [(0, 1)],
+        [(at[3], at[5]), (at[20] + 1, at[20] + 2)],
+        [(at[20] + 1, at[20] + 2), (at[3], at[5])],  # any order
+        [(at[3], at[6]), (at[5], at[8]), (at[8], at[9])],  # overlapping and touching: each message once
+        [(at[2] + 1, at[2] + 2), (at[2] + 2, at[2] + 3)],  # inside one message, twice
+        [(at[4], at[4]), (at[9], at[7])],  # empty: nothing
+        [(at[28], end + 50), (end + 100, end + 200)],
+        [(0, end)],
+    ):
+        want = {m.id for lo, hi in ranges if hi > lo for m in memory.storage.messages(ns, "c", lo, hi)}
+        got = memory.storage.messages_in(ns, "c", ranges)
+        assert [m.id for m in got] == [m.id for m in every if m.id in want], ranges
+        assert got == [m for m in every if m.id in want]  # the same records (sentences included)
+    assert memory.storage.messages_in(ns, "c", []) == []
+    assert memory.storage.messages_in(ns + "-other", "c", [(0, 100)]) == []
+    assert {m.source_id for m in memory.storage.messages_in(ns, "c2", [(0, end)])} == {"c2"}
+
+
 def test_sources_read_at_once_are_those_read_one_by_one(memory: Memory, ns: str) -> None:
     """`get_sources(ns, ids)`: {id: row} of the ids the namespace holds, each as `get_source` reads it."""
     remember(memory, ns, "c", conversation(("Alice", "Bob"), 6), step=3)

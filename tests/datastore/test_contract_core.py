@@ -16,7 +16,7 @@ from models.context import ContextRequest
 from models.core import CoreEntry, CorePutRequest
 from services.errors import InvalidRequestError, NotFoundError
 from tests.support.clock import ManualClock
-from tests.support.stores import recompose
+from tests.support.stores import CountedStorage, recompose
 
 
 def test_core_overflow_moves_the_least_important_oldest_entries_to_long_term(
@@ -112,11 +112,34 @@ def test_the_core_table_keeps_entries_as_written_long_values_too(memory: Memory,
     for e in entries:
         assert table.write(ns, e.scope, e, []) == 0
     assert sorted(table.entries(ns, None), key=lambda e: e.key) == entries
-    assert table.entries(ns, "c 1") == entries[1:] and table.entries(ns, "") == entries[:1]
+    assert table.entries(ns, ["c 1"]) == entries[1:] and table.entries(ns, [""]) == entries[:1]
     short = entries[0].model_copy(update={"value": "a cellist", "tokens": 3})
     assert table.write(ns, "", short, ["bio"]) == 1  # replaced in place: its key in `delete` counts once
-    assert table.entries(ns, "") == [short]
+    assert table.entries(ns, [""]) == [short]
     assert table.write(ns, "", None, ["bio", "absent"]) == 1
     assert table.entries(ns, None) == entries[1:]
     memory.storage.delete_namespace(ns)
     assert table.entries(ns, None) == []
+
+
+def test_the_entries_of_several_scopes_are_read_at_once(memory: Memory, ns: str) -> None:
+    """`CoreTable.entries(ns, scopes)`: the entries of each scope given (every scope's with None), as read one
+    scope at a time; a context block reads the namespace's and its conversation's in one call."""
+    memory.writer.remember(ns, RememberRequest(conversation_id="c1", messages=[Message(speaker="Ann", content="hi")]))
+    memory.core.put(ns, CorePutRequest(key="name", value="Ann"))
+    memory.core.put(ns, CorePutRequest(key="topic", value="the move", conversation_id="c1"))
+    memory.core.put(ns, CorePutRequest(key="topic", value="the garden", conversation_id="c2"))
+    table = memory.storage.core
+    assert table is not None
+
+    def keys(scopes: list[str] | None) -> set[tuple[str | None, str]]:
+        assert table is not None
+        return {(e.conversation_id, e.key) for e in table.entries(ns, scopes)}
+
+    assert keys([""]) == {(None, "name")} and keys(["c1"]) == {("c1", "topic")}
+    assert keys(["", "c1"]) == keys([""]) | keys(["c1"]) and keys(["c1", "c1"]) == keys(["c1"])
+    assert keys(None) == keys(["", "c1", "c2"]) and keys([]) == set() and keys(["nope"]) == set()
+    counted = CountedStorage(memory.storage)
+    block = recompose(memory, storage=counted).context.assemble(ns, ContextRequest(conversation_id="c1"))
+    assert {i.id for i in block.sections[0].items} == {"name", "topic"} and "the garden" not in block.context
+    assert counted.calls["core.entries"] == 1

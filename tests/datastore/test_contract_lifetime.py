@@ -6,16 +6,18 @@ from __future__ import annotations
 
 import math
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import numpy as np
 import pytest
 
 from datastore.memory import Memory
 from datastore.portability.dump import DumpError
+from datastore.storage import Storage
 from models.api import Message, Query, QueryFilter, RememberRequest
 from models.core import CorePutRequest
 from services.errors import InvalidRequestError, NotFoundError
-from tests.support.stores import mark_table
+from tests.support.stores import CountedStorage, mark_table
 from tests.support.synthetic import conversation
 
 T0 = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
@@ -549,3 +551,40 @@ def test_a_message_remembered_late_takes_its_place_by_time(memory: Memory, ns: s
     check_tree(memory.storage.source_nodes(ns, "c"), s.chunk_size, s.chunk_overlap, s.fan_out)
     hits = search(memory, ns, "garden travel cooking music work", "dense", top_k=100, conversation_id="f")
     assert {m for h in hits for m in h.message_ids} == {f"m-{i}" for i in range(21)}  # the fork sees m-5 again
+
+
+def test_a_forks_stream_is_read_for_many_ranges_at_once(memory: Memory, ns: str) -> None:
+    """`stream_messages_in` reads a fork's stream for many token ranges as `stream_messages` reads each one (the
+    parent's messages before the fork point, then the fork's own), with one `messages_in` a source of the lineage;
+    a `SpanReader` told the ranges ahead (`read`) serves each from what it read, reading nothing more."""
+    from datastore.read.lineage import stream_messages, stream_messages_in
+    from datastore.write.spans import SpanReader
+
+    memory.writer.remember(
+        ns, RememberRequest(conversation_id="p", messages=conversation(("Ann", "Bob"), 40, start=T0))
+    )
+    third = memory.storage.source_nodes(ns, "p", level=1)[2]
+    memory.forks.fork(ns, "p", third.message_ids[len(third.message_ids) // 2], "f")
+    memory.writer.remember(
+        ns,
+        RememberRequest(
+            conversation_id="f",
+            messages=conversation(("Ann", "Bob"), 10, start=T0 + timedelta(hours=1), prefix="f"),
+        ),
+    )
+    every = stream_messages(memory.storage, ns, "f")
+    own = next(m.tok_offset for m in every if m.source_id == "f")  # the fork point in the fork's stream
+    end = every[-1].tok_offset + every[-1].n_tokens
+    assert every[0].source_id == "p" and every[-1].source_id == "f"
+    ranges = [(own + 20, end + 10), (0, 5), (own - 3, own + 3), (40, 30)]  # any order; the last one empty
+    want = {m.id for lo, hi in ranges if hi > lo for m in stream_messages(memory.storage, ns, "f", lo, hi)}
+    counted = CountedStorage(memory.storage)
+    got = stream_messages_in(cast(Storage, counted), ns, "f", ranges)
+    assert [m.id for m in got] == [m.id for m in every if m.id in want]
+    assert counted.calls["messages_in"] == 2 and counted.calls["messages"] == 0  # one read a source
+    reader = SpanReader(cast(Storage, counted), ns, "f")
+    reader.read([], ranges)
+    counted.calls.clear()
+    for lo, hi in ranges[:3]:
+        assert reader.messages(lo, hi) == stream_messages(memory.storage, ns, "f", lo, hi)
+    assert not counted.calls

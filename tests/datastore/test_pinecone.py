@@ -199,10 +199,10 @@ def test_a_long_core_entry_is_kept_in_parts_and_its_parts_go_with_it(memory: Mem
     long = CoreEntry(key="bio", value='"\x01' * 9000, importance=50, created_at=at, updated_at=at, tokens=1)
     table.write(ns, "", long, [])
     parts = [i for i in memory.storage.client.list_ids(ns, "core#") if pinecone_records.is_part(i)]  # type: ignore[attr-defined]
-    assert len(parts) >= 2 and table.entries(ns, "") == [long]
+    assert len(parts) >= 2 and table.entries(ns, [""]) == [long]
     short = long.model_copy(update={"value": "a cellist"})
     table.write(ns, "", short, [])
     assert memory.storage.client.list_ids(ns, "core#") == [pinecone_records.core_id("", "bio")]  # type: ignore[attr-defined]
-    assert table.entries(ns, "") == [short]
+    assert table.entries(ns, [""]) == [short]
     table.write(ns, "", long, [])
     assert table.write(ns, "", None, ["bio"]) == 1 and memory.storage.client.list_ids(ns, "core#") == []  # type: ignore[attr-defined]

@@ -4,13 +4,15 @@ provider's service cannot start."""
 from __future__ import annotations
 
 import os
+from collections import Counter
+from typing import Any, cast
 
 import pytest
 
 from datastore.memory import Memory
 from datastore.providers.local import LocalStorage
 from datastore.read.ranking import TextSearch
-from datastore.storage import MarkTable
+from datastore.storage import MarkTable, Storage
 from models.settings import Settings
 from services.clock import Clock
 
@@ -43,9 +45,37 @@ def mark_table(memory: Memory) -> MarkTable:
     return memory.storage.marks
 
 
+CAPABILITIES = ("core", "marks", "instructions", "idempotency", "leases")  # Storage's optional tables
+
+
+class CountedStorage:
+    """A storage that counts the calls made to it and to its capabilities (`calls`: by method name, `core.entries`
+    for a capability's), and passes each on to `inner`: what a test reads round trips from (every call of a
+    provider with round trips makes at least one)."""
+
+    def __init__(self, inner: Any, calls: Counter[str] | None = None, prefix: str = "") -> None:
+        self.inner = inner
+        self.calls: Counter[str] = Counter() if calls is None else calls
+        self.prefix = prefix
+
+    def __getattr__(self, name: str) -> Any:
+        got = getattr(self.inner, name)
+        if not self.prefix and name in CAPABILITIES and got is not None:
+            return CountedStorage(got, self.calls, f"{name}.")
+        if not callable(got):
+            return got
+
+        def counted(*args: Any, **kwargs: Any) -> Any:
+            self.calls[self.prefix + name] += 1
+            return got(*args, **kwargs)
+
+        return counted
+
+
 def recompose(
     memory: Memory,
     *,
+    storage: Storage | CountedStorage | None = None,
     settings: Settings | None = None,
     embedder: object | None = None,
     summariser: object | None = None,
@@ -54,10 +84,11 @@ def recompose(
 ) -> Memory:
     """A second Memory over `memory`'s storage whose services read other `settings` (limits), or embed,
     summarise or detect instructions with another `embedder` / `summariser` / `detector` (an injected fault, or
-    one that acts mid-call), or read the time from another `clock`; close only the first."""
+    one that acts mid-call), or read the time from another `clock`, or over another `storage` (a wrapper of its
+    own: `CountedStorage`); close only the first."""
     return Memory(
         settings or memory.settings,
-        memory.storage,
+        cast(Storage, storage) if storage is not None else memory.storage,
         embedder or memory.embedder,  # type: ignore[arg-type]
         summariser or memory.summariser,  # type: ignore[arg-type]
         detector or memory.detector,  # type: ignore[arg-type]

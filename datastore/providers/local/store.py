@@ -36,6 +36,7 @@ from datastore.storage import (
     SourceFacts,
     SourceRow,
     WriteBatch,
+    messages_in_of,
     sentences_text,
 )
 from models.api import DeleteFilter
@@ -175,6 +176,11 @@ class LocalStorage:
             (ns, source_id, tok_from if tok_from > 0 else -1, tok_to, -1 if limit is None else limit),
         )
         return [message_of(r) for r in rows]
+
+    def messages_in(self, ns: str, source_id: str, ranges: Sequence[tuple[int, int]]) -> list[StoredMessage]:
+        """The source's messages overlapping one of `ranges`, each once, in seq order: one read per range (SQLite
+        reads cost no round trip)."""
+        return messages_in_of(self, ns, source_id, ranges)
 
     def find_messages(
         self, ns: str, ids: Sequence[str] | None = None, flt: DeleteFilter | None = None
@@ -492,16 +498,16 @@ class LocalCore:
     def __init__(self, db: Connections) -> None:
         self.db = db
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too."""
         sql = (
             "SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens FROM core_memory "
             "WHERE namespace = ?"
         )
         rows = (
             self.db.reader.execute(sql, (ns,))
-            if scope is None
-            else self.db.reader.execute(sql + " AND scope = ?", (ns, scope))
+            if scopes is None
+            else self.db.reader.execute(sql + f" AND scope IN ({_marks(len(scopes))})", (ns, *scopes))
         )
         return [
             CoreEntry(

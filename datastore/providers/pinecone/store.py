@@ -71,7 +71,9 @@ from datastore.storage import (
     WriteBatch,
     facts_of,
     instruction_order,
+    merged,
     message_matches,
+    overlaps,
     unrolled_of,
 )
 from models.api import DeleteFilter
@@ -199,6 +201,18 @@ class PineconeStorage:
         recs = self.client.select(ns, flt, f"msg#{rec.h(source_id)}#")
         found = sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
         return [m for m in found if tok_to is None or m.tok_offset < tok_to][:limit]
+
+    def messages_in(self, ns: str, source_id: str, ranges: Sequence[tuple[int, int]]) -> list[StoredMessage]:
+        """The source's messages overlapping one of `ranges`, each once, in seq order: one select from the first
+        range's start, filtered here."""
+        spans = merged(ranges)
+        if not spans:
+            return []
+        lo = spans[0][0]
+        flt = {"kind": "msg", "source_id": source_id, "tok_end": {"$gt": lo if lo > 0 else -1}}
+        recs = self.client.select(ns, flt, f"msg#{rec.h(source_id)}#")
+        found = sorted((rec.to_message(m) for m in recs.values()), key=lambda m: m.seq)
+        return [m for m in found if any(overlaps(m, a, b) for a, b in spans)]
 
     def scan_messages(self, ns: str, flt: DeleteFilter | None) -> Iterator[StoredMessage]:
         """The namespace's messages matching `flt`, in (source id, seq) order, one source at a time."""
@@ -554,12 +568,13 @@ class PineconeCore:
     def __init__(self, client: RecordClient) -> None:
         self.client = client
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too (the scope's id prefix listed,
-        then fetched)."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too (each scope's id prefix
+        listed, then all fetched at once)."""
         client = self.client
-        recs = client.fetch(ns, rec.main_ids(client.list_ids(ns, rec.core_prefix(scope))))
-        return [rec.to_core(m) for m in recs.values()]
+        prefixes = [rec.core_prefix(None)] if scopes is None else [rec.core_prefix(s) for s in dict.fromkeys(scopes)]
+        ids = [i for p in prefixes for i in rec.main_ids(client.list_ids(ns, p))]
+        return [rec.to_core(m) for m in client.fetch(ns, ids).values()] if ids else []
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
         """Store `put` (replacing its key), then delete the scope's entries with a key in `delete` (but `put`'s).

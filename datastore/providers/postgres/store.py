@@ -45,6 +45,7 @@ from datastore.storage import (
     SourceRow,
     WriteBatch,
     instruction_order,
+    merged,
     sentences_of,
     sentences_text,
 )
@@ -464,6 +465,28 @@ class PostgresStorage:
         )
         return [_message(r) for r in rows]
 
+    def messages_in(self, ns: str, source_id: str, ranges: Sequence[tuple[int, int]]) -> list[StoredMessage]:
+        """The source's messages overlapping one of `ranges`, each once, in seq order, in one query: each range
+        (`merged`) read along the offset index as `messages` reads one (a context block's candidates: one round
+        trip for what was one a chunk)."""
+        spans = merged(ranges)
+        if not spans:
+            return []
+        rows = self.all(
+            "SELECT DISTINCT ON (m.tok_offset, m.seq) m.* FROM unnest(%(lo)s::integer[], %(hi)s::integer[]) AS "
+            f"r(lo, hi) CROSS JOIN LATERAL (SELECT {_MSG_COLS} FROM pyramind_messages WHERE namespace = %(ns)s "
+            "AND source_id = %(sid)s AND tok_offset >= COALESCE((SELECT MAX(tok_offset) FROM pyramind_messages "
+            "WHERE namespace = %(ns)s AND source_id = %(sid)s AND tok_offset <= r.lo), 0) AND tok_offset < r.hi "
+            "AND tok_offset + n_tokens > r.lo) AS m ORDER BY m.tok_offset, m.seq",
+            {
+                "ns": ns,
+                "sid": source_id,
+                "lo": [lo if lo > 0 else -1 for lo, _ in spans],
+                "hi": [hi for _, hi in spans],
+            },
+        )
+        return [_message(r) for r in rows]
+
     def frontier(self, ns: str, source_id: str) -> list[MemoryNode]:
         """The source's nodes of level 1 and up without a parent, plus the last node (highest position) of every
         level (lines included: the next line's position follows it)."""
@@ -858,13 +881,17 @@ class PgCore:
     def __init__(self, store: PostgresStorage) -> None:
         self.store = store
 
-    def entries(self, ns: str, scope: str | None) -> list[CoreEntry]:
-        """The stored entries of a scope (every scope when None), expired ones too."""
+    def entries(self, ns: str, scopes: list[str] | None) -> list[CoreEntry]:
+        """The stored entries of these scopes (every scope when None), expired ones too, in one query."""
         sql = (
             "SELECT scope, key, value, importance, created_at, updated_at, expires_at, tokens "
             "FROM pyramind_core WHERE namespace = %s"
         )
-        rows = self.store.all(sql, (ns,)) if scope is None else self.store.all(sql + " AND scope = %s", (ns, scope))
+        rows = (
+            self.store.all(sql, (ns,))
+            if scopes is None
+            else self.store.all(sql + " AND scope = ANY(%s)", (ns, list(scopes)))
+        )
         return [CoreEntry(conversation_id=r.pop("scope") or None, **r) for r in rows]
 
     def write(self, ns: str, scope: str, put: CoreEntry | None, delete: Sequence[str]) -> int:
