@@ -26,6 +26,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from functools import partial
 
 from datastore.locks import SourceLocks, retry_conflicts
 from datastore.read.lineage import chunk_from, stream_messages
@@ -214,7 +215,7 @@ class IndexSteps:
             before = {n.id: (n.position, n.parent_id) for nodes in frontier.pending.values() for n in nodes}
             counts = dict(frontier.counts)
             made, reparented = builder.summaries(frontier, [], SpanReader(storage, ns, source_id))
-            nodes = builder.embed(made) + [(n, None) for n in reparented]
+            nodes = builder.embed(made, partial(storage.get_vectors, ns)) + [(n, None) for n in reparented]
             with self.locks(ns, source_id):
                 now = storage.get_source(ns, source_id)
                 if now is None:

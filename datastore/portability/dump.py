@@ -60,7 +60,7 @@ from services.chunking import SentenceStream, Window
 from services.embedding import Embedder
 from services.errors import InvalidRequestError, StoreError
 from services.instructions import said
-from services.tree import embedded_text
+from services.tree import embedded_text, summary_embedding
 
 FORMAT = "pyramind-dump"
 VERSION = 1
@@ -356,18 +356,43 @@ class Dump:
         return [x.model_copy() for x in self.nodes[(ns, source_id)]]
 
     def get_vectors(self, ns: str, ids: Sequence[str]) -> dict[str, np.ndarray]:
-        """The dump's vectors of these nodes, or (a dump without them, or of another model) their texts (a
-        line's with its speaker, services/tree.embedded_text) embedded with `embedder`; a chunk's after the
-        `key_tokens` of its source's sentences before it (CHUNK_KEY_CONTEXT_TOKENS, read from the dump's messages),
-        as remembering gave it. Raises EmbeddingError."""
+        """The dump's vectors of these nodes, or (a dump without them, or of another model) as remembering gives
+        them with `embedder`: a line's or a chunk's text embedded (a line's with its speaker, a chunk's after the
+        `key_tokens` of its source's sentences before it, CHUNK_KEY_CONTEXT_TOKENS, read from the dump's
+        messages: services/tree.embedded_text), a summary's the mean of its children's
+        (services/tree.summary_embedding; embedded from its text when a child is not in the dump). One bulk
+        embedding call. Raises EmbeddingError."""
         if self.vectors:
             return {i: self.vectors[(ns, i)] for i in ids}
         if not ids:
             return {}
         assert self.embedder is not None, "set Dump.embedder to re-embed"
         by_id = {x.id: x for (n, _), nodes in self.nodes.items() if n == ns for x in nodes}
-        keyed = self._keyed(ns, [by_id[i] for i in ids])
-        return dict(zip(ids, self.embedder.embed([embedded_text(x) for x in keyed], bulk=True), strict=True))
+        rolled: set[str] = set()  # summaries whose embedding is their children's
+        embedded: dict[str, MemoryNode] = {}  # nodes whose text is embedded, in the order they are needed
+
+        def need(x: MemoryNode) -> None:
+            if x.id in rolled or x.id in embedded:
+                return
+            if x.level >= 2 and x.children and all(c in by_id for c in x.children):
+                rolled.add(x.id)
+                for c in x.children:
+                    need(by_id[c])
+            else:
+                embedded[x.id] = x
+
+        for i in ids:
+            need(by_id[i])
+        keyed = self._keyed(ns, list(embedded.values()))
+        made = self.embedder.embed([embedded_text(x) for x in keyed], bulk=True)
+        out: dict[str, np.ndarray] = dict(zip(embedded, made, strict=True))
+
+        def vector(i: str) -> np.ndarray:
+            if i not in out:
+                out[i] = summary_embedding([vector(c) for c in by_id[i].children])
+            return out[i]
+
+        return {i: vector(i) for i in ids}
 
     def _keyed(self, ns: str, nodes: list[MemoryNode]) -> list[MemoryNode]:
         """`nodes` with each chunk's `key_context` (services/chunking.SentenceStream.key_context over its

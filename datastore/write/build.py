@@ -2,7 +2,8 @@
 
 Remembering inline (`Writer`), the background indexer's steps (`IndexSteps`) and the rebuild after a delete
 (`Deleter`) all compute their chunks and summaries here, from the stored frontier of a source and its messages;
-they differ only in how much they take at once and in how they commit. Nothing here reads or writes storage.
+they differ only in how much they take at once and in how they commit. Nothing here writes storage; the stored
+embeddings of a new summary's older children are read through the `stored` reader a caller passes.
 
 Lines (level 0, services/lines.py) are made for the messages a write newly covers with chunks (the same messages
 whose standing instructions it reads: datastore/write/instructions.py `newly_covered`), embedded in the chunks'
@@ -21,9 +22,11 @@ from models.settings import Settings
 from services.chunking import SentenceStream, plan_windows
 from services.embedding import Embedder
 from services.summarising import Summariser, Summary
-from services.tree import Frontier, chunk_nodes, embedded_text, line_nodes, roll_up
+from services.tree import Frontier, chunk_nodes, embedded_text, line_nodes, roll_up, summary_embedding
 
 Reuse = Callable[[list[MemoryNode], MemoryNode | None], MemoryNode | None]
+StoredVectors = Callable[[Sequence[str]], Mapping[str, np.ndarray]]
+"""stored(node ids) -> {node id: its stored embedding} of the ids found (`storage.get_vectors` of a namespace)."""
 
 
 class TreeBuilder:
@@ -114,25 +117,51 @@ class TreeBuilder:
         reparented = [n for nodes in frontier.pending.values() for n in nodes if n.parent_id]
         return made, reparented
 
-    def embed(self, nodes: Sequence[MemoryNode]) -> list[tuple[MemoryNode, np.ndarray | None]]:
+    def embed(
+        self, nodes: Sequence[MemoryNode], stored: StoredVectors | None = None
+    ) -> list[tuple[MemoryNode, np.ndarray | None]]:
         """[(node, its embedding)] in order, one bulk embedding call (a line's text is embedded with its
-        speaker, `embedded_text`). Raises EmbeddingError."""
-        return self.embed_with(nodes, [])[0]
+        speaker, `embedded_text`; a summary's embedding is its children's, `summary_embedding`). Raises
+        EmbeddingError."""
+        return self.embed_with(nodes, [], stored=stored)[0]
 
     def embed_with(
-        self, nodes: Sequence[MemoryNode], texts: Sequence[str], kept: Mapping[str, np.ndarray] | None = None
+        self,
+        nodes: Sequence[MemoryNode],
+        texts: Sequence[str],
+        kept: Mapping[str, np.ndarray] | None = None,
+        stored: StoredVectors | None = None,
     ) -> tuple[list[tuple[MemoryNode, np.ndarray | None]], np.ndarray]:
         """`embed(nodes)` and the embeddings of `texts` (float32, (len(texts), dimension); e.g. the statements of
         standing instructions found in the same messages) in the same bulk embedding call. `kept`: {node id:
         its stored embedding} of nodes whose embedded text is unchanged (`unchanged_open_chunk`): used as they
-        are, not embedded again. Raises EmbeddingError."""
-        kept = kept or {}
-        fresh = [n for n in nodes if n.id not in kept]
-        if not fresh and not texts:
-            return [(n, kept[n.id]) for n in nodes], np.zeros((0, self.embedder.dimension), dtype=np.float32)
-        vectors = self.embedder.embed([embedded_text(n) for n in fresh] + list(texts), bulk=True)
-        made = {n.id: vectors[i] for i, n in enumerate(fresh)}
-        out: list[tuple[MemoryNode, np.ndarray | None]] = [(n, kept.get(n.id, made.get(n.id))) for n in nodes]
+        are, not embedded again. A summary (level 2 and up) is not embedded: its embedding is the mean of its
+        children's (services/tree.summary_embedding), taken from `nodes` or, for children stored by an earlier
+        write, from `stored(ids)` (`functools.partial(storage.get_vectors, ns)`); a summary whose children's
+        embeddings cannot all be found (none expected: every stored node has one) is embedded from its text.
+        Raises EmbeddingError."""
+        known = dict(kept or {})
+        summaries = sorted((n for n in nodes if n.level >= 2 and n.id not in known), key=lambda n: n.level)
+        here = {n.id for n in nodes}
+        outside = list(dict.fromkeys(c for n in summaries for c in n.children if c not in here and c not in known))
+        if outside and stored is not None:
+            known.update(stored(outside))
+        fresh = [n for n in nodes if n.id not in known and n.level < 2]
+        if fresh or texts:
+            vectors = self.embedder.embed([embedded_text(n) for n in fresh] + list(texts), bulk=True)
+        else:
+            vectors = np.zeros((0, self.embedder.dimension), dtype=np.float32)
+        known.update((n.id, vectors[i]) for i, n in enumerate(fresh))
+        unfound = []
+        for n in summaries:  # lowest level first: a summary's children are known before it
+            if all(c in known for c in n.children):
+                known[n.id] = summary_embedding([known[c] for c in n.children])
+            else:
+                unfound.append(n)
+        if unfound:
+            again = self.embedder.embed([embedded_text(n) for n in unfound], bulk=True)
+            known.update(zip([n.id for n in unfound], again, strict=True))
+        out: list[tuple[MemoryNode, np.ndarray | None]] = [(n, known.get(n.id)) for n in nodes]
         return out, np.asarray(vectors[len(fresh) :], dtype=np.float32)
 
     def unchanged_open_chunk(self, frontier: Frontier, chunks: Sequence[MemoryNode]) -> str | None:

@@ -13,6 +13,7 @@ import logging
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import replace
+from functools import partial
 
 import numpy as np
 
@@ -291,7 +292,10 @@ class Deleter:
         nodes = chunks + lines + summaries
         old_ids = {o.id for o in old}
         vectors: dict[str, np.ndarray | None] = {
-            n.id: v for n, v in self.builder.embed([n for n in nodes if n.id not in old_ids])
+            n.id: v
+            for n, v in self.builder.embed(
+                [n for n in nodes if n.id not in old_ids], partial(self.storage.get_vectors, ns)
+            )
         }
         vectors.update(self.storage.get_vectors(ns, [n.id for n in nodes if n.id in old_ids]))
         return [(n, vectors[n.id]) for n in nodes]

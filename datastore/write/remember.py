@@ -17,6 +17,7 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -395,7 +396,8 @@ class Writer:
             found = keeper.detect(ns, write.source_type, source_id, covered, user)
             same = builder.unchanged_open_chunk(frontier, chunks)
             kept = storage.get_vectors(ns, [same]) if same else {}
-            nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found], kept)
+            older = partial(storage.get_vectors, ns)  # the stored children of a new summary
+            nodes, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found], kept, older)
             nodes += [(n, None) for n in reparented]
         except (EmbeddingError, SummaryError) as exc:
             if not stored:
@@ -509,7 +511,9 @@ class Writer:
             unlined = [m for m in prior if m.id not in lined and m.tok_offset + m.n_tokens <= end]
             lines = builder.lines(frontier, unlined, chunks, source_id, prior)
             found = keeper.detect(ns, source_type, source_id, newly, conversation_user(metadata))
-            made, said_vectors = builder.embed_with(chunks + lines + summaries, [said(i) for i in found])
+            made, said_vectors = builder.embed_with(
+                chunks + lines + summaries, [said(i) for i in found], stored=partial(storage.get_vectors, ns)
+            )
         except (EmbeddingError, SummaryError) as exc:
             log.warning("%s; keeping %d messages of %r to index later", exc.message, len(fresh), source_id)
             storage.commit(ns, backlog, version)

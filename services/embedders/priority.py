@@ -5,7 +5,7 @@ on the first call) run the model; each takes, in this order:
 1. up to `batch_size` texts from interactive calls (queries), oldest first, several calls batched together in
    one forward pass (4 queries cost far less together than one after another);
 2. only when no interactive text waits: one slice of at most `bulk_batch` texts and about 256 word pieces from
-   bulk calls (chunks and summaries being indexed), oldest call first, the call's texts taken shortest first so
+   bulk calls (chunks and lines being indexed), oldest call first, the call's texts taken shortest first so
    that a slice pads little.
 With two or more workers, bulk slices never occupy all of them: one is kept for queries (bulk runs on
 `workers - 1` at once), so a query that arrives while a large bulk call runs starts at once; with one worker it

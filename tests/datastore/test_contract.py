@@ -30,7 +30,7 @@ from services.errors import ConflictError, EmbeddingMismatchError, InvalidReques
 from services.instructions import make_detector
 from services.summarising import ExtractiveSummariser
 from tests.support.embedders import FailingEmbedder, OtherEmbedder
-from tests.support.invariants import check_tree
+from tests.support.invariants import check_summary_vectors, check_tree
 from tests.support.stores import recompose, text_search
 from tests.support.synthetic import conversation, document_text
 
@@ -209,6 +209,9 @@ def test_incremental_remembers_keep_the_tree_invariants(memory: Memory, ns: str)
     assert {m for c in chunks for m in c.message_ids} == {m.id for m in messages}
     src = memory.storage.get_source(ns, "c")
     assert src is not None and src.n_messages == len(messages) and src.max_seq == len(messages) - 1
+    # a summary's embedding is its children's mean, also where they were embedded by an earlier call
+    nodes = memory.storage.source_nodes(ns, "c")
+    assert check_summary_vectors(memory.storage.get_vectors(ns, [n.id for n in nodes]), nodes) >= 6
 
 
 def test_messages_by_their_place_in_the_token_stream(memory: Memory, ns: str) -> None:
@@ -386,6 +389,8 @@ def test_deleted_text_is_gone_from_every_level_and_every_query(memory: Memory, n
     with pytest.raises(NotFoundError):
         memory.reader.get_node(ns, l2.id)
     check(memory, ns, "c")
+    nodes = memory.storage.source_nodes(ns, "c")  # rebuilt summaries too
+    assert check_summary_vectors(memory.storage.get_vectors(ns, [n.id for n in nodes]), nodes) >= 1
 
 
 # ---------------------------------------------------------------------- the embedding model

@@ -21,7 +21,7 @@ from services.errors import (
 )
 from services.summarising import ExtractiveSummariser, Span, Summary
 from tests.support.embedders import RecordingEmbedder
-from tests.support.invariants import check_tree
+from tests.support.invariants import check_summary_vectors, check_tree
 from tests.support.settings import locomo_sessions, make_settings
 from tests.support.stores import recompose, text_search
 
@@ -385,7 +385,10 @@ def test_sessions_remembered_one_per_call_embed_each_node_once(tmp_path: Path, l
         assert newest.id in {h.id for h in hits}
     nodes = tree(memory)
     indexed = [t for t in embedder.texts if t not in asked]
-    assert len(indexed) == len(nodes)  # no instructions here: one text a chunk, line and summary
+    # no instructions here: one text a chunk and a line; a summary's embedding is its children's, none embedded
+    assert len(indexed) == sum(1 for n in nodes if n.level < 2) and any(n.level >= 2 for n in nodes)
+    assert not {n.text for n in nodes if n.level >= 2} & set(indexed)
+    assert check_summary_vectors(memory.storage.get_vectors(NS, [n.id for n in nodes]), nodes) >= 1
     chunks = [n for n in nodes if n.level == 1]
     for s in sessions:  # no chunk holds messages of two sessions
         ids = {m.id for m in s if m.id}

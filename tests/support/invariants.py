@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
+
+import numpy as np
 
 from models.memory import MemoryNode
 from services import tokens
@@ -116,3 +118,18 @@ def check_lines(nodes: list[MemoryNode]) -> list[MemoryNode]:
     assert len(set(messages)) == len(messages), "a message has two lines"
     assert [n.tok_start for n in lines] == sorted(n.tok_start for n in lines), "lines out of message order"
     return lines
+
+
+def check_summary_vectors(vectors: Mapping[str, np.ndarray], nodes: list[MemoryNode]) -> int:
+    """Assert that every summary (level 2 and up) among `nodes` has the embedding of its children: their mean,
+    L2-normalised (services/tree.summary_embedding). `vectors`: {node id: stored embedding} of every node.
+    Returns how many summaries were checked."""
+    checked = 0
+    for n in nodes:
+        if n.level < 2:
+            continue
+        mean = np.mean([vectors[c] for c in n.children], axis=0)
+        assert np.allclose(vectors[n.id], mean / np.linalg.norm(mean), atol=1e-5), n.id
+        assert abs(float(np.linalg.norm(vectors[n.id])) - 1.0) < 1e-5
+        checked += 1
+    return checked
