@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -394,3 +395,40 @@ def test_sessions_remembered_one_per_call_embed_each_node_once(tmp_path: Path, l
         ids = {m.id for m in s if m.id}
         assert all(set(c.message_ids) <= ids or not set(c.message_ids) & ids for c in chunks)
     memory.close()
+
+
+def test_a_summary_takes_its_childrens_mean_read_from_the_store_or_else_is_embedded_from_its_text(
+    tmp_path: Path,
+) -> None:
+    """TreeBuilder.embed_with: a summary's vector is the normalised mean of its children's, from this call or from
+    the `stored` reader (children of an earlier write); a summary whose children cannot all be found is embedded
+    from its text, and no summary text is embedded otherwise."""
+    from datastore.write.build import TreeBuilder
+    from models.memory import MemoryNode
+
+    embedder = RecordingEmbedder()
+    builder = TreeBuilder(make_settings(tmp_path), embedder, ExtractiveSummariser())
+    words = ["garden compost", "boiler repair", "school play", "tax return", "Lisbon flight", "piano lesson"]
+    chunks = [MemoryNode(id=f"c1_{i}", source_id="s", level=1, position=i, text=w) for i, w in enumerate(words)]
+    older = {c.id: v for c, v in zip(chunks[:3], embedder.embed([c.text for c in chunks[:3]]), strict=True)}
+    summary = MemoryNode(
+        id="s2_a", source_id="s", level=2, position=0, text="all of it", children=[c.id for c in chunks[:5]]
+    )
+    asked: list[list[str]] = []
+
+    def stored(ids: Sequence[str]) -> dict[str, np.ndarray]:
+        asked.append(list(ids))
+        return {i: older[i] for i in ids if i in older}
+
+    embedder.texts.clear()
+    out = dict((n.id, v) for n, v in builder.embed([*chunks[3:5], summary], stored))
+    assert asked == [["c1_0", "c1_1", "c1_2"]]  # only the children this call does not hold
+    assert embedder.texts == ["tax return", "Lisbon flight"]  # the summary's text is not embedded
+    kids = np.stack([older["c1_0"], older["c1_1"], older["c1_2"], out["c1_3"], out["c1_4"]])
+    mean = kids.mean(axis=0)
+    assert np.allclose(out["s2_a"], mean / np.linalg.norm(mean), atol=1e-6)
+    lost = summary.model_copy(update={"id": "s2_b", "children": ["c1_0", "c1_gone", "c1_2", "c1_3", "c1_4"]})
+    embedder.texts.clear()
+    out = dict((n.id, v) for n, v in builder.embed([lost], stored))
+    assert embedder.texts == ["all of it"]  # a child without a vector: the summary's own text
+    assert np.allclose(out["s2_b"], embedder.embed(["all of it"])[0], atol=1e-5)
