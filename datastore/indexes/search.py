@@ -138,11 +138,12 @@ class IndexedSearch:
         vector: np.ndarray | None,
         terms: Sequence[str],
         pool: int,
-    ) -> tuple[list[str], dict[int, float], dict[int, float], list[float]]:
+    ) -> tuple[list[str], np.ndarray, dict[int, float], list[float]]:
         """The lines of `sources` [(source id, the line ids of it to take, None = all)], in that order and each
-        source's in message order, as (their node ids; {index in those ids: cosine to `vector`} of every one, {}
-        without a vector; {index: BM25} of the top `pool` holding a word of `terms`; each one's time, its node's
-        start_time as POSIX seconds, NaN for none, in the ids' order), from the namespace's line
+        source's in message order, as (their node ids; the cosine of each to `vector`, float64 (n,) in the ids'
+        order, NaN for a line without a vector, shape (0,) without a vector: one product, no Python object per
+        line; {index in those ids: BM25} of the top `pool` holding a word of `terms`, best first; each one's
+        time, its node's start_time as POSIX seconds, NaN for none, in the ids' order), from the namespace's line
         indexes as of the store's namespace version read now (a line written or forgotten by any process is
         seen). Raises what the store raises."""
         index = self.indexes.get(ns)
@@ -155,20 +156,25 @@ class IndexedSearch:
                 if only is None or index.node_ids.get(r) in only
             ]
             if not rows:
-                return [], {}, {}, []
+                return [], np.zeros(0), {}, []
             ids = [index.node_ids[r] for r in rows]
-            at = {r: i for i, r in enumerate(rows)}
-            candidates = np.array(sorted(rows), dtype=np.int64)
-            cosine: dict[int, float] = {}
+            held = np.array(rows, dtype=np.int64)
+            by_row = np.argsort(held, kind="stable")  # positions in the ids' order, by row id
+            candidates = held[by_row]
+
+            def at(found: np.ndarray) -> np.ndarray:  # the positions in the ids' order of these row ids
+                return by_row[np.searchsorted(candidates, found)]
+
+            cosine = np.zeros(0)
             if vector is not None:
                 found, cos = lines.vectors.cosines(candidates, np.asarray(vector, dtype=np.float32))
-                order = [at[r] for r in found.tolist()]
-                cosine = dict(sorted(zip(order, cos.tolist(), strict=True)))  # message order, as the lines
+                cosine = np.full(len(rows), np.nan)
+                cosine[at(found)] = cos
             bm25: dict[int, float] = {}
             if terms:
                 found, scores = lines.text.search(terms, pool, candidates)
-                bm25 = {at[r]: s for r, s in zip(found.tolist(), scores.tolist(), strict=True)}
-            times = lines.vectors.times(np.array(rows, dtype=np.int64))
+                bm25 = dict(zip(at(found).tolist(), scores.tolist(), strict=True))
+            times = lines.vectors.times(held)
         return ids, cosine, bm25, times
 
     # ------------------------------------------------------------------ the rest of Searchable

@@ -189,18 +189,23 @@ class Outline:
         pool = max(POOL, top_k) if top_k is not None and thread is None else _ALL  # threaded: every line scored
         ids, cosine, bm25, times = self.search.line_scores(ns, sources, query_vector, terms, pool)
         k = len(ids) if top_k is None or thread is not None else min(top_k, len(ids))
-        if not cosine or k == 0:
+        scored = np.flatnonzero(~np.isnan(cosine))  # the lines with a cosine, in message order
+        if len(scored) == 0 or k == 0:
             return []
-        scores = _scores(cosine, bm25 if terms else None, k)
-        if thread is None:
-            raised, best = scores, sorted(sorted(scores, key=lambda i: -scores[i])[:k])
+        # by cosine, best first, ties in message order
+        ranked = scored[np.argsort(-cosine[scored], kind="stable")].tolist()
+        scores = _scores(ranked, cosine, bm25 if terms else None, k)
+        if thread is None:  # the k best, ties in message order; the rest score 0.0 after every fused line
+            raised, best = scores, sorted(scores) if terms else sorted(ranked[:k])
         else:  # ties in message order, as the timeline ranked every line read before
-            raised = _threaded(scores, times, *thread)
+            every = scores | {i: 0.0 for i in scored.tolist() if i not in scores}  # outside both pools
+            raised = _threaded(every, times, *thread)
             n = k if top_k is None else min(top_k, k)
-            best = sorted(sorted(sorted(scores), key=lambda i: -raised[i])[:n])
+            best = sorted(sorted(sorted(every), key=lambda i: -raised[i])[:n])
+            scores = every
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
         return [
-            replace(Line.of(by_id[ids[i]], scores[i], cosine[i]), threaded=None if thread is None else raised[i])
+            replace(Line.of(by_id[ids[i]], scores[i], float(cosine[i])), threaded=None if thread is None else raised[i])
             for i in best
             if ids[i] in by_id
         ]
@@ -358,19 +363,18 @@ def _drop_last_ranked(shown: list[Line], ranked: Sequence[Line]) -> list[Line]:
     return [line for line in shown if line.id != worst.id]
 
 
-def _scores(cosine: dict[int, float], bm25: dict[int, float] | None, top_k: int) -> dict[int, float]:
-    """{line: score} of every line with a cosine (message order): the cosine alone without a query text (bm25
-    None); else the hybrid fusion (`fuse`) of the top max(POOL, top_k) of each list, 0.0 for the rest."""
+def _scores(ranked: list[int], cosine: np.ndarray, bm25: dict[int, float] | None, top_k: int) -> dict[int, float]:
+    """{line: score} of the `top_k` best lines (`ranked`: the lines with a cosine, by it, best first, ties in
+    message order; `cosine`: each line's, by index): by the cosine alone without a query text (bm25 None); else
+    the hybrid fusion (`fuse`) of the top max(POOL, top_k) of each list, best first. Every other line scores 0.0
+    (lower than or tied after each of these): the caller adds them where it ranks every line."""
     if bm25 is None:
-        return cosine
+        return {i: float(cosine[i]) for i in ranked[:top_k]}
     pool = max(POOL, top_k)
-    dense_pool = sorted(cosine, key=lambda i: -cosine[i])[:pool]
-    pooled = {i: cosine[i] for i in dense_pool}
-    pooled.update((i, cosine[i]) for i in bm25 if i in cosine)
-    text = {i: s for i, s in bm25.items() if i in cosine}
-    fused = dict(fuse(pooled, text, TEXT_WEIGHT, top_k))
-    rest = {i: 0.0 for i in cosine if i not in fused}  # outside both pools: after every pooled line
-    return fused | rest
+    pooled = {i: float(cosine[i]) for i in ranked[:pool]}
+    text = {i: s for i, s in bm25.items() if not math.isnan(cosine[i])}
+    pooled.update((i, float(cosine[i])) for i in text)
+    return dict(fuse(pooled, text, TEXT_WEIGHT, top_k))
 
 
 def _threaded(scores: dict[int, float], times: Sequence[float], weight: float, gap: float) -> dict[int, float]:
