@@ -195,14 +195,12 @@ class Outline:
         # by cosine, best first, ties in message order
         ranked = scored[np.argsort(-cosine[scored], kind="stable")].tolist()
         scores = _scores(ranked, cosine, bm25 if terms else None, k)
-        if thread is None:  # the k best, ties in message order; the rest score 0.0 after every fused line
-            raised, best = scores, sorted(scores) if terms else sorted(ranked[:k])
-        else:  # ties in message order, as the timeline ranked every line read before
-            every = scores | {i: 0.0 for i in scored.tolist() if i not in scores}  # outside both pools
-            raised = _threaded(every, times, *thread)
+        if thread is None:  # the k best, oldest first
+            raised, best = scores, sorted(scores)
+        else:  # every line scored (k: all of them); ties in message order, as the timeline ranked every line
+            raised = _threaded(scores, times, *thread)
             n = k if top_k is None else min(top_k, k)
-            best = sorted(sorted(sorted(every), key=lambda i: -raised[i])[:n])
-            scores = every
+            best = sorted(sorted(sorted(scores), key=lambda i: -raised[i])[:n])
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
         return [
             replace(Line.of(by_id[ids[i]], scores[i], float(cosine[i])), threaded=None if thread is None else raised[i])
@@ -366,8 +364,8 @@ def _drop_last_ranked(shown: list[Line], ranked: Sequence[Line]) -> list[Line]:
 def _scores(ranked: list[int], cosine: np.ndarray, bm25: dict[int, float] | None, top_k: int) -> dict[int, float]:
     """{line: score} of the `top_k` best lines (`ranked`: the lines with a cosine, by it, best first, ties in
     message order; `cosine`: each line's, by index): by the cosine alone without a query text (bm25 None); else
-    the hybrid fusion (`fuse`) of the top max(POOL, top_k) of each list, best first. Every other line scores 0.0
-    (lower than or tied after each of these): the caller adds them where it ranks every line."""
+    by the hybrid fusion (`fuse`) of the top max(POOL, top_k) of each list, best first (a line outside both
+    pools would score 0.0, after them). A top_k of every line scores every line."""
     if bm25 is None:
         return {i: float(cosine[i]) for i in ranked[:top_k]}
     pool = max(POOL, top_k)
