@@ -477,8 +477,8 @@ class PostgresStorage:
         """The source's messages overlapping one of `ranges`, each once, in seq order, in one query: each range
         (`merged`) read along the offset index as `messages` reads one (a context block's candidates: one round
         trip for what was one a chunk). Each range is its own index read (`OFFSET 0` keeps the planner from
-        joining the ranges to every message of the source, as it did on a freshly loaded table's statistics:
-        14.6 -> 2.0 ms for 10 ranges of a 5,000-message conversation)."""
+        joining the ranges to every message of the source, as it did on a freshly loaded table's statistics: 10
+        ranges of a 5,000-message conversation before ANALYZE, 16 -> 2.5-3.4 ms; bench/RESULTS.md, stop11-notes)."""
         spans = merged(ranges)
         if not spans:
             return []
