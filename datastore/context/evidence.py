@@ -42,16 +42,24 @@ def fold(text: str) -> str:
 @dataclass
 class Shown:
     """What the block holds so far: the ids of the sentences shown (`ids`; `memory`: those the memory sections
-    show, not the instructions' or the recent turns'; `said`: those of them an excerpt showed, with their text),
-    the instructions' texts by the message they were said in (`quoted`, folded: a sentence of that message inside
-    one is shown), messages shown whole, node ids used."""
+    show, not the instructions' or the recent turns'; `said`: those of them an excerpt showed, with their text,
+    added by `say`; `spoken`: their folded texts, each with the ids of the messages it was shown from), the
+    instructions' texts by the message they were said in (`quoted`, folded: a sentence of that message inside one
+    is shown), messages shown whole, node ids used."""
 
     ids: set[str] = field(default_factory=set)
     memory: set[str] = field(default_factory=set)
     said: dict[str, SpanSentence] = field(default_factory=dict)
+    spoken: dict[str, set[str]] = field(default_factory=dict)
     quoted: dict[str, list[str]] = field(default_factory=dict)
     messages: set[str] = field(default_factory=set)
     nodes: set[str] = field(default_factory=set)
+
+    def say(self, sentences: Iterable[SpanSentence]) -> None:
+        """Record sentences a memory section shows (`said`, `spoken`)."""
+        for s in sentences:
+            self.said[s.id] = s
+            self.spoken.setdefault(fold(s.text), set()).add(s.message_id)
 
     def covers(self, node: MemoryNode) -> bool:
         """Whether everything the node holds is already shown (it was used, or all its messages were)."""
@@ -64,8 +72,7 @@ class Shown:
     def said_before(self, s: SpanSentence) -> bool:
         """Whether the memory sections show the very words of `s` (folded) said in another message: the same
         sentence said again later is shown once."""
-        t = fold(s.text)
-        return any(x.message_id != s.message_id and fold(x.text) == t for x in self.said.values())
+        return any(m != s.message_id for m in self.spoken.get(fold(s.text), ()))
 
     def said_by_memory(self, message_id: str, text: str) -> bool:
         """Whether the memory sections show `text` of a message: the sentences of it they show, joined in order,

@@ -141,7 +141,7 @@ class BlockState:
         shown = ex.ids()
         self.shown.ids |= shown
         self.shown.memory |= shown
-        self.shown.said.update((s.id, s) for s in ex.sentences if s.id in shown)
+        self.shown.say(s for s in ex.sentences if s.id in shown)
         self.shown.nodes.add(n.id)
         if ex.whole:
             self.shown.messages.update(n.message_ids if n.level == 1 else [])

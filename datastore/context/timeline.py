@@ -97,7 +97,7 @@ class Timeline(BlockState):
         topic = set(excerpts.terms(self.topic or ""))
         weights = excerpts.term_weights(ln.text for ln in ranked)
         start, fails = sec.used, 0
-        seen = {fold(s.text) for s in self.shown.said.values()}  # what the memories show, as said
+        seen = set(self.shown.spoken)  # what the memories show, as said (folded)
         ahead, read_to = max(1, room // self.p.line_tokens), 0  # lines whose sentences are read at once
         for k, ln in enumerate(ranked):
             if sec.used - start >= room or sec.room < self.p.min_item or fails >= self.p.line_misses:

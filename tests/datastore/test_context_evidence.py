@@ -11,14 +11,14 @@ from datetime import datetime, timedelta
 import pytest
 
 from datastore.context.diversify import diversified
-from datastore.context.evidence import Superseded
+from datastore.context.evidence import Shown, Superseded
 from datastore.context.questions import asks_overview
 from datastore.context.render import SUPERSEDED, clip
 from datastore.memory import Memory
 from models.api import Message, RememberRequest
 from models.context import ContextRequest, ContextResponse
 from models.memory import MemoryNode, StoredMessage
-from services.chunking import span_sentences
+from services.chunking import SpanSentence, span_sentences
 from services.excerpts import ELISION
 from services.lines import MAX_LINE_TOKENS
 from services.tokens import count_tokens
@@ -131,6 +131,23 @@ def test_no_line_is_shown_twice(mixed: Memory, budget: int) -> None:
             )
             assert not repeated(res), (cid, query, recent, repeated(res))
             assert sum(s.tokens_used for s in res.sections) and res.tokens_used <= budget
+
+
+def test_words_said_again_in_another_message_count_as_shown() -> None:
+    """`Shown.said_before`: a sentence whose words (whitespace folded) a memory already shows from another message
+    is shown; from the same message, or with other words, it is not."""
+
+    def said(message_id: str, index: int, text: str) -> SpanSentence:
+        return SpanSentence(f"{message_id}:{index}", message_id, index, text, "Bo", None, True, count_tokens(text))
+
+    shown = Shown()
+    shown.say([said("m1", 0, "How did the  pottery go?"), said("m1", 1, "Who joins you?")])
+    assert shown.said_before(said("m2", 3, "How did the pottery\ngo?"))
+    assert not shown.said_before(said("m1", 0, "How did the pottery go?"))  # the same message: not again
+    assert not shown.said_before(said("m2", 0, "How did the pottery go today?"))
+    shown.say([said("m3", 0, "Who joins you?")])
+    assert shown.said_before(said("m1", 1, "Who joins you?"))  # m3 shows it too
+    assert set(shown.said) == {"m1:0", "m1:1", "m3:0"}
 
 
 def test_repeated_short_turns_show_once_each(mixed: Memory) -> None:
