@@ -47,8 +47,19 @@ def get_encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING)
 
 
+MEMO_CHARS = 2000  # texts up to this long are counted once while they are among the last MEMO_TEXTS counted
+MEMO_TEXTS = 2048  # at most ~4 MB of text held
+
+
 def count_tokens(text: str) -> int:
-    """Number of cl100k_base tokens in `text` (special tokens are counted as plain text)."""
+    """Number of cl100k_base tokens in `text` (special tokens are counted as plain text). A block counts the same
+    texts again and again (a conversation's last turns in every block, an item while its cut is tried): a short
+    text's count is remembered (`MEMO_TEXTS` texts of at most `MEMO_CHARS` characters, least recently used out)."""
+    return _count_short(text) if len(text) <= MEMO_CHARS else len(get_encoding().encode_ordinary(text))
+
+
+@lru_cache(maxsize=MEMO_TEXTS)
+def _count_short(text: str) -> int:
     return len(get_encoding().encode_ordinary(text))
 
 

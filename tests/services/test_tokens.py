@@ -18,3 +18,14 @@ def test_count_decode_and_truncate_round_trip() -> None:
 
 def test_special_token_text_is_plain_text() -> None:
     assert tokens.count_tokens("<|endoftext|>") > 1
+
+
+def test_counts_are_remembered_only_for_short_texts() -> None:
+    """A count read from the memo equals the tokenizer's; a text over MEMO_CHARS is counted, not kept."""
+    short = "Caroline went to the support group yesterday. " * 3
+    long = "x y " * (tokens.MEMO_CHARS // 4 + 1)
+    assert len(long) > tokens.MEMO_CHARS >= len(short)
+    before = tokens._count_short.cache_info().currsize
+    assert tokens.count_tokens(short) == tokens.count_tokens(short) == len(tokens.encode(short))
+    assert tokens.count_tokens(long) == len(tokens.encode(long))
+    assert tokens._count_short.cache_info().currsize <= before + 1
