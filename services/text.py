@@ -159,6 +159,13 @@ def terms(text: str) -> list[str]:
     return list(dict.fromkeys(stem(w) for w in text_terms(text)))
 
 
+@lru_cache(maxsize=4096)
+def terms_held(text: str) -> frozenset[str]:
+    """The set of `terms(text)`. Cached: the block scores the same sentences against its query for every cut it
+    tries, and a conversation's sentences come back in later requests."""
+    return frozenset(terms(text))
+
+
 @lru_cache(maxsize=8192)
 def term_set(text: str) -> frozenset[str]:
     """Every term of `text`, stop words included. Cached: a chunk's sentences come back in later requests."""

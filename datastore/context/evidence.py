@@ -261,7 +261,7 @@ def closeness(
     top = max((weights.get(t, 0.0) for t in query_terms), default=0.0) or 1.0
     out = []
     for s in piece.sentences:
-        held = query_terms & set(excerpts.terms(f"{s.speaker or ''} {s.text}"))
+        held = query_terms & excerpts.terms_held(f"{s.speaker or ''} {s.text}")
         score = sum(weights.get(t, 0.0) for t in held)
         if score and s.person:
             score += person_bonus * top

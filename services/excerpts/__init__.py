@@ -5,7 +5,7 @@ once, when their message was stored): the /context block uses it to hold more ev
 parsed again here. One module per concern:
 
 - `lexical`: IDF weights of terms over a request's candidates (`term_weights`; words and terms are
-  services/text.py's, `terms` re-exported here for the block's callers);
+  services/text.py's, `terms` and `terms_held` re-exported here for the block's callers);
 - `choose`: the sentences kept under the budget and rendered with elision marks by the one renderer of
   sentences (`excerpt`, `Excerpt`, `render`); what a block already shows is named by sentence ids.
 
@@ -14,6 +14,6 @@ The names below are the package's API; callers import them from `services.excerp
 
 from services.excerpts.choose import ELISION, MIN_FILL_WORDS, Excerpt, excerpt, render
 from services.excerpts.lexical import term_weights
-from services.text import terms
+from services.text import terms, terms_held
 
-__all__ = ["ELISION", "MIN_FILL_WORDS", "Excerpt", "excerpt", "render", "term_weights", "terms"]
+__all__ = ["ELISION", "MIN_FILL_WORDS", "Excerpt", "excerpt", "render", "term_weights", "terms", "terms_held"]

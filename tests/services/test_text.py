@@ -9,7 +9,7 @@ from datastore.indexes.text import TextIndex
 from models.memory import StoredMessage
 from services import excerpts, instruction_rules
 from services.chunking import SentenceStream, measure, plan_windows, span_sentences
-from services.text import sentence_spans, sentences, stem, term_set, terms, text_terms, words
+from services.text import sentence_spans, sentences, stem, term_set, terms, terms_held, text_terms, words
 
 TEXT = "Running runners ran to the Café Naïve; generously, the violins played 2023 songs and rays were used."
 
@@ -78,3 +78,10 @@ def test_chunks_are_cut_where_the_splitter_ends_a_sentence() -> None:
     for w in windows[:-1]:
         text = stream.window_text(w)
         assert long.find(text) >= 0 and long.find(text) + len(text) in ends  # never after "Dr." or "p.m."
+
+
+def test_terms_held_are_the_terms_of_the_text() -> None:
+    """The cached set the block scores sentences by is `terms`' (stop words left out unless they are all)."""
+    for text in ("Caroline: I went to a LGBTQ support group yesterday.", "Is it on?", "Naïve cafés, naive cafes", ""):
+        assert terms_held(text) == set(terms(text))
+    assert terms_held("Is it on?") == {"is", "it", "on"}
