@@ -25,7 +25,7 @@ from datastore.context.questions import asks_overview, overview_topic
 from datastore.context.render import template_fields
 from datastore.lifetime.visits import Visits
 from datastore.read.query import Reader
-from datastore.read.ranking import Floor
+from datastore.read.ranking import Floor, passing
 from datastore.storage import Hits, SourceRow, Storage
 from models.api import QueryFilter
 from models.context import CONTEXT_FIELDS, DEFAULT_CONTEXT_TEMPLATE, MEMORY_FIELDS, ContextRequest
@@ -212,11 +212,11 @@ class InputReader:
                 self.policy.max_candidates,
                 max(self.policy.min_candidates, budget // self.policy.candidate_tokens),
             )
-            found = self.reader.search(ns, query, vector, top_k, flt, req.mode)
-            hits = self.passing(ns, found, vector, floor)
+            hits = self.reader.search(ns, query, vector, top_k, flt, req.mode, floor)
             if flt is None:
                 hits, sources = self._focused(ns, req, query, vector, top_k, hits, floor)
-            hits = hits or self._clear_lead(ns, found, vector)
+            if not hits:  # the candidates again, the floor aside: is the best one clearly the best?
+                hits = self._clear_lead(ns, self.reader.search(ns, query, vector, top_k, flt, req.mode), vector)
         active: list[tuple[Instruction, np.ndarray]] = []
         superseded: list[tuple[str | None, str]] = []
         if self.instructions is not None and (req.instructions or req.recent or req.relevant or req.timeline):
@@ -255,10 +255,7 @@ class InputReader:
 
     def passing(self, ns: str, hits: Hits, vector: np.ndarray, floor: Floor) -> Hits:
         """The hits that pass the relevance floor (their hybrid score, their cosine to the query)."""
-        vectors = self.reader.search_view.get_vectors(ns, [n.id for n, _ in hits])
-        return [
-            (n, sc) for n, sc in hits if floor.passes(sc, float(vectors[n.id] @ vector) if n.id in vectors else 0.0)
-        ]
+        return passing(self.reader.search_view, ns, hits, vector, floor)
 
     def _clear_lead(self, ns: str, hits: Hits, vector: np.ndarray) -> Hits:
         """When no hit passes the floor: the best one still counts if it is clearly the best (`clear_lead` times
@@ -306,8 +303,7 @@ class InputReader:
         merged: Hits = []
         near = near[: self.policy.focus_sources]
         for source in near:
-            found = self.reader.search(ns, query, vector, top_k, source_filter(*source), req.mode)
-            merged += self.passing(ns, found, vector, floor)
+            merged += self.reader.search(ns, query, vector, top_k, source_filter(*source), req.mode, floor)
         merged.sort(key=lambda h: -h[1])
         return merged[:top_k], near if named else []
 

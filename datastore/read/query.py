@@ -17,7 +17,7 @@ import numpy as np
 from datastore.lifetime.visits import Visits
 from datastore.read.lineage import view_for
 from datastore.read.nodes import get_node, subtree
-from datastore.read.ranking import Searchable, rank
+from datastore.read.ranking import Floor, Searchable, rank
 from datastore.storage import Hits, Storage
 from models.api import (
     ExpandResponse,
@@ -121,14 +121,22 @@ class Reader:
         that do not depend on the index, so they overlap the load."""
         self.search_view.load_soon(ns)
 
-    def search(
-        self, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None, mode: str | None = None
+    def search(  # noqa: PLR0913 (one query's parts, each a field of the block's request)
+        self,
+        ns: str,
+        query: str,
+        vector: np.ndarray,
+        top_k: int,
+        flt: QueryFilter | None,
+        mode: str | None = None,
+        floor: Floor | None = None,
     ) -> Hits:
         """The top_k nodes for one query (its text and embedding), ranked by `mode` (default RETRIEVAL_MODE)
-        over what `flt` selects (a fork's lineage when it names a fork). No validation, no visits: for callers
-        that validated their own request (the context block)."""
+        over what `flt` selects (a fork's lineage when it names a fork), only those that pass `floor` when one
+        is given (datastore/read/ranking.py `Floor`). No validation, no visits: for callers that validated their
+        own request (the context block)."""
         view = view_for(self.storage, self.search_view, ns, flt)
-        return rank(view, ns, query, vector, top_k, flt, mode or self.settings.retrieval_mode)
+        return rank(view, ns, query, vector, top_k, flt, mode or self.settings.retrieval_mode, floor)
 
     def neighbours(
         self, ns: str, node: MemoryNode, k: int, flt: QueryFilter | None = None

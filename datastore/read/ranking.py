@@ -177,11 +177,13 @@ def hybrid(
     top_k: int,
     flt: QueryFilter | None,
     weight: float = TEXT_WEIGHT,
+    floor: Floor | None = None,
 ) -> Hits:
     """L1 chunks (unless `flt` names levels) ranked by `weight * bm25 + (1 - weight) * cosine`, each min-max
     normalised over the pool (the top max(POOL, top_k) of each list; a text-only candidate gets its exact
     cosine, a dense-only one a BM25 of 0), scored as `fuse` says. `dense` over the same levels without a text
-    search. A view with row search fuses row ids and reads only the nodes returned."""
+    search. A view with row search fuses row ids and reads only the nodes returned. `floor`: only the top_k that
+    pass it are returned (with row search, only they are read)."""
     leaf = with_levels(flt, level=1)
     pool = max(POOL, top_k)
     if view.rows is not None:
@@ -192,19 +194,30 @@ def hybrid(
         found = view.rows.row_cosines(ns, missing, vector)
         cosine.update((r, found[r]) for r in missing.tolist() if r in found)  # in text order, as below
         best = fuse(cosine, dict(zip(text_rows.tolist(), bm25s.tolist(), strict=True)), weight, top_k)
+        if floor is not None:  # the candidates under the floor are never read
+            best = [(r, s) for r, s in best if floor.passes(s, cosine.get(r, 0.0))]
         return view.rows.hits(ns, np.array([r for r, _ in best], dtype=np.int64), np.array([s for _, s in best]))
     dense_hits = dense(view, ns, vector, pool, leaf)
     if view.text is None:
-        return dense_hits[:top_k]
-    text_hits = view.text.search(ns, query, pool, leaf)
-    nodes = {n.id: n for n, _ in dense_hits} | {n.id: n for n, _ in text_hits}
-    cosine = {n.id: s for n, s in dense_hits}
-    missing_ids = [i for i in nodes if i not in cosine]
-    if missing_ids:
-        q = np.asarray(vector, dtype=np.float32)
-        vectors = view.get_vectors(ns, missing_ids)
-        cosine.update((i, float(vectors[i] @ q)) for i in missing_ids if i in vectors)
-    return [(nodes[i], s) for i, s in fuse(cosine, {n.id: s for n, s in text_hits}, weight, top_k)]
+        hits = dense_hits[:top_k]
+    else:
+        text_hits = view.text.search(ns, query, pool, leaf)
+        nodes = {n.id: n for n, _ in dense_hits} | {n.id: n for n, _ in text_hits}
+        cosine = {n.id: s for n, s in dense_hits}
+        missing_ids = [i for i in nodes if i not in cosine]
+        if missing_ids:
+            q = np.asarray(vector, dtype=np.float32)
+            vectors = view.get_vectors(ns, missing_ids)
+            cosine.update((i, float(vectors[i] @ q)) for i in missing_ids if i in vectors)
+        hits = [(nodes[i], s) for i, s in fuse(cosine, {n.id: s for n, s in text_hits}, weight, top_k)]
+    return hits if floor is None else passing(view, ns, hits, vector, floor)
+
+
+def passing(view: Searchable, ns: str, hits: Hits, vector: np.ndarray, floor: Floor) -> Hits:
+    """The hits that pass `floor`, in order: by their score and their cosine to the query (0 for a node without
+    an embedding)."""
+    vectors = view.get_vectors(ns, [n.id for n, _ in hits])
+    return [(n, sc) for n, sc in hits if floor.passes(sc, float(vectors[n.id] @ vector) if n.id in vectors else 0.0)]
 
 
 def fuse(cosine: dict[K, float], bm25: dict[K, float], weight: float, top_k: int) -> list[tuple[K, float]]:
@@ -275,15 +288,25 @@ def tree(
 
 
 def rank(
-    view: Searchable, ns: str, query: str, vector: np.ndarray, top_k: int, flt: QueryFilter | None, mode: str
+    view: Searchable,
+    ns: str,
+    query: str,
+    vector: np.ndarray,
+    top_k: int,
+    flt: QueryFilter | None,
+    mode: str,
+    floor: Floor | None = None,
 ) -> Hits:
-    """The top_k nodes for one query by `mode` (one of MODES); raises ValueError for another mode."""
-    if mode == "dense":
-        return dense(view, ns, vector, top_k, flt)
-    if mode == "text":
-        return text(view, ns, query, vector, top_k, flt)
+    """The top_k nodes for one query by `mode` (one of MODES), those that pass `floor` only when one is given
+    (`passing`); raises ValueError for another mode."""
     if mode == "hybrid":
-        return hybrid(view, ns, query, vector, top_k, flt)
-    if mode == "tree":
-        return tree(view, ns, vector, top_k, flt)
-    raise ValueError(f"unknown retrieval mode {mode!r}; one of {', '.join(MODES)}")
+        return hybrid(view, ns, query, vector, top_k, flt, floor=floor)
+    if mode == "dense":
+        hits = dense(view, ns, vector, top_k, flt)
+    elif mode == "text":
+        hits = text(view, ns, query, vector, top_k, flt)
+    elif mode == "tree":
+        hits = tree(view, ns, vector, top_k, flt)
+    else:
+        raise ValueError(f"unknown retrieval mode {mode!r}; one of {', '.join(MODES)}")
+    return hits if floor is None else passing(view, ns, hits, vector, floor)

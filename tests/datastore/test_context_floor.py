@@ -1,14 +1,20 @@
 """The relevance floor of the context block (datastore/read/ranking.py `Floor`): a memory that shares only a common
 word with the query is not shown as relevant, a namespace of several conversations asked without one draws from
-the conversation the query is about, and a query no memory passes gets one line saying so."""
+the conversation the query is about, a query no memory passes gets one line saying so, and what is under the floor
+is never read."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import timedelta
 
+import pytest
+
 from datastore.memory import Memory
-from models.api import Message, RememberRequest
+from datastore.read.ranking import Floor, passing
+from models.api import Message, QueryFilter, RememberRequest
 from models.context import NOTHING, ContextRequest
+from models.memory import MemoryNode
 from tests.support.synthetic import LONG_NOW
 
 
@@ -66,3 +72,34 @@ def test_a_query_no_memory_passes_gets_one_line(local_memory: Memory) -> None:
         "ns", ContextRequest(query="When am I flying to Oslo to see my sister?", now=LONG_NOW)
     )
     assert NOTHING not in res.context and "Oslo" in res.context
+
+
+@pytest.mark.parametrize("mode", ["hybrid", "dense", "text", "tree"])
+def test_a_search_with_a_floor_returns_what_passes_and_reads_only_that(
+    local_memory: Memory, mode: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`Reader.search` with a floor gives the search's own hits that pass it, in order (the block's candidates);
+    a hybrid search reads from the store only the nodes it returns."""
+    _remember(local_memory)
+    read: list[str] = []
+    get_nodes = local_memory.storage.get_nodes
+
+    def counted(ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        read.extend(ids)
+        return get_nodes(ns, ids)
+
+    monkeypatch.setattr(local_memory.storage, "get_nodes", counted)
+    reader, floor = local_memory.reader, Floor(words=0.2, meaning=0.35)
+    left_out = kept = 0
+    for query in ("Any ideas for a gift to bring on my December trip?", "the floor is slippery at rehearsal"):
+        vector = local_memory.embedder.embed([query])[0]
+        for flt in (None, QueryFilter(conversation_id="dance")):
+            everything = reader.search("ns", query, vector, 10, flt, mode)
+            expected = passing(reader.search_view, "ns", everything, vector, floor)
+            left_out, kept = left_out + len(everything) - len(expected), kept + len(expected)
+            read.clear()
+            found = reader.search("ns", query, vector, 10, flt, mode, floor)
+            assert [(n.id, s) for n, s in found] == [(n.id, s) for n, s in expected], (query, mode, flt)
+            if mode == "hybrid":
+                assert sorted(read) == sorted(n.id for n, _ in found)
+    assert left_out and kept  # the floor took some hits and kept some
