@@ -81,9 +81,11 @@ class Lines(Protocol):
         top_k: int | None = None,
         query_text: str | None = None,
         thread: tuple[float, float] | None = None,
+        floor: Floor | None = None,
     ) -> Sequence[SaidLine]:
         """The `top_k` lines closest to the query over the whole conversation, oldest first, with scores; with
-        `thread` (weight, gap seconds), by their scores raised by their thread neighbours' (`threaded`)."""
+        `thread` (weight, gap seconds), by their scores raised by their thread neighbours' (`threaded`); with
+        `floor`, those of them that pass it."""
         ...
 
 

@@ -82,17 +82,16 @@ class Timeline(BlockState):
             ranked = list(self.o.lines.lines(self.ns, self.cid, vector, want, text, thread))
             scores = {ln.id: ln.threaded or 0.0 for ln in ranked}
             ranked.sort(key=lambda ln: -scores[ln.id])
-        else:
-            ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text))
+        else:  # a dated list keeps its ranked lines: the floor cost BEAM 11-20's event_ordering 0.386 -> 0.334 and
+            # summarization 0.271 -> 0.255 @1000 (RESULTS "Relevance floor"); another block's lines pass it
+            floor = None if self.overview else self.given.floor
+            ranked = list(self.o.lines.lines(self.ns, self.cid, vector, None if threads else want, text, floor=floor))
             if people:
                 ranked = [ln for ln in ranked if is_human(ln.speaker)] or ranked
             scores = {ln.id: ln.score or 0.0 for ln in ranked}
             if threads:  # among people's lines only: every line read
                 scores = self._threaded(ranked)
                 ranked = sorted(ranked, key=lambda ln: -scores[ln.id])[:want]
-        if not self.overview:  # a dated list keeps its ranked lines: the floor cost BEAM 11-20's event_ordering
-            # 0.386 -> 0.334 and summarization 0.271 -> 0.255 @1000 (RESULTS "Relevance floor")
-            ranked = [ln for ln in ranked if self.given.floor.passes(scores[ln.id], ln.cosine or 0.0)]
         ranked.sort(key=lambda ln: -scores[ln.id])
         topic = set(excerpts.terms(self.topic or ""))
         weights = excerpts.term_weights(ln.text for ln in ranked)

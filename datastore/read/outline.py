@@ -157,6 +157,7 @@ class Outline:
         top_k: int | None = None,
         query_text: str | None = None,
         thread: tuple[float, float] | None = None,
+        floor: Floor | None = None,
     ) -> list[Line]:
         """The conversation's lines, oldest first (message order), each with its speaker, created_at, text,
         message_id and score; [] for an unknown conversation or one without lines (never raises for it).
@@ -173,7 +174,10 @@ class Outline:
         thread neighbours' (the lines just before and after it, oldest first, said within `gap` seconds of it,
         `threaded`), and the `top_k` lines by that (all when None; ties in message order) are returned, each
         with its own `score` and that `threaded` one: ranked from the index's times, so only the lines returned
-        are read from the store (not every line of the conversation)."""
+        are read from the store (not every line of the conversation).
+
+        floor, with a query_vector: of those `top_k`, only the lines whose score and cosine pass it are returned,
+        and only they are read (datastore/read/ranking.py `Floor`)."""
         if query_vector is None:
             nodes = self.nodes(ns, conversation_id)
             return [Line.of(n) for n in (nodes if top_k is None else nodes[: max(0, top_k)])]
@@ -201,6 +205,8 @@ class Outline:
             raised = _threaded(scores, times, *thread)
             n = k if top_k is None else min(top_k, k)
             best = sorted(sorted(sorted(scores), key=lambda i: -raised[i])[:n])
+        if floor is not None:
+            best = [i for i in best if floor.passes(scores[i], float(cosine[i]))]
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [ids[i] for i in best])}
         return [
             replace(Line.of(by_id[ids[i]], scores[i], float(cosine[i])), threaded=None if thread is None else raised[i])

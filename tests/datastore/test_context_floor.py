@@ -103,3 +103,27 @@ def test_a_search_with_a_floor_returns_what_passes_and_reads_only_that(
             if mode == "hybrid":
                 assert sorted(read) == sorted(n.id for n, _ in found)
     assert left_out and kept  # the floor took some hits and kept some
+
+
+def test_the_lines_under_the_floor_are_left_out_unread(local_memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`Outline.lines` with a floor gives those of its top_k lines that pass it (by their score and cosine), and
+    reads only them."""
+    _remember(local_memory)
+    read: list[str] = []
+    get_nodes = local_memory.storage.get_nodes
+
+    def counted(ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        read.extend(ids)
+        return get_nodes(ns, ids)
+
+    monkeypatch.setattr(local_memory.storage, "get_nodes", counted)
+    floor = Floor(words=0.2, meaning=0.35)
+    query = "Any ideas for a gift to bring on my December trip?"
+    vector = local_memory.embedder.embed([query])[0]
+    every = local_memory.outline.lines("ns", "trip", vector, 3, query)
+    expected = [ln for ln in every if floor.passes(ln.score or 0.0, ln.cosine or 0.0)]
+    assert 0 < len(expected) < len(every)
+    read.clear()
+    found = local_memory.outline.lines("ns", "trip", vector, 3, query, floor=floor)
+    assert found == expected
+    assert sorted(read) == sorted(ln.id for ln in found)
