@@ -74,21 +74,27 @@ def test_a_query_no_memory_passes_gets_one_line(local_memory: Memory) -> None:
     assert NOTHING not in res.context and "Oslo" in res.context
 
 
+@pytest.fixture
+def read(local_memory: Memory, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The ids of the nodes read from `local_memory`'s store (get_nodes), in order, as the test goes."""
+    ids_read: list[str] = []
+    get_nodes = local_memory.storage.get_nodes
+
+    def counted(ns: str, ids: Sequence[str]) -> list[MemoryNode]:
+        ids_read.extend(ids)
+        return get_nodes(ns, ids)
+
+    monkeypatch.setattr(local_memory.storage, "get_nodes", counted)
+    return ids_read
+
+
 @pytest.mark.parametrize("mode", ["hybrid", "dense", "text", "tree"])
 def test_a_search_with_a_floor_returns_what_passes_and_reads_only_that(
-    local_memory: Memory, mode: str, monkeypatch: pytest.MonkeyPatch
+    local_memory: Memory, mode: str, read: list[str]
 ) -> None:
     """`Reader.search` with a floor gives the search's own hits that pass it, in order (the block's candidates);
     a hybrid search reads from the store only the nodes it returns."""
     _remember(local_memory)
-    read: list[str] = []
-    get_nodes = local_memory.storage.get_nodes
-
-    def counted(ns: str, ids: Sequence[str]) -> list[MemoryNode]:
-        read.extend(ids)
-        return get_nodes(ns, ids)
-
-    monkeypatch.setattr(local_memory.storage, "get_nodes", counted)
     reader, floor = local_memory.reader, Floor(words=0.2, meaning=0.35)
     left_out = kept = 0
     for query in ("Any ideas for a gift to bring on my December trip?", "the floor is slippery at rehearsal"):
@@ -105,18 +111,10 @@ def test_a_search_with_a_floor_returns_what_passes_and_reads_only_that(
     assert left_out and kept  # the floor took some hits and kept some
 
 
-def test_the_lines_under_the_floor_are_left_out_unread(local_memory: Memory, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_lines_under_the_floor_are_left_out_unread(local_memory: Memory, read: list[str]) -> None:
     """`Outline.lines` with a floor gives those of its top_k lines that pass it (by their score and cosine), and
     reads only them."""
     _remember(local_memory)
-    read: list[str] = []
-    get_nodes = local_memory.storage.get_nodes
-
-    def counted(ns: str, ids: Sequence[str]) -> list[MemoryNode]:
-        read.extend(ids)
-        return get_nodes(ns, ids)
-
-    monkeypatch.setattr(local_memory.storage, "get_nodes", counted)
     floor = Floor(words=0.2, meaning=0.35)
     query = "Any ideas for a gift to bring on my December trip?"
     vector = local_memory.embedder.embed([query])[0]
