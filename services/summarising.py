@@ -133,7 +133,8 @@ class ExtractiveSummariser:
         df = Counter(t for c in sents for t in c.terms)
         n = len(sents)
         central = {
-            c.order: sum(math.log1p(df[t]) * math.log(1 + n / df[t]) for t in c.terms) / math.sqrt(len(c.terms) + 1)
+            c.order: math.fsum(math.log1p(df[t]) * math.log(1 + n / df[t]) for t in c.terms)
+            / math.sqrt(len(c.terms) + 1)
             for c in sents
         }
         top_central = max(central.values()) or 1.0

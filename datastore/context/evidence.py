@@ -16,6 +16,7 @@ the messages shown whole, the nodes used. Text is rendered once, by the one rend
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -262,7 +263,7 @@ def closeness(
     out = []
     for s in piece.sentences:
         held = query_terms & excerpts.terms_held(f"{s.speaker or ''} {s.text}")
-        score = sum(weights.get(t, 0.0) for t in held)
+        score = math.fsum(weights.get(t, 0.0) for t in held)  # exact: a set's order is the process's hash seed's
         if score and s.person:
             score += person_bonus * top
         out.append(score)

@@ -13,6 +13,8 @@ The numbers named in `backticks` are fields of the block's policy (datastore/con
 
 from __future__ import annotations
 
+import math
+
 from datastore.context.evidence import fold
 from datastore.context.inputs import SaidLine, source_filter
 from datastore.context.questions import asks_what_user_said
@@ -150,7 +152,7 @@ class Timeline(BlockState):
             return whole if count_tokens(whole) <= self.p.whole_line_tokens else text
         if SEPARATOR in text:  # a long answer's lead and point: one of them
             parts = text.split(SEPARATOR)
-            near = [sum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
+            near = [math.fsum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]
             best = max(range(len(parts)), key=lambda k: (near[k], -k))  # the one nearer the topic
             return parts[best] + f" {excerpts.ELISION}" if best == 0 else f"{excerpts.ELISION} {parts[best]}"
         return text
