@@ -7,6 +7,7 @@ cold /context block reads its snapshot while it reads its messages and embeds it
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 import time
@@ -115,6 +116,43 @@ def test_an_evicted_index_is_snapshotted_and_a_torn_snapshot_ignored(
     restarted = open_store(index_snapshot_dir=tmp_path / "snapshots", index_snapshot_min_nodes=0)
     assert answers(restarted, ns) == answers(writer, ns) != expected
     assert not snapshots.path(ns).exists() or snapshots.path(ns).read_bytes() != b"torn"
+
+
+def mapped(array: np.ndarray) -> bool:
+    """Whether `array`'s memory is a view of a mapped file (its base chain ends in an mmap), not its own."""
+    base: object = array
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    return isinstance(base, mmap.mmap)
+
+
+def test_a_read_back_index_maps_its_arrays_and_never_writes_the_file(
+    open_store: Callable[..., Memory], ns: str, tmp_path: Path
+) -> None:
+    writer = remembered(open_store, ns, tmp_path / "snapshots")
+    expected = answers(writer, ns)
+    path = tmp_path / "snapshots"
+    restarted = open_store(index_snapshot_dir=path, index_snapshot_min_nodes=0)
+    assert answers(restarted, ns) == expected
+    index = restarted.search.indexes.get(ns)
+    arrays: list[np.ndarray] = [index.vectors.matrix, index.vectors.rowids, index.lines.vectors.matrix]
+    arrays.append(index.text.post_rows)
+    assert all(mapped(a) for a in arrays)  # read in place: not copied into memory of the index's own
+    snapshots = restarted.search.indexes.snapshots
+    assert snapshots is not None
+    file = snapshots.path(ns)
+    before = file.read_bytes()
+    with index.lock:
+        index.vectors.remove(index.vectors.rowids[:1].copy())  # marks a row dead in the mapped `alive`
+    assert not index.vectors.alive[0]
+    assert file.read_bytes() == before  # the mapping is private: the file is as written
+    # a file cut inside its arrays is ignored and removed, the namespace listed from the store (put in place as the
+    # server writes, by a rename: cutting the file in place would cut the mapping `restarted` still reads)
+    file.with_suffix(".cut").write_bytes(before[: len(before) - 1000])
+    os.replace(file.with_suffix(".cut"), file)
+    cut = open_store(index_snapshot_dir=path, index_snapshot_min_nodes=0)
+    assert answers(cut, ns) == expected
+    assert not file.exists() or file.read_bytes() != before[: len(before) - 1000]
 
 
 def on_disk(folder: Path, needles: list[str]) -> list[str]:
