@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from datastore.indexes.snapshots import Snapshots, no_collection
+from datastore.indexes.snapshots import Snapshots, mapped, no_collection
 from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
 from datastore.storage import IndexEntry, Storage
@@ -181,9 +181,19 @@ class NamespaceIndex:
         rows += [r for sid in sources for r in self.lines.by_source.pop(sid, [])]
         self._forget(rows)
 
+    def unmap(self) -> None:
+        """Copy into memory of its own each array still a view of the snapshot file it was read from
+        (Snapshots.read), so that file's pages are released once no search holds them: before rows are dropped (a
+        forget, a changed source), as a removed file kept mapped would keep forgotten vectors on the disk."""
+        for part in (self.vectors, self.text, self.lines.vectors, self.lines.text):
+            for name, value in list(vars(part).items()):
+                if isinstance(value, np.ndarray) and mapped(value):
+                    setattr(part, name, value.copy())
+
     def _forget(self, rows: Sequence[int]) -> None:
         if not rows:
             return
+        self.unmap()
         arr = np.array(sorted(rows), dtype=np.int64)
         self.vectors.remove(arr)
         self.text.remove(arr)
@@ -521,9 +531,14 @@ class NamespaceIndexes:
 
     def forgotten(self, ns: str) -> None:
         """A forget of namespace `ns` was committed: its snapshot, if any, leaves the disk now (Snapshots.discard).
-        The index held, if any, is brought current by its next search as after any commit."""
+        The index held, if any, stops mapping that file (`NamespaceIndex.unmap`) and is brought current by its next
+        search as after any commit."""
         if self.snapshots is not None:
-            self.snapshots.discard(ns)
+            self.snapshots.discard(ns)  # first: a snapshot write takes the files' lock, then the index's
+            index = self.held_index(ns)
+            if index is not None:
+                with index.lock:
+                    index.unmap()
 
     def held_index(self, ns: str) -> NamespaceIndex | None:
         """The namespace's index when one is held and loaded (as of the version its last search read), else None;

@@ -17,14 +17,17 @@ removed. The folder is this server's own: pickles run code when read, so it must
 A file is a header pickle `(FORMAT, namespace, nodes)`, so the files can be listed with their namespaces and sizes
 without reading an index (`recent`: what a starting server preloads, newest first by the file's modification time:
 set to the index's last use when it is written, on a load or a drop, and by `touch` as the server closes); then a
-pickle `(index pickle's length, [array buffer lengths])`; then the index pickled with protocol 5, its arrays'
-memory out of band; then those buffers, each at a 64-byte boundary of the file. A read maps the file (private,
-copy on write: a row the index marks dead never reaches the file) and the arrays are views of the mapping: their
-memory is neither copied nor allocated, and a page is read when a search first touches it (a cold 2k-node
-namespace of 10,000 lines, 22.8 MB: read in a median 16 ms instead of 27-31; the first /context of a 125k-node one
-after a restart 0.48 s instead of 1.09: bench/RESULTS.md, stop13-notes). A file replaced or removed while mapped stays readable to the index holding it
-(POSIX: the mapping keeps its pages) until that index is dropped; one cut or rewritten in place would not be, so the
-server only ever writes a new file and renames it, and nothing else may write into the folder.
+pickle `(index pickle's length, [array buffer lengths])`; then the index pickled with protocol 5, its arrays' memory
+out of band; then those buffers, each at a 64-byte boundary of the file. A read maps the file (private, copy on
+write: a row the index marks dead never reaches the file) and the arrays are views of the mapping: their memory is
+neither copied nor allocated, and a page is read when a search first touches it (a cold 2k-node namespace of 10,000
+lines, 22.8 MB: read in a median 16 ms instead of 27-31; the first /context of a 125k-node one after a restart
+0.40-0.48 s instead of 0.95-1.09: bench/RESULTS.md, stop13-notes). A file replaced or removed while mapped stays
+readable to the index holding it (POSIX: the mapping keeps its pages) until that index is dropped; one cut or
+rewritten in place would not be, so the server only ever writes a new file and renames it, and nothing else may
+write into the folder. An index about to drop rows (a forget, a changed source: `NamespaceIndex.unmap`) first copies
+its mapped arrays into memory of its own, so a removed file's pages, which may hold forgotten vectors, are released
+rather than kept by the mapping.
 
 A forget (`discard`, called by the deleter after its commit, before the forget is acknowledged) removes the
 namespace's file and counts one more forget of it. An index remembers the count as of which it was last brought
@@ -49,12 +52,22 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 if TYPE_CHECKING:
     from datastore.indexes.namespaces import NamespaceIndex
 
 log = logging.getLogger(__name__)
 ALIGN = 64  # each array buffer of a snapshot starts at a multiple of this in the file (numpy's and SIMD's wish)
 FORMAT = 3  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
+
+
+def mapped(array: np.ndarray) -> bool:
+    """Whether `array`'s memory is a view of a mapped snapshot file (its chain of bases ends in an mmap)."""
+    base: object = array
+    while isinstance(base, np.ndarray | memoryview):
+        base = base.base if isinstance(base, np.ndarray) else base.obj
+    return isinstance(base, mmap.mmap)
 
 
 @contextmanager

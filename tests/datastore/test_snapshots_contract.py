@@ -7,7 +7,7 @@ cold /context block reads its snapshot while it reads its messages and embeds it
 
 from __future__ import annotations
 
-import mmap
+import gc
 import os
 import threading
 import time
@@ -18,6 +18,7 @@ import numpy as np
 import pytest
 
 from datastore.indexes.namespaces import NamespaceIndex
+from datastore.indexes.snapshots import mapped
 from datastore.memory import Memory
 from datastore.read import ranking
 from datastore.storage import IndexEntry
@@ -118,14 +119,6 @@ def test_an_evicted_index_is_snapshotted_and_a_torn_snapshot_ignored(
     assert not snapshots.path(ns).exists() or snapshots.path(ns).read_bytes() != b"torn"
 
 
-def mapped(array: np.ndarray) -> bool:
-    """Whether `array`'s memory is a view of a mapped file (its base chain ends in an mmap), not its own."""
-    base: object = array
-    while isinstance(base, np.ndarray | memoryview):
-        base = base.base if isinstance(base, np.ndarray) else base.obj
-    return isinstance(base, mmap.mmap)
-
-
 def test_a_read_back_index_maps_its_arrays_and_never_writes_the_file(
     open_store: Callable[..., Memory], ns: str, tmp_path: Path
 ) -> None:
@@ -153,6 +146,34 @@ def test_a_read_back_index_maps_its_arrays_and_never_writes_the_file(
     cut = open_store(index_snapshot_dir=path, index_snapshot_min_nodes=0)
     assert answers(cut, ns) == expected
     assert not file.exists() or file.read_bytes() != before[: len(before) - 1000]
+
+
+def test_a_forget_leaves_no_removed_snapshot_mapped(open_store: Callable[..., Memory], ns: str, tmp_path: Path) -> None:
+    folder = tmp_path / "snapshots"
+    remembered(open_store, ns, folder)
+    one, other = (open_store(index_snapshot_dir=folder, index_snapshot_min_nodes=0) for _ in range(2))
+    held = []
+    for memory in (one, other):  # two processes, each reading the snapshot back: their arrays map the file
+        answers(memory, ns)
+        held.append(memory.search.indexes.get(ns))
+        assert mapped(held[-1].vectors.matrix) and mapped(held[-1].lines.vectors.matrix)
+
+    def still_mapped(index: NamespaceIndex) -> list[str]:
+        parts = {"vectors": index.vectors, "text": index.text, "lines": index.lines.vectors}
+        return [
+            f"{p}.{k}" for p, o in parts.items() for k, v in vars(o).items() if isinstance(v, np.ndarray) and mapped(v)
+        ]
+
+    forgotten = next(n for n in one.storage.source_nodes(ns, "a") if n.level == 1)
+    one.deleter.delete(ns, DeleteRequest(conversation_id="a", ids=forgotten.message_ids[:1]))
+    assert still_mapped(held[0]) == []  # the forgetting process: before the forget returns
+    assert still_mapped(held[1]) != []
+    answers(other, ns)  # the other process: when its next search drops the forgotten rows
+    assert still_mapped(held[1]) == []
+    gc.collect()
+    maps = Path("/proc/self/maps")
+    if maps.exists():  # Linux: no mapping of the removed file is left in this process
+        assert [line for line in maps.read_text().splitlines() if str(folder) in line] == []
 
 
 def on_disk(folder: Path, needles: list[str]) -> list[str]:
