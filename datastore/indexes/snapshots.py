@@ -115,15 +115,15 @@ class Snapshots:
                     raise ValueError("another format or namespace")
                 size, lengths = pickle.load(f)
                 start = f.tell()
-                mapped = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))
+                view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_COPY))  # private: never written back
                 buffers, at = [], start + size
                 for length in lengths:
                     at += -at % ALIGN
-                    buffers.append(mapped[at : at + length])
+                    buffers.append(view[at : at + length])
                     at += length
-                if at > len(mapped):
+                if at > len(view):
                     raise ValueError("a torn snapshot")
-                index = pickle.loads(mapped[start : start + size], buffers=buffers)
+                index = pickle.loads(view[start : start + size], buffers=buffers)
         except FileNotFoundError:
             return None
         except Exception:  # torn or foreign: never trusted, never read again
