@@ -184,13 +184,11 @@ def search_child(db: str) -> dict:
     cache = memory.search.indexes.get(DEFAULT_NAMESPACE)
     index = cache.vectors  # exact top 5, same rows
     rows = np.flatnonzero(index.alive[: index.size])
-    ids = cache.node_ids
-    recall = np.mean(
-        [
-            len(f & {ids[int(index.rowids[rows[i]])] for i in np.argsort(-(index.matrix[rows] @ q))[:5]}) / 5
-            for f, q in zip(found[:50], queries[1:51], strict=True)
-        ]
-    )
+
+    def exact(q: np.ndarray) -> set[str | None]:  # the node ids of the exact top 5
+        return set(cache.ids.of(index.rowids[rows[np.argsort(-(index.matrix[rows] @ q))[:5]]]))
+
+    recall = np.mean([len(f & exact(q)) / 5 for f, q in zip(found[:50], queries[1:51], strict=True)])
     memory.close()
     text_index = cache.text
     extra["provider"] = memory.name

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from datastore.indexes.rows import NodeIds
 from datastore.indexes.snapshots import Snapshots, mapped, no_collection
 from datastore.indexes.text import TextIndex
 from datastore.indexes.vectors import VectorIndex
@@ -101,18 +102,14 @@ class NamespaceIndex:
         self.used = time.monotonic()
         self.dimension = dimension
         self._next = 1
-        self.node_ids: dict[int, str] = {}  # row id -> node id
-        self.row_of: dict[str, int] = {}  # node id -> row id
+        self.ids = NodeIds()  # row id <-> node id, as arrays (rows.py)
         self.by_source: dict[str, list[int]] = {}  # source id -> its rows
         self.source_type_of: dict[str, str] = {}  # source id -> "conversation" | "document"
-        # row -> (source id, speakers, sessions): tuples of strings, which Python's collector stops tracking, so a
-        # large index adds nothing to each collection pass (lists would: ~10^6 containers scanned at 125k nodes)
-        self._facts: dict[int, tuple[str, tuple[str, ...], tuple[str, ...]]] = {}
-        self.speakers: dict[str, set[int]] = {}
-        self.sessions: dict[str, set[int]] = {}
+        self.speakers: dict[str, set[int]] = {}  # speaker -> the rows naming them
+        self.sessions: dict[str, set[int]] = {}  # session id -> its rows
 
     def __len__(self) -> int:
-        return len(self.node_ids)
+        return len(self.ids)
 
     def __getstate__(self) -> dict[str, object]:
         """What a snapshot holds (datastore/indexes/snapshots.py): everything but the lock."""
@@ -153,22 +150,16 @@ class NamespaceIndex:
             said = [indexed_text(0, e.text, e.speakers) for e in entries if e.level == 0]
             self.lines.vectors.add(rows[line], vectors[line], levels[line], starts[line], ends[line])
             self.lines.text.add(rows[line], said, levels[line], starts[line], ends[line])
-        same: dict[object, Any] = {}  # one object for equal facts: most rows of a source share theirs (~250 B a row)
+        row_of = self.ids.row_of()
+        if moved := sorted(row_of[e.id] for e in entries if e.id in row_of):  # moved to another source meanwhile
+            self._forget(moved)
+        self.ids.add(rows, [e.id for e in entries])
         for row, e in zip(rows.tolist(), entries, strict=True):
-            old = self.row_of.get(e.id)
-            if old is not None:  # the node moved to another source meanwhile: its old row goes
-                self._forget([old])
-            self.node_ids[row] = e.id
-            self.row_of[e.id] = row
             self.source_type_of[e.source_id] = e.source_type
-            sid = same.setdefault(e.source_id, e.source_id)
             if e.level == 0:  # a line is never a search candidate: no speaker or session facts
-                self.lines.by_source.setdefault(sid, []).append(row)
-                self._facts[row] = same.setdefault((sid, (), ()), (sid, (), ()))
+                self.lines.by_source.setdefault(e.source_id, []).append(row)
                 continue
-            self.by_source.setdefault(sid, []).append(row)
-            facts = (sid, tuple(e.speakers), tuple(e.session_ids))
-            self._facts[row] = same.setdefault(facts, facts)
+            self.by_source.setdefault(e.source_id, []).append(row)
             for s in e.speakers:
                 self.speakers.setdefault(s, set()).add(row)
             for s in e.session_ids:
@@ -179,53 +170,49 @@ class NamespaceIndex:
         sources = list(source_ids)
         rows = [r for sid in sources for r in self.by_source.pop(sid, [])]
         rows += [r for sid in sources for r in self.lines.by_source.pop(sid, [])]
-        self._forget(rows)
+        self._forget(rows, listed=True)
 
     def unmap(self) -> None:
         """Copy into memory of its own each array still a view of the snapshot file it was read from
         (Snapshots.read), so that file's pages are released once no search holds them: before rows are dropped (a
         forget, a changed source), as a removed file kept mapped would keep forgotten vectors on the disk."""
-        for part in (self.vectors, self.text, self.lines.vectors, self.lines.text):
+        for part in (self.vectors, self.text, self.lines.vectors, self.lines.text, self.ids):
             for name, value in list(vars(part).items()):
                 if isinstance(value, np.ndarray) and mapped(value):
                     setattr(part, name, value.copy())
 
-    def _forget(self, rows: Sequence[int]) -> None:
+    def _forget(self, rows: Sequence[int], listed: bool = False) -> None:
+        """Remove these rows from every index and table; listed: their sources' row lists were popped already
+        (`drop_sources`), so those lists are not searched for them."""
         if not rows:
             return
         self.unmap()
-        arr = np.array(sorted(rows), dtype=np.int64)
+        arr = np.array(sorted(set(rows)), dtype=np.int64)
         self.vectors.remove(arr)
         self.text.remove(arr)
         self.lines.vectors.remove(arr)
         self.lines.text.remove(arr)
-        for row in rows:
-            node_id = self.node_ids.pop(row, None)
-            if node_id is not None and self.row_of.get(node_id) == row:
-                del self.row_of[node_id]
-            facts = self._facts.pop(row, None)
-            if facts is None:
-                continue
-            sid, speakers, sessions = facts
+        self.ids.remove(arr)
+        gone = set(rows)
+        if not listed:
             for by_source in (self.by_source, self.lines.by_source):
-                held = by_source.get(sid)
-                if held is not None and row in held:
-                    held.remove(row)
-            for table, keys in ((self.speakers, speakers), (self.sessions, sessions)):
-                for k in keys:
-                    found = table.get(k)
-                    if found is not None:
-                        found.discard(row)
-                        if not found:
-                            del table[k]
+                for held in by_source.values():
+                    if not gone.isdisjoint(held):
+                        held[:] = [r for r in held if r not in gone]
+        for table in (self.speakers, self.sessions):
+            for key in [k for k, found in table.items() if not gone.isdisjoint(found)]:
+                table[key] -= gone
+                if not table[key]:
+                    del table[key]
 
     def vectors_of(self, node_ids: Sequence[str]) -> dict[str, np.ndarray]:
         """{node id: its vector (float32, as listed from the store)} of those of `node_ids` held, lines included."""
-        rows = np.array(sorted({self.row_of[i] for i in node_ids if i in self.row_of}), dtype=np.int64)
+        row_of = self.ids.row_of()
+        rows = np.array(sorted({row_of[i] for i in node_ids if i in row_of}), dtype=np.int64)
         out: dict[str, np.ndarray] = {}
         for vectors in (self.vectors, self.lines.vectors):
             found, matrix = vectors.rows(rows)
-            out.update((self.node_ids[r], matrix[k]) for k, r in enumerate(found.tolist()))
+            out.update((i, matrix[k]) for k, i in enumerate(self.ids.of(found)) if i is not None)
         return out
 
     def rows_of_source(self, source_type: str | None, source_id: str) -> set[int]:

@@ -126,7 +126,7 @@ class IndexedSearch:
             return []
         index = self.indexes.get(ns, refresh=False)
         with index.lock:
-            ids = [index.node_ids.get(int(r)) for r in rowids]
+            ids = index.ids.of(rowids)
         by_id = {n.id: n for n in self.storage.get_nodes(ns, [i for i in ids if i is not None])}
         return [(by_id[i], float(s)) for i, s in zip(ids, scores, strict=True) if i is not None and i in by_id]
 
@@ -149,15 +149,18 @@ class IndexedSearch:
         index = self.indexes.get(ns)
         with index.lock:
             lines = index.lines
-            rows = [
-                r
-                for sid, only in sources
-                for r in lines.by_source.get(sid, [])
-                if only is None or index.node_ids.get(r) in only
-            ]
+            rows: list[int] = []
+            ids: list[str] = []
+            for sid, only in sources:
+                of_source = lines.by_source.get(sid, [])
+                named = index.ids.held(of_source)  # a source's rows are all held
+                if only is not None:
+                    keep = [k for k, i in enumerate(named) if i in only]
+                    of_source, named = [of_source[k] for k in keep], [named[k] for k in keep]
+                rows += of_source
+                ids += named
             if not rows:
                 return [], np.zeros(0), {}, []
-            ids = [index.node_ids[r] for r in rows]
             held = np.array(rows, dtype=np.int64)
             by_row = np.argsort(held, kind="stable")  # positions in the ids' order, by row id
             candidates = held[by_row]

@@ -2,11 +2,12 @@
 instead of listed from the store and indexed again, after a restart or after an eviction.
 
 A snapshot is one `NamespaceIndex` as it was (vectors as float32 blocks, BM25 postings already cut and stemmed,
-the per-row facts, the IVF index serialised by faiss), pickled into `<dir>/<store>/<namespace hash>.idx`, where
-`<store>` names the store it came from (provider and location, hashed), so two stores never share one. It is
-never taken as current: a restored index keeps the source stamps it was written with and is refreshed like any
-other (`NamespaceIndexes._refresh`): the sources whose stamp changed since, or that appeared or went away, are
-dropped and listed again. So a snapshot only saves work; what a search finds is the store's.
+the node ids as one array, each source's, speaker's and session's rows, the IVF index serialised by faiss),
+pickled into `<dir>/<store>/<namespace hash>.idx`, where `<store>` names the store it came from (provider and
+location, hashed), so two stores never share one. It is never taken as current: a restored index keeps the
+source stamps it was written with and is refreshed like any other (`NamespaceIndexes._refresh`): the sources
+whose stamp changed since, or that appeared or went away, are dropped and listed again. So a snapshot only saves
+work; what a search finds is the store's.
 
 Written off the request path (one writer thread): after a namespace is loaded from the store, and when an index
 is dropped (evicted, idle) holding changes its snapshot lacks; only an index of `min_nodes` nodes or more
@@ -59,7 +60,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 ALIGN = 64  # each array buffer of a snapshot starts at a multiple of this in the file (numpy's and SIMD's wish)
-FORMAT = 3  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
+FORMAT = 4  # bumped when NamespaceIndex's layout changes: older snapshots are then ignored
 
 
 def mapped(array: np.ndarray) -> bool:
@@ -73,7 +74,7 @@ def mapped(array: np.ndarray) -> bool:
 @contextmanager
 def no_collection() -> Iterator[None]:
     """Python's cyclic garbage collector paused inside (it is enabled again at the end unless it was off). An
-    unpickled index is ~10^6 new containers (a row's facts are a tuple of lists); each collection pass the
+    unpickled index is many new containers (each source's, speaker's and session's rows); each collection pass the
     allocations trigger scans all of them again: at 125k nodes reading a snapshot took 1.1-2.3 s collected, 0.6 s
     paused (bench/RESULTS.md, many users). What it allocates holds no cycles."""
     enabled = gc.isenabled()

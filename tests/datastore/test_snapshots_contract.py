@@ -129,7 +129,7 @@ def test_a_read_back_index_maps_its_arrays_and_never_writes_the_file(
     assert answers(restarted, ns) == expected
     index = restarted.search.indexes.get(ns)
     arrays: list[np.ndarray] = [index.vectors.matrix, index.vectors.rowids, index.lines.vectors.matrix]
-    arrays.append(index.text.post_rows)
+    arrays += [index.text.post_rows, index.ids.ids, index.ids.rows]
     assert all(mapped(a) for a in arrays)  # read in place: not copied into memory of the index's own
     snapshots = restarted.search.indexes.snapshots
     assert snapshots is not None
@@ -177,9 +177,11 @@ def test_a_forget_leaves_no_removed_snapshot_mapped(open_store: Callable[..., Me
 
 
 def on_disk(folder: Path, needles: list[str]) -> list[str]:
-    """Those of `needles` whose UTF-8 bytes any file under `folder` holds (a pickle keeps strings as such)."""
+    """Those of `needles` whose UTF-8 or UTF-32 bytes any file under `folder` holds (a pickle keeps strings as
+    UTF-8, a numpy unicode array, as the index's node ids, as UTF-32 in the machine's byte order)."""
     blobs = [p.read_bytes() for p in folder.rglob("*") if p.is_file()]
-    return [n for n in needles if any(n.encode() in b for b in blobs)]
+    forms = {n: (n.encode(), np.array([n]).tobytes()) for n in needles}
+    return [n for n in needles if any(form in b for b in blobs for form in forms[n])]
 
 
 def test_a_forget_takes_the_forgotten_text_off_the_disk_before_it_returns(
