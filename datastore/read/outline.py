@@ -49,7 +49,7 @@ import numpy as np
 
 from datastore.indexes.search import IndexedSearch
 from datastore.indexes.text import TextIndex
-from datastore.read.lineage import lineage, stream_messages
+from datastore.read.lineage import Lineage, lineage, stream_messages
 from datastore.read.ranking import POOL, TEXT_WEIGHT, Floor, fuse
 from datastore.storage import Storage
 from models.memory import MemoryNode, StoredMessage, sentence_id
@@ -183,12 +183,12 @@ class Outline:
             return [Line.of(n) for n in (nodes if top_k is None else nodes[: max(0, top_k)])]
         if top_k is not None and top_k <= 0:
             return []
-        sources: list[tuple[str, set[str] | None]] = []
-        for sid, visible in reversed(lineage(self.storage, ns, conversation_id)):
-            if visible is None:
-                sources.append((sid, None))
-            else:  # an ancestor's lines of the messages the fork sees (datastore/read/lineage.py)
-                sources.append((sid, visible))
+        # [(source, its line ids seen, None = all)], the oldest ancestor first: a fork sees its ancestors' lines of
+        # the messages it inherits (datastore/read/lineage.py); a conversation that is no fork (its fork record
+        # read once per namespace version, `fork_of`) is its own lineage
+        sources: Lineage = [(conversation_id, None)]
+        if self.search.fork_of(ns, conversation_id) is not None:
+            sources = lineage(self.storage, ns, conversation_id)[::-1]
         terms = text_terms(query_text) if query_text else []
         pool = max(POOL, top_k) if top_k is not None and thread is None else _ALL  # threaded: every line scored
         ids, cosine, bm25, times = self.search.line_scores(ns, sources, query_vector, terms, pool)
