@@ -22,8 +22,9 @@ pickle `(index pickle's length, [array buffer lengths])`; then the index pickled
 out of band; then those buffers, each at a 64-byte boundary of the file. A read maps the file (private, copy on
 write: a row the index marks dead never reaches the file) and the arrays are views of the mapping: their memory is
 neither copied nor allocated, and a page is read when a search first touches it (a cold 2k-node namespace of 10,000
-lines, 22.8 MB: read in a median 16 ms instead of 27-31; the first /context of a 125k-node one after a restart
-0.40-0.48 s instead of 0.95-1.09: bench/RESULTS.md, stop13-notes). A file replaced or removed while mapped stays
+lines, 22.8 MB: read in a median 16 ms instead of 27-31, and 3 ms since the node ids are arrays too; the first
+/context of a 125k-node one after a restart 0.40-0.48 s instead of 0.95-1.09: bench/RESULTS.md, stop13-notes and
+stop14-notes). A file replaced or removed while mapped stays
 readable to the index holding it (POSIX: the mapping keeps its pages) until that index is dropped; one cut or
 rewritten in place would not be, so the server only ever writes a new file and renames it, and nothing else may
 write into the folder. An index about to drop rows (a forget, a changed source: `NamespaceIndex.unmap`) first copies
