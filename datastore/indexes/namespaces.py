@@ -181,6 +181,12 @@ class NamespaceIndex:
                 if isinstance(value, np.ndarray) and mapped(value):
                     setattr(part, name, value.copy())
 
+    def compact(self) -> None:
+        """Drop every part's dead rows now (a removed row is only marked dead until a quarter of a part is): a
+        snapshot is written compact, so a forgotten row's vector, postings and node id never reach the disk again."""
+        for part in (self.vectors, self.text, self.lines.vectors, self.lines.text, self.ids):
+            part.compact()
+
     def _forget(self, rows: Sequence[int], listed: bool = False) -> None:
         """Remove these rows from every index and table; listed: their sources' row lists were popped already
         (`drop_sources`), so those lists are not searched for them."""

@@ -1,10 +1,11 @@
-"""The per-row bookkeeping shared by the namespace's in-memory indexes (vectors, BM25).
+"""The per-row bookkeeping shared by the namespace's in-memory indexes (vectors, BM25) and its node ids.
 
-Rows are keyed by the store's integer row id, kept in ascending order (the store hands out increasing ids), so a
-set of row ids maps to positions with one `searchsorted`. Each row carries its level and time range (POSIX
-seconds, NaN for none), so those filters need no database, and a live flag: removal marks a row dead, and a
-subclass compacts once a quarter of the rows are dead. A subclass names its own per-row arrays in `EXTRA`; they
-grow and are compacted with the shared ones.
+Rows are keyed by the index's integer row id, kept in ascending order (row ids are handed out increasing), so a
+set of row ids maps to positions with one `searchsorted`. Each row carries a live flag (`RowIds`): removal marks a
+row dead, and a subclass compacts once a quarter of the rows are dead. A search index's rows also carry their
+level and time range (POSIX seconds, NaN for none: `RowTable`), so those filters need no database; `NodeIds`
+carries each row's node id. A subclass names its own per-row arrays in `EXTRA`; they grow and are compacted with
+the shared ones.
 """
 
 from __future__ import annotations
@@ -16,19 +17,17 @@ import numpy as np
 _GROW = 1.5
 
 
-class RowTable:
-    """Row ids, levels, time ranges and live flags of one namespace's rows. Not thread-safe: callers lock."""
+class RowIds:
+    """Row ids (ascending) and live flags, with any per-row columns a subclass names in `COLUMNS` and `EXTRA`:
+    grown together, compacted together, cut to the rows held in a snapshot. Not thread-safe: callers lock."""
 
-    COLUMNS = ("rowids", "levels", "starts", "ends", "alive")
+    COLUMNS: tuple[str, ...] = ("rowids", "alive")
     EXTRA: tuple[str, ...] = ()  # the subclass's own per-row arrays (first axis = rows)
 
     def __init__(self) -> None:
         self.size = 0  # rows held, dead ones included
         self.dead = 0
         self.rowids = np.zeros(0, dtype=np.int64)
-        self.levels = np.zeros(0, dtype=np.int16)
-        self.starts = np.zeros(0, dtype=np.float64)
-        self.ends = np.zeros(0, dtype=np.float64)
         self.alive = np.zeros(0, dtype=bool)
 
     def __getstate__(self) -> dict[str, object]:
@@ -54,16 +53,10 @@ class RowTable:
         no spare rows: growing by half left up to a third of a 125k-node matrix unused)."""
         self._reserve(rows, exact=True)
 
-    def _append(
-        self,
-        rowids: Sequence[int] | np.ndarray,
-        levels: Iterable[int] | np.ndarray,
-        starts: Iterable[float] | np.ndarray,
-        ends: Iterable[float] | np.ndarray,
-    ) -> tuple[slice, np.ndarray]:
-        """Append rows (ids greater than every id held, distinct; raises ValueError otherwise), filling the shared
-        columns. Returns (the new rows' slice, the order that sorts the inputs by id): the caller fills its own
-        columns at `slice` with its inputs taken in `order`."""
+    def _append_rows(self, rowids: Sequence[int] | np.ndarray) -> tuple[slice, np.ndarray]:
+        """Append rows (ids greater than every id held, distinct; raises ValueError otherwise), live. Returns (the
+        new rows' slice, the order that sorts the inputs by id): the caller fills its columns at `slice` with its
+        inputs taken in `order`."""
         order = np.argsort(np.asarray(rowids, dtype=np.int64), kind="stable")
         ids = np.asarray(rowids, dtype=np.int64)[order]
         if self.size and len(ids) and ids[0] <= self.rowids[self.size - 1]:
@@ -74,9 +67,6 @@ class RowTable:
         self._reserve(n)
         sl = slice(self.size, self.size + n)
         self.rowids[sl] = ids
-        self.levels[sl] = np.asarray(levels)[order]
-        self.starts[sl] = np.asarray(starts, dtype=np.float64)[order]
-        self.ends[sl] = np.asarray(ends, dtype=np.float64)[order]
         self.alive[sl] = True
         self.size += n
         return sl, order
@@ -107,6 +97,41 @@ class RowTable:
             setattr(self, name, getattr(self, name)[keep].copy())
         self.size, self.dead = len(keep), 0
 
+    def compact(self) -> None:
+        """Drop the dead rows now, whatever their share (a snapshot is written without them)."""
+        if self.dead:
+            self._keep_rows(np.flatnonzero(self.alive[: self.size]))
+
+    def __len__(self) -> int:
+        return self.size - self.dead
+
+
+class RowTable(RowIds):
+    """Row ids, levels, time ranges and live flags of one namespace's rows. Not thread-safe: callers lock."""
+
+    COLUMNS = (*RowIds.COLUMNS, "levels", "starts", "ends")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.levels = np.zeros(0, dtype=np.int16)
+        self.starts = np.zeros(0, dtype=np.float64)
+        self.ends = np.zeros(0, dtype=np.float64)
+
+    def _append(
+        self,
+        rowids: Sequence[int] | np.ndarray,
+        levels: Iterable[int] | np.ndarray,
+        starts: Iterable[float] | np.ndarray,
+        ends: Iterable[float] | np.ndarray,
+    ) -> tuple[slice, np.ndarray]:
+        """Append rows (`_append_rows`), filling the shared columns. Returns (the new rows' slice, the order that
+        sorts the inputs by id): the caller fills its own columns at `slice` with its inputs taken in `order`."""
+        sl, order = self._append_rows(rowids)
+        self.levels[sl] = np.asarray(levels)[order]
+        self.starts[sl] = np.asarray(starts, dtype=np.float64)[order]
+        self.ends[sl] = np.asarray(ends, dtype=np.float64)[order]
+        return sl, order
+
     def _in_bounds(
         self,
         at: slice | np.ndarray,
@@ -129,66 +154,59 @@ class RowTable:
             mask &= self.starts[at] <= end
         return mask
 
-    def __len__(self) -> int:
-        return self.size - self.dead
 
-
-class NodeIds:
-    """The node id of each row of one namespace's index (lines included), as two columns: row ids (int64,
-    ascending: rows are handed out increasing) and node ids (a numpy unicode array), so a snapshot holds no Python
+class NodeIds(RowIds):
+    """The node id of each row of one namespace's index (lines included), as columns: row ids (int64, ascending:
+    rows are handed out increasing), live flags and node ids (a numpy unicode array), so a snapshot holds no Python
     object per row and its read maps them (datastore/indexes/snapshots.py; as two dicts they were ~4 ms of a cold
-    2k-node namespace's read, the GIL held). A node id is held by one row at most (a moved node's old row is
-    removed before its new one is added). The reverse map (node id -> row, `row_of`) is a dict built on its first
-    use after a read (an add, a vectors lookup), never by a search. Not thread-safe: the NamespaceIndex's lock."""
+    2k-node namespace's read, the GIL held). A removed row is marked dead (the columns compacted once a quarter
+    is), so a refresh's remove and add cost what they touch. A node id is held by one live row at most (a moved
+    node's old row is removed before its new one is added). The reverse map (node id -> row, `row_of`) is a dict
+    built on its first use after a read (an add, a vectors lookup), never by a search. Not thread-safe: the
+    NamespaceIndex's lock guards it."""
+
+    EXTRA = ("ids",)
 
     def __init__(self) -> None:
-        self.size = 0
-        self.rows = np.zeros(0, dtype=np.int64)
+        super().__init__()
         self.ids = np.zeros(0, dtype="<U1")
         self._row_of: dict[str, int] | None = {}
 
-    def __len__(self) -> int:
-        return self.size
-
     def __getstate__(self) -> dict[str, object]:
         """For a snapshot: the columns cut to the rows held; the reverse map is built again when needed."""
-        return {"size": self.size, "rows": self.rows[: self.size], "ids": self.ids[: self.size], "_row_of": None}
+        state = super().__getstate__()
+        state["_row_of"] = None
+        return state
 
     def row_of(self) -> dict[str, int]:
-        """{node id: row} of every row held (built on first use, then kept current by `add` and `remove`)."""
+        """{node id: row} of every live row (built on first use, then kept current by `add` and `remove`)."""
         if self._row_of is None:
-            self._row_of = dict(zip(self.ids[: self.size].tolist(), self.rows[: self.size].tolist(), strict=True))
+            live = self.alive[: self.size]
+            ids, rows = self.ids[: self.size][live].tolist(), self.rowids[: self.size][live].tolist()
+            self._row_of = dict(zip(ids, rows, strict=True))
         return self._row_of
 
     def add(self, rows: np.ndarray, ids: Sequence[str]) -> None:
-        """Append rows (int64, ascending, above every row held) with their node ids (none of them held)."""
+        """Append rows (int64, above every row held, distinct) with their node ids (none of them held)."""
         if len(rows) == 0:
             return
         new = np.array(ids, dtype=str)
-        n, width = len(rows), np.promote_types(self.ids.dtype, new.dtype)
-        if self.size + n > len(self.rows) or width != self.ids.dtype:
-            cap = max(self.size + n, int(len(self.rows) * _GROW) + 16)
-            grown_rows, grown_ids = np.zeros(cap, dtype=np.int64), np.zeros(cap, dtype=width)
-            grown_rows[: self.size], grown_ids[: self.size] = self.rows[: self.size], self.ids[: self.size]
-            self.rows, self.ids = grown_rows, grown_ids
-        self.rows[self.size : self.size + n] = rows
-        self.ids[self.size : self.size + n] = new
-        self.size += n
+        width = np.promote_types(self.ids.dtype, new.dtype)
+        if width != self.ids.dtype:  # a longer id than any held: the column widens
+            self.ids = self.ids.astype(width)
+        sl, order = self._append_rows(rows)
+        self.ids[sl] = new[order]
         if self._row_of is not None:
             self._row_of.update(zip(ids, np.asarray(rows).tolist(), strict=True))
 
-    def remove(self, rows: np.ndarray) -> None:
-        """Drop these rows (int64, sorted; unknown ones ignored)."""
-        held = self.rows[: self.size]
-        gone = np.isin(held, rows, assume_unique=True)
-        if not gone.any():
-            return
+    def remove(self, rows: Sequence[int] | np.ndarray) -> None:
+        """Drop these rows (unknown ones ignored)."""
+        pos = self._mark_dead(rows)
         if self._row_of is not None:
-            for node_id in self.ids[: self.size][gone].tolist():
+            for node_id in self.ids[pos].tolist():
                 self._row_of.pop(node_id, None)
-        keep = ~gone
-        self.rows, self.ids = held[keep], self.ids[: self.size][keep]
-        self.size = len(self.rows)
+        if self._needs_compaction():
+            self._keep_rows(np.flatnonzero(self.alive[: self.size]))
 
     def of(self, rows: Sequence[int] | np.ndarray) -> list[str | None]:
         """The node id of each of `rows`, in their order; None for a row not held."""
@@ -209,10 +227,10 @@ class NodeIds:
         return ids
 
     def _find(self, rows: Sequence[int] | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(the position of each of `rows` in the columns, whether it is held there)."""
+        """(the position of each of `rows` in the columns, whether it is held there and live)."""
         wanted = np.asarray(rows, dtype=np.int64)
         if self.size == 0:
             return np.zeros(len(wanted), dtype=np.int64), np.zeros(len(wanted), dtype=bool)
-        held = self.rows[: self.size]
+        held = self.rowids[: self.size]
         pos = np.minimum(np.searchsorted(held, wanted), self.size - 1)
-        return pos, held[pos] == wanted
+        return pos, (held[pos] == wanted) & self.alive[pos]

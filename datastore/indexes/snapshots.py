@@ -35,7 +35,11 @@ A forget (`discard`, called by the deleter after its commit, before the forget i
 namespace's file and counts one more forget of it. An index remembers the count as of which it was last brought
 current (`NamespaceIndex.forgets_seen`, set by `NamespaceIndexes.get` from a count read before the store's version);
 a write of an index that has not seen every forget is skipped, and the check and the write happen under the lock
-`discard` takes, so no write queued or in progress before a forget puts the forgotten text back on disk.
+`discard` takes, so no write queued or in progress before a forget puts the forgotten text back on disk. An index
+drops a removed row by marking it dead (its vector and postings stay in memory until a quarter of the rows are
+dead), so it is compacted before it is written (`NamespaceIndex.compact`): the next file holds no forgotten row's
+vector, postings or node id. Its vocabulary (stemmed terms, without the rows that held them) keeps a forgotten
+text's terms until the namespace is next listed from the store.
 """
 
 from __future__ import annotations
@@ -202,6 +206,7 @@ class Snapshots:
                         if self._written.get(ns) == index.token:
                             self._written.pop(ns, None)
                     return
+                index.compact()  # no dead row (a forgotten one's vector, postings, node id) is written
                 buffers: list[pickle.PickleBuffer] = []
                 pickled = pickle.dumps(index, protocol=5, buffer_callback=buffers.append)
                 raws = [b.raw() for b in buffers]

@@ -228,6 +228,11 @@ class TextIndex(RowTable):
         self.indptr, self.post_rows, self.post_tfs = indptr, post_rows, post_tfs
         self.tail, self.tail_size = {}, 0
 
+    def compact(self) -> None:
+        """Drop the dead rows and their postings now, whatever their share (a snapshot is written without them)."""
+        if self.dead:
+            self._compact()
+
     def _compact(self) -> None:
         """Drop dead rows and their postings; positions are renumbered."""
         self._merge()

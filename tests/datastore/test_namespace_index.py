@@ -15,7 +15,8 @@ from datastore.storage import IndexEntry
 
 def test_node_ids_follow_a_dict_through_adds_removes_and_a_pickle() -> None:
     rng = random.Random(3)
-    ids, model, nxt = NodeIds(), {}, 1
+    ids, nxt = NodeIds(), 1
+    model: dict[int, str] = {}
     for step in range(60):
         if model and rng.random() < 0.35:
             gone = sorted(rng.sample(sorted(model), rng.randint(1, min(6, len(model)))))

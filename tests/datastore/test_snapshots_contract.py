@@ -129,7 +129,7 @@ def test_a_read_back_index_maps_its_arrays_and_never_writes_the_file(
     assert answers(restarted, ns) == expected
     index = restarted.search.indexes.get(ns)
     arrays: list[np.ndarray] = [index.vectors.matrix, index.vectors.rowids, index.lines.vectors.matrix]
-    arrays += [index.text.post_rows, index.ids.ids, index.ids.rows]
+    arrays += [index.text.post_rows, index.ids.ids, index.ids.rowids]
     assert all(mapped(a) for a in arrays)  # read in place: not copied into memory of the index's own
     snapshots = restarted.search.indexes.snapshots
     assert snapshots is not None
@@ -184,6 +184,12 @@ def on_disk(folder: Path, needles: list[str]) -> list[str]:
     return [n for n in needles if any(form in b for b in blobs for form in forms[n])]
 
 
+def vector_on_disk(folder: Path, vector: np.ndarray) -> bool:
+    """Whether any file under `folder` holds this vector's float32 bytes."""
+    needle = np.asarray(vector, dtype=np.float32).tobytes()
+    return any(needle in p.read_bytes() for p in folder.rglob("*") if p.is_file())
+
+
 def test_a_forget_takes_the_forgotten_text_off_the_disk_before_it_returns(
     open_store: Callable[..., Memory], ns: str, tmp_path: Path
 ) -> None:
@@ -192,6 +198,8 @@ def test_a_forget_takes_the_forgotten_text_off_the_disk_before_it_returns(
     forgotten = next(n for n in writer.storage.source_nodes(ns, "a") if n.level == 1)
     gone = [n.id for n in writer.storage.source_nodes(ns, "a") if set(n.message_ids) & {forgotten.message_ids[0]}]
     assert gone and on_disk(folder, gone) == gone  # the snapshot holds the nodes of that message
+    vectors = writer.storage.get_vectors(ns, gone)
+    assert [i for i in gone if vector_on_disk(folder, vectors[i])] == gone  # and their vectors
     writer.deleter.delete(ns, DeleteRequest(conversation_id="a", ids=forgotten.message_ids[:1]))
     assert on_disk(folder, gone) == []  # gone when the forget is acknowledged, with no write awaited
     snapshots = writer.search.indexes.snapshots
@@ -201,6 +209,8 @@ def test_a_forget_takes_the_forgotten_text_off_the_disk_before_it_returns(
     answers(writer, f"{ns}-other")
     snapshots.settle()
     assert snapshots.path(ns).exists() and on_disk(folder, gone) == []
+    # the index held them as dead rows until its write: it is written compact, without their vectors
+    assert not any(vector_on_disk(folder, vectors[i]) for i in gone)
     restarted = open_store(index_snapshot_dir=folder, index_snapshot_min_nodes=0)
     assert answers(restarted, ns) == expected
     writer.deleter.delete(ns, DeleteRequest(delete_all=True))
