@@ -182,10 +182,12 @@ class NamespaceIndex:
                     setattr(part, name, value.copy())
 
     def compact(self) -> None:
-        """Drop every part's dead rows now (a removed row is only marked dead until a quarter of a part is): a
-        snapshot is written compact, so a forgotten row's vector, postings and node id never reach the disk again."""
+        """Drop every part's dead rows now (a removed row is only marked dead until a quarter of a part is), and
+        the vocabulary's terms no row holds any more: a snapshot is written compact, so a forgotten row's vector,
+        postings, node id and words never reach the disk again."""
         for part in (self.vectors, self.text, self.lines.vectors, self.lines.text, self.ids):
             part.compact()
+        self.text.vocab.keep(self.text.held_terms() | self.lines.text.held_terms())
 
     def _forget(self, rows: Sequence[int], listed: bool = False) -> None:
         """Remove these rows from every index and table; listed: their sources' row lists were popped already

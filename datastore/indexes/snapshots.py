@@ -38,8 +38,7 @@ a write of an index that has not seen every forget is skipped, and the check and
 `discard` takes, so no write queued or in progress before a forget puts the forgotten text back on disk. An index
 drops a removed row by marking it dead (its vector and postings stay in memory until a quarter of the rows are
 dead), so it is compacted before it is written (`NamespaceIndex.compact`): the next file holds no forgotten row's
-vector, postings or node id. Its vocabulary (stemmed terms, without the rows that held them) keeps a forgotten
-text's terms until the namespace is next listed from the store.
+vector, postings or node id, and its vocabulary no term that only forgotten rows held.
 """
 
 from __future__ import annotations

@@ -53,30 +53,43 @@ class _Vocabulary(dict[str, int]):
     def __init__(self) -> None:
         super().__init__()
         self.terms: dict[str, int] = {}  # stemmed term -> term id
+        self.next_id = 0  # the id the next new term gets (ids of terms let go are never given again)
         self.ascii = _AsciiWords(self)  # ASCII words, keyed by their bytes (not held here too); the boundary -> -1
 
     def __missing__(self, word: str) -> int:
         tid = self[word] = self.term_id(word)
         return tid
 
-    def __reduce__(self) -> tuple[Callable[[dict[str, int]], _Vocabulary], tuple[dict[str, int]]]:
+    def __reduce__(self) -> tuple[Callable[[dict[str, int], int], _Vocabulary], tuple[dict[str, int], int]]:
         """For a snapshot: the stemmed terms only (what a search looks up); the words seen fill again as texts
         are added, so a read does not rebuild two more dicts of every word (~1 ms at 2k nodes, the GIL held)."""
-        return _vocabulary, (self.terms,)
+        return _vocabulary, (self.terms, self.next_id)
 
     def term_id(self, word: str) -> int:
         """The term id of a folded word (a new one for a new term), without keeping the word itself."""
         term = text.stem(word)
         tid = self.terms.get(term)
         if tid is None:
-            tid = self.terms[term] = len(self.terms)
+            tid = self.terms[term] = self.next_id
+            self.next_id += 1
         return tid
 
+    def keep(self, held: set[int]) -> None:
+        """Let go of every term whose id is not in `held` (no row holds it any more: a forgotten text's); the
+        words seen start over, as some of them led to those terms."""
+        gone = [term for term, tid in self.terms.items() if tid not in held]
+        if not gone:
+            return
+        for term in gone:
+            del self.terms[term]
+        self.clear()
+        self.ascii = _AsciiWords(self)
 
-def _vocabulary(terms: dict[str, int]) -> _Vocabulary:
+
+def _vocabulary(terms: dict[str, int], next_id: int) -> _Vocabulary:
     """A vocabulary of these stemmed terms and no word seen yet (how a snapshot's is read back)."""
     vocab = _Vocabulary()
-    vocab.terms = terms
+    vocab.terms, vocab.next_id = terms, next_id
     return vocab
 
 
@@ -232,6 +245,11 @@ class TextIndex(RowTable):
         """Drop the dead rows and their postings now, whatever their share (a snapshot is written without them)."""
         if self.dead:
             self._compact()
+
+    def held_terms(self) -> set[int]:
+        """The ids of the terms some row's postings hold (a dead row's too, until `compact`)."""
+        block = np.flatnonzero(np.diff(self.indptr)).tolist()
+        return {*block, *(tid for tid, chunks in self.tail.items() if any(len(r) for r, _ in chunks))}
 
     def _compact(self) -> None:
         """Drop dead rows and their postings; positions are renumbered."""

@@ -78,3 +78,24 @@ def test_a_snapshot_pickles_no_node_id_in_band() -> None:
     terms = read.text.vocab.terms  # the terms held keep their ids; the one new word ("400") gets the next
     assert {t: terms[t] for t in index.text.vocab.terms} == index.text.vocab.terms
     assert len(terms) == len(index.text.vocab.terms) + 1
+
+
+def test_compacting_lets_go_of_a_forgotten_text_s_rows_and_words() -> None:
+    index = NamespaceIndex(8, ann_min_rows=10_000)
+    index.add([entry(f"c{i}", "a", 1, i, ["Ann"], []) for i in range(4)])
+    secret = entry("c9", "b", 1, 9, ["Ann"], [])._replace(text="Ann keeps the zeppelin blueprints under the floor")
+    index.add([secret, entry("l9", "b", 0, 9, ["Ann"], [])._replace(text="Ann: the zeppelin blueprints")])
+    assert "zeppelin" in index.text.vocab.terms
+    index.drop_sources(["b"])
+    assert index.vectors.dead == 1 and index.lines.vectors.dead == 1  # only marked dead: a quarter is not reached
+    index.compact()
+    assert index.vectors.dead == index.text.dead == index.lines.vectors.dead == index.ids.dead == 0
+    assert "zeppelin" not in index.text.vocab.terms and "harbour" in index.text.vocab.terms
+    pickled = pickle.dumps(index, protocol=5, buffer_callback=lambda b: None)
+    assert b"zeppelin" not in pickled and b"blueprint" not in pickled
+    # a term let go is never given its id again: the word said anew gets a new id, found by a search
+    before = index.text.vocab.next_id
+    index.add([entry("c10", "a", 1, 10, ["Ann"], [])._replace(text="the zeppelin lands at noon")])
+    assert index.text.vocab.terms["zeppelin"] >= before
+    found, _ = index.text.search(["zeppelin"], 5)
+    assert index.ids.of(found) == ["c10"]
