@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 
 from datastore.context.questions import asking_part, asks_overview, asks_what_user_said, overview_topic
+from datastore.context.render import Section
 from datastore.memory import Memory
 from models.api import Document, DocumentMetadata, Message, RememberRequest
-from models.context import ContextRequest
+from models.context import ContextItem, ContextRequest
 from services.excerpts import ELISION
 from tests.support.synthetic import LONG_NOW, LONG_T0, long_conversation
 
@@ -497,3 +498,16 @@ def test_a_question_naming_a_person_draws_from_the_conversations_they_speak_in(l
     memories = [i for s in res.sections if s.name in ("relevant", "timeline") for i in s.items]
     assert "The Alchemist" in res.context
     assert memories and {i.source_id for i in memories} == {"jon-gina"}
+
+
+def test_a_date_line_names_the_day_of_its_times_offset_even_for_one_instant() -> None:
+    # 23:30 in New York and 04:30 UTC the next day are one instant (equal, same hash) but two days: the date line
+    # is the day of the time as given, each time
+    now = datetime(2024, 3, 20, tzinfo=UTC)
+    section = Section("relevant", 500, now)
+    utc_time = datetime(2024, 3, 16, 4, 30, tzinfo=UTC)
+    local = utc_time.astimezone(timezone(timedelta(hours=-5)))
+    item = ContextItem(id="m", kind="message", level=0, text="x", why="", tokens=0)
+    assert section.day_of(item, local, local) == "[2024-03-15, 3 days ago]"
+    assert section.day_of(item, utc_time, utc_time) == "[2024-03-16, 3 days ago]"
+    assert section.day_of(item, local, local) == "[2024-03-15, 3 days ago]"
