@@ -153,7 +153,7 @@ class IndexedSearch:
             ids: list[str] = []
             for sid, only in sources:
                 of_source = lines.by_source.get(sid, [])
-                named = index.ids.held(of_source)  # a source's rows are all held
+                named = index.line_ids_of(sid)  # a source's rows are all held
                 if only is not None:
                     keep = [k for k, i in enumerate(named) if i in only]
                     of_source, named = [of_source[k] for k in keep], [named[k] for k in keep]

@@ -99,3 +99,17 @@ def test_compacting_lets_go_of_a_forgotten_text_s_rows_and_words() -> None:
     assert index.text.vocab.terms["zeppelin"] >= before
     found, _ = index.text.search(["zeppelin"], 5)
     assert index.ids.of(found) == ["c10"]
+
+
+def test_a_source_s_line_ids_follow_its_lines_through_adds_forgets_and_a_pickle() -> None:
+    index = NamespaceIndex(8, ann_min_rows=10_000)
+    index.add([entry(f"l{i}", "a", 0, i, ["Ann"], []) for i in range(3)] + [entry("c0", "a", 1, 0, ["Ann"], [])])
+    assert index.line_ids_of("a") == ["l0", "l1", "l2"] and index.line_ids_of("b") == []
+    index.add([entry("l3", "a", 0, 3, ["Ann"], []), entry("m0", "b", 0, 0, ["Bo"], [])])
+    assert index.line_ids_of("a") == ["l0", "l1", "l2", "l3"] and index.line_ids_of("b") == ["m0"]
+    index._forget([index.ids.row_of()["l1"]])  # a forget of one line
+    assert index.line_ids_of("a") == ["l0", "l2", "l3"]
+    index.drop_sources(["b"])
+    assert index.line_ids_of("b") == []
+    read = pickle.loads(pickle.dumps(index))
+    assert read.line_ids == {} and read.line_ids_of("a") == ["l0", "l2", "l3"]
