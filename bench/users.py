@@ -324,6 +324,7 @@ async def _zipf(point: Point, client: Client, server: Server, args: argparse.Nam
     weights = 1 / np.arange(1, len(users) + 1) ** args.zipf_s
     cum = np.cumsum(weights / weights.sum())
     ms: dict[str, list[float]] = {"query": [], "context": []}
+    spans: list[tuple[float, float]] = []  # each request's (start, end), time.perf_counter(): what overlapped it
     rss: list[float] = []
     before = await client.metrics(users[0])
     end = time.perf_counter() + args.zipf_seconds
@@ -333,7 +334,9 @@ async def _zipf(point: Point, client: Client, server: Server, args: argparse.Nam
 
     async def one(r: random.Random, due: float | None = None) -> None:
         ns, route = draw(r)
-        ms[route].append(await client.call(route, ns, _sources(point, ns), due))
+        took = await client.call(route, ns, _sources(point, ns), due)
+        ms[route].append(took)
+        spans.append((time.perf_counter() - took / 1000, time.perf_counter()))
 
     async def worker(seed: int) -> None:
         r = random.Random(seed)
@@ -368,11 +371,26 @@ async def _zipf(point: Point, client: Client, server: Server, args: argparse.Nam
         "all_ms": percentiles(both),
         "query_ms": percentiles(ms["query"]),
         "context_ms": percentiles(ms["context"]),
+        "by_overlap_ms": by_overlap(spans),
         "loads": int(after["loads"] - before["loads"]),
         "held_nodes_end": int(after["nodes"]),
         "held_namespaces_end": int(after["namespaces"]),
         "rss_max_mib": round(max(rss), 1) if rss else None,
     }
+
+
+def by_overlap(spans: list[tuple[float, float]]) -> dict[str, dict[str, float]]:
+    """Latency percentiles (ms) of the requests by how many others were in flight at some point while each ran
+    ("0": alone, "1", "2+"): whether a slow request was slow alone or beside others (the server's cores shared)."""
+    groups: dict[str, list[float]] = {"0": [], "1": [], "2+": []}
+    for i, (start, end) in enumerate(spans):
+        beside = [(s, e) for k, (s, e) in enumerate(spans) if k != i and s < end and e > start]
+        # the most in flight at once beside it: at each start within it (or its own start), those running then
+        most = max(
+            (sum(1 for s, e in beside if s <= t < e) for t in [start] + [s for s, _ in beside if s > start]), default=0
+        )
+        groups["0" if most == 0 else "1" if most == 1 else "2+"].append((end - start) * 1000)
+    return {k: percentiles(v) | {"n": len(v)} for k, v in groups.items() if v}
 
 
 # ---------------------------------------------------------------------------------------------- report
@@ -457,7 +475,18 @@ def markdown(results: dict, header: str) -> str:
             )
             + " |"
         )
+    overlap = [
+        f"- {r['point']} ({'snapshots' if r['snapshots'] else 'no snapshots'}): "
+        + "; ".join(f"{_OVERLAP[k]} {_cell(v)}" for k, v in r["zipf"].get("by_overlap_ms", {}).items())
+        for r in results["points"]
+        if r.get("zipf", {}).get("by_overlap_ms")
+    ]
+    if overlap:
+        lines += ["", "Zipf latency (ms, p50 / p95 / p99) by the most requests in flight beside each one:", *overlap]
     return "\n".join(lines) + "\n"
+
+
+_OVERLAP = {"0": "alone", "1": "beside one other", "2+": "beside two or more"}
 
 
 async def _run(args: argparse.Namespace) -> dict:
