@@ -28,7 +28,9 @@ less than the heavy namespace, so one other user evicts it). Phases, sequential 
    half /query, half /context; the server's RSS (VmRSS) sampled. A closed loop by default (`--concurrency`
    requests in flight, each sent when one returns: the server saturated, a request's latency about concurrency /
    throughput); `--zipf-rate R` sends an open loop instead, Poisson arrivals at R requests a second, each timed from
-   its arrival (queueing counted): the latency users see at that traffic.
+   its arrival (queueing counted): the latency users see at that traffic. The latencies are also split by the
+   most requests in flight beside each one (alone, beside one other, beside two or more): whether the slow ones
+   were slow alone or shared the server's cores.
 
 RSS is compared with what INDEX_MAX_NODES documents (`rss_budget`): the RSS at the first request, ~40 MiB of serving,
 ~3 KB a node held and ~12 KB a node of each namespace being listed and indexed at the time. Its peak is the peak
@@ -336,7 +338,8 @@ async def _zipf(point: Point, client: Client, server: Server, args: argparse.Nam
         ns, route = draw(r)
         took = await client.call(route, ns, _sources(point, ns), due)
         ms[route].append(took)
-        spans.append((time.perf_counter() - took / 1000, time.perf_counter()))
+        now = time.perf_counter()
+        spans.append((now - took / 1000, now))
 
     async def worker(seed: int) -> None:
         r = random.Random(seed)
