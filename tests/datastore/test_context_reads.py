@@ -501,7 +501,7 @@ def test_a_question_naming_a_person_draws_from_the_conversations_they_speak_in(l
 
 
 def test_a_date_line_names_the_day_of_its_times_offset_even_for_one_instant() -> None:
-    # 23:30 in New York and 04:30 UTC the next day are one instant (equal, same hash) but two days: the date line
+    # 23:30 at UTC-5 and 04:30 UTC the next day are one instant (equal, same hash) but two days: the date line
     # is the day of the time as given, each time
     now = datetime(2024, 3, 20, tzinfo=UTC)
     section = Section("relevant", 500, now)
