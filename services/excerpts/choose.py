@@ -134,7 +134,9 @@ def excerpt(
     floor = 0  # a lower bound of the tokens of what is kept
     for i in order:
         together = group_of.get(i, frozenset({i})) - kept - dropped
-        if i in kept or floor + sum(_tokens(sentences[j].text) for j in together) - 3 > budget_tokens:
+        # each sentence's stored count (cl100k, of its text: services/chunking.split_message; an empty one's 1 is
+        # taken as its 0) says what cannot fit without counting it again
+        if i in kept or floor + sum(sentences[j].tokens for j in together if sentences[j].text) - 3 > budget_tokens:
             continue  # cannot fit
         trial = kept | together | {i}
         rendered, _ = render(sentences, sorted(trial), after)
