@@ -10,6 +10,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import os
+import re
 import tempfile
 from functools import lru_cache
 from importlib import resources
@@ -56,6 +57,25 @@ def count_tokens(text: str) -> int:
     texts again and again (a conversation's last turns in every block, an item while its cut is tried): a short
     text's count is remembered (`MEMO_TEXTS` texts of at most `MEMO_CHARS` characters, least recently used out)."""
     return _count_short(text) if len(text) <= MEMO_CHARS else len(get_encoding().encode_ordinary(text))
+
+
+# Unicode's White_Space characters: what `\s` matches in cl100k's pre-tokenizer pattern (Python's str.split also
+# splits at U+001C-U+001F, which that pattern takes for punctuation)
+_WORD = re.compile(r"[^\t\n\x0b\x0c\r \x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]+")
+
+
+def min_tokens(text: str) -> int:
+    """A lower bound of `count_tokens(text)`, without encoding: its words (runs of characters that are not
+    Unicode White_Space). cl100k's pre-tokenizer cuts text into pieces whose characters other than white space
+    are one run (a word's letters, digits or punctuation, after at most one space), each piece at least a
+    token, so every word costs a token at least."""
+    return len(_WORD.findall(text))
+
+
+def fits(text: str, max_tokens: int) -> bool:
+    """Whether `text` is at most `max_tokens` cl100k_base tokens (`count_tokens(text) <= max_tokens`), without
+    encoding it when `min_tokens` already says no (a long answer checked against a turn's length)."""
+    return min_tokens(text) <= max_tokens and count_tokens(text) <= max_tokens
 
 
 @lru_cache(maxsize=MEMO_TEXTS)

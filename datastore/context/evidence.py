@@ -32,7 +32,7 @@ from services import excerpts
 from services.chunking import Run, SpanSentence, render_runs
 from services.excerpts import Excerpt
 from services.filler import is_filler
-from services.tokens import count_tokens
+from services.tokens import fits
 
 
 def fold(text: str) -> str:
@@ -209,7 +209,7 @@ class Texts:
             cut = [s for _, s, m in at if m.id == mid and s.id not in keep]
             if not cut:
                 continue
-            if conversation and count_tokens(whole[mid].content) <= self.policy.long_turn:
+            if conversation and fits(whole[mid].content, self.policy.long_turn):
                 keep |= {s.id for s in cut}
             else:
                 inside.add(mid)
@@ -218,9 +218,7 @@ class Texts:
         for s in sentences:
             turns.setdefault(s.message_id, []).append(s.text)
         short = {
-            mid
-            for mid, texts in turns.items()
-            if mid not in inside and count_tokens(" ".join(texts)) <= self.policy.short_turn
+            mid for mid, texts in turns.items() if mid not in inside and fits(" ".join(texts), self.policy.short_turn)
         }
         return Piece(node, sentences, frozenset(short), frozenset(s.id for s in own))
 

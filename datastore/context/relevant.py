@@ -11,7 +11,7 @@ from __future__ import annotations
 from datastore.context.render import Section
 from datastore.context.state import BlockState
 from models.memory import MemoryNode
-from services.tokens import count_tokens
+from services.tokens import fits
 
 
 class Relevant(BlockState):
@@ -62,4 +62,4 @@ class Relevant(BlockState):
         turns: dict[str, list[str]] = {}
         for s in self.texts.piece(n).sentences:
             turns.setdefault(s.message_id, []).append(s.text)
-        return all(count_tokens(" ".join(t)) <= self.p.long_turn for t in turns.values())
+        return all(fits(" ".join(t), self.p.long_turn) for t in turns.values())

@@ -27,7 +27,7 @@ from services import excerpts
 from services.chunking import SpanSentence, render_runs, sentence_runs
 from services.lines import SEPARATOR, spoken
 from services.speakers import is_human
-from services.tokens import count_tokens
+from services.tokens import fits
 
 
 class Timeline(BlockState):
@@ -149,7 +149,7 @@ class Timeline(BlockState):
             return render_runs(sentence_runs(fresh, said), stamps=False).removeprefix(f"{ln.speaker}: ")
         if said and text.endswith("…") and SEPARATOR not in text:  # a lead cut inside its sentence: whole
             whole = render_runs(sentence_runs(said, said), stamps=False).removeprefix(f"{ln.speaker}: ")
-            return whole if count_tokens(whole) <= self.p.whole_line_tokens else text
+            return whole if fits(whole, self.p.whole_line_tokens) else text
         if SEPARATOR in text:  # a long answer's lead and point: one of them
             parts = text.split(SEPARATOR)
             near = [math.fsum(weights.get(t, 0.0) for t in topic & set(excerpts.terms(x))) for x in parts]

@@ -25,7 +25,7 @@ from functools import lru_cache
 
 from services.chunking import ELISION, Run, SpanSentence, render_runs, sentence_runs
 from services.text import WORD
-from services.tokens import count_tokens
+from services.tokens import count_tokens, min_tokens
 
 MIN_FILL_WORDS = 4  # a body line close to nothing is kept only with this many words (see `excerpt`)
 
@@ -118,8 +118,8 @@ def excerpt(
     everything = [i for i in range(len(sentences)) if i not in dropped]
     if not dropped:
         text, runs = render(sentences, everything, after)
-        # cl100k never merges across a space, so a text of more words than the budget cannot fit: no need to count
-        if len(text.split()) <= budget_tokens and (n := count_tokens(text)) <= budget_tokens:
+        # a text of more words than the budget cannot fit (services/tokens.min_tokens): no need to count
+        if min_tokens(text) <= budget_tokens and (n := count_tokens(text)) <= budget_tokens:
             return Excerpt(text, tuple(sentences), tuple(everything), tuple(runs), n)
     group_of = {i: frozenset(g) for g in groups for i in g}
     top = max((scores[i] for i in everything), default=0.0)

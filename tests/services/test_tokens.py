@@ -1,3 +1,6 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from services import tokens
 
 
@@ -29,3 +32,28 @@ def test_counts_are_remembered_only_for_short_texts() -> None:
     assert tokens.count_tokens(short) == tokens.count_tokens(short) == len(tokens.encode(short))
     assert tokens.count_tokens(long) == len(tokens.encode(long))
     assert tokens._count_short.cache_info().currsize <= before + 1
+
+
+# every character Python calls white space, which holds Unicode's White_Space and U+001C-U+001F
+_SPACES = "".join(c for c in map(chr, range(0x110000)) if c.isspace())
+# pieces of text: white space, letters, digits, punctuation, contractions and words, in any order
+_TEXT = st.lists(
+    st.sampled_from([*_SPACES, *"aZé東😀09.,!?'’-_#()\"…", "'s", "'ll", "hello", "12345", "...", "\r\n"]),
+    max_size=40,
+).map("".join)
+
+
+def test_white_space_is_unicode_white_space() -> None:
+    """min_tokens splits words at Unicode's White_Space (what `\\s` means in cl100k's pattern), not at the four
+    separators U+001C-U+001F, which Python's str.split also splits at."""
+    words = {c for c in _SPACES if tokens.min_tokens(f"a{c}b") == 2}
+    assert words == set(_SPACES) - set("\x1c\x1d\x1e\x1f")
+
+
+@settings(max_examples=400, deadline=None)
+@given(_TEXT, st.integers(min_value=0, max_value=40))
+def test_min_tokens_bounds_the_count_and_fits_agrees(text: str, limit: int) -> None:
+    """Every word costs a token at least, so `fits` says what counting says."""
+    n = tokens.count_tokens(text)
+    assert tokens.min_tokens(text) <= n
+    assert tokens.fits(text, limit) == (n <= limit)
